@@ -1,0 +1,61 @@
+# FlexTensor build.  `make` builds the shim, the tools and the simulated device;
+# `make check` runs every test; `make demo` runs the example model under the shim.
+#
+# Each folder owns a fragment (<dir>/<dir>.mk) that appends to the variables below,
+# so that the top level stays a list of goals.
+
+CUDA_HOME ?= /usr/local/cuda
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BUILD     ?= build
+
+CC      ?= gcc
+NVCC    ?= $(CUDA_HOME)/bin/nvcc
+CFLAGS  ?= -O2 -g
+CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
+
+# Every build type hides symbols by default (STYLE.md rule 5); exports go through
+# version scripts only.
+FT_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
+             -fvisibility=hidden -I. $(CUDA_INC) $(CFLAGS)
+FT_LDFLAGS := -pthread $(LDFLAGS)
+
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+INIH_LIB   := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libinih.a /usr/lib/libinih.a /usr/local/lib/libinih.a))
+
+.PHONY: all check demo install clean gpu-check docs
+all:
+
+include core/core.mk
+include config/config.mk
+include cupti/cupti.mk
+include shim/shim.mk
+include tools/tools.mk
+include tests/sim/sim.mk
+include examples/examples.mk
+include tests/tests.mk
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -MMD -MP -c $< -o $@
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+demo: all
+	@bash examples/demo.sh
+
+gpu-check:
+	@bash bench/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
+	           $(DESTDIR)$(PREFIX)/lib/flextensor/sim $(DESTDIR)$(PREFIX)/include \
+	           $(DESTDIR)$(PREFIX)/share/doc/flextensor
+	install -m 755 $(BUILD)/libflextensor.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/bin/ft-run $(BUILD)/bin/ft-trace $(DESTDIR)$(PREFIX)/bin/
+	cp -P $(BUILD)/sim/*.so* $(DESTDIR)$(PREFIX)/lib/flextensor/sim/
+	install -m 644 shim/flextensor.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/flextensor/
+
+clean:
+	rm -rf $(BUILD)

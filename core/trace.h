@@ -1,0 +1,73 @@
+/* trace.h - the FlexTensor trace file: a versioned, self-checking record stream.
+ *
+ * Layout (little-endian; docs/trace-format.md is the reference):
+ *   header   "FTTRACE\0" (8 bytes), u32 version, u32 header size (16)
+ *   records  u16 type, u16 flags (0), u32 payload length, payload
+ *   end      a record of type FT_TRACE_END whose payload is u64 record count (the
+ *            records before it) and u32 CRC-32 of every byte before the END record.
+ * A file without a valid END record is truncated or corrupt, and is reported so.
+ *
+ * Payload fields are u32/u64 integers and strings (u32 length, bytes, no NUL).
+ */
+#ifndef FT_TRACE_H
+#define FT_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FT_TRACE_MAGIC "FTTRACE"
+#define FT_TRACE_VERSION 1u
+#define FT_TRACE_HEADER_SIZE 16u
+
+typedef enum {
+    FT_TRACE_PROCESS = 1,   /* u32 pid, u64 start ns, u64 end ns (unix), str program, str device */
+    FT_TRACE_CONFIG = 2,    /* u32 n, then n x (str name, str value, str source) */
+    FT_TRACE_CALLS = 3,     /* u32 n, then n x (str entry point, u64 count) */
+    FT_TRACE_END = 0xffff,
+} ft_trace_type_t;
+
+/* A growing in-memory trace; written out in one go by ft_trace_write_file. */
+typedef struct {
+    unsigned char *buf;
+    size_t len, cap;
+    size_t record_start;    /* offset of the open record's header */
+    uint64_t records;
+    int failed;             /* an allocation failed: the trace is incomplete */
+} ft_trace_writer_t;
+
+int ft_trace_writer_init(ft_trace_writer_t *w);
+void ft_trace_writer_free(ft_trace_writer_t *w);
+void ft_trace_begin(ft_trace_writer_t *w, ft_trace_type_t type);
+void ft_trace_put_u32(ft_trace_writer_t *w, uint32_t v);
+void ft_trace_put_u64(ft_trace_writer_t *w, uint64_t v);
+void ft_trace_put_str(ft_trace_writer_t *w, const char *s);
+void ft_trace_end(ft_trace_writer_t *w);
+/* Closes the stream with the END record and writes it to path (via a temporary file
+ * renamed into place, so a reader never sees half a file). 0 or -errno. */
+int ft_trace_write_file(ft_trace_writer_t *w, const char *path);
+
+/* Reading: a cursor over one record's payload. Getters return 0, or -1 when the
+ * payload is shorter than the field (the cursor then stays failed). */
+typedef struct {
+    const unsigned char *p;
+    size_t left;
+    int failed;
+} ft_trace_cursor_t;
+
+int ft_trace_get_u32(ft_trace_cursor_t *c, uint32_t *v);
+int ft_trace_get_u64(ft_trace_cursor_t *c, uint64_t *v);
+/* Points *s at the string's bytes (not NUL-terminated) and *len at its length. */
+int ft_trace_get_str(ft_trace_cursor_t *c, const char **s, uint32_t *len);
+
+typedef int (*ft_trace_visit_fn)(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *payload);
+
+/* Checks the whole file (magic, version, record bounds, END record, CRC) and then
+ * calls visit for each record. On failure returns <0 and writes a one-line reason
+ * naming the byte offset into err. A visitor returning nonzero stops the walk and its
+ * value is returned. */
+int ft_trace_read(const unsigned char *data, size_t size, ft_trace_visit_fn visit, void *ctx,
+                  char *err, size_t errlen);
+
+uint32_t ft_crc32(uint32_t crc, const void *data, size_t len);
+
+#endif

@@ -1,0 +1,1 @@
+CUPTI_OBJS :=

@@ -1,0 +1,22 @@
+# examples/: the example model, built for the simulated device (always) and for a
+# real GPU (`make gpu-example`, needs nvcc).
+EXAMPLE_HOST := examples/model.c examples/minblas.c
+
+$(BUILD)/examples/model-sim: $(EXAMPLE_HOST) examples/kernels_sim.c examples/*.h $(SIM_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -o $@ $(EXAMPLE_HOST) examples/kernels_sim.c \
+	    -L$(BUILD)/sim -lcudart -Wl,-rpath,'$$ORIGIN/../sim' $(FT_LDFLAGS) -ldl
+
+$(BUILD)/examples/kernels.o: examples/kernels.cu examples/kernels.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -arch=sm_90 -I. -c $< -o $@
+
+$(BUILD)/examples/model-gpu: $(EXAMPLE_HOST) examples/*.h $(BUILD)/examples/kernels.o
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -o $@ $(EXAMPLE_HOST) $(BUILD)/examples/kernels.o \
+	    -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ $(FT_LDFLAGS) -ldl
+
+.PHONY: gpu-example
+gpu-example: $(BUILD)/examples/model-gpu
+
+all: $(BUILD)/examples/model-sim

@@ -1,0 +1,35 @@
+// kernels.cu - the example model's kernels for a real GPU (see kernels.h).
+#include <stdint.h>
+#include "kernels.h"
+
+__global__ void model_gemv(const uint32_t *w, const uint32_t *x, uint32_t *y, int n)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n)
+        return;
+    const uint32_t *row = w + (size_t)r * n;
+    uint32_t acc = 0;
+    for (int c = 0; c < n; c++)
+        acc += row[c] * x[c];
+    y[r] = acc;
+}
+
+__global__ void model_mix(uint32_t *y, const uint32_t *bias, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        uint32_t t = y[i] + bias[i];
+        y[i] = t ^ (t >> 13);
+    }
+}
+
+__global__ void model_scale(uint32_t *y, const uint32_t *s, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = y[i] * (s[i] | 1u) + (y[i] >> 7);
+}
+
+extern "C" const void *model_kernel_gemv(void) { return (const void *)model_gemv; }
+extern "C" const void *model_kernel_mix(void) { return (const void *)model_mix; }
+extern "C" const void *model_kernel_scale(void) { return (const void *)model_scale; }

@@ -1,0 +1,30 @@
+/* kernels.h - the example model's kernels, as the host code sees them: the host
+ * addresses that identify them to the CUDA runtime (nvcc's host stubs on a GPU, the
+ * registered stubs on the simulated device). Implemented by kernels.cu and
+ * kernels_sim.c, which compute bit-identical results (32-bit unsigned arithmetic).
+ *
+ *   gemv  (const uint32_t *w, const uint32_t *x, uint32_t *y, int n)
+ *         y[r] = sum_c w[r*n + c] * x[c]                    (a weight read, GEMM-like)
+ *   mix   (uint32_t *y, const uint32_t *bias, int n)
+ *         t = y[i] + bias[i]; y[i] = t ^ (t >> 13)           (elementwise)
+ *   scale (uint32_t *y, const uint32_t *s, int n)
+ *         y[i] = y[i] * (s[i] | 1) + (y[i] >> 7)             (launched by minblas)
+ */
+#ifndef MODEL_KERNELS_H
+#define MODEL_KERNELS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+const void *model_kernel_gemv(void);
+const void *model_kernel_mix(void);
+const void *model_kernel_scale(void);
+
+/* Threads per block the launches use (the simulator ignores the shape). */
+#define MODEL_BLOCK 256
+
+#ifdef __cplusplus
+}
+#endif
+#endif

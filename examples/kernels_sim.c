@@ -1,0 +1,73 @@
+/* kernels_sim.c - the example model's kernels for the simulated device (see
+ * kernels.h): host functions registered with their names, parameter layouts and
+ * virtual durations, as nvcc's registration code would do on a GPU. The names are
+ * the mangled names nvcc gives kernels.cu's kernels, so traces read the same. */
+#include <stdint.h>
+
+#include "examples/kernels.h"
+#include "tests/sim/simcuda.h"
+
+/* Virtual cost model: the GEMM-like kernel streams its weight at about HBM speed,
+ * 3 bytes per virtual ns; the small kernels take a fixed 2 us. */
+#define SIM_BYTES_PER_NS 3u
+#define SIM_SMALL_KERNEL_NS 2000u
+
+static void gemv(void **args, const simcuda_dims_t *dims)
+{
+    const uint32_t *w = *(const uint32_t **)args[0];
+    const uint32_t *x = *(const uint32_t **)args[1];
+    uint32_t *y = *(uint32_t **)args[2];
+    int n = *(int *)args[3];
+    for (int r = 0; r < n; r++) {
+        const uint32_t *row = w + (size_t)r * (size_t)n;
+        uint32_t acc = 0;
+        for (int c = 0; c < n; c++)
+            acc += row[c] * x[c];
+        y[r] = acc;
+    }
+}
+
+static uint64_t gemv_cost(void **args, const simcuda_dims_t *dims)
+{
+    uint64_t n = (uint64_t)*(int *)args[3];
+    return n * n * 4 / SIM_BYTES_PER_NS;
+}
+
+static void mix(void **args, const simcuda_dims_t *dims)
+{
+    uint32_t *y = *(uint32_t **)args[0];
+    const uint32_t *bias = *(const uint32_t **)args[1];
+    int n = *(int *)args[2];
+    for (int i = 0; i < n; i++) {
+        uint32_t t = y[i] + bias[i];
+        y[i] = t ^ (t >> 13);
+    }
+}
+
+static void scale(void **args, const simcuda_dims_t *dims)
+{
+    uint32_t *y = *(uint32_t **)args[0];
+    const uint32_t *s = *(const uint32_t **)args[1];
+    int n = *(int *)args[2];
+    for (int i = 0; i < n; i++)
+        y[i] = y[i] * (s[i] | 1u) + (y[i] >> 7);
+}
+
+/* The stubs only need distinct addresses, as nvcc's host stubs do. */
+static const char gemv_stub, mix_stub, scale_stub;
+
+const void *model_kernel_gemv(void) { return &gemv_stub; }
+const void *model_kernel_mix(void) { return &mix_stub; }
+const void *model_kernel_scale(void) { return &scale_stub; }
+
+__attribute__((constructor)) static void register_kernels(void)
+{
+    static const simcuda_kernel_desc_t descs[] = {
+        { "_Z10model_gemvPKjS0_Pji", gemv, gemv_cost, 0, 4, { 8, 8, 8, 4 } },
+        { "_Z9model_mixPjPKji", mix, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
+        { "_Z11model_scalePjPKji", scale, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
+    };
+    simcudaRegisterKernel(&gemv_stub, &descs[0]);
+    simcudaRegisterKernel(&mix_stub, &descs[1]);
+    simcudaRegisterKernel(&scale_stub, &descs[2]);
+}

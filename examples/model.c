@@ -1,0 +1,232 @@
+/* model.c - a small "model" written against the CUDA runtime API, for trying and
+ * testing FlexTensor: L layers of weights loaded with cudaMalloc + cudaMemcpy, then
+ * iterations (forwards) of several kernels per layer, through every launch path a
+ * real framework uses:
+ *
+ *   gemv   __cudaLaunchKernel        (what nvcc-compiled PyTorch kernels call)
+ *   mix    cudaLaunchKernelExC       (PyTorch's launches with attributes)
+ *   scale  cuLaunchKernelEx + extra  (through minblas, as cuBLAS does)
+ *   the input goes in by cudaLaunchKernel-free cudaMemcpyAsync, the output comes
+ *   back by cudaMemcpyAsync; both are checksummed.
+ *
+ * The arithmetic is 32-bit unsigned, so a GPU and the simulated device print the
+ * same checksum. Exit status 0 when every iteration of every thread agrees.
+ *
+ *   model [--layers L] [--dim N] [--iters I] [--threads T] [--quiet]
+ *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
+ */
+#include <cuda_runtime_api.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "examples/kernels.h"
+#include "examples/minblas.h"
+
+/* Declared by nvcc's crt/device_functions.h for C++ only. */
+extern cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                      void **args, size_t sharedMem, cudaStream_t stream);
+
+#define CHECK(call)                                                                      \
+    do {                                                                                 \
+        cudaError_t err_ = (call);                                                       \
+        if (err_ != cudaSuccess) {                                                       \
+            fprintf(stderr, "model: %s:%d: %s failed: %s (%d)\n", __FILE__, __LINE__,    \
+                    #call, cudaGetErrorString(err_), (int)err_);                         \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+typedef struct {
+    uint32_t *w, *bias, *s;
+} layer_t;
+
+static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0;
+static layer_t *model;
+static uint32_t *input;
+static cudaKernel_t k_gemv;
+static const void *k_mix;
+
+typedef struct {
+    int id;
+    uint64_t checksum[64];
+} worker_t;
+
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static uint64_t fnv1a(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint32_t *upload(uint64_t seed, size_t count, uint32_t *host)
+{
+    uint32_t *dev;
+    for (size_t i = 0; i < count; i++)
+        host[i] = (uint32_t)xorshift(&seed);
+    CHECK(cudaMalloc((void **)&dev, count * sizeof *dev));
+    CHECK(cudaMemcpy(dev, host, count * sizeof *dev, cudaMemcpyHostToDevice));
+    return dev;
+}
+
+static void load_weights(void)
+{
+    size_t n = (size_t)dim;
+    uint32_t *host = malloc(n * n * sizeof *host);
+    model = calloc((size_t)layers, sizeof *model);
+    input = malloc(n * sizeof *input);
+    if (host == NULL || model == NULL || input == NULL) {
+        fprintf(stderr, "model: out of host memory\n");
+        exit(1);
+    }
+    for (int l = 0; l < layers; l++) {
+        model[l].w = upload(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host);
+        model[l].bias = upload(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
+        model[l].s = upload(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
+    }
+    uint64_t seed = 42;
+    for (size_t i = 0; i < n; i++)
+        input[i] = (uint32_t)xorshift(&seed);
+    free(host);
+}
+
+static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
+{
+    dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    CHECK(cudaMemcpyAsync(a, input, (size_t)dim * sizeof *a, cudaMemcpyHostToDevice, stream));
+    for (int l = 0; l < layers; l++) {
+        void *gemv_args[] = { &model[l].w, &a, &b, &dim };
+        CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, stream));
+
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.stream = stream;
+        void *mix_args[] = { &b, &model[l].bias, &dim };
+        CHECK(cudaLaunchKernelExC(&cfg, k_mix, mix_args));
+
+        int rc = minblas_scale(stream, b, model[l].s, dim);
+        if (rc != 0) {
+            fprintf(stderr, "model: minblas_scale failed: %d\n", rc);
+            exit(1);
+        }
+        uint32_t *t = a;
+        a = b;
+        b = t;
+    }
+    CHECK(cudaMemcpyAsync(out, a, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
+}
+
+static void *run_worker(void *arg)
+{
+    worker_t *wk = arg;
+    cudaStream_t stream = 0;
+    uint32_t *a, *b, *out;
+    if (threads > 1)
+        CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CHECK(cudaMalloc((void **)&a, (size_t)dim * sizeof *a));
+    CHECK(cudaMalloc((void **)&b, (size_t)dim * sizeof *b));
+    CHECK(cudaMallocHost((void **)&out, (size_t)dim * sizeof *out));
+    for (int it = 0; it < iters; it++) {
+        forward(stream, a, b, out);
+        CHECK(cudaStreamSynchronize(stream));
+        wk->checksum[it] = fnv1a(out, (size_t)dim * sizeof *out);
+        if (!quiet && threads == 1)
+            printf("iteration %d checksum %016" PRIx64 "\n", it, wk->checksum[it]);
+    }
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+    CHECK(cudaFreeHost(out));
+    if (stream)
+        CHECK(cudaStreamDestroy(stream));
+    return NULL;
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int hi)
+{
+    char *end;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (v == NULL || *v == '\0' || *end != '\0' || x < lo || x > hi) {
+        fprintf(stderr, "model: %s needs an integer in %d..%d (got %s)\n", flag, lo, hi,
+                v ? v : "nothing");
+        exit(2);
+    }
+    return (int)x;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--layers") == 0)
+            layers = parse_int(a, v, 1, 4096), i++;
+        else if (strcmp(a, "--dim") == 0)
+            dim = parse_int(a, v, 1, 65536), i++;
+        else if (strcmp(a, "--iters") == 0)
+            iters = parse_int(a, v, 1, 64), i++;
+        else if (strcmp(a, "--threads") == 0)
+            threads = parse_int(a, v, 1, 64), i++;
+        else if (strcmp(a, "--quiet") == 0)
+            quiet = 1;
+        else {
+            fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] [--quiet]\n");
+            return 2;
+        }
+    }
+
+    cudaKernel_t k_scale;
+    CHECK(cudaGetKernel(&k_gemv, model_kernel_gemv()));
+    CHECK(cudaGetKernel(&k_scale, model_kernel_scale()));
+    k_mix = model_kernel_mix();
+    if (minblas_init((void *)k_scale) != 0)
+        return 1;
+
+    double mib = ((double)dim * dim + 2.0 * dim) * 4.0 * layers / (1 << 20);
+    if (!quiet)
+        printf("model: %d layers, dim %d, %.1f MiB of weights, %d iterations, %d thread(s)\n",
+               layers, dim, mib, iters, threads);
+    load_weights();
+
+    worker_t *wk = calloc((size_t)threads, sizeof *wk);
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    for (int t = 0; t < threads; t++) {
+        wk[t].id = t;
+        if (pthread_create(&tid[t], NULL, run_worker, &wk[t]) != 0) {
+            fprintf(stderr, "model: pthread_create failed\n");
+            return 1;
+        }
+    }
+    for (int t = 0; t < threads; t++)
+        pthread_join(tid[t], NULL);
+
+    int agree = 1;
+    for (int t = 0; t < threads; t++)
+        for (int it = 0; it < iters; it++)
+            agree &= wk[t].checksum[it] == wk[0].checksum[0];
+    for (int l = 0; l < layers; l++) {
+        CHECK(cudaFree(model[l].w));
+        CHECK(cudaFree(model[l].bias));
+        CHECK(cudaFree(model[l].s));
+    }
+    printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[0],
+           agree ? "" : " (iterations or threads DISAGREE)");
+    free(wk);
+    free(tid);
+    free(model);
+    free(input);
+    return agree ? 0 : 1;
+}

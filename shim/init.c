@@ -1,0 +1,167 @@
+/* init.c - the shim's life cycle: configuration before main, the report and trace at
+ * exit, and the control API (flextensor.h).
+ *
+ * Owns: whether FlexTensor is active in this process (ft_shim_active).
+ */
+#define _GNU_SOURCE
+#include "shim/shim.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "core/log.h"
+#include "core/trace.h"
+
+#define FT_EXPORT __attribute__((visibility("default")))
+
+extern char **environ;
+
+int ft_shim_active;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static ft_config_t config;
+static uint64_t start_ns;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void *ft_shim_resolve(const char *name)
+{
+    void *fn = dlsym(RTLD_NEXT, name);
+    if (fn == NULL) {
+        /* The application may have dlopened libcudart after us with RTLD_LOCAL. */
+        void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL) {
+            fn = dlsym(h, name);
+            dlclose(h);
+        }
+    }
+    if (fn == NULL)
+        FT_ERROR("cannot find the real %s (is libcudart loaded?)", name);
+    return fn;
+}
+
+static void program_name(char *out, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+    out[n > 0 ? n : 0] = '\0';
+}
+
+static void write_trace(void)
+{
+    if (config.trace_file == NULL || config.trace_file[0] == '\0')
+        return;
+    ft_trace_writer_t w;
+    if (ft_trace_writer_init(&w) != 0) {
+        FT_WARN("trace %s not written: out of memory", config.trace_file);
+        return;
+    }
+    char prog[1024];
+    program_name(prog, sizeof prog);
+    ft_trace_begin(&w, FT_TRACE_PROCESS);
+    ft_trace_put_u32(&w, (uint32_t)getpid());
+    ft_trace_put_u64(&w, start_ns);
+    ft_trace_put_u64(&w, now_ns());
+    ft_trace_put_str(&w, prog);
+    ft_trace_put_str(&w, "");
+    ft_trace_end(&w);
+
+    ft_config_trace(&config, &w);
+
+    uint32_t n = 0;
+    for (int i = 0; i < FT_FN_COUNT; i++)
+        n += atomic_load(&ft_shim_calls[i]) != 0;
+    ft_trace_begin(&w, FT_TRACE_CALLS);
+    ft_trace_put_u32(&w, n);
+    for (int i = 0; i < FT_FN_COUNT; i++) {
+        uint64_t c = atomic_load(&ft_shim_calls[i]);
+        if (c != 0) {
+            ft_trace_put_str(&w, ft_shim_fn_name((ft_shim_fn_t)i));
+            ft_trace_put_u64(&w, c);
+        }
+    }
+    ft_trace_end(&w);
+
+    int rc = ft_trace_write_file(&w, config.trace_file);
+    if (rc != 0)
+        FT_WARN("trace %s not written: %s", config.trace_file, strerror(-rc));
+    else
+        FT_INFO("trace written to %s", config.trace_file);
+    ft_trace_writer_free(&w);
+}
+
+/* The exit report: what the shim saw. Runs from atexit, after main returned. */
+static void report_at_exit(void)
+{
+    if (!ft_shim_active)
+        return;
+    if (FT_LOG_ENABLED(FT_LOG_INFO)) {
+        char line[256];
+        uint64_t total = 0;
+        for (int i = 0; i < FT_FN_COUNT; i++)
+            total += atomic_load(&ft_shim_calls[i]);
+        FT_INFO("summary: %llu CUDA runtime calls intercepted", (unsigned long long)total);
+        for (int i = 0; i < FT_FN_COUNT; i++) {
+            uint64_t c = atomic_load(&ft_shim_calls[i]);
+            if (c == 0)
+                continue;
+            snprintf(line, sizeof line, "  %-28s %12llu", ft_shim_fn_name((ft_shim_fn_t)i),
+                     (unsigned long long)c);
+            FT_INFO("%s", line);
+        }
+    }
+    write_trace();
+}
+
+static void init(void)
+{
+    static ft_config_diag_t diag;
+    start_ns = now_ns();
+    int rc = ft_config_load(&config, environ, NULL, NULL, 0, &diag);
+    int enabled = ft_config_enabled_requested(&config);
+    ft_log_set_threshold(rc == 0 ? config.log_level : FT_LOG_INFO);
+    /* Warnings (an unknown FT_ variable, say) matter most when a typo left FlexTensor
+     * off, so they are printed whether or not it is enabled. */
+    ft_config_diag_print(&diag, STDERR_FILENO);
+    if (rc != 0 && enabled) {
+        /* The one exit in the library: the issue's contract is that an invalid
+         * configuration with FT_ENABLED=1 stops the process before the application
+         * runs, never half-configured. _exit: no atexit handlers of a process that
+         * has not started. */
+        FT_ERROR("invalid configuration, stopping (exit status 2); "
+                 "run `ft-run --print-config` to see every option");
+        _exit(2);
+    }
+    if (!enabled)
+        return;
+    ft_shim_active = 1;
+    FT_INFO("enabled in pid %d (log level %s)", (int)getpid(),
+            ft_log_level_name(config.log_level));
+    atexit(report_at_exit);
+}
+
+void ft_shim_ensure_init(void)
+{
+    pthread_once(&init_once, init);
+}
+
+__attribute__((constructor)) static void shim_constructor(void)
+{
+    ft_shim_ensure_init();
+}
+
+FT_EXPORT int ft_enabled(void)
+{
+    ft_shim_ensure_init();
+    return ft_shim_active;
+}

@@ -1,0 +1,49 @@
+# An invalid configuration with FT_ENABLED=1 stops the process before main (exit 2)
+# with a message naming the variable; without FT_ENABLED it runs unchanged.
+. "$(dirname "$0")/lib.sh"
+ARGS=(--layers 1 --dim 16 --iters 1)
+
+set +e
+FT_ENABLED=1 FT_NUM_BLOCKS=abc shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "invalid FT_NUM_BLOCKS with FT_ENABLED=1: exit $rc, want 2"
+[ ! -s "$WORK/out" ] || fail "the application ran despite the invalid configuration"
+expect_grep 'FT_NUM_BLOCKS' "$WORK/err" "error names the variable"
+expect_grep 'abc' "$WORK/err" "error names the value"
+pass "invalid value + FT_ENABLED=1: exit 2 before main, message names FT_NUM_BLOCKS=abc"
+
+set +e
+FT_ENABLED=1 FT_CONFIG_FILE="$WORK/missing.ini" shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "missing config file: exit $rc, want 2"
+expect_grep 'missing.ini' "$WORK/err" "error names the file"
+pass "missing config file: exit 2, message names the file"
+
+FT_NUM_BLOCKS=abc shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" \
+    || fail "with FlexTensor off an invalid value must not stop the program"
+expect_grep '^checksum' "$WORK/out" "program ran"
+pass "invalid value, FlexTensor off: program runs"
+
+FT_ENABLED=1 FT_DISCOVERY_ITER=2 shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" \
+    || fail "an unknown FT_ variable must only warn"
+expect_grep 'FT_DISCOVERY_ITER\b.*FT_DISCOVERY_ITERS' "$WORK/err" "nearest-name warning"
+pass "unknown FT_DISCOVERY_ITER: warning suggests FT_DISCOVERY_ITERS"
+
+set +e
+FT_ENABLED=1 "$BUILD/bin/ft-run" --sim --gpu-mem 12XB -- "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "ft-run --gpu-mem 12XB: exit $rc, want 2"
+expect_grep 'GPU_MEM_LIMIT' "$WORK/err" "ft-run error names the option"
+pass "ft-run rejects --gpu-mem 12XB before starting the program"
+
+printf '[flextensor]\nnum_blocks = 6\n' >"$WORK/ft.ini"
+FT_PROFILING_ITERS=7 "$BUILD/bin/ft-run" --config "$WORK/ft.ini" --gpu-mem 512MiB --print-config >"$WORK/cfg" 2>&1 \
+    || fail "ft-run --print-config failed"
+expect_grep 'FT_NUM_BLOCKS.*6.*ft.ini:2' "$WORK/cfg" "file source with line"
+expect_grep 'FT_PROFILING_ITERS.*7.*env' "$WORK/cfg" "env source"
+expect_grep 'FT_GPU_MEM_LIMIT.*ft-run --gpu-mem' "$WORK/cfg" "explicit source"
+expect_grep 'FT_STRATEGY.*knapsack.*default' "$WORK/cfg" "default source"
+pass "ft-run --print-config shows value and source of every option"

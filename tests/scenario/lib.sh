@@ -1,0 +1,22 @@
+# lib.sh - shared by the scenario scripts (sourced, not run).
+set -euo pipefail
+BUILD=${BUILD:-build}
+BUILD=$(cd "$BUILD" && pwd)
+SIMLIB=$BUILD/sim
+SHIM=$BUILD/libflextensor.so
+MODEL=$BUILD/examples/model-sim
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+NAME=$(basename "$0" .sh)
+
+fail() { echo "FAIL [$NAME]: $*" >&2; exit 1; }
+pass() { echo "  ok   $*"; }
+
+# expect_grep PATTERN FILE WHAT: FILE must contain PATTERN (extended regex).
+expect_grep() { grep -Eq -- "$1" "$2" || { sed 's/^/    | /' "$2" >&2; fail "$3: no /$1/ in output"; }; }
+expect_no_grep() { ! grep -Eq -- "$1" "$2" || { sed 's/^/    | /' "$2" >&2; fail "$3: unexpected /$1/"; }; }
+
+# sim CMD...: run CMD on the simulated device, without the shim.
+sim() { env LD_LIBRARY_PATH="$SIMLIB" "$@"; }
+# shim CMD...: run CMD on the simulated device with the shim preloaded (FT_* from env).
+shim() { env LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$SHIM" "$@"; }

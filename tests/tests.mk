@@ -1,0 +1,30 @@
+# tests/: Check unit suites, simulator suites, and scenario scripts.
+#
+#   build/tests/check_unit  core/ and config/ suites (tests/check_<module>.c)
+#   build/tests/check_sim   simulator suites (tests/check_sim_<part>.c), run against
+#                           build/sim with LD_LIBRARY_PATH
+#   tests/scenario/*.sh     programs run under the shim, compared with runs without it
+
+UNIT_TEST_SRCS := $(filter-out tests/check_main.c tests/check_sim_%.c,$(wildcard tests/check_*.c))
+SIM_TEST_SRCS  := $(wildcard tests/check_sim_*.c)
+SCENARIOS      := $(sort $(filter-out tests/scenario/lib.sh,$(wildcard tests/scenario/*.sh)))
+
+$(BUILD)/tests/check_unit: tests/check_main.c tests/unit_suites.def $(UNIT_TEST_SRCS) $(CORE_OBJS) $(CONFIG_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -DSUITES_DEF='"unit_suites.def"' -Itests -o $@ \
+	    tests/check_main.c $(UNIT_TEST_SRCS) $(CORE_OBJS) $(CONFIG_OBJS) $(INIH_LIB) \
+	    $(FT_LDFLAGS) $(CHECK_LIBS) -lm
+
+$(BUILD)/tests/check_sim: tests/check_main.c tests/sim_suites.def $(SIM_TEST_SRCS) $(SIM_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -DSUITES_DEF='"sim_suites.def"' -Itests -Itests/sim -o $@ \
+	    tests/check_main.c $(SIM_TEST_SRCS) -L$(BUILD)/sim -lcudart -lcuda \
+	    $(FT_LDFLAGS) $(CHECK_LIBS) -ldl -lm
+
+TEST_BINS := $(BUILD)/tests/check_unit $(BUILD)/tests/check_sim
+
+check: all $(TEST_BINS)
+	@echo "== unit suites"; $(BUILD)/tests/check_unit
+	@echo "== simulator suites"; LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/tests/check_sim
+	@set -e; for s in $(SCENARIOS); do echo "== scenario $$s"; BUILD=$(BUILD) bash $$s; done
+	@echo "make check: all passed"

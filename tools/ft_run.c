@@ -1,0 +1,187 @@
+/* ft-run - run a program with FlexTensor preloaded.
+ *
+ *   ft-run [--gpu-mem SIZE] [--config FILE] [--trace FILE] [--log-level L] [--sim]
+ *          [--disable] [--] PROGRAM [ARGS...]
+ *   ft-run --print-config [--config FILE] [...]
+ *
+ * Sets LD_PRELOAD to the libflextensor.so installed beside this program and
+ * FT_ENABLED=1, then execs PROGRAM. Its flags are explicit settings: they win over
+ * the environment and the file. The configuration is validated here first, so a
+ * mistake is reported before the program starts (exit status 2).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/config.h"
+
+extern char **environ;
+
+static void usage(FILE *out)
+{
+    fputs("usage: ft-run [options] [--] PROGRAM [ARGS...]\n"
+          "       ft-run --print-config [options]\n"
+          "\n"
+          "Runs PROGRAM with FlexTensor (libflextensor.so) preloaded and enabled.\n"
+          "\n"
+          "  --gpu-mem SIZE     device memory budget, e.g. 8GiB or 512MiB (FT_GPU_MEM_LIMIT)\n"
+          "  --config FILE      INI file with a [flextensor] section (FT_CONFIG_FILE)\n"
+          "  --trace FILE       write the trace to FILE (FT_TRACE_FILE)\n"
+          "  --log-level LEVEL  error, warn, info, debug or trace (FT_LOG_LEVEL)\n"
+          "  --sim              run on the simulated CUDA device (no GPU needed)\n"
+          "  --disable          preload the library but leave it off (FT_ENABLED=0)\n"
+          "  --print-config     print every option's effective value and its source\n"
+          "  -h, --help         this text\n"
+          "\n"
+          "Every FT_* option is documented in docs/configuration.md.\n",
+          out);
+}
+
+/* The folder holding this executable, to find the library and the simulator beside
+ * it both in the build tree (build/bin -> build) and installed (bin -> lib). */
+static int exe_dir(char *out, size_t len)
+{
+    char path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n <= 0)
+        return -1;
+    path[n] = '\0';
+    snprintf(out, len, "%s", dirname(path));
+    return 0;
+}
+
+static int first_existing(char *out, size_t len, const char *dir, const char *const *rel)
+{
+    for (; *rel; rel++) {
+        snprintf(out, len, "%s/%s", dir, *rel);
+        if (access(out, F_OK) == 0) {
+            char real[PATH_MAX];
+            if (realpath(out, real))
+                snprintf(out, len, "%s", real);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int prepend_env(const char *name, const char *value, char sep)
+{
+    const char *old = getenv(name);
+    if (old == NULL || *old == '\0')
+        return setenv(name, value, 1);
+    char *joined;
+    if (asprintf(&joined, "%s%c%s", value, sep, old) < 0)
+        return -1;
+    int rc = setenv(name, joined, 1);
+    free(joined);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    enum { OPT_GPU_MEM = 256, OPT_CONFIG, OPT_TRACE, OPT_LOG, OPT_SIM, OPT_DISABLE, OPT_PRINT };
+    static const struct option opts[] = {
+        { "gpu-mem", required_argument, NULL, OPT_GPU_MEM },
+        { "config", required_argument, NULL, OPT_CONFIG },
+        { "trace", required_argument, NULL, OPT_TRACE },
+        { "log-level", required_argument, NULL, OPT_LOG },
+        { "sim", no_argument, NULL, OPT_SIM },
+        { "disable", no_argument, NULL, OPT_DISABLE },
+        { "print-config", no_argument, NULL, OPT_PRINT },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    ft_config_override_t explicit_settings[8];
+    size_t n_explicit = 0;
+    const char *config_file = NULL;
+    int sim = 0, print = 0, disable = 0;
+
+    int c;
+    /* "+": stop at the first non-option, which is the program to run. */
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_GPU_MEM:
+            explicit_settings[n_explicit++] = (ft_config_override_t){ "GPU_MEM_LIMIT", optarg, "ft-run --gpu-mem" };
+            break;
+        case OPT_CONFIG:
+            config_file = optarg;
+            break;
+        case OPT_TRACE:
+            explicit_settings[n_explicit++] = (ft_config_override_t){ "TRACE_FILE", optarg, "ft-run --trace" };
+            break;
+        case OPT_LOG:
+            explicit_settings[n_explicit++] = (ft_config_override_t){ "LOG_LEVEL", optarg, "ft-run --log-level" };
+            break;
+        case OPT_SIM:
+            sim = 1;
+            break;
+        case OPT_DISABLE:
+            disable = 1;
+            break;
+        case OPT_PRINT:
+            print = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    explicit_settings[n_explicit++] = (ft_config_override_t){ "ENABLED", disable ? "0" : "1",
+                                                             disable ? "ft-run --disable" : "ft-run" };
+
+    if (config_file != NULL && setenv("FT_CONFIG_FILE", config_file, 1) != 0) {
+        perror("ft-run: setenv");
+        return 2;
+    }
+
+    ft_config_t cfg;
+    static ft_config_diag_t diag;
+    int rc = ft_config_load(&cfg, environ, NULL, explicit_settings, n_explicit, &diag);
+    ft_config_diag_print(&diag, STDERR_FILENO);
+    if (print) {
+        ft_config_print(&cfg, STDOUT_FILENO);
+        return rc == 0 ? 0 : 2;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "ft-run: invalid configuration, nothing started\n");
+        return 2;
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+
+    char dir[PATH_MAX], lib[PATH_MAX], simdir[PATH_MAX];
+    static const char *const lib_paths[] = { "../libflextensor.so", "../lib/libflextensor.so", NULL };
+    static const char *const sim_paths[] = { "../sim", "../lib/flextensor/sim", NULL };
+    if (exe_dir(dir, sizeof dir) != 0 || first_existing(lib, sizeof lib, dir, lib_paths) != 0) {
+        fprintf(stderr, "ft-run: libflextensor.so not found beside %s (looked in ../ and ../lib/)\n",
+                dir);
+        return 2;
+    }
+    if (sim) {
+        if (first_existing(simdir, sizeof simdir, dir, sim_paths) != 0) {
+            fprintf(stderr, "ft-run: --sim: the simulated device is not installed beside %s\n", dir);
+            return 2;
+        }
+        prepend_env("LD_LIBRARY_PATH", simdir, ':');
+    }
+    for (size_t i = 0; i < n_explicit; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "FT_%s", explicit_settings[i].name);
+        setenv(name, explicit_settings[i].value, 1);
+    }
+    prepend_env("LD_PRELOAD", lib, ':');
+    execvp(argv[optind], argv + optind);
+    fprintf(stderr, "ft-run: cannot run %s: %s\n", argv[optind], strerror(errno));
+    return 127;
+}

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+
 /* Flags of an FT_OPT row (options.def). */
 #define FT_OPT_NONE_OK 1u /* "none"/"null" unset the value */
 #define FT_OPT_LO_OPEN 2u /* the lower bound is excluded */
@@ -110,7 +111,9 @@ typedef struct ft_config_diag {
  * envp (NULL: none), then explicit_settings in order. *diag is reset and receives
  * every error and warning found, not only the first. On an invalid value the option
  * keeps the value of the layer below, so cfg is always complete and usable for
- * printing. Returns 0 when there are no errors (warnings allowed), -1 otherwise
+ * printing. *cfg need not be initialized (a previous load's memory is not released:
+ * call ft_config_free first); diag may be NULL. Returns 0 when there are no errors
+ * (warnings allowed), -1 otherwise
  * (-ENOMEM style failures are reported as errors too). Call ft_config_free after, in
  * both cases. */
 int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
@@ -133,6 +136,10 @@ void ft_config_diag_print(const ft_config_diag_t *diag, int fd);
 /* Every option: "FT_NAME = value   (source)", source being "default", "file PATH:LINE",
  * "env" or the explicit origin; the config file first. */
 void ft_config_print(const ft_config_t *cfg, int fd);
+
+/* The source of one option as ft_config_print shows it, into buf. */
+const char *ft_config_source_text(const ft_config_t *cfg, ft_config_opt_t opt, char *buf,
+                                  size_t len);
 
 /* The whole of docs/configuration.md (markdown), generated from options.def.
  * 0 on success, -1 on a write error. */

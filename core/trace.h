@@ -23,6 +23,13 @@ typedef enum {
     FT_TRACE_PROCESS = 1,   /* u32 pid, u64 start ns, u64 end ns (unix), str program, str device */
     FT_TRACE_CONFIG = 2,    /* u32 n, then n x (str name, str value, str source) */
     FT_TRACE_CALLS = 3,     /* u32 n, then n x (str entry point, u64 count) */
+    FT_TRACE_DISCOVERY = 4, /* u32 state, u32 iterations, u32 boundary source, u64 launches,
+                               u64 launches touching no region */
+    FT_TRACE_REGIONS = 5,   /* u32 n, then n x (u32 id, u64 base, u64 size, u32 flags, u32 unit) */
+    FT_TRACE_KERNELS = 6,   /* u32 n, then n x (str name, u64 launches) */
+    FT_TRACE_ITERATION = 7, /* u32 n, then n x (u32 kernel, u32 k, k x u32 region id) */
+    FT_TRACE_UNITS = 8,     /* u32 n, then n x (str name, u64 bytes, u32 first launch,
+                               u32 last launch, u32 offload, u32 k, k x u32 region id) */
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
 

@@ -57,6 +57,27 @@ static void program_name(char *out, size_t len)
     out[n > 0 ? n : 0] = '\0';
 }
 
+/* The FT_TRACE_CONFIG record: every option as (FT_NAME, value, source), as
+ * ft_config_print shows them. */
+static void trace_config(ft_trace_writer_t *w)
+{
+    char val[1024], src[4200];
+    ft_trace_begin(w, FT_TRACE_CONFIG);
+    ft_trace_put_u32(w, FT_CONFIG_N_OPTIONS + 1);
+    ft_trace_put_str(w, "FT_CONFIG_FILE");
+    ft_trace_put_str(w, config.config_file[0] ? config.config_file : "none");
+    ft_trace_put_str(w, !config.config_file[0] ? "default"
+                        : strcmp(config.config_file_origin, "explicit") == 0 ? "explicit" : "env");
+    for (int i = 0; i < FT_CONFIG_N_OPTIONS; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "FT_%s", ft_config_option_name((ft_config_opt_t)i));
+        ft_trace_put_str(w, name);
+        ft_trace_put_str(w, ft_config_format_value(&config, (ft_config_opt_t)i, val, sizeof val));
+        ft_trace_put_str(w, ft_config_source_text(&config, (ft_config_opt_t)i, src, sizeof src));
+    }
+    ft_trace_end(w);
+}
+
 static void write_trace(void)
 {
     if (config.trace_file == NULL || config.trace_file[0] == '\0')
@@ -76,7 +97,7 @@ static void write_trace(void)
     ft_trace_put_str(&w, "");
     ft_trace_end(&w);
 
-    ft_config_trace(&config, &w);
+    trace_config(&w);
 
     uint32_t n = 0;
     for (int i = 0; i < FT_FN_COUNT; i++)

@@ -44,6 +44,10 @@ typedef struct {
     int nparams;
     size_t param_size[SIMCUDA_MAX_PARAMS];  /* offsets follow natural alignment, as the
                                                CUDA ABI lays out a parameter buffer */
+    size_t param_align[SIMCUDA_MAX_PARAMS]; /* 0: natural alignment of param_size (the
+                                               largest power of two dividing it, at most
+                                               8); set it for over-aligned types such
+                                               as CUtensorMap (64) */
 } simcuda_kernel_desc_t;
 
 /* Registers a kernel under the host address `stub` (the role of nvcc's host stub), so
@@ -57,6 +61,28 @@ int simcudaRegisterKernel(const void *stub, const simcuda_kernel_desc_t *desc);
  * enqueued so far on every stream (what a host that synchronised now would read).
  * Exported by the simulated libcuda.so.1. */
 uint64_t simcudaVirtualNow(void);
+
+/* The host's virtual time: where the host stands after its last wait (synchronize
+ * calls, synchronous copies, event waits). cuptiGetTimestamp reads it. Exported by
+ * the simulated libcuda.so.1. */
+uint64_t simcudaHostNow(void);
+
+/* Fault injection for in-process tests (the FTSIM_FAIL_* variables do the same at
+ * init). The count of calls of that kind restarts at 0: the nth call from now fails
+ * (nth >= 1), and with persist every later one too; nth == 0 disarms. Allocations fail
+ * with CUDA_ERROR_OUT_OF_MEMORY (cudaErrorMemoryAllocation), copies at enqueue with
+ * CUDA_ERROR_UNKNOWN (cudaErrorUnknown). Returns 0, or -1 for a bad kind. Exported by
+ * the simulated libcuda.so.1. */
+typedef enum {
+    SIMCUDA_FAULT_ALLOC = 0,        /* cuMemAlloc*, cuMemCreate, stream-ordered allocs */
+    SIMCUDA_FAULT_HOST_ALLOC = 1,   /* pinned host allocation or registration */
+    SIMCUDA_FAULT_COPY = 2          /* any memcpy, sync or async */
+} simcuda_fault_t;
+int simcudaInjectFault(simcuda_fault_t kind, long nth, int persist);
+
+/* Physical device memory in use on `device` (bytes, as counted against the capacity
+ * FTSIM_DEVICE_MEM), or 0 for a bad ordinal. Exported by libcuda.so.1. */
+uint64_t simcudaDeviceMemUsed(int device);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,868 @@
+/* discovery.c - the discovery phase (see discovery.h for the rules it applies). */
+#define _GNU_SOURCE
+#include "core/discovery.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A library inside someone else's process never exits on a failed allocation: uthash
+ * reports it and the entry is simply not added. */
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+
+#include "core/log.h"
+
+typedef struct {
+    uint32_t id;
+    uint64_t base, size;
+    uint32_t flags;           /* FT_REGION_* from the table */
+    int candidate;            /* alive at the first launch */
+    int written;              /* copy/memset target since the first launch */
+    int changed;              /* hash differed between two iteration boundaries */
+    int changed_early;        /* hash differed between the first launch and the first
+                                 boundary: init kernels may still have been running,
+                                 so this counts only when one boundary is all we have */
+    int freed;
+    int hashed;
+    uint64_t hash;
+    int unit;                 /* index in units, -1 none */
+    UT_hash_handle hh;
+} rinfo_t;
+
+typedef struct {
+    uint64_t key;
+    uint32_t idx;
+    char *name;
+    uint64_t launches;
+    UT_hash_handle hh;
+} kinfo_t;
+
+typedef struct {
+    uint32_t kernel;          /* kinfo_t.idx */
+    uint32_t first_id;        /* offset into the record's ids */
+    uint32_t n_ids;
+} launch_t;
+
+/* The launches of one iteration and the region ids each touched. */
+typedef struct {
+    launch_t *l;
+    size_t n, cap;
+    uint32_t *ids;
+    size_t n_ids, cap_ids;
+} record_t;
+
+/* A (kernel, first candidate region) pair seen before iteration 1 was found. */
+typedef struct {
+    uint64_t key;             /* kernel idx << 32 | region id */
+    uint64_t seq;             /* launch sequence number of its last occurrence */
+    size_t pos;               /* position of that occurrence in the current record */
+    UT_hash_handle hh;
+} pair_t;
+
+/* When a lane's launches last touched a region. */
+typedef struct {
+    uint32_t id;
+    uint64_t seq;
+    UT_hash_handle hh;
+} touch_seq_t;
+
+/* One lane of launches: an application thread. Each thread's forward is a clean
+ * sequence even when several threads run forwards at once, so iterations are
+ * detected per lane; the first lane to complete the iterations defines the units. */
+typedef struct {
+    uint64_t lane;
+    record_t cur;
+    pair_t *pairs;            /* until the anchor is known */
+    uint64_t anchor;          /* the anchor pair's key, once anchored */
+    int anchored;
+    int mark_pending;
+    int iterations;
+    touch_seq_t *touch;
+    UT_hash_handle hh;
+} lane_t;
+
+struct ft_disc {
+    pthread_mutex_t lock;     /* launches arrive from every application thread */
+    ft_regions_t *regions;
+    ft_disc_params_t p;
+
+    ft_disc_state_t state;
+    rinfo_t *rmap;
+    kinfo_t *kmap;
+    kinfo_t **kv;             /* by idx */
+    size_t n_kernels, cap_kernels;
+
+    lane_t *lanes;
+    record_t last;            /* the last complete iteration of the deciding lane */
+    int explicit_marks;       /* boundaries come from marks, not the detector */
+    int iterations;           /* most complete iterations seen by one lane */
+    int boundary_source;      /* 0 detector, 1 ft_iteration_mark, 2 marker kernel */
+    uint64_t launches_total;
+    uint64_t launches_unattributed; /* launches touching no region at all */
+
+    ft_disc_unit_t *units;
+    size_t n_units;
+    uint32_t *unit_ids;       /* region ids of all units, back to back */
+    uint64_t weight_bytes;
+};
+
+static int rec_push_launch(record_t *r, uint32_t kernel, const uint32_t *ids, size_t n)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 256;
+        launch_t *nl = realloc(r->l, cap * sizeof *nl);
+        if (nl == NULL)
+            return -ENOMEM;
+        r->l = nl;
+        r->cap = cap;
+    }
+    if (r->n_ids + n > r->cap_ids) {
+        size_t cap = r->cap_ids ? r->cap_ids : 1024;
+        while (cap < r->n_ids + n)
+            cap *= 2;
+        uint32_t *ni = realloc(r->ids, cap * sizeof *ni);
+        if (ni == NULL)
+            return -ENOMEM;
+        r->ids = ni;
+        r->cap_ids = cap;
+    }
+    r->l[r->n++] = (launch_t){ kernel, (uint32_t)r->n_ids, (uint32_t)n };
+    memcpy(r->ids + r->n_ids, ids, n * sizeof *ids);
+    r->n_ids += n;
+    return 0;
+}
+
+static void rec_free(record_t *r)
+{
+    free(r->l);
+    free(r->ids);
+    memset(r, 0, sizeof *r);
+}
+
+/* Drops the first `pos` launches of r (the prologue before iteration 1). */
+static void rec_drop_front(record_t *r, size_t pos)
+{
+    if (pos == 0)
+        return;
+    uint32_t id_off = pos < r->n ? r->l[pos].first_id : (uint32_t)r->n_ids;
+    memmove(r->l, r->l + pos, (r->n - pos) * sizeof *r->l);
+    r->n -= pos;
+    memmove(r->ids, r->ids + id_off, (r->n_ids - id_off) * sizeof *r->ids);
+    r->n_ids -= id_off;
+    for (size_t i = 0; i < r->n; i++)
+        r->l[i].first_id -= id_off;
+}
+
+static void lane_free(lane_t *ln)
+{
+    pair_t *pr, *pt;
+    HASH_ITER(hh, ln->pairs, pr, pt) {
+        HASH_DEL(ln->pairs, pr);
+        free(pr);
+    }
+    touch_seq_t *t, *tt;
+    HASH_ITER(hh, ln->touch, t, tt) {
+        HASH_DEL(ln->touch, t);
+        free(t);
+    }
+    rec_free(&ln->cur);
+    free(ln);
+}
+
+static lane_t *lane_get(ft_disc_t *d, uint64_t lane)
+{
+    lane_t *ln;
+    HASH_FIND(hh, d->lanes, &lane, sizeof lane, ln);
+    if (ln != NULL)
+        return ln;
+    ln = calloc(1, sizeof *ln);
+    if (ln == NULL)
+        return NULL;
+    ln->lane = lane;
+    HASH_ADD(hh, d->lanes, lane, sizeof ln->lane, ln);
+    if (ln->hh.tbl == NULL) {
+        free(ln);
+        return NULL;
+    }
+    return ln;
+}
+
+static uint64_t lane_touch_seq(lane_t *ln, uint32_t id)
+{
+    touch_seq_t *t;
+    HASH_FIND(hh, ln->touch, &id, sizeof id, t);
+    return t ? t->seq : 0;
+}
+
+static void lane_touch(lane_t *ln, uint32_t id, uint64_t seq)
+{
+    touch_seq_t *t;
+    HASH_FIND(hh, ln->touch, &id, sizeof id, t);
+    if (t == NULL) {
+        t = calloc(1, sizeof *t);
+        if (t == NULL)
+            return;
+        t->id = id;
+        HASH_ADD(hh, ln->touch, id, sizeof t->id, t);
+        if (t->hh.tbl == NULL) {
+            free(t);
+            return;
+        }
+    }
+    t->seq = seq;
+}
+
+ft_disc_t *ft_disc_new(ft_regions_t *regions, const ft_disc_params_t *params)
+{
+    ft_disc_t *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    pthread_mutex_init(&d->lock, NULL);
+    d->regions = regions;
+    d->p = *params;
+    if (d->p.iters < 1)
+        d->p.iters = 1;
+    return d;
+}
+
+void ft_disc_free(ft_disc_t *d)
+{
+    if (d == NULL)
+        return;
+    rinfo_t *r, *rt;
+    HASH_ITER(hh, d->rmap, r, rt) {
+        HASH_DEL(d->rmap, r);
+        free(r);
+    }
+    kinfo_t *k, *kt;
+    HASH_ITER(hh, d->kmap, k, kt) {
+        HASH_DEL(d->kmap, k);
+        free(k->name);
+        free(k);
+    }
+    lane_t *ln, *lt;
+    HASH_ITER(hh, d->lanes, ln, lt) {
+        HASH_DEL(d->lanes, ln);
+        lane_free(ln);
+    }
+    free(d->kv);
+    rec_free(&d->last);
+    free(d->units);
+    free(d->unit_ids);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+static rinfo_t *rinfo_get(ft_disc_t *d, uint32_t id)
+{
+    rinfo_t *r;
+    HASH_FIND(hh, d->rmap, &id, sizeof id, r);
+    return r;
+}
+
+static rinfo_t *rinfo_add(ft_disc_t *d, const ft_region_t *reg, int candidate)
+{
+    rinfo_t *r = rinfo_get(d, reg->id);
+    if (r != NULL)
+        return r;
+    r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    r->id = reg->id;
+    r->base = reg->base;
+    r->size = reg->size;
+    r->flags = reg->flags;
+    r->candidate = candidate;
+    r->unit = -1;
+    HASH_ADD(hh, d->rmap, id, sizeof r->id, r);
+    if (r->hh.tbl == NULL) { /* uthash ran out of memory (HASH_NONFATAL_OOM) */
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static kinfo_t *kinfo_get(ft_disc_t *d, uint64_t key, const char *name)
+{
+    kinfo_t *k;
+    HASH_FIND(hh, d->kmap, &key, sizeof key, k);
+    if (k != NULL)
+        return k;
+    if (d->n_kernels == d->cap_kernels) {
+        size_t cap = d->cap_kernels ? d->cap_kernels * 2 : 64;
+        kinfo_t **nv = realloc(d->kv, cap * sizeof *nv);
+        if (nv == NULL)
+            return NULL;
+        d->kv = nv;
+        d->cap_kernels = cap;
+    }
+    k = calloc(1, sizeof *k);
+    if (k == NULL)
+        return NULL;
+    k->key = key;
+    k->idx = (uint32_t)d->n_kernels;
+    k->name = strdup(name ? name : "?");
+    HASH_ADD(hh, d->kmap, key, sizeof k->key, k);
+    if (k->name == NULL || k->hh.tbl == NULL) {
+        free(k->name);
+        free(k);
+        return NULL;
+    }
+    d->kv[d->n_kernels++] = k;
+    return k;
+}
+
+/* Hashes every candidate still alive; a region whose hash moved is not a weight.
+ * snapshot 0 is taken at the first launch, snapshot k at the k-th boundary. */
+static void snapshot_hashes(ft_disc_t *d, int snapshot)
+{
+    if (d->p.hash == NULL)
+        return;
+    rinfo_t *r, *rt;
+    HASH_ITER(hh, d->rmap, r, rt) {
+        if (!r->candidate || r->freed || r->written || r->changed)
+            continue;
+        uint64_t h;
+        if (d->p.hash(d->p.hash_ctx, r->base, r->size, &h) != 0) {
+            r->changed = 1;
+            continue;
+        }
+        if (r->hashed && h != r->hash) {
+            if (snapshot <= 1)
+                r->changed_early = 1;
+            else
+                r->changed = 1;
+        }
+        r->hash = h;
+        r->hashed = 1;
+    }
+}
+
+static void start_observing(ft_disc_t *d)
+{
+    ft_region_t *v;
+    long n = ft_regions_snapshot(d->regions, &v);
+    if (n < 0) {
+        FT_WARN("discovery: out of memory reading the region table");
+        n = 0;
+        v = NULL;
+    }
+    for (long i = 0; i < n; i++)
+        rinfo_add(d, &v[i], 1);
+    free(v);
+    snapshot_hashes(d, 0);
+    d->state = FT_DISC_OBSERVING;
+}
+
+static int is_weight(const ft_disc_t *d, const rinfo_t *r)
+{
+    return r != NULL && r->candidate && !r->written && !r->changed && !r->freed &&
+           !(d->iterations < 2 && r->changed_early);
+}
+
+/* --- units ---------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t pos;             /* launch position of the first touch */
+    uint32_t id;
+    uint64_t sig;
+} touch_t;
+
+static uint64_t fnv(const char *s, uint64_t h)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The period p and start s of the longest run where sig[i] == sig[i+p]; run is its
+ * length. Ties go to the smallest period. */
+static void find_period(const touch_t *t, size_t m, size_t *p_out, size_t *s_out, size_t *run_out)
+{
+    size_t best_p = 0, best_s = 0, best_run = 0;
+    for (size_t p = 1; p <= m / 2; p++) {
+        size_t run = 0;
+        for (size_t i = 0; i + p < m; i++) {
+            if (t[i].sig == t[i + p].sig) {
+                run++;
+                /* A run must span at least one whole period to be a repetition. */
+                if (run > best_run && run >= p) {
+                    best_run = run;
+                    best_p = p;
+                    best_s = i + 1 - run;
+                }
+            } else {
+                run = 0;
+            }
+        }
+    }
+    *p_out = best_p;
+    *s_out = best_s;
+    *run_out = best_run;
+}
+
+static int parse_bytes(const char *s, uint64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    while (*end == ' ')
+        end++;
+    double mult = 1;
+    if (*end) {
+        char u = (char)toupper((unsigned char)*end);
+        mult = u == 'K' ? 1024.0 : u == 'M' ? 1048576.0 : u == 'G' ? 1073741824.0
+             : u == 'T' ? 1099511627776.0 : u == 'B' ? 1 : -1;
+        if (mult < 0)
+            return -1;
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'B' || *end == 'b')
+            end++;
+        if (*end)
+            return -1;
+    }
+    *out = (uint64_t)(v * mult);
+    return 0;
+}
+
+int ft_disc_pattern_match(const char *pattern, const char *unit_name,
+                          const char *const *kernel_names, size_t n_kernels, uint64_t bytes)
+{
+    if (strncmp(pattern, "kernel:", 7) == 0) {
+        for (size_t i = 0; i < n_kernels; i++)
+            if (fnmatch(pattern + 7, kernel_names[i], 0) == 0)
+                return 1;
+        return 0;
+    }
+    if (strncmp(pattern, "size:", 5) == 0) {
+        const char *op = pattern + 5;
+        int ge = 1;
+        if (op[0] == '>' && op[1] == '=')
+            op += 2;
+        else if (op[0] == '<')
+            op += 1, ge = 0;
+        else
+            return 0;
+        uint64_t n;
+        if (parse_bytes(op, &n) != 0)
+            return 0;
+        return ge ? bytes >= n : bytes < n;
+    }
+    if (strncmp(pattern, "name:", 5) == 0)
+        pattern += 5;
+    return fnmatch(pattern, unit_name, 0) == 0;
+}
+
+static int unit_matches_any(ft_disc_t *d, const ft_disc_unit_t *u, char *const *pats, size_t n)
+{
+    if (n == 0)
+        return 0;
+    /* The distinct kernel names of the unit's launch range. */
+    size_t cnt = u->last_launch - u->first_launch + 1;
+    const char **names = calloc(cnt, sizeof *names);
+    if (names == NULL)
+        return 0;
+    size_t nn = 0;
+    for (uint32_t i = u->first_launch; i <= u->last_launch && i < d->last.n; i++)
+        names[nn++] = d->kv[d->last.l[i].kernel]->name;
+    int hit = 0;
+    for (size_t i = 0; i < n && !hit; i++)
+        hit = ft_disc_pattern_match(pats[i], u->name, names, nn, u->bytes);
+    free(names);
+    return hit;
+}
+
+static int build_units(ft_disc_t *d)
+{
+    record_t *r = &d->last;
+    size_t m = 0, cap = 64;
+    touch_t *t = malloc(cap * sizeof *t);
+    if (t == NULL)
+        return -ENOMEM;
+    /* First touches of weights, in launch order. */
+    rinfo_t *ri, *rt;
+    HASH_ITER(hh, d->rmap, ri, rt) ri->unit = -2; /* -2: not yet seen in this walk */
+    for (size_t i = 0; i < r->n; i++) {
+        const launch_t *l = &r->l[i];
+        for (uint32_t k = 0; k < l->n_ids; k++) {
+            rinfo_t *x = rinfo_get(d, r->ids[l->first_id + k]);
+            if (!is_weight(d, x) || x->unit != -2)
+                continue;
+            x->unit = -1;
+            if (m == cap) {
+                cap *= 2;
+                touch_t *nt = realloc(t, cap * sizeof *nt);
+                if (nt == NULL) {
+                    free(t);
+                    return -ENOMEM;
+                }
+                t = nt;
+            }
+            t[m++] = (touch_t){ (uint32_t)i, x->id,
+                                fnv(d->kv[l->kernel]->name, 1469598103934665603ull) ^
+                                    (x->size * 0x9e3779b97f4a7c15ull) };
+        }
+    }
+    HASH_ITER(hh, d->rmap, ri, rt) if (ri->unit == -2) ri->unit = -1;
+
+    /* Unit boundaries, as indices into t: [cut[j], cut[j+1]). */
+    size_t *cut = malloc((m + 2) * sizeof *cut);
+    if (cut == NULL) {
+        free(t);
+        return -ENOMEM;
+    }
+    size_t nc = 0;
+    size_t p, s, run;
+    find_period(t, m, &p, &s, &run);
+    if (p > 0) {
+        size_t periods = (run + p) / p;
+        if (s > 0)
+            cut[nc++] = 0;
+        for (size_t j = 0; j < periods; j++)
+            cut[nc++] = s + j * p;
+        if (s + periods * p < m)
+            cut[nc++] = s + periods * p;
+    } else {
+        for (size_t j = 0; j < m; j++)
+            cut[nc++] = j;
+    }
+    cut[nc] = m;
+
+    d->units = calloc(nc ? nc : 1, sizeof *d->units);
+    d->unit_ids = malloc((m ? m : 1) * sizeof *d->unit_ids);
+    if (d->units == NULL || d->unit_ids == NULL) {
+        free(t);
+        free(cut);
+        return -ENOMEM;
+    }
+    d->n_units = nc;
+    d->weight_bytes = 0;
+    for (size_t j = 0; j < nc; j++) {
+        ft_disc_unit_t *u = &d->units[j];
+        snprintf(u->name, sizeof u->name, "unit.%zu", j);
+        u->region_ids = d->unit_ids + cut[j];
+        u->n_regions = (uint32_t)(cut[j + 1] - cut[j]);
+        u->first_launch = t[cut[j]].pos;
+        u->last_launch = j + 1 < nc ? t[cut[j + 1]].pos - 1 : (uint32_t)(r->n - 1);
+        if (j + 1 < nc && t[cut[j + 1]].pos <= u->first_launch)
+            u->last_launch = u->first_launch; /* a launch that touches two units */
+        for (size_t k = cut[j]; k < cut[j + 1]; k++) {
+            rinfo_t *x = rinfo_get(d, t[k].id);
+            d->unit_ids[k] = t[k].id;
+            u->bytes += x->size;
+            x->unit = (int)j;
+        }
+        d->weight_bytes += u->bytes;
+    }
+    for (size_t j = 0; j < nc; j++) {
+        ft_disc_unit_t *u = &d->units[j];
+        u->offload = (d->p.n_include == 0 ||
+                      unit_matches_any(d, u, d->p.include, d->p.n_include)) &&
+                     !unit_matches_any(d, u, d->p.exclude, d->p.n_exclude);
+    }
+    free(t);
+    free(cut);
+    return 0;
+}
+
+/* --- events ---------------------------------------------------------------------- */
+
+static void end_iteration(ft_disc_t *d, lane_t *ln)
+{
+    ln->iterations++;
+    if (ln->iterations > d->iterations)
+        d->iterations = ln->iterations;
+    snapshot_hashes(d, ln->iterations);
+    record_t tmp = d->last;
+    d->last = ln->cur;
+    ln->cur = tmp;
+    ln->cur.n = 0;
+    ln->cur.n_ids = 0;
+    if (ln->iterations >= d->p.iters) {
+        if (build_units(d) != 0)
+            FT_WARN("discovery: out of memory building units; nothing will be offloaded");
+        d->state = FT_DISC_DONE;
+        FT_INFO("discovery: %d iteration(s) of %zu launches, %zu units, %.1f MiB of weights",
+                ln->iterations, d->last.n, d->n_units, (double)d->weight_bytes / 1048576.0);
+    }
+}
+
+/* Whether this launch begins an iteration, by the detector. The launch's pair is
+ * (kernel, first candidate region it touches). Before the anchor is known, a pair that
+ * recurs is the wrap-around when (a) its region was touched by no other launch since
+ * its last occurrence -- a weight is read once per pass, an activation many times --
+ * and (b) at least half of the candidate regions touched so far were touched again
+ * since then -- a whole pass ran in between, not a kernel twice in a row. */
+static int detect_boundary(ft_disc_t *d, lane_t *ln, uint32_t kernel, const uint32_t *ids,
+                           size_t n)
+{
+    rinfo_t *reg = NULL;
+    for (size_t i = 0; i < n && reg == NULL; i++) {
+        rinfo_t *r = rinfo_get(d, ids[i]);
+        if (r != NULL && r->candidate)
+            reg = r;
+    }
+    if (reg == NULL)
+        return 0;
+    uint64_t key = (uint64_t)kernel << 32 | reg->id;
+    if (ln->anchored)
+        return key == ln->anchor;
+
+    pair_t *pr;
+    HASH_FIND(hh, ln->pairs, &key, sizeof key, pr);
+    if (pr == NULL) {
+        pr = calloc(1, sizeof *pr);
+        if (pr == NULL)
+            return 0;
+        pr->key = key;
+        HASH_ADD(hh, ln->pairs, key, sizeof pr->key, pr);
+        if (pr->hh.tbl == NULL) {
+            free(pr);
+            return 0;
+        }
+    } else if (lane_touch_seq(ln, reg->id) == pr->seq) {
+        size_t touched = 0, since = 0;
+        touch_seq_t *t, *tt;
+        HASH_ITER(hh, ln->touch, t, tt) {
+            rinfo_t *r = rinfo_get(d, t->id);
+            if (r == NULL || !r->candidate)
+                continue;
+            touched++;
+            since += t->seq > pr->seq;
+        }
+        if (since > 0 && 2 * since >= touched) {
+            /* Iteration 1 began at this pair's previous occurrence. */
+            rec_drop_front(&ln->cur, pr->pos);
+            ln->anchor = key;
+            ln->anchored = 1;
+            pair_t *pt;
+            HASH_ITER(hh, ln->pairs, pr, pt) {
+                HASH_DEL(ln->pairs, pr);
+                free(pr);
+            }
+            return 1;
+        }
+    }
+    pr->seq = d->launches_total;
+    pr->pos = ln->cur.n;
+    return 0;
+}
+
+int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *name,
+                   const ft_scan_set_t *set)
+{
+    pthread_mutex_lock(&d->lock);
+    if (d->state == FT_DISC_DONE) {
+        pthread_mutex_unlock(&d->lock);
+        return 0;
+    }
+    if (d->state == FT_DISC_WAITING)
+        start_observing(d);
+    kinfo_t *k = kinfo_get(d, kernel, name);
+    lane_t *ln = lane_get(d, lane);
+    if (k == NULL || ln == NULL) {
+        pthread_mutex_unlock(&d->lock);
+        return 0;
+    }
+    k->launches++;
+    d->launches_total++;
+    uint32_t ids[FT_SCAN_MAX_IDS];
+    size_t n = set->n;
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = set->id[i];
+        ft_region_t reg;
+        /* Allocated after the first launch: observed, never a weight. */
+        if (rinfo_get(d, ids[i]) == NULL && ft_regions_find(d->regions, set->ptr[i], &reg))
+            rinfo_add(d, &reg, 0);
+    }
+    if (n == 0)
+        d->launches_unattributed++;
+
+    int marker = d->p.marker_glob && d->p.marker_glob[0] && fnmatch(d->p.marker_glob, k->name, 0) == 0;
+    if (marker && !d->explicit_marks) {
+        d->explicit_marks = 1;
+        d->boundary_source = 2;
+    }
+    int boundary = 0;
+    if (d->explicit_marks) {
+        if (marker || ln->mark_pending) {
+            ln->mark_pending = 0;
+            if (!ln->anchored) {
+                /* The first mark begins iteration 1; what ran before is a prologue. */
+                ln->anchored = 1;
+                ln->cur.n = 0;
+                ln->cur.n_ids = 0;
+            } else {
+                boundary = 1;
+            }
+        }
+    } else {
+        boundary = detect_boundary(d, ln, k->idx, ids, n);
+    }
+    if (boundary)
+        end_iteration(d, ln);
+    for (size_t i = 0; i < n; i++)
+        lane_touch(ln, ids[i], d->launches_total);
+    if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ids, n) != 0)
+        FT_WARN_CAPPED(1, "discovery: out of memory recording launches");
+    pthread_mutex_unlock(&d->lock);
+    return boundary;
+}
+
+void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set)
+{
+    pthread_mutex_lock(&d->lock);
+    if (d->state == FT_DISC_OBSERVING) {
+        for (size_t i = 0; i < set->n; i++) {
+            rinfo_t *r = rinfo_get(d, set->id[i]);
+            if (r != NULL)
+                r->written = 1;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+void ft_disc_mark(ft_disc_t *d, uint64_t lane)
+{
+    pthread_mutex_lock(&d->lock);
+    if (!d->explicit_marks) {
+        d->explicit_marks = 1;
+        d->boundary_source = 1;
+    }
+    lane_t *ln = lane_get(d, lane);
+    if (ln != NULL)
+        ln->mark_pending = 1;
+    pthread_mutex_unlock(&d->lock);
+}
+
+void ft_disc_region_freed(ft_disc_t *d, uint32_t id)
+{
+    pthread_mutex_lock(&d->lock);
+    rinfo_t *r = rinfo_get(d, id);
+    if (r != NULL && d->state != FT_DISC_DONE)
+        r->freed = 1;
+    pthread_mutex_unlock(&d->lock);
+}
+
+ft_disc_state_t ft_disc_state(ft_disc_t *d)
+{
+    pthread_mutex_lock(&d->lock);
+    ft_disc_state_t s = d->state;
+    pthread_mutex_unlock(&d->lock);
+    return s;
+}
+
+int ft_disc_iterations(ft_disc_t *d)
+{
+    pthread_mutex_lock(&d->lock);
+    int n = d->iterations;
+    pthread_mutex_unlock(&d->lock);
+    return n;
+}
+
+size_t ft_disc_unit_count(ft_disc_t *d) { return d->n_units; }
+
+const ft_disc_unit_t *ft_disc_unit(ft_disc_t *d, size_t i)
+{
+    return i < d->n_units ? &d->units[i] : NULL;
+}
+
+uint64_t ft_disc_weight_bytes(ft_disc_t *d) { return d->weight_bytes; }
+
+/* --- trace ----------------------------------------------------------------------- */
+
+enum {
+    RF_VMM = 1u << 0,
+    RF_CANDIDATE = 1u << 1,
+    RF_WEIGHT = 1u << 2,
+    RF_WRITTEN = 1u << 3,
+    RF_CHANGED = 1u << 4,
+    RF_FREED = 1u << 5,
+};
+
+static int cmp_rinfo(const void *a, const void *b)
+{
+    const rinfo_t *x = *(rinfo_t *const *)a, *y = *(rinfo_t *const *)b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+void ft_disc_trace(ft_disc_t *d, ft_trace_writer_t *w)
+{
+    pthread_mutex_lock(&d->lock);
+    ft_trace_begin(w, FT_TRACE_DISCOVERY);
+    ft_trace_put_u32(w, (uint32_t)d->state);
+    ft_trace_put_u32(w, (uint32_t)d->iterations);
+    ft_trace_put_u32(w, (uint32_t)d->boundary_source);
+    ft_trace_put_u64(w, d->launches_total);
+    ft_trace_put_u64(w, d->launches_unattributed);
+    ft_trace_end(w);
+
+    size_t nr = HASH_COUNT(d->rmap);
+    rinfo_t **rv = malloc((nr ? nr : 1) * sizeof *rv);
+    if (rv != NULL) {
+        size_t i = 0;
+        rinfo_t *r, *rt;
+        HASH_ITER(hh, d->rmap, r, rt) rv[i++] = r;
+        qsort(rv, nr, sizeof *rv, cmp_rinfo);
+        ft_trace_begin(w, FT_TRACE_REGIONS);
+        ft_trace_put_u32(w, (uint32_t)nr);
+        for (i = 0; i < nr; i++) {
+            r = rv[i];
+            uint32_t f = ((r->flags & FT_REGION_VMM) ? RF_VMM : 0) | (r->candidate ? RF_CANDIDATE : 0) |
+                         (d->state == FT_DISC_DONE && r->unit >= 0 ? RF_WEIGHT : 0) |
+                         (r->written ? RF_WRITTEN : 0) |
+                         (r->changed || (d->iterations < 2 && r->changed_early) ? RF_CHANGED : 0) |
+                         (r->freed ? RF_FREED : 0);
+            ft_trace_put_u32(w, r->id);
+            ft_trace_put_u64(w, r->base);
+            ft_trace_put_u64(w, r->size);
+            ft_trace_put_u32(w, f);
+            ft_trace_put_u32(w, (uint32_t)(r->unit >= 0 ? r->unit : -1));
+        }
+        ft_trace_end(w);
+        free(rv);
+    }
+
+    ft_trace_begin(w, FT_TRACE_KERNELS);
+    ft_trace_put_u32(w, (uint32_t)d->n_kernels);
+    for (size_t i = 0; i < d->n_kernels; i++) {
+        ft_trace_put_str(w, d->kv[i]->name);
+        ft_trace_put_u64(w, d->kv[i]->launches);
+    }
+    ft_trace_end(w);
+
+    const record_t *rec = &d->last;
+    ft_trace_begin(w, FT_TRACE_ITERATION);
+    ft_trace_put_u32(w, (uint32_t)rec->n);
+    for (size_t i = 0; i < rec->n; i++) {
+        ft_trace_put_u32(w, rec->l[i].kernel);
+        ft_trace_put_u32(w, rec->l[i].n_ids);
+        for (uint32_t k = 0; k < rec->l[i].n_ids; k++)
+            ft_trace_put_u32(w, rec->ids[rec->l[i].first_id + k]);
+    }
+    ft_trace_end(w);
+
+    ft_trace_begin(w, FT_TRACE_UNITS);
+    ft_trace_put_u32(w, (uint32_t)d->n_units);
+    for (size_t i = 0; i < d->n_units; i++) {
+        const ft_disc_unit_t *u = &d->units[i];
+        ft_trace_put_str(w, u->name);
+        ft_trace_put_u64(w, u->bytes);
+        ft_trace_put_u32(w, u->first_launch);
+        ft_trace_put_u32(w, u->last_launch);
+        ft_trace_put_u32(w, (uint32_t)u->offload);
+        ft_trace_put_u32(w, u->n_regions);
+        for (uint32_t k = 0; k < u->n_regions; k++)
+            ft_trace_put_u32(w, u->region_ids[k]);
+    }
+    ft_trace_end(w);
+    pthread_mutex_unlock(&d->lock);
+}

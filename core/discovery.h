@@ -1,0 +1,107 @@
+/* discovery.h - the discovery phase: learn, from the launches alone, where an
+ * iteration begins, which regions are weights, and how they group into units.
+ *
+ * Owns: the per-region and per-kernel observations, the iteration boundary detector,
+ * the launch record of the last complete iteration, and the units built from it.
+ *
+ * The shim feeds it events in program order (under one lock: discovery is allowed to
+ * be slower than inference) and asks it, at each iteration boundary, to hash the
+ * candidate regions through a callback (only the shim may touch CUDA).
+ *
+ * Iterations are detected per lane (application thread): each launch is reduced to a
+ * pair (kernel, first region alive at the first launch that it touches). A pair that
+ * recurs after a whole pass (see detect_boundary) is the wrap-around: iteration 1 is
+ * what ran between its two occurrences, and the pair is the lane's anchor from then
+ * on. An explicit mark (ft_disc_mark, or a kernel matching the marker glob) replaces
+ * the detector. The first lane to complete `iters` iterations decides.
+ *
+ * Weights: regions alive at the first launch, touched by a kernel in the last
+ * complete iteration, never the target of a copy or memset since, and with the same
+ * content hash at the first launch and at every boundary.
+ *
+ * Units: the weights in order of first touch, cut into the repeating period of their
+ * (kernel name, size) signatures, so that identical layers become one unit each, with
+ * what precedes the repetition (embeddings) and what follows it (final norm, head) as
+ * units of their own. Without a repetition, each weight is its own unit.
+ */
+#ifndef FT_DISCOVERY_H
+#define FT_DISCOVERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/regions.h"
+#include "core/scan.h"
+#include "core/trace.h"
+
+typedef struct ft_disc ft_disc_t;
+
+/* Content hash of [base, base+size) on the device; 0 or a negative error (the
+ * region is then treated as changed). */
+typedef int (*ft_disc_hash_fn)(void *ctx, uint64_t base, uint64_t size, uint64_t *hash);
+
+typedef struct {
+    int iters;                      /* complete iterations to observe (>= 1) */
+    const char *marker_glob;        /* kernel-name glob marking a boundary; NULL/"" none */
+    ft_disc_hash_fn hash;           /* NULL: no content check */
+    void *hash_ctx;
+    /* Unit selection (FT_INCLUDE_PATTERNS / FT_EXCLUDE_PATTERNS): "<glob>" or
+     * "name:<glob>" on the unit name, "kernel:<glob>" on any kernel of its range,
+     * "size:>=N" / "size:<N" (N with K/M/G/KiB/MiB/GiB) on its bytes. */
+    char *const *include;
+    size_t n_include;
+    char *const *exclude;
+    size_t n_exclude;
+} ft_disc_params_t;
+
+typedef enum {
+    FT_DISC_WAITING = 0,   /* no launch yet */
+    FT_DISC_OBSERVING,     /* launches seen, iterations being counted */
+    FT_DISC_DONE,          /* units built */
+} ft_disc_state_t;
+
+ft_disc_t *ft_disc_new(ft_regions_t *regions, const ft_disc_params_t *params);
+void ft_disc_free(ft_disc_t *d);
+
+/* A kernel launch by lane (the calling thread's id) that touched the regions in set
+ * (from ft_scan_bytes). kernel is the handle's identity, name its name. Returns 1 when the launch began a new iteration,
+ * 0 otherwise. */
+int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *name,
+                   const ft_scan_set_t *set);
+
+/* A copy or memset wrote into the regions in set. */
+void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set);
+
+/* An explicit iteration boundary before lane's next launch (ft_iteration_mark). */
+void ft_disc_mark(ft_disc_t *d, uint64_t lane);
+
+/* A region was freed: it can no longer be a weight. */
+void ft_disc_region_freed(ft_disc_t *d, uint32_t id);
+
+ft_disc_state_t ft_disc_state(ft_disc_t *d);
+int ft_disc_iterations(ft_disc_t *d);
+
+/* Results, valid once DONE. */
+typedef struct {
+    char name[64];
+    uint64_t bytes;
+    uint32_t first_launch, last_launch; /* positions in the iteration's launch record */
+    uint32_t n_regions;
+    const uint32_t *region_ids;
+    int offload;                        /* selected by the include/exclude patterns */
+} ft_disc_unit_t;
+
+size_t ft_disc_unit_count(ft_disc_t *d);
+const ft_disc_unit_t *ft_disc_unit(ft_disc_t *d, size_t i);
+uint64_t ft_disc_weight_bytes(ft_disc_t *d);
+
+/* Appends the discovery records (DISCOVERY, REGIONS, KERNELS, ITERATION, UNITS) to a
+ * trace; see docs/trace-format.md. */
+void ft_disc_trace(ft_disc_t *d, ft_trace_writer_t *w);
+
+/* Whether a unit (name, its kernels' names, bytes) is selected by the patterns; the
+ * matcher behind the params' include/exclude, exposed for tests. */
+int ft_disc_pattern_match(const char *pattern, const char *unit_name,
+                          const char *const *kernel_names, size_t n_kernels, uint64_t bytes);
+
+#endif

@@ -1,0 +1,35 @@
+/* scan.c - see scan.h. */
+#include "core/scan.h"
+
+#include <string.h>
+
+int ft_scan_set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->id[i] == id)
+            return 0;
+    if (s->n == FT_SCAN_MAX_IDS) {
+        s->dropped++;
+        return 0;
+    }
+    s->id[s->n] = id;
+    s->ptr[s->n] = ptr;
+    s->n++;
+    return 1;
+}
+
+size_t ft_scan_bytes(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *out)
+{
+    const unsigned char *b = p;
+    size_t added = 0;
+    for (size_t off = 0; off + 8 <= len; off += 8) {
+        uint64_t v;
+        memcpy(&v, b + off, 8); /* parameter buffers need not be 8-byte aligned in memory */
+        if (v < 4096)           /* sizes, counts, flags, NULL: the common case */
+            continue;
+        ft_region_t r;
+        if (ft_regions_find(t, v, &r))
+            added += (size_t)ft_scan_set_add(out, r.id, v);
+    }
+    return added;
+}

@@ -1,0 +1,395 @@
+/* check_discovery.c - the discovery engine on synthetic launch streams: iteration
+ * boundaries (wrap-around, prologues, explicit marks, marker kernels, threads), weight
+ * detection (copies, changed content, late allocations) and unit grouping (repeating
+ * layers, embeddings and head, patterns). */
+#include <check.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/discovery.h"
+#include "core/log.h"
+
+#define MIB (1ull << 20)
+#define KIB (1ull << 10)
+
+/* A fake device: regions at fixed addresses, and a version per region that the hash
+ * callback reports (a kernel "writing" a region bumps its version). */
+static ft_regions_t *regions;
+static uint64_t next_base;
+static uint64_t version[4096];
+
+static uint64_t alloc_region(uint64_t size)
+{
+    uint64_t base = next_base;
+    next_base += (size + 0xffff) & ~0xffffull;
+    ck_assert_int_gt(ft_regions_insert(regions, base, size, 0, 0), 0);
+    return base;
+}
+
+static uint32_t id_of(uint64_t ptr)
+{
+    ft_region_t r;
+    ck_assert_int_eq(ft_regions_find(regions, ptr, &r), 1);
+    return r.id;
+}
+
+static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
+{
+    *h = version[id_of(base)] * 31 + size;
+    return 0;
+}
+
+static void setup(void)
+{
+    regions = ft_regions_new();
+    next_base = 0x700000000000ull;
+    memset(version, 0, sizeof version);
+    ft_log_set_threshold(FT_LOG_ERROR);
+}
+
+static void teardown(void)
+{
+    ft_regions_free(regions);
+}
+
+/* Launches kernel `name` on lane touching the given pointers; bumps the version of
+ * `written` (0 = none), as a kernel writing its output would. */
+static int launch(ft_disc_t *d, uint64_t lane, const char *name, uint64_t written, int n, ...)
+{
+    ft_scan_set_t set;
+    ft_scan_set_clear(&set);
+    uint64_t args[16];
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++)
+        args[i] = va_arg(ap, uint64_t);
+    va_end(ap);
+    ft_scan_bytes(regions, args, (size_t)n * 8, &set);
+    if (written)
+        version[id_of(written)]++;
+    /* The kernel's identity: its name's address is stable for string literals. */
+    return ft_disc_launch(d, lane, (uint64_t)(uintptr_t)name, name, &set);
+}
+
+typedef struct {
+    uint64_t embed, norm, head, act, act2, input;
+    uint64_t ln1[8], q[8], k[8], v[8], o[8], ln2[8], gate[8], up[8], down[8];
+} llama_t;
+
+static void llama_alloc(llama_t *m, int layers)
+{
+    m->embed = alloc_region(64 * MIB);
+    for (int l = 0; l < layers; l++) {
+        m->ln1[l] = alloc_region(8 * KIB);
+        m->q[l] = alloc_region(32 * MIB);
+        m->k[l] = alloc_region(8 * MIB);
+        m->v[l] = alloc_region(8 * MIB);
+        m->o[l] = alloc_region(32 * MIB);
+        m->ln2[l] = alloc_region(8 * KIB);
+        m->gate[l] = alloc_region(112 * MIB);
+        m->up[l] = alloc_region(112 * MIB);
+        m->down[l] = alloc_region(112 * MIB);
+    }
+    m->norm = alloc_region(8 * KIB);
+    m->head = alloc_region(64 * MIB);
+    m->act = alloc_region(2 * MIB);
+    m->act2 = alloc_region(2 * MIB);
+    m->input = alloc_region(4 * KIB);
+}
+
+/* One forward: an embedding lookup, layers of norm / projections / attention / MLP,
+ * then the final norm and the head. */
+static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
+{
+    ft_scan_set_t in;
+    ft_scan_set_clear(&in);
+    ft_scan_bytes(regions, &m->input, 8, &in);
+    ft_disc_write(d, &in); /* the input arrives by memcpy each forward */
+    launch(d, lane, "embedding", m->act, 3, m->embed, m->input, m->act);
+    for (int l = 0; l < layers; l++) {
+        launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->ln1[l], m->act2);
+        launch(d, lane, "gemm", m->act, 3, m->act2, m->q[l], m->act);
+        launch(d, lane, "gemm", m->act, 3, m->act2, m->k[l], m->act);
+        launch(d, lane, "gemm", m->act, 3, m->act2, m->v[l], m->act);
+        launch(d, lane, "rope", m->act, 1, m->act);
+        launch(d, lane, "attention", m->act2, 2, m->act, m->act2);
+        launch(d, lane, "gemm", m->act, 3, m->act2, m->o[l], m->act);
+        launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->ln2[l], m->act2);
+        launch(d, lane, "gemm", m->act, 3, m->act2, m->gate[l], m->act);
+        launch(d, lane, "gemm", m->act, 3, m->act2, m->up[l], m->act);
+        launch(d, lane, "silu_mul", m->act, 1, m->act);
+        launch(d, lane, "gemm", m->act2, 3, m->act, m->down[l], m->act2);
+        launch(d, lane, "add", m->act, 2, m->act2, m->act);
+    }
+    launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->norm, m->act2);
+    launch(d, lane, "gemm_head", m->act, 3, m->act2, m->head, m->act);
+}
+
+static ft_disc_params_t params(int iters)
+{
+    ft_disc_params_t p;
+    memset(&p, 0, sizeof p);
+    p.iters = iters;
+    p.hash = fake_hash;
+    return p;
+}
+
+static void check_llama_units(ft_disc_t *d, llama_t *m, int layers)
+{
+    if (getenv("FT_TEST_DEBUG"))
+        for (size_t i = 0; i < ft_disc_unit_count(d); i++)
+            fprintf(stderr, "%s: %u regions, launches %u..%u\n", ft_disc_unit(d, i)->name,
+                    ft_disc_unit(d, i)->n_regions, ft_disc_unit(d, i)->first_launch,
+                    ft_disc_unit(d, i)->last_launch);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_eq(ft_disc_unit_count(d), (size_t)layers + 2);
+    const ft_disc_unit_t *u0 = ft_disc_unit(d, 0);
+    ck_assert_str_eq(u0->name, "unit.0");
+    ck_assert_uint_eq(u0->n_regions, 1);
+    ck_assert_uint_eq(u0->region_ids[0], id_of(m->embed));
+    ck_assert_uint_eq(u0->first_launch, 0);
+    ck_assert_uint_eq(u0->last_launch, 0);
+    for (int l = 0; l < layers; l++) {
+        const ft_disc_unit_t *u = ft_disc_unit(d, (size_t)l + 1);
+        char name[16];
+        snprintf(name, sizeof name, "unit.%d", l + 1);
+        ck_assert_str_eq(u->name, name);
+        ck_assert_uint_eq(u->n_regions, 9);
+        ck_assert_uint_eq(u->region_ids[0], id_of(m->ln1[l]));
+        ck_assert_uint_eq(u->region_ids[8], id_of(m->down[l]));
+        ck_assert_uint_eq(u->bytes, 2 * 8 * KIB + (32 + 8 + 8 + 32 + 3 * 112) * MIB);
+        ck_assert_uint_eq(u->first_launch, 1 + 13u * (unsigned)l);
+        ck_assert_uint_eq(u->last_launch, 13u * (unsigned)(l + 1));
+        ck_assert(u->offload);
+    }
+    const ft_disc_unit_t *h = ft_disc_unit(d, (size_t)layers + 1);
+    ck_assert_uint_eq(h->n_regions, 2);
+    ck_assert_uint_eq(h->region_ids[0], id_of(m->norm));
+    ck_assert_uint_eq(h->region_ids[1], id_of(m->head));
+    ck_assert_uint_eq(h->last_launch, 13u * (unsigned)layers + 2);
+    uint64_t layer = 2 * 8 * KIB + 416 * MIB;
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), 128 * MIB + 8 * KIB + (uint64_t)layers * layer);
+}
+
+START_TEST(llama_units_by_wraparound)
+{
+    llama_t m;
+    llama_alloc(&m, 4);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    int boundaries = 0;
+    for (int it = 0; it < 3; it++) {
+        llama_forward(d, 1, &m, 4);
+        boundaries = ft_disc_iterations(d);
+    }
+    ck_assert_int_eq(boundaries, 2);
+    check_llama_units(d, &m, 4);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(prologue_of_init_kernels_is_skipped)
+{
+    llama_t m;
+    llama_alloc(&m, 3);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    /* Weights initialised on the device, one kernel each, before any forward: their
+     * content changes before iteration 1, which two boundaries tell apart. */
+    launch(d, 1, "uniform_", m.embed, 1, m.embed);
+    for (int l = 0; l < 3; l++)
+        launch(d, 1, "uniform_", m.q[l], 1, m.q[l]);
+    for (int it = 0; it < 3; it++)
+        llama_forward(d, 1, &m, 3);
+    launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
+    check_llama_units(d, &m, 3);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(activations_and_copies_are_not_weights)
+{
+    uint64_t w = alloc_region(4 * MIB), cache = alloc_region(4 * MIB);
+    uint64_t a = alloc_region(64 * KIB), b = alloc_region(64 * KIB);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 4; it++) {
+        launch(d, 7, "matmul", b, 3, w, a, b);
+        launch(d, 7, "kv_append", cache, 2, b, cache); /* a cache: alive early, written */
+        launch(d, 7, "act", a, 2, b, a);
+    }
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_eq(ft_disc_unit_count(d), 1);
+    const ft_disc_unit_t *u = ft_disc_unit(d, 0);
+    ck_assert_uint_eq(u->n_regions, 1);
+    ck_assert_uint_eq(u->region_ids[0], id_of(w));
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), 4 * MIB);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(late_allocations_and_freed_regions)
+{
+    uint64_t w1 = alloc_region(MIB), w2 = alloc_region(MIB), gone = alloc_region(MIB);
+    ft_disc_params_t p = params(1);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    launch(d, 1, "k1", 0, 1, w1);
+    uint64_t late = alloc_region(MIB); /* allocated during the forward */
+    launch(d, 1, "k2", 0, 3, w2, late, gone);
+    ft_disc_region_freed(d, id_of(gone));
+    launch(d, 1, "k1", 0, 1, w1);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    uint64_t total = 0;
+    for (size_t i = 0; i < ft_disc_unit_count(d); i++)
+        total += ft_disc_unit(d, i)->bytes;
+    ck_assert_uint_eq(total, 2 * MIB); /* w1 and w2 only */
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(explicit_marks_define_iterations)
+{
+    uint64_t w[6];
+    for (int i = 0; i < 6; i++)
+        w[i] = alloc_region(MIB);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    /* The same weight twice in a row inside one pass would fool no detector, but a
+     * pass that starts mid-way through the weights needs the mark to be right. */
+    for (int it = 0; it < 3; it++) {
+        ft_disc_mark(d, 3);
+        for (int i = 0; i < 6; i++)
+            launch(d, 3, "k", 0, 1, w[(i + 3) % 6]);
+    }
+    ft_disc_mark(d, 3);
+    launch(d, 3, "k", 0, 1, w[3]);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_int_eq(ft_disc_iterations(d), 2);
+    /* All six use the same kernel and size: a period of 1, one unit per weight, in the
+     * order of the marked pass. */
+    ck_assert_uint_eq(ft_disc_unit_count(d), 6);
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->region_ids[0], id_of(w[3]));
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(marker_kernel_defines_iterations)
+{
+    uint64_t w1 = alloc_region(MIB), w2 = alloc_region(2 * MIB);
+    ft_disc_params_t p = params(1);
+    p.marker_glob = "step_begin*";
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    launch(d, 1, "k", 0, 1, w1);         /* prologue, before the first marker */
+    launch(d, 1, "step_begin_v2", 0, 0);
+    launch(d, 1, "k", 0, 1, w2);
+    launch(d, 1, "k", 0, 1, w1);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_OBSERVING);
+    launch(d, 1, "step_begin_v2", 0, 0);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->region_ids[0], id_of(w2));
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(threads_interleaved_give_the_same_units)
+{
+    llama_t m;
+    llama_alloc(&m, 3);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    /* Two lanes running forwards at once, launches interleaved one by one: simulate by
+     * running each lane's forward launch by launch in alternation. Each lane reuses
+     * the same weights and activations, which is harmless for discovery. */
+    for (int it = 0; it < 3 && ft_disc_state(d) != FT_DISC_DONE; it++) {
+        llama_forward(d, 1, &m, 3);
+        llama_forward(d, 2, &m, 3);
+    }
+    check_llama_units(d, &m, 3);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(patterns)
+{
+    const char *k[] = { "rmsnorm", "sm90_gemm_bf16" };
+    ck_assert(ft_disc_pattern_match("unit.1*", "unit.12", k, 2, 0));
+    ck_assert(ft_disc_pattern_match("name:unit.?", "unit.3", k, 2, 0));
+    ck_assert(!ft_disc_pattern_match("name:unit.?", "unit.13", k, 2, 0));
+    ck_assert(ft_disc_pattern_match("kernel:*gemm*", "unit.1", k, 2, 0));
+    ck_assert(!ft_disc_pattern_match("kernel:attn*", "unit.1", k, 2, 0));
+    ck_assert(ft_disc_pattern_match("size:>=16MiB", "u", k, 0, 16 * MIB));
+    ck_assert(!ft_disc_pattern_match("size:>=16MiB", "u", k, 0, 16 * MIB - 1));
+    ck_assert(ft_disc_pattern_match("size:<1G", "u", k, 0, 1023 * MIB));
+    ck_assert(!ft_disc_pattern_match("size:<1G", "u", k, 0, 1024 * MIB));
+    ck_assert(!ft_disc_pattern_match("size:~3", "u", k, 0, 1)); /* malformed: no match */
+
+    llama_t m;
+    llama_alloc(&m, 2);
+    char *inc[] = { "kernel:gemm" };     /* units whose range runs the plain gemm */
+    char *exc[] = { "size:<1MiB", "unit.2" };
+    ft_disc_params_t p = params(1);
+    p.include = inc;
+    p.n_include = 1;
+    p.exclude = exc;
+    p.n_exclude = 2;
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 2; it++)
+        llama_forward(d, 1, &m, 2);
+    launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
+    ck_assert_uint_eq(ft_disc_unit_count(d), 4);
+    ck_assert(!ft_disc_unit(d, 0)->offload); /* embedding: no gemm */
+    ck_assert(ft_disc_unit(d, 1)->offload);
+    ck_assert(!ft_disc_unit(d, 2)->offload); /* excluded by name */
+    ck_assert(!ft_disc_unit(d, 3)->offload); /* head: gemm_head, not gemm */
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(trace_records_read_back)
+{
+    llama_t m;
+    llama_alloc(&m, 2);
+    ft_disc_params_t p = params(1);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 2; it++)
+        llama_forward(d, 1, &m, 2);
+    launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
+    ft_trace_writer_t w;
+    ck_assert_int_eq(ft_trace_writer_init(&w), 0);
+    ft_disc_trace(d, &w);
+    char path[] = "/tmp/ft-disc-XXXXXX";
+    int fd = mkstemp(path); /* stdlib.h */
+    close(fd);
+    ck_assert_int_eq(ft_trace_write_file(&w, path), 0);
+    ft_trace_writer_free(&w);
+    FILE *f = fopen(path, "rb");
+    unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    unlink(path);
+    char err[256];
+    ck_assert_int_eq(ft_trace_read(buf, n, NULL, NULL, err, sizeof err), 0);
+    ft_disc_free(d);
+}
+END_TEST
+
+Suite *discovery_suite(void)
+{
+    Suite *s = suite_create("discovery");
+    TCase *tc = tcase_create("engine");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, llama_units_by_wraparound);
+    tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
+    tcase_add_test(tc, activations_and_copies_are_not_weights);
+    tcase_add_test(tc, late_allocations_and_freed_regions);
+    tcase_add_test(tc, explicit_marks_define_iterations);
+    tcase_add_test(tc, marker_kernel_defines_iterations);
+    tcase_add_test(tc, threads_interleaved_give_the_same_units);
+    tcase_add_test(tc, patterns);
+    tcase_add_test(tc, trace_records_read_back);
+    suite_add_tcase(s, tc);
+    return s;
+}

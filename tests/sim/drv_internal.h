@@ -1,0 +1,255 @@
+/* drv_internal.h - state of the simulated driver (libcuda.so.1), shared by its files.
+ *
+ *   drv_api.c     init, options, devices, contexts, API enter/exit and CUPTI callbacks,
+ *                 cuGetProcAddress, error strings, fault injection, export tables
+ *   drv_mem.c     the arena, cuMemAlloc, VMM, pinned host ranges, pointer queries
+ *   drv_exec.c    streams, events, operations, worker threads, virtual clock, faults
+ *   drv_kernel.c  kernel registry and launches
+ *
+ * Locking: one mutex, g_sim.lock, guards every table, queue and clock below. It is
+ * never held while user code runs (kernel bodies, host functions, CUPTI callbacks)
+ * nor while a worker copies bytes, so a slow kernel blocks nobody but its stream.
+ */
+#ifndef SIM_DRV_INTERNAL_H
+#define SIM_DRV_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "sim_priv.h"
+#include "simcuda.h"
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+
+#define SIM_MAGIC_CTX    0x43545853u
+#define SIM_MAGIC_STREAM 0x53545253u
+#define SIM_MAGIC_EVENT  0x45564e53u
+#define SIM_MAGIC_KERNEL 0x4b524e53u
+#define SIM_MAGIC_FUNC   0x464e4353u
+#define SIM_MAGIC_DEAD   0xdeadbeefu
+
+#define SIM_MAX_DEVICES 16
+#define SIM_PAGE 4096u
+
+/* ---- options (drv_api.c): one table gives the fields, defaults, parsing and docs */
+#define SIM_OPTIONS(X) \
+    X(DEVICE_MEM,      size,   8ull << 30,   "device memory capacity per device (bytes, or 512MiB, 4GiB ...)") \
+    X(DEVICE_COUNT,    long,   1,            "number of simulated devices (1..16)") \
+    X(VMM_GRANULARITY, size,   2ull << 20,   "cuMemGetAllocationGranularity (power of two >= 4KiB)") \
+    X(ARENA_SIZE,      size,   1ull << 40,   "address space reserved for device addresses") \
+    X(H2D_GBPS,        double, 55.0,         "host-to-device bandwidth from pinned memory, GB/s") \
+    X(D2H_GBPS,        double, 55.0,         "device-to-host bandwidth to pinned memory, GB/s") \
+    X(PAGEABLE_GBPS,   double, 7.7,          "bandwidth of copies from/to pageable host memory, GB/s") \
+    X(D2D_GBPS,        double, 2000.0,       "device-to-device copy and memset bandwidth, GB/s") \
+    X(COPY_LATENCY_NS, long,   2000,         "fixed cost of every copy and memset, ns") \
+    X(TIME_SCALE,      double, 0.0,          "real ns a worker sleeps per virtual ns of an operation") \
+    X(FAIL_ALLOC,      long,   0,            "fail the Nth device allocation (0: never)") \
+    X(FAIL_HOST_ALLOC, long,   0,            "fail the Nth pinned allocation or registration") \
+    X(FAIL_COPY,       long,   0,            "fail the Nth copy at enqueue") \
+    X(FAIL_PERSIST,    long,   0,            "1: every call of a FAIL_ kind from the Nth on fails") \
+    X(CUPTI_HELD,      long,   0,            "1: CUPTI's subscriber slot is taken (as by Kineto/Nsight)")
+
+typedef struct {
+#define SIM_OPT_FIELD_size   uint64_t
+#define SIM_OPT_FIELD_long   long
+#define SIM_OPT_FIELD_double double
+#define X(name, type, def, doc) SIM_OPT_FIELD_##type name;
+    SIM_OPTIONS(X)
+#undef X
+} sim_options_t;
+
+/* ---- devices, contexts ---- */
+enum { SIM_ENG_COMPUTE, SIM_ENG_H2D, SIM_ENG_D2H, SIM_ENG_COUNT, SIM_ENG_NONE = -1 };
+
+struct CUctx_st;
+struct CUstream_st;
+
+typedef struct sim_dev {
+    int ordinal;
+    uint64_t capacity;
+    uint64_t used;                      /* physical bytes: allocs, VMM, async */
+    uint64_t eng_free[SIM_ENG_COUNT];   /* virtual time each engine becomes free */
+    struct CUctx_st *primary;
+    int primary_refs;
+    unsigned primary_flags;
+} sim_dev_t;
+
+struct CUctx_st {
+    uint32_t magic;
+    uint32_t id;
+    sim_dev_t *dev;
+    CUresult sticky;                    /* CUDA_SUCCESS, or the error every call returns */
+    struct CUstream_st *legacy;         /* the legacy default stream */
+    struct CUstream_st *streams;        /* live created streams */
+};
+
+/* ---- streams, events, operations (drv_exec.c) ---- */
+typedef struct { struct CUstream_st *s; uint64_t seq; } sim_dep_t;
+
+typedef enum { SIM_OP_KERNEL, SIM_OP_COPY, SIM_OP_MEMSET, SIM_OP_MARKER, SIM_OP_FREE,
+               SIM_OP_HOSTFN } sim_op_kind_t;
+
+struct sim_kernel;
+
+typedef struct sim_op {
+    struct sim_op *next;
+    sim_op_kind_t kind;
+    uint64_t seq;
+    uint64_t vstart, vend;
+    uint64_t vfloor;                    /* earliest virtual start (awaited event) */
+    int engine;
+    int ndeps;
+    sim_dep_t *deps;
+    uint32_t corr;
+    int report;                         /* emit an activity record when done */
+    union {
+        struct {
+            struct sim_kernel *k;
+            void *argbuf;
+            void **args;
+            simcuda_dims_t dims;
+        } kern;
+        struct {
+            void *dst;
+            const void *src;
+            size_t bytes;
+            void *snapshot;             /* owned copy of a pageable source */
+            uint8_t copy_kind, src_kind, dst_kind;
+        } copy;
+        struct {
+            void *dst;
+            unsigned value;
+            unsigned elem;
+            size_t count;
+        } memset;
+        struct {
+            CUdeviceptr ptr;
+        } free;
+        struct {
+            CUhostFn fn;
+            void *user;
+        } hostfn;
+    } u;
+} sim_op_t;
+
+struct CUstream_st {
+    uint32_t magic;
+    uint32_t id;
+    struct CUctx_st *ctx;
+    unsigned flags;                     /* CU_STREAM_NON_BLOCKING */
+    int priority;
+    int legacy;
+    sim_op_t *head, *tail;
+    uint64_t enq_seq, done_seq;
+    uint64_t vend;                      /* virtual end of the last enqueued op */
+    int worker;                         /* a worker thread runs */
+    int destroyed;
+    pthread_cond_t cv;
+    struct CUstream_st *next_in_ctx;
+    UT_hash_handle hh;
+};
+
+struct CUevent_st {
+    uint32_t magic;
+    unsigned flags;
+    int recorded;
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    uint64_t seq;
+    uint64_t vtime;
+    UT_hash_handle hh;
+};
+
+/* ---- kernels (drv_kernel.c) ---- */
+struct sim_func { uint32_t magic; struct sim_kernel *k; };
+
+typedef struct sim_kernel {
+    uint32_t magic;
+    simcuda_kernel_desc_t desc;
+    char *name;
+    size_t offset[SIMCUDA_MAX_PARAMS];
+    size_t argsize;                     /* bytes of a packed parameter buffer */
+    const void *stub;
+    struct sim_func func;               /* the CUfunction view of this kernel */
+    UT_hash_handle hh_stub;
+} sim_kernel_t;
+
+/* ---- global state ---- */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cv;             /* broadcast whenever an op completes */
+    sim_options_t opt;
+    int initialized;                    /* cuInit succeeded */
+    int ndev;
+    sim_dev_t dev[SIM_MAX_DEVICES];
+    uint64_t host_now;                  /* the host's virtual time */
+    uint64_t horizon;                   /* max virtual end of anything enqueued */
+    uint32_t next_ctx_id, next_stream_id;
+    struct CUstream_st *live_streams;   /* hash of valid stream handles */
+    struct CUevent_st *live_events;     /* hash of valid event handles */
+    /* activity reporting (set by libcupti) */
+    unsigned act_mask;
+    simcu_activity_sink_t act_sink;
+} sim_state_t;
+
+extern sim_state_t g_sim;
+
+/* ---- drv_api.c ---- */
+void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void sim_load_options(void);             /* once; safe before cuInit */
+struct CUctx_st *sim_current_ctx(void);  /* this thread's current context or NULL */
+void sim_set_current_ctx(struct CUctx_st *ctx);
+uint32_t sim_current_corr(void);         /* correlation id of the outermost call, or 0 */
+enum { SIM_FAULT_KIND_ALLOC, SIM_FAULT_KIND_HOST_ALLOC, SIM_FAULT_KIND_COPY, SIM_FAULT_KIND_N };
+int sim_fault_hit(int kind);             /* 1: this call must fail (injected) */
+CUresult sim_ctx_init(struct CUctx_st *ctx, sim_dev_t *dev);
+
+/* ---- drv_mem.c ---- */
+int sim_mem_init(void);
+int sim_in_arena(const void *p, size_t n);
+int sim_host_pinned(const void *p, size_t n);  /* whole range inside a pinned range */
+sim_dev_t *sim_mem_device_of(const void *p);   /* device of a device address or NULL */
+void sim_mem_free_async_op(CUdeviceptr ptr);   /* called by a worker, lock held */
+
+/* ---- drv_exec.c ---- */
+int sim_exec_init(void);
+CUresult sim_stream_resolve(CUstream h, struct CUstream_st **out);  /* lock held */
+CUresult sim_stream_init_legacy(struct CUctx_st *ctx);
+/* Enqueues `op` on `s` (lock held): fills seq, deps and virtual times for an op of
+ * `duration` ns on `engine`, starts the worker. */
+void sim_enqueue(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t duration);
+sim_op_t *sim_op_new(sim_op_kind_t kind);
+void sim_op_free(sim_op_t *op);
+/* Waits (lock held, may release it) until `s` completed everything up to `seq`. */
+void sim_wait_seq(struct CUstream_st *s, uint64_t seq);
+CUresult sim_ctx_sync_locked(struct CUctx_st *ctx);
+void sim_advance_host(uint64_t t);
+uint64_t sim_copy_duration(size_t bytes, double gbps);
+
+/* ---- drv_kernel.c ---- */
+sim_kernel_t *sim_kernel_from_handle(const void *h, int *is_func);  /* lock held */
+int sim_register_kernel(const void *stub, const simcuda_kernel_desc_t *desc);
+CUkernel sim_kernel_by_stub(const void *stub);
+const char *sim_kernel_name(const void *handle);
+
+/* ---- API frame helpers (drv_api.c) ---- */
+CUresult sim_api_enter(simcu_call_t *c, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                       const char *name, const void *params, const char *symbol,
+                       void *retp, unsigned flags);
+void sim_api_exit(simcu_call_t *c);
+
+/* Every exported cu* function reads
+ *     cuX_params p = {args}; simcu_call_t c; CUresult r;
+ *     r = DRV_ENTER(&c, cuX, &p, &r, flags);
+ *     if (r == CUDA_SUCCESS) r = <body>;
+ *     sim_api_exit(&c); return r;
+ * DRV_ENTER is an expression: it fires API_ENTER; sim_api_exit fires API_EXIT with
+ * *retp. The cbid and function name come from the exported symbol's name. */
+#define DRV_ENTER(c, sym, params, retp, flags)                                       \
+    sim_api_enter((c), CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##sym, #sym, \
+                  (params), NULL, (retp), (flags))
+
+#endif

@@ -318,8 +318,12 @@ static kinfo_t *kinfo_get(ft_disc_t *d, uint64_t key, const char *name)
 }
 
 /* Hashes every candidate still alive; a region whose hash moved is not a weight.
- * snapshot 0 is taken at the first launch, snapshot k at the k-th boundary. */
-static void snapshot_hashes(ft_disc_t *d, int snapshot)
+ * Snapshots: at the first launch, at every boundary, and half-way through every
+ * iteration after the first -- an activation buffer can hold the same bytes at every
+ * boundary (the same input each pass), never half-way. A change seen by the first
+ * boundary's snapshot is "early": kernels that initialise weights may run before the
+ * first pass, so it counts only when one iteration is all discovery observes. */
+static void snapshot_hashes(ft_disc_t *d, int early)
 {
     if (d->p.hash == NULL)
         return;
@@ -333,7 +337,7 @@ static void snapshot_hashes(ft_disc_t *d, int snapshot)
             continue;
         }
         if (r->hashed && h != r->hash) {
-            if (snapshot <= 1)
+            if (early)
                 r->changed_early = 1;
             else
                 r->changed = 1;
@@ -355,7 +359,7 @@ static void start_observing(ft_disc_t *d)
     for (long i = 0; i < n; i++)
         rinfo_add(d, &v[i], 1);
     free(v);
-    snapshot_hashes(d, 0);
+    snapshot_hashes(d, 1);
     d->state = FT_DISC_OBSERVING;
 }
 
@@ -580,7 +584,7 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
     ln->iterations++;
     if (ln->iterations > d->iterations)
         d->iterations = ln->iterations;
-    snapshot_hashes(d, ln->iterations);
+    snapshot_hashes(d, ln->iterations == 1);
     record_t tmp = d->last;
     d->last = ln->cur;
     ln->cur = tmp;
@@ -709,6 +713,8 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     }
     if (boundary)
         end_iteration(d, ln);
+    else if (ln->iterations >= 1 && d->last.n > 1 && ln->cur.n == d->last.n / 2)
+        snapshot_hashes(d, 0); /* half-way through a pass */
     for (size_t i = 0; i < n; i++)
         lane_touch(ln, ids[i], d->launches_total);
     if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ids, n) != 0)

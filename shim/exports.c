@@ -2,7 +2,9 @@
  * every name in shim.def is global, everything else is local. */
 {
 global:
-#define FT_CUDART(ret, name, params, args) name;
+#define FT_RT_FWD(ret, name, params, args) name;
+#define FT_RT(ret, name, params, args, hook) name;
+#define FT_DRV(ret, name, base, ptsz, params, args, hook) name;
 #define FT_API(name) name;
 #include "shim/shim.def"
 local: *;

@@ -18,8 +18,6 @@
 #include "core/log.h"
 #include "core/trace.h"
 
-#define FT_EXPORT __attribute__((visibility("default")))
-
 extern char **environ;
 
 int ft_shim_active;
@@ -35,21 +33,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void *ft_shim_resolve(const char *name)
-{
-    void *fn = dlsym(RTLD_NEXT, name);
-    if (fn == NULL) {
-        /* The application may have dlopened libcudart after us with RTLD_LOCAL. */
-        void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            fn = dlsym(h, name);
-            dlclose(h);
-        }
-    }
-    if (fn == NULL)
-        FT_ERROR("cannot find the real %s (is libcudart loaded?)", name);
-    return fn;
-}
 
 static void program_name(char *out, size_t len)
 {
@@ -112,6 +95,7 @@ static void write_trace(void)
         }
     }
     ft_trace_end(&w);
+    ft_hooks_trace(&w);
 
     int rc = ft_trace_write_file(&w, config.trace_file);
     if (rc != 0)
@@ -140,6 +124,7 @@ static void report_at_exit(void)
                      (unsigned long long)c);
             FT_INFO("%s", line);
         }
+        ft_hooks_report();
     }
     write_trace();
 }
@@ -165,6 +150,10 @@ static void init(void)
     }
     if (!enabled)
         return;
+    if (ft_hooks_init(&config) != 0) {
+        FT_ERROR("out of memory setting up; FlexTensor stays off in this process");
+        return;
+    }
     ft_shim_active = 1;
     FT_INFO("enabled in pid %d (log level %s)", (int)getpid(),
             ft_log_level_name(config.log_level));

@@ -1,22 +1,55 @@
 /* shim.h - what the shim's files share: the generated function ids, the real entry
- * points, and the per-process state set up by init.c. */
+ * points, the hook prototypes, and the per-process state set up by init.c. */
 #ifndef FT_SHIM_H
 #define FT_SHIM_H
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#define FT_EXPORT __attribute__((visibility("default")))
+#define FT_EXPAND(...) __VA_ARGS__
+
 typedef enum {
-#define FT_CUDART(ret, name, params, args) FT_FN_##name,
+#define FT_RT_FWD(ret, name, params, args) FT_FN_##name,
+#define FT_RT(ret, name, params, args, hook) FT_FN_##name,
+#define FT_DRV(ret, name, base, ptsz, params, args, hook) FT_FN_##name,
 #include "shim/shim.def"
-#undef FT_CUDART
+#undef FT_RT_FWD
+#undef FT_RT
+#undef FT_DRV
     FT_FN_COUNT
 } ft_shim_fn_t;
+
+/* The function-pointer type of every entry point: name##_fn_t. */
+#define FT_RT_FWD(ret, name, params, args) typedef ret(*name##_fn_t) params;
+#define FT_RT(ret, name, params, args, hook) typedef ret(*name##_fn_t) params;
+#define FT_DRV(ret, name, base, ptsz, params, args, hook) typedef ret(*name##_fn_t) params;
+#include "shim/shim.def"
+#undef FT_RT_FWD
+#undef FT_RT
+#undef FT_DRV
+
+/* The hooks (shim/hooks.c): ft_hook_<hook>(real, args...), called by the wrappers
+ * with the thread's depth raised, so that what they call reaches the real functions
+ * unobserved. Entries sharing a hook have identical parameter lists. */
+#define FT_RT(ret, name, params, args, hook) ret ft_hook_##hook(name##_fn_t real, FT_EXPAND params);
+#define FT_DRV(ret, name, base, ptsz, params, args, hook) ret ft_hook_##hook(name##_fn_t real, FT_EXPAND params);
+#include "shim/shim.def"
+#undef FT_RT
+#undef FT_DRV
+#undef FT_RT_FWD
+#undef FT_API
 
 /* 1 once init.c found FT_ENABLED on and a valid configuration; read on every call,
  * written once before main (or at the first intercepted call). */
 extern int ft_shim_active;
+
+/* Nesting of FlexTensor's own work on this thread: a cudart call that continues into
+ * the driver, or the shim's own CUDA calls, must be seen (and acted on) once. A wrapper
+ * entered with depth > 0 forwards without looking. */
+extern __thread int ft_shim_depth;
 
 /* Calls seen per entry point; relaxed atomics: counters only, no ordering needed. */
 extern _Atomic uint64_t ft_shim_calls[FT_FN_COUNT];
@@ -24,10 +57,31 @@ extern _Atomic uint64_t ft_shim_calls[FT_FN_COUNT];
 /* Name of an entry point, for reports. */
 const char *ft_shim_fn_name(ft_shim_fn_t fn);
 
-/* Resolves the next definition of `name` (libcudart's), or NULL. */
-void *ft_shim_resolve(const char *name);
+/* The real function behind entry point fn, resolved on first use, or NULL. */
+void *ft_shim_real(ft_shim_fn_t fn);
 
 /* Makes sure init ran (a library's constructor may call CUDA before ours). */
 void ft_shim_ensure_init(void);
+
+/* driver.c: the real dlsym, and a real driver entry point by base name (through the
+ * driver's own cuGetProcAddress), or NULL. */
+void *ft_shim_real_dlsym(void *handle, const char *name);
+void *ft_shim_driver_proc(const char *base);
+/* Records the real function for (base, ptsz) and returns the wrapper to hand out, or
+ * NULL when FlexTensor does not wrap `base`. */
+void *ft_shim_wrap_driver_proc(const char *base, int ptsz, void *real);
+/* The same by exported symbol name (cuLaunchKernel, cuMemcpyHtoD_v2), for dlsym. */
+void *ft_shim_wrap_driver_symbol(const char *symbol, void *real);
+/* Overrides the real function behind fn (a pointer cuGetProcAddress handed out). */
+void ft_shim_set_real(ft_shim_fn_t fn, void *real);
+
+/* hooks.c: set up and tear down the engine (discovery) for an active process. */
+struct ft_config;
+struct ft_trace_writer_t;
+int ft_hooks_init(const struct ft_config *cfg);
+/* Appends the engine's records (discovery) to the exit trace. */
+void ft_hooks_trace(void *trace_writer);
+/* The exit summary lines (FT_INFO). */
+void ft_hooks_report(void);
 
 #endif

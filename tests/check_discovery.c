@@ -231,6 +231,29 @@ START_TEST(activations_and_copies_are_not_weights)
 }
 END_TEST
 
+START_TEST(activation_equal_at_every_boundary_is_not_a_weight)
+{
+    /* The same input every pass: the activation holds the same bytes at every
+     * boundary, but not half-way through a pass. */
+    uint64_t w1 = alloc_region(MIB), w2 = alloc_region(MIB), w3 = alloc_region(MIB);
+    uint64_t act = alloc_region(64 * KIB);
+    ft_disc_params_t p = params(3);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 5; it++) {
+        version[id_of(act)] = 1;
+        launch(d, 1, "k1", 0, 2, w1, act);
+        version[id_of(act)] = 2;
+        launch(d, 1, "k2", 0, 2, w2, act);
+        version[id_of(act)] = 3;
+        launch(d, 1, "k3", 0, 2, w3, act);
+        version[id_of(act)] = 4; /* what every boundary sees */
+    }
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), 3 * MIB);
+    ft_disc_free(d);
+}
+END_TEST
+
 START_TEST(late_allocations_and_freed_regions)
 {
     uint64_t w1 = alloc_region(MIB), w2 = alloc_region(MIB), gone = alloc_region(MIB);
@@ -384,6 +407,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, llama_units_by_wraparound);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
+    tcase_add_test(tc, activation_equal_at_every_boundary_is_not_a_weight);
     tcase_add_test(tc, late_allocations_and_freed_regions);
     tcase_add_test(tc, explicit_marks_define_iterations);
     tcase_add_test(tc, marker_kernel_defines_iterations);

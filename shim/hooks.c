@@ -1,0 +1,773 @@
+/* hooks.c - what FlexTensor does in the interposed calls while it is active.
+ *
+ * Owns: the process's engine state (the region table, the discovery engine, the
+ * kernel metadata cache, the virtual-memory backing of large allocations).
+ *
+ * Every hook runs with ft_shim_depth raised, so the CUDA calls made here (and the
+ * runtime's own calls into the driver) reach the real functions unobserved. The real
+ * function of the intercepted call is the hook's first argument.
+ *
+ *  allocation  cudaMalloc of at least FT_VMM_MIN_BYTES is served from CUDA virtual
+ *              memory (reserve, create, map, set access) so that a later phase can
+ *              unmap it without moving its address (DESIGN.md invariant 1); smaller
+ *              ones and every other allocator pass through. All become regions.
+ *  launch      during discovery: the argument bytes (kernelParams with the layout
+ *              from cuKernelGetParamInfo / cuFuncGetParamInfo, cached per handle, or
+ *              the whole `extra` buffer) are scanned for region addresses, one level
+ *              through small pointer arrays, and the launch is fed to discovery.
+ *  copy, set   during discovery: the destination region is marked written.
+ */
+#define _GNU_SOURCE
+#include "shim/shim.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+
+#include "config/config.h"
+#include "core/discovery.h"
+#include "core/log.h"
+#include "core/regions.h"
+#include "core/scan.h"
+#include "core/trace.h"
+
+/* Smaller allocations pass through: 2 MiB granularity would waste too much on them. */
+#define FT_VMM_MIN_BYTES (1u << 20)
+/* Pointer arrays: regions this small (or a caching allocator's small-pool segment)
+ * are read, PTR_PEEK_BYTES at the pointer, for device pointers one level down. */
+#define PTR_PEEK_REGION_MAX (4u << 20)
+#define PTR_PEEK_BYTES 512
+#define MAX_PARAMS 256
+
+typedef CUresult (*kernel_param_info_fn)(CUkernel, size_t, size_t *, size_t *);
+typedef CUresult (*func_param_info_fn)(CUfunction, size_t, size_t *, size_t *);
+typedef CUresult (*kernel_name_fn)(const char **, CUkernel);
+typedef CUresult (*func_name_fn)(const char **, CUfunction);
+typedef cudaError_t (*get_kernel_fn)(cudaKernel_t *, const void *);
+
+static struct {
+    kernel_param_info_fn kernel_param_info;
+    func_param_info_fn func_param_info;
+    kernel_name_fn kernel_name;
+    func_name_fn func_name;
+    get_kernel_fn get_kernel;
+    CUresult (*ctx_get_device)(CUdevice *);
+    CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*address_free)(CUdeviceptr, size_t);
+    CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+    CUresult (*release)(CUmemGenericAllocationHandle);
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*unmap)(CUdeviceptr, size_t);
+    CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+} drv;
+
+/* Kernel metadata, per handle (CUkernel, CUfunction, or a runtime stub address). */
+typedef struct {
+    uint64_t key;
+    char name[256];
+    int nparams;              /* -1: unknown, the kernelParams cannot be scanned */
+    uint32_t size[MAX_PARAMS];
+    UT_hash_handle hh;
+} kinfo_t;
+
+/* A virtual-memory backed allocation. */
+typedef struct {
+    uint64_t va;
+    size_t size;              /* rounded to the granularity */
+    CUmemGenericAllocationHandle handle;
+    UT_hash_handle hh;
+} vmm_t;
+
+static ft_regions_t *regions;
+static ft_disc_t *disc;
+static int discovering;       /* relaxed: cleared once discovery is done */
+static pthread_rwlock_t kinfo_lock = PTHREAD_RWLOCK_INITIALIZER;
+static kinfo_t *kinfos;
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static vmm_t *vmms;
+static size_t vmm_granularity;
+static int vmm_disabled;
+static char **include_items, **exclude_items;
+
+static uint64_t lane_id(void)
+{
+    return (uint64_t)pthread_self();
+}
+
+#define REAL(name) ((name##_fn_t)ft_shim_real(FT_FN_##name))
+
+/* --- the content hash discovery asks for at iteration boundaries ----------------- */
+
+static int hash_region(void *ctx, uint64_t base, uint64_t size, uint64_t *out)
+{
+    static unsigned char buf[4096];
+    cudaMemcpy_fn_t copy = REAL(cudaMemcpy);
+    cudaDeviceSynchronize_fn_t sync = REAL(cudaDeviceSynchronize);
+    if (copy == NULL || sync == NULL || sync() != cudaSuccess)
+        return -1;
+    /* Up to 16 chunks spread over the region, the first and the last included: a
+     * weight is read, never written, so any write shows in most chunks. */
+    uint64_t h = 1469598103934665603ull;
+    size_t chunk = size < sizeof buf ? (size_t)size : sizeof buf;
+    int n = size <= 16 * sizeof buf ? (int)((size + sizeof buf - 1) / sizeof buf) : 16;
+    for (int i = 0; i < n; i++) {
+        uint64_t off = n == 1 ? 0 : (size - chunk) * (uint64_t)i / (uint64_t)(n - 1);
+        size_t len = size - off < chunk ? (size_t)(size - off) : chunk;
+        if (copy(buf, (void *)(uintptr_t)(base + off), len, cudaMemcpyDeviceToHost) != cudaSuccess)
+            return -1;
+        for (size_t k = 0; k < len; k++)
+            h = (h ^ buf[k]) * 1099511628211ull;
+    }
+    *out = h;
+    return 0;
+}
+
+/* --- set-up ----------------------------------------------------------------------- */
+
+static void resolve(void)
+{
+    drv.kernel_param_info = (kernel_param_info_fn)ft_shim_driver_proc("cuKernelGetParamInfo");
+    drv.func_param_info = (func_param_info_fn)ft_shim_driver_proc("cuFuncGetParamInfo");
+    drv.kernel_name = (kernel_name_fn)ft_shim_driver_proc("cuKernelGetName");
+    drv.func_name = (func_name_fn)ft_shim_driver_proc("cuFuncGetName");
+    drv.ctx_get_device = ft_shim_driver_proc("cuCtxGetDevice");
+    drv.granularity = ft_shim_driver_proc("cuMemGetAllocationGranularity");
+    drv.reserve = ft_shim_driver_proc("cuMemAddressReserve");
+    drv.address_free = ft_shim_driver_proc("cuMemAddressFree");
+    drv.create = ft_shim_driver_proc("cuMemCreate");
+    drv.release = ft_shim_driver_proc("cuMemRelease");
+    drv.map = ft_shim_driver_proc("cuMemMap");
+    drv.unmap = ft_shim_driver_proc("cuMemUnmap");
+    drv.set_access = ft_shim_driver_proc("cuMemSetAccess");
+    drv.get_kernel = (get_kernel_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetKernel");
+}
+
+/* Driver entry points are looked up once, on first need (libcuda is loaded by then:
+ * the runtime loads it before any call we act on). */
+static void resolve_driver(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, resolve);
+}
+
+static char **copy_list(const ft_config_list_t *l)
+{
+    char **v = calloc(l->n + 1, sizeof *v);
+    for (size_t i = 0; v != NULL && i < l->n; i++)
+        v[i] = strdup(l->items[i]);
+    return v;
+}
+
+int ft_hooks_init(const struct ft_config *cfg)
+{
+    regions = ft_regions_new();
+    if (regions == NULL)
+        return -1;
+    include_items = copy_list(&cfg->include_patterns);
+    exclude_items = copy_list(&cfg->exclude_patterns);
+    ft_disc_params_t p = {
+        .iters = cfg->discovery_iters,
+        .marker_glob = cfg->iteration_marker[0] ? strdup(cfg->iteration_marker) : NULL,
+        .hash = hash_region,
+        .include = include_items,
+        .n_include = include_items ? cfg->include_patterns.n : 0,
+        .exclude = exclude_items,
+        .n_exclude = exclude_items ? cfg->exclude_patterns.n : 0,
+    };
+    disc = ft_disc_new(regions, &p);
+    if (disc == NULL)
+        return -1;
+    __atomic_store_n(&discovering, !cfg->skip_discovery, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* --- kernel metadata ---------------------------------------------------------------- */
+
+/* Metadata for a driver handle: a CUkernel (what nvcc-built code and cuBLAS pass) or a
+ * CUfunction (cuModuleGetFunction). The measured H200 driver answers the cuFunc*
+ * calls with 400 for a CUkernel, so the cuKernel* calls go first. */
+static void fill_kinfo(kinfo_t *k, uint64_t handle)
+{
+    const char *name = NULL;
+    size_t off, size;
+    k->nparams = -1;
+    if (drv.kernel_param_info != NULL &&
+        drv.kernel_param_info((CUkernel)(uintptr_t)handle, 0, &off, &size) != CUDA_ERROR_INVALID_HANDLE) {
+        int n = 0;
+        while (n < MAX_PARAMS &&
+               drv.kernel_param_info((CUkernel)(uintptr_t)handle, (size_t)n, &off, &size) == CUDA_SUCCESS)
+            k->size[n++] = (uint32_t)size;
+        k->nparams = n;
+        if (drv.kernel_name != NULL)
+            drv.kernel_name(&name, (CUkernel)(uintptr_t)handle);
+    } else if (drv.func_param_info != NULL) {
+        int n = 0;
+        while (n < MAX_PARAMS &&
+               drv.func_param_info((CUfunction)(uintptr_t)handle, (size_t)n, &off, &size) == CUDA_SUCCESS)
+            k->size[n++] = (uint32_t)size;
+        k->nparams = n;
+        if (drv.func_name != NULL)
+            drv.func_name(&name, (CUfunction)(uintptr_t)handle);
+    }
+    snprintf(k->name, sizeof k->name, "%s", name ? name : "?");
+}
+
+/* key: the handle, or the runtime stub (then resolved through cudaGetKernel). */
+static const kinfo_t *kinfo_get(uint64_t key, int is_stub)
+{
+    kinfo_t *k;
+    pthread_rwlock_rdlock(&kinfo_lock);
+    HASH_FIND(hh, kinfos, &key, sizeof key, k);
+    pthread_rwlock_unlock(&kinfo_lock);
+    if (k != NULL)
+        return k;
+    resolve_driver();
+    k = calloc(1, sizeof *k);
+    if (k == NULL)
+        return NULL;
+    k->key = key;
+    uint64_t handle = key;
+    if (is_stub) {
+        cudaKernel_t kern = NULL;
+        if (drv.get_kernel == NULL || drv.get_kernel(&kern, (const void *)(uintptr_t)key) != cudaSuccess)
+            kern = NULL;
+        handle = (uint64_t)(uintptr_t)kern;
+    }
+    if (handle != 0)
+        fill_kinfo(k, handle);
+    else
+        k->nparams = -1, snprintf(k->name, sizeof k->name, "?");
+    pthread_rwlock_wrlock(&kinfo_lock);
+    kinfo_t *other;
+    HASH_FIND(hh, kinfos, &key, sizeof key, other);
+    if (other == NULL) {
+        HASH_ADD(hh, kinfos, key, sizeof k->key, k);
+        if (k->hh.tbl == NULL)
+            other = NULL;
+    }
+    pthread_rwlock_unlock(&kinfo_lock);
+    if (other != NULL) {
+        free(k);
+        return other;
+    }
+    return k;
+}
+
+/* --- discovery of one launch ---------------------------------------------------------- */
+
+/* Reads PTR_PEEK_BYTES at each small region's pointer, after the stream's earlier work,
+ * and adds the regions those words point into: grouped GEMM and cat pass arrays of
+ * device pointers. Discovery only. */
+static void peek_pointer_arrays(ft_scan_set_t *set, cudaStream_t stream)
+{
+    size_t direct = set->n;
+    int synced = 0;
+    for (size_t i = 0; i < direct; i++) {
+        ft_region_t r;
+        if (!ft_regions_find(regions, set->ptr[i], &r) || r.size > PTR_PEEK_REGION_MAX)
+            continue;
+        if (!synced) {
+            if (REAL(cudaStreamSynchronize)(stream) != cudaSuccess)
+                return;
+            synced = 1;
+        }
+        unsigned char buf[PTR_PEEK_BYTES];
+        uint64_t end = r.base + r.size;
+        size_t len = end - set->ptr[i] < sizeof buf ? (size_t)(end - set->ptr[i]) : sizeof buf;
+        if (REAL(cudaMemcpy)(buf, (void *)(uintptr_t)set->ptr[i], len, cudaMemcpyDeviceToHost) != cudaSuccess)
+            continue;
+        ft_scan_bytes(regions, buf, len, set);
+    }
+}
+
+static void scan_extra(void **extra, ft_scan_set_t *set)
+{
+    void *buf = NULL;
+    size_t size = 0;
+    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            buf = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != NULL)
+            size = *(size_t *)extra[i + 1];
+        else if (extra[i] != CU_LAUNCH_PARAM_BUFFER_POINTER && extra[i] != CU_LAUNCH_PARAM_BUFFER_SIZE)
+            break; /* an option we do not know: its value's shape is unknown too */
+    }
+    if (buf != NULL && size > 0)
+        ft_scan_bytes(regions, buf, size, set);
+}
+
+static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
+{
+    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED))
+        return;
+    const kinfo_t *k = kinfo_get(key, is_stub);
+    if (k == NULL)
+        return;
+    ft_scan_set_t set;
+    ft_scan_set_clear(&set);
+    if (params != NULL && k->nparams > 0) {
+        for (int i = 0; i < k->nparams; i++)
+            if (params[i] != NULL)
+                ft_scan_bytes(regions, params[i], k->size[i], &set);
+    } else if (extra != NULL) {
+        scan_extra(extra, &set);
+    }
+    if (set.n > 0)
+        peek_pointer_arrays(&set, stream);
+    ft_disc_launch(disc, lane_id(), key, k->name, &set);
+    if (ft_disc_state(disc) == FT_DISC_DONE)
+        __atomic_store_n(&discovering, 0, __ATOMIC_RELAXED);
+}
+
+/* A copy or set wrote [dst, dst+n): during discovery, the region is not a weight. */
+static void observe_write(const void *dst)
+{
+    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED) || dst == NULL)
+        return;
+    ft_region_t r;
+    if (!ft_regions_find(regions, (uint64_t)(uintptr_t)dst, &r))
+        return;
+    ft_scan_set_t set;
+    ft_scan_set_clear(&set);
+    ft_scan_set_add(&set, r.id, (uint64_t)(uintptr_t)dst);
+    ft_disc_write(disc, &set);
+}
+
+/* --- allocation --------------------------------------------------------------------- */
+
+static void track(void *p, size_t size, uint32_t flags)
+{
+    if (p == NULL || size == 0)
+        return;
+    int64_t id = ft_regions_insert(regions, (uint64_t)(uintptr_t)p, size, flags, 0);
+    if (id < 0)
+        FT_LOG_CAPPED(FT_LOG_WARN, 5, "region %p (%zu bytes) not tracked: %s", p, size,
+                      id == -17 ? "overlaps a live region" : "out of memory");
+}
+
+static void untrack(const void *p)
+{
+    ft_region_t r;
+    if (p != NULL && ft_regions_remove(regions, (uint64_t)(uintptr_t)p, &r) == 0)
+        ft_disc_region_freed(disc, r.id);
+}
+
+static int vmm_ready(CUdevice *dev)
+{
+    resolve_driver();
+    if (vmm_disabled || !drv.reserve || !drv.create || !drv.map || !drv.set_access ||
+        !drv.unmap || !drv.release || !drv.address_free || !drv.granularity || !drv.ctx_get_device)
+        return 0;
+    /* cudaMalloc makes the primary context current; so must we before the driver. */
+    if (REAL(cudaFree)(NULL) != cudaSuccess || drv.ctx_get_device(dev) != CUDA_SUCCESS)
+        return 0;
+    if (vmm_granularity == 0) {
+        CUmemAllocationProp prop = { 0 };
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = *dev;
+        size_t g = 0;
+        if (drv.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) {
+            FT_WARN("virtual memory management unavailable; allocations are not evictable");
+            vmm_disabled = 1;
+            return 0;
+        }
+        vmm_granularity = g;
+    }
+    return 1;
+}
+
+/* Serves an allocation from virtual memory. cudaSuccess, cudaErrorMemoryAllocation,
+ * or cudaErrorNotSupported (the caller then passes it through). */
+static cudaError_t vmm_alloc(void **out, size_t size)
+{
+    CUdevice dev;
+    if (!vmm_ready(&dev))
+        return cudaErrorNotSupported;
+    size_t len = (size + vmm_granularity - 1) / vmm_granularity * vmm_granularity;
+    CUmemAllocationProp prop = { 0 };
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CUdeviceptr va = 0;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult rc = drv.reserve(&va, len, vmm_granularity, 0, 0);
+    if (rc != CUDA_SUCCESS)
+        goto fail;
+    rc = drv.create(&h, len, &prop, 0);
+    if (rc != CUDA_SUCCESS)
+        goto fail_va;
+    rc = drv.map(va, len, 0, h, 0);
+    if (rc != CUDA_SUCCESS)
+        goto fail_handle;
+    rc = drv.set_access(va, len, &access, 1);
+    if (rc != CUDA_SUCCESS)
+        goto fail_map;
+    vmm_t *v = calloc(1, sizeof *v);
+    if (v == NULL) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail_map;
+    }
+    v->va = va;
+    v->size = len;
+    v->handle = h;
+    pthread_mutex_lock(&vmm_lock);
+    HASH_ADD(hh, vmms, va, sizeof v->va, v);
+    int added = v->hh.tbl != NULL;
+    pthread_mutex_unlock(&vmm_lock);
+    if (!added) {
+        free(v);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail_map;
+    }
+    *out = (void *)(uintptr_t)va;
+    return cudaSuccess;
+
+fail_map:
+    drv.unmap(va, len);
+fail_handle:
+    drv.release(h);
+fail_va:
+    drv.address_free(va, len);
+fail:
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY)
+        return cudaErrorMemoryAllocation;
+    FT_LOG_CAPPED(FT_LOG_WARN, 3, "virtual memory allocation of %zu bytes failed (CUresult %d); "
+                  "passing it to cudaMalloc", size, (int)rc);
+    return cudaErrorNotSupported;
+}
+
+/* 1 when p was a virtual-memory allocation (now released), 0 when it is not one. */
+static int vmm_free(void *p)
+{
+    uint64_t va = (uint64_t)(uintptr_t)p;
+    pthread_mutex_lock(&vmm_lock);
+    vmm_t *v;
+    HASH_FIND(hh, vmms, &va, sizeof va, v);
+    if (v != NULL)
+        HASH_DEL(vmms, v);
+    pthread_mutex_unlock(&vmm_lock);
+    if (v == NULL)
+        return 0;
+    /* cudaFree synchronises the device before releasing; so do we. */
+    REAL(cudaDeviceSynchronize)();
+    drv.unmap(v->va, v->size);
+    drv.release(v->handle);
+    drv.address_free(v->va, v->size);
+    free(v);
+    return 1;
+}
+
+cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
+{
+    if (devPtr != NULL && size >= FT_VMM_MIN_BYTES) {
+        cudaError_t rc = vmm_alloc(devPtr, size);
+        if (rc == cudaSuccess) {
+            track(*devPtr, size, FT_REGION_VMM);
+            return cudaSuccess;
+        }
+        if (rc == cudaErrorMemoryAllocation)
+            return rc;
+    }
+    cudaError_t rc = real(devPtr, size);
+    if (rc == cudaSuccess)
+        track(*devPtr, size, 0);
+    return rc;
+}
+
+cudaError_t ft_hook_rt_free(cudaFree_fn_t real, void *devPtr)
+{
+    untrack(devPtr);
+    if (devPtr != NULL && vmm_free(devPtr))
+        return cudaSuccess;
+    return real(devPtr);
+}
+
+cudaError_t ft_hook_rt_malloc_async(cudaMallocAsync_fn_t real, void **devPtr, size_t size,
+                                    cudaStream_t stream)
+{
+    cudaError_t rc = real(devPtr, size, stream);
+    if (rc == cudaSuccess)
+        track(*devPtr, size, 0);
+    return rc;
+}
+
+cudaError_t ft_hook_rt_malloc_pool_async(cudaMallocFromPoolAsync_fn_t real, void **ptr, size_t size,
+                                         cudaMemPool_t pool, cudaStream_t stream)
+{
+    cudaError_t rc = real(ptr, size, pool, stream);
+    if (rc == cudaSuccess)
+        track(*ptr, size, 0);
+    return rc;
+}
+
+cudaError_t ft_hook_rt_free_async(cudaFreeAsync_fn_t real, void *devPtr, cudaStream_t stream)
+{
+    untrack(devPtr);
+    return real(devPtr, stream);
+}
+
+CUresult ft_hook_drv_malloc(cuMemAlloc_v2_fn_t real, CUdeviceptr *dptr, size_t n)
+{
+    CUresult rc = real(dptr, n);
+    if (rc == CUDA_SUCCESS)
+        track((void *)(uintptr_t)*dptr, n, 0);
+    return rc;
+}
+
+CUresult ft_hook_drv_free(cuMemFree_v2_fn_t real, CUdeviceptr dptr)
+{
+    untrack((void *)(uintptr_t)dptr);
+    return real(dptr);
+}
+
+CUresult ft_hook_drv_malloc_async(cuMemAllocAsync_fn_t real, CUdeviceptr *dptr, size_t n, CUstream s)
+{
+    CUresult rc = real(dptr, n, s);
+    if (rc == CUDA_SUCCESS)
+        track((void *)(uintptr_t)*dptr, n, 0);
+    return rc;
+}
+
+CUresult ft_hook_drv_free_async(cuMemFreeAsync_fn_t real, CUdeviceptr dptr, CUstream s)
+{
+    untrack((void *)(uintptr_t)dptr);
+    return real(dptr, s);
+}
+
+/* --- launches -------------------------------------------------------------------------- */
+
+cudaError_t ft_hook_rt_launch_handle(__cudaLaunchKernel_fn_t real, cudaKernel_t kernel, dim3 grid,
+                                     dim3 block, void **args, size_t shmem, cudaStream_t stream)
+{
+    observe_launch((uint64_t)(uintptr_t)kernel, 0, args, NULL, stream);
+    return real(kernel, grid, block, args, shmem, stream);
+}
+
+cudaError_t ft_hook_rt_launch_stub(cudaLaunchKernel_fn_t real, const void *func, dim3 grid, dim3 block,
+                                   void **args, size_t shmem, cudaStream_t stream)
+{
+    observe_launch((uint64_t)(uintptr_t)func, 1, args, NULL, stream);
+    return real(func, grid, block, args, shmem, stream);
+}
+
+cudaError_t ft_hook_rt_launch_ex(cudaLaunchKernelExC_fn_t real, const cudaLaunchConfig_t *config,
+                                 const void *func, void **args)
+{
+    observe_launch((uint64_t)(uintptr_t)func, 1, args, NULL, config ? config->stream : NULL);
+    return real(config, func, args);
+}
+
+cudaError_t ft_hook_rt_graph_launch(cudaGraphLaunch_fn_t real, cudaGraphExec_t exec, cudaStream_t stream)
+{
+    /* Graphs get their own treatment later; for now they are counted. */
+    return real(exec, stream);
+}
+
+CUresult ft_hook_drv_launch(cuLaunchKernel_fn_t real, CUfunction f, unsigned int gx, unsigned int gy,
+                            unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
+                            unsigned int shmem, CUstream stream, void **params, void **extra)
+{
+    observe_launch((uint64_t)(uintptr_t)f, 0, params, extra, (cudaStream_t)stream);
+    return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+}
+
+CUresult ft_hook_drv_launch_ex(cuLaunchKernelEx_fn_t real, const CUlaunchConfig *config, CUfunction f,
+                               void **params, void **extra)
+{
+    observe_launch((uint64_t)(uintptr_t)f, 0, params, extra,
+                   config ? (cudaStream_t)config->hStream : NULL);
+    return real(config, f, params, extra);
+}
+
+CUresult ft_hook_drv_launch_coop(cuLaunchCooperativeKernel_fn_t real, CUfunction f, unsigned int gx,
+                                 unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+                                 unsigned int bz, unsigned int shmem, CUstream stream, void **params)
+{
+    observe_launch((uint64_t)(uintptr_t)f, 0, params, NULL, (cudaStream_t)stream);
+    return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
+}
+
+/* --- copies and sets ------------------------------------------------------------------- */
+
+cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, size_t n,
+                              enum cudaMemcpyKind kind)
+{
+    observe_write(dst);
+    return real(dst, src, n, kind);
+}
+
+cudaError_t ft_hook_rt_memcpy_async(cudaMemcpyAsync_fn_t real, void *dst, const void *src, size_t n,
+                                    enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    observe_write(dst);
+    return real(dst, src, n, kind, s);
+}
+
+cudaError_t ft_hook_rt_memcpy_2d(cudaMemcpy2D_fn_t real, void *dst, size_t dp, const void *src, size_t sp,
+                                 size_t w, size_t h, enum cudaMemcpyKind kind)
+{
+    observe_write(dst);
+    return real(dst, dp, src, sp, w, h, kind);
+}
+
+cudaError_t ft_hook_rt_memcpy_2d_async(cudaMemcpy2DAsync_fn_t real, void *dst, size_t dp, const void *src,
+                                       size_t sp, size_t w, size_t h, enum cudaMemcpyKind kind,
+                                       cudaStream_t s)
+{
+    observe_write(dst);
+    return real(dst, dp, src, sp, w, h, kind, s);
+}
+
+cudaError_t ft_hook_rt_memcpy_3d(cudaMemcpy3D_fn_t real, const struct cudaMemcpy3DParms *p)
+{
+    if (p != NULL)
+        observe_write(p->dstPtr.ptr);
+    return real(p);
+}
+
+cudaError_t ft_hook_rt_memcpy_3d_async(cudaMemcpy3DAsync_fn_t real, const struct cudaMemcpy3DParms *p,
+                                       cudaStream_t s)
+{
+    if (p != NULL)
+        observe_write(p->dstPtr.ptr);
+    return real(p, s);
+}
+
+cudaError_t ft_hook_rt_memcpy_peer(cudaMemcpyPeer_fn_t real, void *dst, int dd, const void *src, int sd,
+                                   size_t n)
+{
+    observe_write(dst);
+    return real(dst, dd, src, sd, n);
+}
+
+cudaError_t ft_hook_rt_memcpy_peer_async(cudaMemcpyPeerAsync_fn_t real, void *dst, int dd, const void *src,
+                                         int sd, size_t n, cudaStream_t s)
+{
+    observe_write(dst);
+    return real(dst, dd, src, sd, n, s);
+}
+
+cudaError_t ft_hook_rt_memset(cudaMemset_fn_t real, void *dst, int v, size_t n)
+{
+    observe_write(dst);
+    return real(dst, v, n);
+}
+
+cudaError_t ft_hook_rt_memset_async(cudaMemsetAsync_fn_t real, void *dst, int v, size_t n, cudaStream_t s)
+{
+    observe_write(dst);
+    return real(dst, v, n, s);
+}
+
+cudaError_t ft_hook_rt_memset_2d(cudaMemset2D_fn_t real, void *dst, size_t pitch, int v, size_t w, size_t h)
+{
+    observe_write(dst);
+    return real(dst, pitch, v, w, h);
+}
+
+cudaError_t ft_hook_rt_memset_2d_async(cudaMemset2DAsync_fn_t real, void *dst, size_t pitch, int v,
+                                       size_t w, size_t h, cudaStream_t s)
+{
+    observe_write(dst);
+    return real(dst, pitch, v, w, h, s);
+}
+
+#define DPTR(x) ((void *)(uintptr_t)(x))
+
+CUresult ft_hook_drv_memcpy(cuMemcpy_fn_t real, CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    observe_write(DPTR(dst));
+    return real(dst, src, n);
+}
+
+CUresult ft_hook_drv_memcpy_async(cuMemcpyAsync_fn_t real, CUdeviceptr dst, CUdeviceptr src, size_t n,
+                                  CUstream s)
+{
+    observe_write(DPTR(dst));
+    return real(dst, src, n, s);
+}
+
+CUresult ft_hook_drv_memcpy_htod(cuMemcpyHtoD_v2_fn_t real, CUdeviceptr dst, const void *src, size_t n)
+{
+    observe_write(DPTR(dst));
+    return real(dst, src, n);
+}
+
+CUresult ft_hook_drv_memcpy_dtoh(cuMemcpyDtoH_v2_fn_t real, void *dst, CUdeviceptr src, size_t n)
+{
+    return real(dst, src, n);
+}
+
+CUresult ft_hook_drv_memcpy_htod_async(cuMemcpyHtoDAsync_v2_fn_t real, CUdeviceptr dst, const void *src,
+                                       size_t n, CUstream s)
+{
+    observe_write(DPTR(dst));
+    return real(dst, src, n, s);
+}
+
+CUresult ft_hook_drv_memcpy_dtoh_async(cuMemcpyDtoHAsync_v2_fn_t real, void *dst, CUdeviceptr src,
+                                       size_t n, CUstream s)
+{
+    return real(dst, src, n, s);
+}
+
+CUresult ft_hook_drv_memset_d8(cuMemsetD8_v2_fn_t real, CUdeviceptr dst, unsigned char v, size_t n)
+{
+    observe_write(DPTR(dst));
+    return real(dst, v, n);
+}
+
+CUresult ft_hook_drv_memset_d32(cuMemsetD32_v2_fn_t real, CUdeviceptr dst, unsigned int v, size_t n)
+{
+    observe_write(DPTR(dst));
+    return real(dst, v, n);
+}
+
+CUresult ft_hook_drv_memset_d8_async(cuMemsetD8Async_fn_t real, CUdeviceptr dst, unsigned char v, size_t n,
+                                     CUstream s)
+{
+    observe_write(DPTR(dst));
+    return real(dst, v, n, s);
+}
+
+CUresult ft_hook_drv_memset_d32_async(cuMemsetD32Async_fn_t real, CUdeviceptr dst, unsigned int v,
+                                      size_t n, CUstream s)
+{
+    observe_write(DPTR(dst));
+    return real(dst, v, n, s);
+}
+
+/* --- the control API and the reports ------------------------------------------------- */
+
+FT_EXPORT void ft_iteration_mark(void)
+{
+    if (ft_shim_active && disc != NULL)
+        ft_disc_mark(disc, lane_id());
+}
+
+void ft_hooks_trace(void *trace_writer)
+{
+    if (disc != NULL)
+        ft_disc_trace(disc, (ft_trace_writer_t *)trace_writer);
+}
+
+void ft_hooks_report(void)
+{
+    if (disc == NULL)
+        return;
+    static const char *const state[] = { "waiting for the first launch", "observing", "done" };
+    uint64_t tracked = ft_regions_bytes(regions);
+    uint64_t weights = ft_disc_weight_bytes(disc);
+    FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights "
+            "(%.1f MiB tracked in %zu regions)",
+            state[ft_disc_state(disc)], ft_disc_iterations(disc), ft_disc_unit_count(disc),
+            (double)weights / 1048576.0, (double)tracked / 1048576.0, ft_regions_count(regions));
+}

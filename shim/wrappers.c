@@ -1,0 +1,178 @@
+/* wrappers.c - the exported CUDA entry points, generated from shim.def.
+ *
+ * A wrapper counts the call, then either forwards (FlexTensor off, FT_RT_FWD, or a
+ * nested call: depth > 0) or calls its hook with the depth raised. Wrappers hold no
+ * policy; when FlexTensor is off they are plain forwards behind one predictable
+ * branch (DESIGN.md invariant 4).
+ */
+#define _GNU_SOURCE
+#include "shim/shim.h"
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "core/log.h"
+
+_Atomic uint64_t ft_shim_calls[FT_FN_COUNT];
+__thread int ft_shim_depth;
+
+static const char *const fn_names[FT_FN_COUNT] = {
+#define FT_RT_FWD(ret, name, params, args) #name,
+#define FT_RT(ret, name, params, args, hook) #name,
+#define FT_DRV(ret, name, base, ptsz, params, args, hook) #name,
+#include "shim/shim.def"
+#undef FT_RT_FWD
+#undef FT_RT
+#undef FT_DRV
+};
+
+/* Real entry points, filled on first use (or by driver.c when cuGetProcAddress hands
+ * one out). A racing second resolution stores the same value: relaxed atomics. */
+static _Atomic(void *) real_fn[FT_FN_COUNT];
+
+const char *ft_shim_fn_name(ft_shim_fn_t fn)
+{
+    return fn < FT_FN_COUNT ? fn_names[fn] : "?";
+}
+
+void ft_shim_set_real(ft_shim_fn_t fn, void *real)
+{
+    if (real != NULL)
+        atomic_store_explicit(&real_fn[fn], real, memory_order_relaxed);
+}
+
+static int is_driver(ft_shim_fn_t fn)
+{
+    return fn_names[fn][0] == 'c' && fn_names[fn][1] == 'u' && fn_names[fn][2] != 'd';
+}
+
+void *ft_shim_real(ft_shim_fn_t fn)
+{
+    void *real = atomic_load_explicit(&real_fn[fn], memory_order_relaxed);
+    if (real != NULL)
+        return real;
+    ft_shim_ensure_init();
+    real = ft_shim_real_dlsym(RTLD_NEXT, fn_names[fn]);
+    if (real == NULL && !is_driver(fn)) {
+        /* The application may have dlopened libcudart after us, with RTLD_LOCAL. */
+        void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL) {
+            real = ft_shim_real_dlsym(h, fn_names[fn]);
+            dlclose(h);
+        }
+    }
+    if (real == NULL && is_driver(fn)) {
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL) {
+            real = ft_shim_real_dlsym(h, fn_names[fn]);
+            dlclose(h);
+        }
+    }
+    if (real == NULL)
+        FT_LOG_CAPPED(FT_LOG_ERROR, 5, "cannot find the real %s", fn_names[fn]);
+    ft_shim_set_real(fn, real);
+    return real;
+}
+
+#define COUNT(name)                                                                     \
+    do {                                                                                \
+        if (ft_shim_active)                                                             \
+            atomic_fetch_add_explicit(&ft_shim_calls[FT_FN_##name], 1, memory_order_relaxed); \
+    } while (0)
+
+#define FT_RT_FWD(ret, name, params, args)                                              \
+    FT_EXPORT ret name params                                                           \
+    {                                                                                   \
+        name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
+        if (real == NULL)                                                               \
+            return cudaErrorSharedObjectSymbolNotFound;                                 \
+        COUNT(name);                                                                    \
+        return real args;                                                               \
+    }
+
+#define FT_RT(ret, name, params, args, hook)                                            \
+    FT_EXPORT ret name params                                                           \
+    {                                                                                   \
+        name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
+        if (real == NULL)                                                               \
+            return cudaErrorSharedObjectSymbolNotFound;                                 \
+        if (!ft_shim_active || ft_shim_depth > 0)                                       \
+            return real args;                                                           \
+        COUNT(name);                                                                    \
+        ft_shim_depth++;                                                                \
+        ret r = ft_hook_##hook(real, FT_EXPAND args);                                   \
+        ft_shim_depth--;                                                                \
+        return r;                                                                       \
+    }
+
+#define FT_DRV(ret, name, base, ptsz, params, args, hook)                               \
+    FT_EXPORT ret name params                                                           \
+    {                                                                                   \
+        name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
+        if (real == NULL)                                                               \
+            return CUDA_ERROR_NOT_FOUND;                                                \
+        if (!ft_shim_active || ft_shim_depth > 0)                                       \
+            return real args;                                                           \
+        COUNT(name);                                                                    \
+        ft_shim_depth++;                                                                \
+        ret r = ft_hook_##hook(real, FT_EXPAND args);                                   \
+        ft_shim_depth--;                                                                \
+        return r;                                                                       \
+    }
+
+#include "shim/shim.def"
+#undef FT_RT_FWD
+#undef FT_RT
+#undef FT_DRV
+
+/* The cuGetProcAddress table: base name and flavour -> our wrapper and its id. */
+typedef struct {
+    const char *base;
+    int ptsz;
+    ft_shim_fn_t fn;
+    void *wrapper;
+} proc_entry_t;
+
+static const proc_entry_t procs[] = {
+#define FT_DRV(ret, name, base, ptsz, params, args, hook) { #base, ptsz, FT_FN_##name, (void *)name },
+#include "shim/shim.def"
+#undef FT_DRV
+#undef FT_RT
+#undef FT_RT_FWD
+#undef FT_API
+};
+
+void *ft_shim_wrap_driver_proc(const char *base, int ptsz, void *real)
+{
+    const proc_entry_t *fallback = NULL;
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        if (strcmp(procs[i].base, base) != 0)
+            continue;
+        if (procs[i].ptsz == ptsz) {
+            if (real != procs[i].wrapper)
+                ft_shim_set_real(procs[i].fn, real);
+            return procs[i].wrapper;
+        }
+        fallback = &procs[i];
+    }
+    if (fallback != NULL) { /* a flavour we do not list: the default one's wrapper */
+        if (real != fallback->wrapper)
+            ft_shim_set_real(fallback->fn, real);
+        return fallback->wrapper;
+    }
+    return NULL;
+}
+
+/* By exported symbol name (for the wrapped dlsym). */
+void *ft_shim_wrap_driver_symbol(const char *symbol, void *real)
+{
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        if (strcmp(fn_names[procs[i].fn], symbol) == 0) {
+            if (real != procs[i].wrapper) /* RTLD_DEFAULT found our own export */
+                ft_shim_set_real(procs[i].fn, real);
+            return procs[i].wrapper;
+        }
+    }
+    return NULL;
+}

@@ -64,6 +64,9 @@ static gpa_v2_fn_t get_real_gpa_v2(void)
     return fn;
 }
 
+FT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                       cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+
 void *ft_shim_driver_proc(const char *base)
 {
     gpa_v2_fn_t gpa = get_real_gpa_v2();
@@ -74,16 +77,16 @@ void *ft_shim_driver_proc(const char *base)
     return fn;
 }
 
-FT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                       cuuint64_t flags, CUdriverProcAddressQueryResult *status);
-
 /* What to hand out for a driver function the caller asked for. */
 static void *substitute(const char *symbol, cuuint64_t flags, void *real)
 {
     if (!ft_shim_active || real == NULL || symbol == NULL)
         return real;
     if (strcmp(symbol, "cuGetProcAddress") == 0) {
-        atomic_store_explicit(&real_gpa_v2, (gpa_v2_fn_t)real, memory_order_relaxed);
+        /* A driver that takes its own exported address may hand out ours (we are
+         * first in the global scope): never record our own function as the real one. */
+        if (real != (void *)cuGetProcAddress_v2)
+            atomic_store_explicit(&real_gpa_v2, (gpa_v2_fn_t)real, memory_order_relaxed);
         return (void *)cuGetProcAddress_v2;
     }
     void *w = ft_shim_wrap_driver_proc(symbol, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0,

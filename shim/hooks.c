@@ -3,7 +3,7 @@
  * Owns: the process's engine state (the region table, the discovery engine, the
  * kernel metadata cache, the virtual-memory backing of large allocations).
  *
- * Every hook runs with ft_shim_depth raised, so the CUDA calls made here (and the
+ * Every hook runs with ft_intercept_depth raised, so the CUDA calls made here (and the
  * runtime's own calls into the driver) reach the real functions unobserved. The real
  * function of the intercepted call is the hook's first argument.
  *
@@ -321,8 +321,11 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     if (set.n > 0)
         peek_pointer_arrays(&set, stream);
     ft_disc_launch(disc, lane_id(), key, k->name, &set);
-    if (ft_disc_state(disc) == FT_DISC_DONE)
+    if (ft_disc_state(disc) == FT_DISC_DONE) {
         __atomic_store_n(&discovering, 0, __ATOMIC_RELAXED);
+        /* Release CUPTI so that a profiler started later can subscribe. */
+        ft_cupti_stop();
+    }
 }
 
 /* A copy or set wrote [dst, dst+n): during discovery, the region is not a weight. */

@@ -105,6 +105,46 @@ static void write_trace(void)
     ft_trace_writer_free(&w);
 }
 
+/* CUPTI observes during discovery (FT_CUPTI=auto|on). With `on`, failing to
+ * subscribe stops the process like an invalid configuration. */
+static void start_cupti(void)
+{
+    if (config.cupti == FT_CUPTI_OFF)
+        return;
+    char why[256] = "";
+    ft_cupti_status_t st = ft_cupti_start(why, sizeof why);
+    if (st == FT_CUPTI_STATUS_ACTIVE)
+        return;
+    if (config.cupti == FT_CUPTI_ON) {
+        FT_ERROR("FT_CUPTI=on but %s; stopping (exit status 2)", why);
+        _exit(2);
+    }
+    if (st == FT_CUPTI_STATUS_HELD)
+        FT_WARN("%s", why);
+    else
+        FT_INFO("CUPTI not used: %s; launches are seen through the interposed calls only", why);
+}
+
+static void report_cupti(void)
+{
+    ft_cupti_stats_t s;
+    ft_cupti_get_stats(&s);
+    if (s.launches + s.copies + s.sets == 0)
+        return;
+    uint64_t unseen = s.unseen_launches + s.unseen_copies + s.unseen_sets;
+    if (unseen == 0)
+        FT_INFO("CUPTI saw %llu launches, %llu copies, %llu sets in the driver: all went through "
+                "FlexTensor's wrappers", (unsigned long long)s.launches,
+                (unsigned long long)s.copies, (unsigned long long)s.sets);
+    else
+        FT_WARN("CUPTI saw %llu launches, %llu copies, %llu sets in the driver, of which %llu, "
+                "%llu, %llu bypassed FlexTensor's wrappers (first: %s)",
+                (unsigned long long)s.launches, (unsigned long long)s.copies,
+                (unsigned long long)s.sets, (unsigned long long)s.unseen_launches,
+                (unsigned long long)s.unseen_copies, (unsigned long long)s.unseen_sets,
+                s.first_unseen);
+}
+
 /* The exit report: what the shim saw. Runs from atexit, after main returned. */
 static void report_at_exit(void)
 {
@@ -125,6 +165,7 @@ static void report_at_exit(void)
             FT_INFO("%s", line);
         }
         ft_hooks_report();
+        report_cupti();
     }
     write_trace();
 }
@@ -157,6 +198,7 @@ static void init(void)
     ft_shim_active = 1;
     FT_INFO("enabled in pid %d (log level %s)", (int)getpid(),
             ft_log_level_name(config.log_level));
+    start_cupti();
     atexit(report_at_exit);
 }
 

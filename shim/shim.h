@@ -8,6 +8,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "cupti/observer.h"
+
 #define FT_EXPORT __attribute__((visibility("default")))
 #define FT_EXPAND(...) __VA_ARGS__
 
@@ -46,10 +48,10 @@ typedef enum {
  * written once before main (or at the first intercepted call). */
 extern int ft_shim_active;
 
-/* Nesting of FlexTensor's own work on this thread: a cudart call that continues into
- * the driver, or the shim's own CUDA calls, must be seen (and acted on) once. A wrapper
- * entered with depth > 0 forwards without looking. */
-extern __thread int ft_shim_depth;
+/* ft_intercept_depth (cupti/observer.h): nesting of FlexTensor's own work on this
+ * thread. A cudart call that continues into the driver, or the shim's own CUDA calls,
+ * must be seen (and acted on) once: a wrapper entered with depth > 0 forwards without
+ * looking, and the CUPTI callback counts a driver call made at depth 0 as a bypass. */
 
 /* Calls seen per entry point; relaxed atomics: counters only, no ordering needed. */
 extern _Atomic uint64_t ft_shim_calls[FT_FN_COUNT];

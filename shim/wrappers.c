@@ -15,7 +15,6 @@
 #include "core/log.h"
 
 _Atomic uint64_t ft_shim_calls[FT_FN_COUNT];
-__thread int ft_shim_depth;
 
 static const char *const fn_names[FT_FN_COUNT] = {
 #define FT_RT_FWD(ret, name, params, args) #name,
@@ -97,12 +96,12 @@ void *ft_shim_real(ft_shim_fn_t fn)
         name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
         if (real == NULL)                                                               \
             return cudaErrorSharedObjectSymbolNotFound;                                 \
-        if (!ft_shim_active || ft_shim_depth > 0)                                       \
+        if (!ft_shim_active || ft_intercept_depth > 0)                                       \
             return real args;                                                           \
         COUNT(name);                                                                    \
-        ft_shim_depth++;                                                                \
+        ft_intercept_depth++;                                                                \
         ret r = ft_hook_##hook(real, FT_EXPAND args);                                   \
-        ft_shim_depth--;                                                                \
+        ft_intercept_depth--;                                                                \
         return r;                                                                       \
     }
 
@@ -112,12 +111,12 @@ void *ft_shim_real(ft_shim_fn_t fn)
         name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
         if (real == NULL)                                                               \
             return CUDA_ERROR_NOT_FOUND;                                                \
-        if (!ft_shim_active || ft_shim_depth > 0)                                       \
+        if (!ft_shim_active || ft_intercept_depth > 0)                                       \
             return real args;                                                           \
         COUNT(name);                                                                    \
-        ft_shim_depth++;                                                                \
+        ft_intercept_depth++;                                                                \
         ret r = ft_hook_##hook(real, FT_EXPAND args);                                   \
-        ft_shim_depth--;                                                                \
+        ft_intercept_depth--;                                                                \
         return r;                                                                       \
     }
 

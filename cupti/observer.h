@@ -1,0 +1,46 @@
+/* observer.h - CUPTI as the observer: it confirms that every launch and copy the
+ * driver executed was seen by the interposed functions, whatever path it took.
+ *
+ * Owns: the CUPTI subscription (one per process before CUDA 13.3: when another
+ * subscriber -- the PyTorch profiler, Nsight -- holds it, we say so once and carry on
+ * with the interposed view), and the thread-local depth of FlexTensor's interposed
+ * calls, which the callback reads to tell seen calls from bypasses.
+ *
+ * The callback never calls CUDA (CUPTI forbids it): atomics and a name copy only.
+ * libcupti is dlopened, so a process without it runs unchanged.
+ */
+#ifndef FT_CUPTI_OBSERVER_H
+#define FT_CUPTI_OBSERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Nesting of FlexTensor's interposed calls on this thread (> 0 while a hook and the
+ * real function it forwards to run). Written by shim/ wrappers, read by the callback. */
+extern __thread int ft_intercept_depth;
+
+typedef enum {
+    FT_CUPTI_STATUS_OFF = 0,       /* not asked for, or stopped */
+    FT_CUPTI_STATUS_ACTIVE,        /* subscribed */
+    FT_CUPTI_STATUS_MISSING,       /* libcupti.so could not be loaded */
+    FT_CUPTI_STATUS_HELD,          /* another subscriber holds CUPTI */
+    FT_CUPTI_STATUS_FAILED,        /* any other CUPTI error */
+} ft_cupti_status_t;
+
+/* Subscribes and enables the launch, copy and set callbacks of the driver API.
+ * Returns the status; why receives a one-line explanation when not ACTIVE. */
+ft_cupti_status_t ft_cupti_start(char *why, size_t len);
+
+/* Unsubscribes (so that a profiler started later can subscribe). Idempotent. */
+void ft_cupti_stop(void);
+
+typedef struct {
+    ft_cupti_status_t status;
+    uint64_t launches, copies, sets;     /* driver calls CUPTI reported */
+    uint64_t unseen_launches, unseen_copies, unseen_sets; /* of those, not interposed */
+    char first_unseen[160];              /* "cuLaunchKernel: <kernel name>" */
+} ft_cupti_stats_t;
+
+void ft_cupti_get_stats(ft_cupti_stats_t *out);
+
+#endif

@@ -3,50 +3,52 @@
 # device machine. Builds there, runs the checks, writes logs under $OUT and prints a
 # short table last. Figures go to bench/RESULTS.md by hand, with date and command.
 #
+#   bash bench/run.sh            all checks
+#   FT_BENCH_QUICK=1 bash ...    smaller Llama (4 layers) for a fast look
+#
 # The build needs libinih and uthash headers; where the machine lacks them, the
-# caller carries them in .devdeps/ (see bench/README.md).
+# caller carries them in .devdeps/ (bench/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
 declare -a ROWS=()
-row() { ROWS+=("$(printf '%-44s %-8s %s' "$1" "$2" "$3")"); }
+row() { ROWS+=("$(printf '%-46s %-6s %s' "$1" "$2" "$3")"); }
+SHIM=$PWD/build/libflextensor.so
 
 {
     date -u +"%Y-%m-%dT%H:%M:%SZ"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     nvcc --version | tail -1
     ldd --version | head -1
-    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+    python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)' 2>&1
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
-MAKEFLAGS_EXTRA=()
+MK=()
 if [ ! -f /usr/include/ini.h ] && [ -d .devdeps ]; then
-    MAKEFLAGS_EXTRA=(INIH_LIB="$PWD/.devdeps/libinih.a" CFLAGS="-O2 -g -I$PWD/.devdeps/include")
+    MK=(INIH_LIB="$PWD/.devdeps/libinih.a" CFLAGS="-O2 -g -I$PWD/.devdeps/include")
 fi
-if make -j"$(nproc)" "${MAKEFLAGS_EXTRA[@]}" build/libflextensor.so build/bin/ft-run build/bin/ft-trace \
-        build/examples/model-sim gpu-example >"$OUT/build.log" 2>&1; then
-    row "build (shim, tools, simulator, model-gpu)" "ok" ""
+if make -j"$(nproc)" "${MK[@]}" build/libflextensor.so build/bin/ft-run build/bin/ft-trace \
+        gpu-example >"$OUT/build.log" 2>&1; then
+    row "build (shim, tools, model-gpu)" "ok" ""
 else
     row "build" "FAIL" "see build.log"
     tail -30 "$OUT/build.log"
     printf '%s\n' "${ROWS[@]}"
     exit 1
 fi
+make -j"$(nproc)" "${MK[@]}" build/examples/model-sim >>"$OUT/build.log" 2>&1 || true
 
-# --- the example model: same checksum on the simulator, on the GPU, and under the shim
+# --- 1. the example model: the same checksum on the simulator, the GPU, under the shim
 ARGS=(--layers 16 --dim 2048 --iters 3)
-checksum() { grep '^checksum' "$1" | awk '{print $2}'; }
+checksum() { grep '^checksum' "$1" 2>/dev/null | awk '{print $2}'; }
 LD_LIBRARY_PATH=build/sim build/examples/model-sim "${ARGS[@]}" >"$OUT/model-sim.txt" 2>&1
-t0=$(date +%s.%N)
 build/examples/model-gpu "${ARGS[@]}" >"$OUT/model-gpu.txt" 2>&1
-t1=$(date +%s.%N)
-FT_ENABLED=1 FT_LOG_LEVEL=info FT_TRACE_FILE="$OUT/model-trace.bin" LD_PRELOAD=$PWD/build/libflextensor.so \
+FT_ENABLED=1 FT_TRACE_FILE="$OUT/model-trace.bin" LD_PRELOAD=$SHIM \
     build/examples/model-gpu "${ARGS[@]}" >"$OUT/model-gpu-shim.txt" 2>&1
-t2=$(date +%s.%N)
-FT_ENABLED=0 LD_PRELOAD=$PWD/build/libflextensor.so \
-    build/examples/model-gpu "${ARGS[@]}" >"$OUT/model-gpu-off.txt" 2>&1
+FT_ENABLED=0 LD_PRELOAD=$SHIM build/examples/model-gpu "${ARGS[@]}" >"$OUT/model-gpu-off.txt" 2>&1
 build/bin/ft-trace "$OUT/model-trace.bin" >"$OUT/model-trace.txt" 2>&1
 sim=$(checksum "$OUT/model-sim.txt"); gpu=$(checksum "$OUT/model-gpu.txt")
 on=$(checksum "$OUT/model-gpu-shim.txt"); off=$(checksum "$OUT/model-gpu-off.txt")
@@ -54,10 +56,54 @@ on=$(checksum "$OUT/model-gpu-shim.txt"); off=$(checksum "$OUT/model-gpu-off.txt
 row "example model: simulator = GPU" "$r" "sim $sim gpu $gpu"
 [ -n "$gpu" ] && [ "$gpu" = "$on" ] && [ "$gpu" = "$off" ] && r=ok || r=FAIL
 row "example model: GPU under shim (on, off)" "$r" "on $on off $off"
-row "example model wall time (s)" "info" "$(awk -v a=$t0 -v b=$t1 -v c=$t2 'BEGIN{printf "%.2f plain, %.2f shim", b-a, c-b}')"
+units=$(grep -E '^  units +[0-9]+' "$OUT/model-trace.txt" | awk '{print $2}')
+[ "$units" = "16" ] && r=ok || r=FAIL
+row "example model: discovery finds 16 units" "$r" "units=${units:-none}"
+
+# --- 2. Llama (transformers, random bf16 weights) in discovery: bitwise equal logits
+LAYERS=16; [ -n "${FT_BENCH_QUICK:-}" ] && LAYERS=4
+LL=(--layers $LAYERS --hidden 4096 --iters 3)
+timeout 400 python3 bench/llama_forward.py "$OUT/llama-plain.pt" "${LL[@]}" >"$OUT/llama-plain.txt" 2>&1
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_TRACE_FILE="$OUT/llama-trace.bin" LD_PRELOAD=$SHIM \
+    timeout 400 python3 bench/llama_forward.py "$OUT/llama-shim.pt" "${LL[@]}" >"$OUT/llama-shim.txt" 2>&1
+python3 - "$OUT/llama-plain.pt" "$OUT/llama-shim.pt" >"$OUT/llama-compare.txt" 2>&1 <<'PY'
+import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+print("bitwise_equal", len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b)))
+PY
+grep -q "bitwise_equal True" "$OUT/llama-compare.txt" && r=ok || r=FAIL
+row "llama $LAYERS layers: logits shim = plain" "$r" "$(tail -1 "$OUT/llama-compare.txt")"
+build/bin/ft-trace "$OUT/llama-trace.bin" >"$OUT/llama-trace.txt" 2>&1
+build/bin/ft-trace --json "$OUT/llama-trace.bin" >"$OUT/llama-trace.json" 2>&1
+python3 - "$OUT/llama-trace.json" "$OUT/llama-plain.txt" "$LAYERS" >"$OUT/llama-units.txt" 2>&1 <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+params = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])["param_bytes"]
+units = t.get("units", [])
+wbytes = sum(u["bytes"] for u in units)
+print(f"units={len(units)} want={int(sys.argv[3]) + 2} unit_bytes={wbytes} param_bytes={params} "
+      f"attributed={100.0 * wbytes / params:.1f}%")
+PY
+cat "$OUT/llama-units.txt"
+n=$(sed -n 's/.*units=\([0-9]*\) want=\([0-9]*\).*/\1 \2/p' "$OUT/llama-units.txt")
+att=$(sed -n 's/.*attributed=\([0-9.]*\)%.*/\1/p' "$OUT/llama-units.txt")
+[ -n "$n" ] && [ "$(echo $n | awk '{print $1==$2}')" = 1 ] && r=ok || r=FAIL
+row "llama: one unit per layer + embed + head" "$r" "$(sed -n 's/.*\(units=[0-9]* want=[0-9]*\).*/\1/p' "$OUT/llama-units.txt")"
+[ -n "$att" ] && [ "$(awk -v a="$att" 'BEGIN{print a>=95}')" = 1 ] && r=ok || r=FAIL
+row "llama: >= 95% of parameter bytes in units" "$r" "${att:-?}%"
+
+# --- 3. per-launch host cost: no shim, preloaded off, discovery, after discovery
+lo() { python3 bench/launch_overhead.py 2>/dev/null | sed -n 's/.*"us_per_launch": \([0-9.]*\).*/\1/p'; }
+base=$(lo)
+off=$(FT_ENABLED=0 LD_PRELOAD=$SHIM lo)
+disc=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=1000 LD_PRELOAD=$SHIM lo)
+disc_nc=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_CUPTI=off FT_DISCOVERY_ITERS=1000 LD_PRELOAD=$SHIM lo)
+skip=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_SKIP_DISCOVERY=1 FT_CUPTI=off LD_PRELOAD=$SHIM lo)
+echo "launch us: base $base off $off discovery $disc discovery-nocupti $disc_nc no-discovery $skip" | tee "$OUT/overhead.txt"
+row "torch add_ launch cost (us)" "info" "none $base | off $off | discovery $disc (no CUPTI $disc_nc) | after $skip"
 
 echo
 echo "== FlexTensor GPU checks ($(head -1 "$OUT/env.txt"))"
-printf '%-44s %-8s %s\n' "check" "result" "detail"
+printf '%-46s %-6s %s\n' "check" "result" "detail"
 printf '%s\n' "${ROWS[@]}" | tee "$OUT/summary.txt"
 ! grep -q FAIL "$OUT/summary.txt"

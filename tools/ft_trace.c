@@ -2,12 +2,19 @@
  *
  *   ft-trace [--json] FILE
  *
- * The file is validated as a whole first (core/trace.c): a truncated or corrupt file
- * gets a one-line reason and exit status 1, never a partial or wrong report.
+ * Owns: reading a trace into memory, checking that its records agree with each other,
+ * and the two renderings (text tables, one JSON object) of the same report.
+ *
+ * Nothing is printed until everything is known to be sound: the file is validated as a
+ * whole first (core/trace.c), then every record is parsed into memory and checked
+ * against the others (indices in range, counts within their payload, units inside the
+ * iteration). A truncated, corrupt or inconsistent file gets a one-line reason on
+ * stderr and exit status 1, never a partial or wrong report.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,128 +22,886 @@
 
 #include "core/trace.h"
 
+/* Region flag bits of the REGIONS record (docs/trace-format.md). */
+enum {
+    RF_VMM = 1u << 0,
+    RF_CANDIDATE = 1u << 1,
+    RF_WEIGHT = 1u << 2,
+    RF_WRITTEN = 1u << 3,
+    RF_CHANGED = 1u << 4,
+    RF_FREED = 1u << 5,
+    RF_KNOWN = (1u << 6) - 1,
+};
+#define NO_UNIT 0xffffffffu
+
+static const char *const flag_names[] = { "vmm", "candidate", "weight", "written", "changed",
+                                          "freed" };
+static const char *const state_names[] = { "waiting", "observing", "done" };
+static const char *const source_names[] = { "detector", "ft_iteration_mark", "marker kernel" };
+static const char *const source_text[] = { "the detector", "ft_iteration_mark",
+                                           "the marker kernel" };
+static const char *const record_names[] = { "?", "PROCESS", "CONFIG", "CALLS", "DISCOVERY",
+                                            "REGIONS", "KERNELS", "ITERATION", "UNITS" };
+#define N_RECORD_TYPES 9
+
 typedef struct {
-    int json;
-    int first_section;
-} report_t;
+    const char *s;            /* into the file's bytes, not NUL-terminated */
+    uint32_t n;
+} str_t;
 
-static void json_str(const char *s, uint32_t n)
+typedef struct {
+    uint32_t id, flags, unit;
+    uint64_t base, size;
+    int touched;              /* by a launch of the recorded iteration */
+    int listed;               /* by a unit */
+} region_t;
+
+typedef struct {
+    str_t name;
+    uint64_t launches;
+    uint32_t iter_launches;   /* in the recorded iteration */
+    uint32_t iter_bare;       /* of those, touching no region */
+    uint32_t weight_regions;  /* distinct weights its iteration launches touch */
+} kernel_t;
+
+typedef struct {
+    uint32_t kernel, n_ids;
+    size_t first_id;          /* into iter_ids */
+} launch_t;
+
+typedef struct {
+    str_t name;
+    uint64_t bytes;
+    uint32_t first, last, offload, n_ids;
+    size_t first_id;          /* into unit_ids */
+} unit_t;
+
+typedef struct {
+    const unsigned char *data;
+    size_t rec_off;           /* the record being parsed, for messages */
+    const char *rec_name;
+    char err[512];
+    int seen[N_RECORD_TYPES];
+    size_t offset[N_RECORD_TYPES]; /* each record's byte offset, for messages */
+
+    uint32_t pid;
+    uint64_t start_ns, end_ns;
+    str_t program, device;
+    uint32_t n_config;
+    str_t *config;            /* n_config x (name, value, source) */
+    uint32_t n_calls;
+    str_t *call_name;
+    uint64_t *call_count;
+
+    uint32_t state, iterations, source;
+    uint64_t launches, launches_bare;
+    uint32_t n_regions;
+    region_t *regions;
+    uint32_t n_kernels;
+    kernel_t *kernels;
+    uint32_t n_iter;
+    launch_t *iter;
+    uint32_t *iter_ids;
+    uint32_t n_units;
+    unit_t *units;
+    uint32_t *unit_ids;
+
+    /* Derived once everything checks out. */
+    uint64_t tracked_bytes, weight_bytes, unlisted_weight_bytes, late_bytes;
+    uint64_t not_weight_bytes;
+    uint32_t n_weights, n_late, n_not_weights, iter_bare, iter_unknown_ids;
+    uint32_t *kernel_order;   /* kernels by launches in the iteration, descending */
+    uint32_t *not_weight_order; /* candidates that are not weights, largest first */
+} trace_t;
+
+/* Records the first error (later ones are consequences) and returns -1. */
+static int bad(trace_t *t, const char *fmt, ...)
 {
-    putchar('"');
-    for (uint32_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
+    if (t->err[0])
+        return -1;
+    int n = 0;
+    if (t->rec_name)
+        n = snprintf(t->err, sizeof t->err, "inconsistent %s record at byte %zu: ", t->rec_name,
+                     t->rec_off);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->err + n, sizeof t->err - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int short_payload(trace_t *t, const char *what, uint32_t i)
+{
+    return bad(t, "payload ends inside %s %u", what, i);
+}
+
+/* Reads an entry count and checks that n entries of at least min_size bytes each fit
+ * in what is left of the payload, before anything is allocated for them. */
+static int get_count(trace_t *t, ft_trace_cursor_t *c, size_t min_size, uint32_t *n)
+{
+    if (ft_trace_get_u32(c, n))
+        return bad(t, "payload ends before its entry count");
+    if ((uint64_t)*n * min_size > c->left)
+        return bad(t, "count %u overruns the payload (%zu bytes left, %zu per entry at least)",
+                   *n, c->left, min_size);
+    return 0;
+}
+
+static void *alloc_array(trace_t *t, size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (p == NULL)
+        bad(t, "out of memory");
+    return p;
+}
+
+static int get_str(ft_trace_cursor_t *c, str_t *s) { return ft_trace_get_str(c, &s->s, &s->n); }
+
+static int parse_process(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (ft_trace_get_u32(c, &t->pid) || ft_trace_get_u64(c, &t->start_ns) ||
+        ft_trace_get_u64(c, &t->end_ns) || get_str(c, &t->program) || get_str(c, &t->device))
+        return bad(t, "payload ends inside the process fields");
+    return 0;
+}
+
+static int parse_config(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (get_count(t, c, 12, &t->n_config) ||
+        (t->config = alloc_array(t, (size_t)t->n_config * 3, sizeof *t->config)) == NULL)
+        return -1;
+    for (uint32_t i = 0; i < t->n_config; i++)
+        if (get_str(c, &t->config[3 * i]) || get_str(c, &t->config[3 * i + 1]) ||
+            get_str(c, &t->config[3 * i + 2]))
+            return short_payload(t, "option", i);
+    return 0;
+}
+
+static int parse_calls(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (get_count(t, c, 12, &t->n_calls) ||
+        (t->call_name = alloc_array(t, t->n_calls, sizeof *t->call_name)) == NULL ||
+        (t->call_count = alloc_array(t, t->n_calls, sizeof *t->call_count)) == NULL)
+        return -1;
+    for (uint32_t i = 0; i < t->n_calls; i++)
+        if (get_str(c, &t->call_name[i]) || ft_trace_get_u64(c, &t->call_count[i]))
+            return short_payload(t, "entry point", i);
+    return 0;
+}
+
+static int parse_discovery(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (ft_trace_get_u32(c, &t->state) || ft_trace_get_u32(c, &t->iterations) ||
+        ft_trace_get_u32(c, &t->source) || ft_trace_get_u64(c, &t->launches) ||
+        ft_trace_get_u64(c, &t->launches_bare))
+        return bad(t, "payload ends inside the discovery fields");
+    if (t->state > 2)
+        return bad(t, "state %u out of range (0..2)", t->state);
+    if (t->source > 2)
+        return bad(t, "boundary source %u out of range (0..2)", t->source);
+    if (t->launches_bare > t->launches)
+        return bad(t, "%" PRIu64 " launches touching no region, of %" PRIu64 " in all",
+                   t->launches_bare, t->launches);
+    return 0;
+}
+
+static int parse_regions(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (get_count(t, c, 28, &t->n_regions) ||
+        (t->regions = alloc_array(t, t->n_regions, sizeof *t->regions)) == NULL)
+        return -1;
+    for (uint32_t i = 0; i < t->n_regions; i++) {
+        region_t *r = &t->regions[i];
+        if (ft_trace_get_u32(c, &r->id) || ft_trace_get_u64(c, &r->base) ||
+            ft_trace_get_u64(c, &r->size) || ft_trace_get_u32(c, &r->flags) ||
+            ft_trace_get_u32(c, &r->unit))
+            return short_payload(t, "region", i);
+        /* Sorted by id, which also makes ids unique and lookups a binary search. */
+        if (i > 0 && r->id <= t->regions[i - 1].id)
+            return bad(t, "entry %u has region id %u after id %u (ids must increase)", i, r->id,
+                       t->regions[i - 1].id);
+        if (r->flags & ~(uint32_t)RF_KNOWN)
+            return bad(t, "region %u has unknown flag bits 0x%x", r->id,
+                       r->flags & ~(uint32_t)RF_KNOWN);
     }
-    putchar('"');
+    return 0;
 }
 
-static void section(report_t *r, const char *name)
+static int parse_kernels(trace_t *t, ft_trace_cursor_t *c)
 {
-    if (r->json)
-        printf("%s\n  \"%s\": ", r->first_section ? "" : ",", name);
-    r->first_section = 0;
+    if (get_count(t, c, 12, &t->n_kernels) ||
+        (t->kernels = alloc_array(t, t->n_kernels, sizeof *t->kernels)) == NULL)
+        return -1;
+    for (uint32_t i = 0; i < t->n_kernels; i++)
+        if (get_str(c, &t->kernels[i].name) || ft_trace_get_u64(c, &t->kernels[i].launches))
+            return short_payload(t, "kernel", i);
+    return 0;
 }
 
-#define BAD() do { fprintf(stderr, "ft-trace: corrupt record payload\n"); return 1; } while (0)
+/* Every region id takes 4 bytes of payload, so the payload bounds the ids' total. */
+static int parse_iteration(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (get_count(t, c, 8, &t->n_iter) ||
+        (t->iter = alloc_array(t, t->n_iter, sizeof *t->iter)) == NULL ||
+        (t->iter_ids = alloc_array(t, c->left / 4, sizeof *t->iter_ids)) == NULL)
+        return -1;
+    size_t ids = 0;
+    for (uint32_t i = 0; i < t->n_iter; i++) {
+        launch_t *l = &t->iter[i];
+        if (ft_trace_get_u32(c, &l->kernel) || ft_trace_get_u32(c, &l->n_ids))
+            return short_payload(t, "launch", i);
+        if ((uint64_t)l->n_ids * 4 > c->left)
+            return bad(t, "launch %u: %u region ids overrun the payload (%zu bytes left)", i,
+                       l->n_ids, c->left);
+        l->first_id = ids;
+        for (uint32_t k = 0; k < l->n_ids; k++)
+            ft_trace_get_u32(c, &t->iter_ids[ids++]);
+    }
+    return 0;
+}
+
+static int parse_units(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (get_count(t, c, 28, &t->n_units) ||
+        (t->units = alloc_array(t, t->n_units, sizeof *t->units)) == NULL ||
+        (t->unit_ids = alloc_array(t, c->left / 4, sizeof *t->unit_ids)) == NULL)
+        return -1;
+    size_t ids = 0;
+    for (uint32_t i = 0; i < t->n_units; i++) {
+        unit_t *u = &t->units[i];
+        if (get_str(c, &u->name) || ft_trace_get_u64(c, &u->bytes) ||
+            ft_trace_get_u32(c, &u->first) || ft_trace_get_u32(c, &u->last) ||
+            ft_trace_get_u32(c, &u->offload) || ft_trace_get_u32(c, &u->n_ids))
+            return short_payload(t, "unit", i);
+        if ((uint64_t)u->n_ids * 4 > c->left)
+            return bad(t, "unit %u: %u region ids overrun the payload (%zu bytes left)", i,
+                       u->n_ids, c->left);
+        u->first_id = ids;
+        for (uint32_t k = 0; k < u->n_ids; k++)
+            ft_trace_get_u32(c, &t->unit_ids[ids++]);
+    }
+    return 0;
+}
 
 static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
 {
-    report_t *r = ctx;
-    const char *s1, *s2, *s3;
-    uint32_t l1, l2, l3, u32, n;
-    uint64_t a, b;
-
-    switch (type) {
-    case FT_TRACE_PROCESS:
-        if (ft_trace_get_u32(c, &u32) || ft_trace_get_u64(c, &a) || ft_trace_get_u64(c, &b) ||
-            ft_trace_get_str(c, &s1, &l1) || ft_trace_get_str(c, &s2, &l2))
-            BAD();
-        section(r, "process");
-        if (r->json) {
-            printf("{\"pid\": %u, \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64 ", \"program\": ",
-                   u32, a, b);
-            json_str(s1, l1);
-            printf(", \"device\": ");
-            json_str(s2, l2);
-            printf("}");
-        } else {
-            printf("process   pid %u, %.*s\n", u32, (int)l1, s1);
-            printf("duration  %.3f s\n", b >= a ? (double)(b - a) / 1e9 : 0.0);
-            if (l2)
-                printf("device    %.*s\n", (int)l2, s2);
-        }
+    static int (*const parse[N_RECORD_TYPES])(trace_t *, ft_trace_cursor_t *) = {
+        NULL, parse_process, parse_config, parse_calls, parse_discovery,
+        parse_regions, parse_kernels, parse_iteration, parse_units,
+    };
+    trace_t *t = ctx;
+    /* A newer writer's record this reader does not know: skipped, as the format allows
+     * (every record carries its length). */
+    if ((unsigned)type == 0 || (unsigned)type >= N_RECORD_TYPES)
         return 0;
-    case FT_TRACE_CONFIG:
-        if (ft_trace_get_u32(c, &n))
-            BAD();
-        section(r, "config");
-        if (r->json)
-            printf("[");
-        else
-            printf("\nconfiguration (%u options)\n", n);
-        for (uint32_t i = 0; i < n; i++) {
-            if (ft_trace_get_str(c, &s1, &l1) || ft_trace_get_str(c, &s2, &l2) ||
-                ft_trace_get_str(c, &s3, &l3))
-                BAD();
-            if (r->json) {
-                printf("%s{\"name\": ", i ? ", " : "");
-                json_str(s1, l1);
-                printf(", \"value\": ");
-                json_str(s2, l2);
-                printf(", \"source\": ");
-                json_str(s3, l3);
-                printf("}");
-            } else {
-                printf("  %-26.*s %-24.*s (%.*s)\n", (int)l1, s1, (int)l2, s2, (int)l3, s3);
-            }
-        }
-        if (r->json)
-            printf("]");
-        return 0;
-    case FT_TRACE_CALLS:
-        if (ft_trace_get_u32(c, &n))
-            BAD();
-        section(r, "calls");
-        if (r->json)
-            printf("[");
-        else
-            printf("\nintercepted calls\n  %-28s %12s\n", "entry point", "calls");
-        for (uint32_t i = 0; i < n; i++) {
-            if (ft_trace_get_str(c, &s1, &l1) || ft_trace_get_u64(c, &a))
-                BAD();
-            if (r->json) {
-                printf("%s{\"name\": ", i ? ", " : "");
-                json_str(s1, l1);
-                printf(", \"count\": %" PRIu64 "}", a);
-            } else {
-                printf("  %-28.*s %12" PRIu64 "\n", (int)l1, s1, a);
-            }
-        }
-        if (r->json)
-            printf("]");
-        return 0;
-    default:
-        /* A newer writer's record this reader does not know: skipped, as the format
-         * allows (every record carries its length). */
-        return 0;
-    }
+    t->rec_off = t->offset[type] = (size_t)(c->p - t->data) - 8;
+    t->rec_name = record_names[type];
+    if (t->seen[type]++)
+        return bad(t, "a second %s record (the writer writes one)", record_names[type]);
+    if (parse[type](t, c) != 0)
+        return -1;
+    /* A version-1 record has exactly these fields: leftover bytes mean the counts
+     * and the payload disagree. */
+    if (c->left != 0)
+        return bad(t, "%zu bytes left over after the last field", c->left);
+    t->rec_name = NULL;
+    return 0;
 }
+
+static region_t *find_region(trace_t *t, uint32_t id)
+{
+    size_t lo = 0, hi = t->n_regions;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->regions[mid].id == id)
+            return &t->regions[mid];
+        if (t->regions[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static const trace_t *sort_ctx;
+
+/* By launches in the iteration, descending; ties keep the record's order (stable). */
+static int cmp_kernel(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    uint32_t lx = sort_ctx->kernels[x].iter_launches, ly = sort_ctx->kernels[y].iter_launches;
+    if (lx != ly)
+        return lx > ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* By size, descending; ties by id. */
+static int cmp_region_size(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    uint64_t sx = sort_ctx->regions[x].size, sy = sort_ctx->regions[y].size;
+    if (sx != sy)
+        return sx > sy ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* Messages from here on name record ty. */
+static void blame(trace_t *t, ft_trace_type_t ty)
+{
+    t->rec_name = record_names[ty];
+    t->rec_off = t->offset[ty];
+}
+
+/* Cross-record checks, then the derived numbers. 0, or -1 with t->err set. */
+static int analyse(trace_t *t)
+{
+    int disc_any = 0;
+    for (int ty = FT_TRACE_REGIONS; ty <= FT_TRACE_UNITS; ty++)
+        disc_any |= t->seen[ty];
+    if (disc_any && !t->seen[FT_TRACE_DISCOVERY])
+        return bad(t, "discovery records without the DISCOVERY record");
+
+    blame(t, FT_TRACE_REGIONS);
+    for (uint32_t i = 0; i < t->n_regions; i++) {
+        region_t *r = &t->regions[i];
+        if (r->unit != NO_UNIT && r->unit >= t->n_units)
+            return bad(t, "region %u names unit %u, the trace has %u units", r->id, r->unit,
+                       t->n_units);
+        t->tracked_bytes += r->size;
+        if (r->flags & RF_WEIGHT) {
+            t->n_weights++;
+            t->weight_bytes += r->size;
+        }
+    }
+
+    blame(t, FT_TRACE_ITERATION);
+    for (uint32_t i = 0; i < t->n_iter; i++) {
+        launch_t *l = &t->iter[i];
+        if (l->kernel >= t->n_kernels)
+            return bad(t, "launch %u names kernel %u, the trace has %u kernels", i, l->kernel,
+                       t->n_kernels);
+        kernel_t *k = &t->kernels[l->kernel];
+        k->iter_launches++;
+        if (l->n_ids == 0) {
+            k->iter_bare++;
+            t->iter_bare++;
+        }
+        for (uint32_t j = 0; j < l->n_ids; j++) {
+            /* An id the region table lacks is possible (a region freed while its launch
+             * was being recorded): counted, not an error. */
+            region_t *r = find_region(t, t->iter_ids[l->first_id + j]);
+            if (r != NULL)
+                r->touched = 1;
+            else
+                t->iter_unknown_ids++;
+        }
+    }
+
+    blame(t, FT_TRACE_UNITS);
+    for (uint32_t i = 0; i < t->n_units; i++) {
+        unit_t *u = &t->units[i];
+        if (u->first >= t->n_iter || u->last >= t->n_iter)
+            return bad(t, "unit %u (%.*s) %s launch %u is beyond the iteration's %u launches",
+                       i, (int)u->name.n, u->name.s, u->first >= t->n_iter ? "first" : "last",
+                       u->first >= t->n_iter ? u->first : u->last, t->n_iter);
+        if (u->first > u->last)
+            return bad(t, "unit %u (%.*s) first launch %u after its last launch %u", i,
+                       (int)u->name.n, u->name.s, u->first, u->last);
+        if (u->offload > 1)
+            return bad(t, "unit %u (%.*s) offload %u is not 0 or 1", i, (int)u->name.n,
+                       u->name.s, u->offload);
+        uint64_t bytes = 0;
+        for (uint32_t j = 0; j < u->n_ids; j++) {
+            uint32_t id = t->unit_ids[u->first_id + j];
+            region_t *r = find_region(t, id);
+            if (r == NULL)
+                return bad(t, "unit %u (%.*s) lists region %u, absent from the REGIONS record",
+                           i, (int)u->name.n, u->name.s, id);
+            if (!(r->flags & RF_WEIGHT) || r->unit != i)
+                return bad(t, "unit %u (%.*s) lists region %u, which is %s", i, (int)u->name.n,
+                           u->name.s, id, !(r->flags & RF_WEIGHT) ? "not a weight"
+                           : "given to another unit");
+            if (r->listed++)
+                return bad(t, "unit %u (%.*s) lists region %u twice", i, (int)u->name.n,
+                           u->name.s, id);
+            bytes += r->size;
+        }
+        if (bytes != u->bytes)
+            return bad(t, "unit %u (%.*s) claims %" PRIu64 " bytes, its regions hold %" PRIu64,
+                       i, (int)u->name.n, u->name.s, u->bytes, bytes);
+    }
+    t->rec_name = NULL;
+
+    for (uint32_t i = 0; i < t->n_regions; i++) {
+        region_t *r = &t->regions[i];
+        if ((r->flags & RF_WEIGHT) && !r->listed)
+            t->unlisted_weight_bytes += r->size;
+        if (!(r->flags & RF_CANDIDATE)) {
+            t->n_late++;
+            t->late_bytes += r->size;
+        } else if (!(r->flags & RF_WEIGHT)) {
+            t->n_not_weights++;
+            t->not_weight_bytes += r->size;
+        }
+    }
+
+    /* Distinct weights per kernel: (kernel, region index) pairs, sorted, deduplicated. */
+    size_t np = 0;
+    for (uint32_t i = 0; i < t->n_iter; i++)
+        np += t->iter[i].n_ids;
+    uint64_t *pairs = alloc_array(t, np, sizeof *pairs);
+    t->kernel_order = alloc_array(t, t->n_kernels, sizeof *t->kernel_order);
+    if (pairs == NULL || t->kernel_order == NULL) {
+        free(pairs);
+        return -1;
+    }
+    np = 0;
+    for (uint32_t i = 0; i < t->n_iter; i++)
+        for (uint32_t j = 0; j < t->iter[i].n_ids; j++) {
+            region_t *r = find_region(t, t->iter_ids[t->iter[i].first_id + j]);
+            if (r != NULL && (r->flags & RF_WEIGHT))
+                pairs[np++] = (uint64_t)t->iter[i].kernel << 32 | (uint64_t)(r - t->regions);
+        }
+    qsort(pairs, np, sizeof *pairs, cmp_u64);
+    for (size_t i = 0; i < np; i++)
+        if (i == 0 || pairs[i] != pairs[i - 1])
+            t->kernels[pairs[i] >> 32].weight_regions++;
+    free(pairs);
+
+    for (uint32_t i = 0; i < t->n_kernels; i++)
+        t->kernel_order[i] = i;
+    sort_ctx = t;
+    qsort(t->kernel_order, t->n_kernels, sizeof *t->kernel_order, cmp_kernel);
+
+    t->not_weight_order = alloc_array(t, t->n_not_weights, sizeof *t->not_weight_order);
+    if (t->not_weight_order == NULL)
+        return -1;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->n_regions; i++)
+        if ((t->regions[i].flags & (RF_CANDIDATE | RF_WEIGHT)) == RF_CANDIDATE)
+            t->not_weight_order[n++] = i;
+    qsort(t->not_weight_order, n, sizeof *t->not_weight_order, cmp_region_size);
+    return 0;
+}
+
+static void trace_free(trace_t *t)
+{
+    free(t->config);
+    free(t->call_name);
+    free(t->call_count);
+    free(t->regions);
+    free(t->kernels);
+    free(t->iter);
+    free(t->iter_ids);
+    free(t->units);
+    free(t->unit_ids);
+    free(t->kernel_order);
+    free(t->not_weight_order);
+}
+
+/* --- helpers for both renderings ------------------------------------------------ */
+
+static const char *human(uint64_t b, char buf[32])
+{
+    static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB" };
+    if (b < 1024) {
+        snprintf(buf, 32, "%" PRIu64 " B", b);
+        return buf;
+    }
+    double v = (double)b / 1024.0;
+    int u = 0;
+    while (v >= 1024.0 && u < 3) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, 32, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+static double share(uint64_t part, uint64_t whole)
+{
+    return whole ? (double)part / (double)whole : 0.0;
+}
+
+/* Why a candidate region is not a weight, as words (docs/trace-format.md lists
+ * them); NULL-terminated. */
+static int reasons(const trace_t *t, const region_t *r, const char *out[6])
+{
+    int n = 0;
+    if (r->flags & RF_WRITTEN)
+        out[n++] = "written";
+    if (r->flags & RF_CHANGED)
+        out[n++] = "changed";
+    if (r->flags & RF_FREED)
+        out[n++] = "freed";
+    /* Before DONE there is no recorded iteration to have been touched in. */
+    if (t->state != 2)
+        out[n++] = "unfinished";
+    else if (!r->touched)
+        out[n++] = "untouched";
+    if (n == 0)
+        out[n++] = "unknown";
+    out[n] = NULL;
+    return n;
+}
+
+static const char *reason_text(const char *word)
+{
+    return strcmp(word, "written") == 0     ? "written by copy/memset"
+           : strcmp(word, "changed") == 0   ? "content changed"
+           : strcmp(word, "freed") == 0     ? "freed"
+           : strcmp(word, "untouched") == 0 ? "not touched by a kernel in the iteration"
+           : strcmp(word, "unfinished") == 0 ? "discovery did not finish"
+                                             : "no recorded reason";
+}
+
+/* --- text ------------------------------------------------------------------------ */
+
+/* s made printable (control bytes as '?') and cut to width bytes with "..." at the
+ * end; a C++ mangled name's start is what tells kernels apart. */
+static const char *clip(str_t s, size_t width, char *buf)
+{
+    size_t n = s.n;
+    int cut = width >= 4 && n > width;
+    if (cut)
+        n = width - 3;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s.s[i];
+        buf[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+    }
+    if (cut) {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static str_t kernel_name(const trace_t *t, uint32_t launch)
+{
+    return t->kernels[t->iter[launch].kernel].name;
+}
+
+#define TEXT_MAX_REGIONS 20
+#define KW 44 /* kernel name column */
+#define NW 16 /* unit name column */
+#define LW 22 /* first/last kernel columns */
+
+static void text_discovery(const trace_t *t)
+{
+    char b1[32], b2[32], buf[KW + 1], buf2[LW + 1], buf3[LW + 1];
+    printf("\ndiscovery\n");
+    printf("  state            %s, %u iteration%s seen, boundaries from %s\n",
+           state_names[t->state], t->iterations, t->iterations == 1 ? "" : "s",
+           source_text[t->source]);
+    printf("  launches         %" PRIu64 " in all, %" PRIu64 " touching no region; %u in the "
+           "recorded iteration\n", t->launches, t->launches_bare, t->n_iter);
+    printf("  regions tracked  %u, %s\n", t->n_regions, human(t->tracked_bytes, b1));
+    printf("  weights          %u regions, %s (%.1f%% of tracked bytes)\n", t->n_weights,
+           human(t->weight_bytes, b2), 100.0 * share(t->weight_bytes, t->tracked_bytes));
+    printf("  units            %u\n", t->n_units);
+
+    printf("\nunits (%u)\n", t->n_units);
+    if (t->n_units == 0) {
+        printf("  (none%s)\n", t->state != 2 ? ": discovery did not finish" : "");
+    } else {
+        printf("  %-*s %10s  %-*s %-*s %7s %6s %7s %7s\n", NW, "name", "bytes", LW,
+               "first kernel", LW, "last kernel", "kernels", "share", "offload", "regions");
+        for (uint32_t i = 0; i < t->n_units; i++) {
+            const unit_t *u = &t->units[i];
+            printf("  %-*s %10s  %-*s %-*s %7u %5.1f%% %7s %7u\n", NW, clip(u->name, NW, buf),
+                   human(u->bytes, b1), LW, clip(kernel_name(t, u->first), LW, buf2), LW,
+                   clip(kernel_name(t, u->last), LW, buf3), u->last - u->first + 1,
+                   100.0 * share(u->bytes, t->weight_bytes), u->offload ? "yes" : "no", u->n_ids);
+        }
+    }
+
+    printf("\nkernels (%u, by launches in the iteration)\n", t->n_kernels);
+    printf("  %-*s %10s %12s %14s\n", KW, "name", "launches", "in iteration", "weight regions");
+    for (uint32_t i = 0; i < t->n_kernels; i++) {
+        const kernel_t *k = &t->kernels[t->kernel_order[i]];
+        printf("  %-*s %10" PRIu64 " %12u %14u\n", KW, clip(k->name, KW, buf), k->launches,
+               k->iter_launches, k->weight_regions);
+    }
+
+    printf("\nunattributed\n");
+    printf("  launches in the iteration touching no region: %u\n", t->iter_bare);
+    for (uint32_t i = 0; i < t->n_kernels; i++) {
+        const kernel_t *k = &t->kernels[t->kernel_order[i]];
+        if (k->iter_bare)
+            printf("    %-*s %u\n", KW, clip(k->name, KW, buf), k->iter_bare);
+    }
+    if (t->iter_unknown_ids)
+        printf("  region ids in the iteration absent from the region table: %u\n",
+               t->iter_unknown_ids);
+    printf("  candidate regions that are not weights: %u, %s\n", t->n_not_weights,
+           human(t->not_weight_bytes, b1));
+    /* The largest first: what matters is where the bytes went. --json lists all. */
+    for (uint32_t i = 0; i < t->n_not_weights && i < TEXT_MAX_REGIONS; i++) {
+        const region_t *r = &t->regions[t->not_weight_order[i]];
+        const char *why[6];
+        reasons(t, r, why);
+        printf("    region %-6u %10s  ", r->id, human(r->size, b1));
+        for (int j = 0; why[j]; j++)
+            printf("%s%s", j ? ", " : "", reason_text(why[j]));
+        printf("\n");
+    }
+    if (t->n_not_weights > TEXT_MAX_REGIONS)
+        printf("    ... and %u more (--json lists them all)\n",
+               t->n_not_weights - TEXT_MAX_REGIONS);
+    printf("  weight bytes in no unit: %s\n", human(t->unlisted_weight_bytes, b1));
+    printf("  regions allocated after the first launch (never weights): %u, %s\n", t->n_late,
+           human(t->late_bytes, b2));
+}
+
+static void text_report(const trace_t *t, const char *path, size_t size)
+{
+    printf("trace     %s (format version %u, %zu bytes)\n", path, FT_TRACE_VERSION, size);
+    if (t->seen[FT_TRACE_PROCESS]) {
+        printf("process   pid %u, %.*s\n", t->pid, (int)t->program.n, t->program.s);
+        printf("duration  %.3f s\n",
+               t->end_ns >= t->start_ns ? (double)(t->end_ns - t->start_ns) / 1e9 : 0.0);
+        if (t->device.n)
+            printf("device    %.*s\n", (int)t->device.n, t->device.s);
+    }
+    if (t->seen[FT_TRACE_CONFIG]) {
+        printf("\nconfiguration (%u options)\n", t->n_config);
+        for (uint32_t i = 0; i < t->n_config; i++) {
+            const str_t *o = &t->config[3 * i];
+            printf("  %-26.*s %-24.*s (%.*s)\n", (int)o[0].n, o[0].s, (int)o[1].n, o[1].s,
+                   (int)o[2].n, o[2].s);
+        }
+    }
+    if (t->seen[FT_TRACE_CALLS]) {
+        printf("\nintercepted calls\n  %-28s %12s\n", "entry point", "calls");
+        for (uint32_t i = 0; i < t->n_calls; i++)
+            printf("  %-28.*s %12" PRIu64 "\n", (int)t->call_name[i].n, t->call_name[i].s,
+                   t->call_count[i]);
+    }
+    if (t->seen[FT_TRACE_DISCOVERY])
+        text_discovery(t);
+}
+
+/* --- JSON ------------------------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 when invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (s[0] >= 0xf5 || len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong 3- and 4-byte forms, surrogates, and code points past U+10FFFF. */
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* Names come from the traced program: any bytes. Invalid UTF-8 becomes U+FFFD so the
+ * output always parses. */
+static void json_str(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    putchar('"');
+    for (size_t i = 0; i < n;) {
+        unsigned char ch = p[i];
+        if (ch == '"' || ch == '\\') {
+            printf("\\%c", ch);
+            i++;
+        } else if (ch < 0x20) {
+            printf("\\u%04x", ch);
+            i++;
+        } else if (ch < 0x80) {
+            putchar(ch);
+            i++;
+        } else {
+            size_t len = utf8_len(p + i, n - i);
+            if (len == 0) {
+                fputs("\\ufffd", stdout);
+                i++;
+            } else {
+                fwrite(p + i, 1, len, stdout);
+                i += len;
+            }
+        }
+    }
+    putchar('"');
+}
+
+static void json_s(str_t s) { json_str(s.s, s.n); }
+static void json_c(const char *s) { json_str(s, strlen(s)); }
+
+static void json_discovery(const trace_t *t)
+{
+    printf(",\n  \"discovery\": {\"state\": \"%s\", \"iterations\": %u, \"boundary_source\": ",
+           state_names[t->state], t->iterations);
+    json_c(source_names[t->source]);
+    printf(", \"launches\": %" PRIu64 ", \"launches_no_region\": %" PRIu64
+           ", \"iteration_launches\": %u, \"regions\": %u, \"region_bytes\": %" PRIu64
+           ", \"weight_regions\": %u, \"weight_bytes\": %" PRIu64
+           ", \"weight_share\": %.6f, \"units\": %u}",
+           t->launches, t->launches_bare, t->n_iter, t->n_regions, t->tracked_bytes, t->n_weights,
+           t->weight_bytes, share(t->weight_bytes, t->tracked_bytes), t->n_units);
+
+    printf(",\n  \"regions\": [");
+    for (uint32_t i = 0; i < t->n_regions; i++) {
+        const region_t *r = &t->regions[i];
+        /* Addresses as hex strings: a JSON number loses bits above 2^53. */
+        printf("%s\n    {\"id\": %u, \"base\": \"0x%" PRIx64 "\", \"size\": %" PRIu64
+               ", \"flags\": %u, \"flag_names\": [", i ? "," : "", r->id, r->base, r->size,
+               r->flags);
+        int first = 1;
+        for (unsigned b = 0; b < sizeof flag_names / sizeof *flag_names; b++)
+            if (r->flags & (1u << b)) {
+                printf("%s\"%s\"", first ? "" : ", ", flag_names[b]);
+                first = 0;
+            }
+        printf("], \"unit\": ");
+        if (r->unit == NO_UNIT)
+            printf("null");
+        else
+            printf("%u", r->unit);
+        printf(", \"touched\": %s}", r->touched ? "true" : "false");
+    }
+    printf("%s]", t->n_regions ? "\n  " : "");
+
+    printf(",\n  \"kernels\": [");
+    for (uint32_t i = 0; i < t->n_kernels; i++) {
+        uint32_t ki = t->kernel_order[i];
+        const kernel_t *k = &t->kernels[ki];
+        printf("%s\n    {\"index\": %u, \"name\": ", i ? "," : "", ki);
+        json_s(k->name);
+        printf(", \"launches\": %" PRIu64 ", \"iteration_launches\": %u, \"weight_regions\": %u}",
+               k->launches, k->iter_launches, k->weight_regions);
+    }
+    printf("%s]", t->n_kernels ? "\n  " : "");
+
+    printf(",\n  \"iteration\": [");
+    for (uint32_t i = 0; i < t->n_iter; i++) {
+        const launch_t *l = &t->iter[i];
+        printf("%s\n    {\"kernel\": %u, \"regions\": [", i ? "," : "", l->kernel);
+        for (uint32_t j = 0; j < l->n_ids; j++)
+            printf("%s%u", j ? ", " : "", t->iter_ids[l->first_id + j]);
+        printf("]}");
+    }
+    printf("%s]", t->n_iter ? "\n  " : "");
+
+    printf(",\n  \"units\": [");
+    for (uint32_t i = 0; i < t->n_units; i++) {
+        const unit_t *u = &t->units[i];
+        printf("%s\n    {\"name\": ", i ? "," : "");
+        json_s(u->name);
+        printf(", \"bytes\": %" PRIu64 ", \"first_launch\": %u, \"last_launch\": %u"
+               ", \"first_kernel\": ", u->bytes, u->first, u->last);
+        json_s(kernel_name(t, u->first));
+        printf(", \"last_kernel\": ");
+        json_s(kernel_name(t, u->last));
+        printf(", \"kernel_count\": %u, \"weight_share\": %.6f, \"offload\": %s"
+               ", \"region_count\": %u, \"regions\": [", u->last - u->first + 1,
+               share(u->bytes, t->weight_bytes), u->offload ? "true" : "false", u->n_ids);
+        for (uint32_t j = 0; j < u->n_ids; j++)
+            printf("%s%u", j ? ", " : "", t->unit_ids[u->first_id + j]);
+        printf("]}");
+    }
+    printf("%s]", t->n_units ? "\n  " : "");
+
+    printf(",\n  \"unattributed\": {\"iteration_launches_no_region\": %u, \"by_kernel\": [",
+           t->iter_bare);
+    int first = 1;
+    for (uint32_t i = 0; i < t->n_kernels; i++) {
+        const kernel_t *k = &t->kernels[t->kernel_order[i]];
+        if (!k->iter_bare)
+            continue;
+        printf("%s{\"kernel\": ", first ? "" : ", ");
+        json_s(k->name);
+        printf(", \"launches\": %u}", k->iter_bare);
+        first = 0;
+    }
+    printf("], \"unknown_region_ids\": %u, \"candidates_not_weights\": [", t->iter_unknown_ids);
+    first = 1;
+    for (uint32_t i = 0; i < t->n_regions; i++) {
+        const region_t *r = &t->regions[i];
+        if (!(r->flags & RF_CANDIDATE) || (r->flags & RF_WEIGHT))
+            continue;
+        const char *why[6];
+        reasons(t, r, why);
+        printf("%s\n      {\"id\": %u, \"size\": %" PRIu64 ", \"reasons\": [", first ? "" : ",",
+               r->id, r->size);
+        for (int j = 0; why[j]; j++)
+            printf("%s\"%s\"", j ? ", " : "", why[j]);
+        printf("]}");
+        first = 0;
+    }
+    printf("%s], \"candidates_not_weights_bytes\": %" PRIu64
+           ", \"weight_bytes_outside_units\": %" PRIu64 ", \"late_regions\": %u"
+           ", \"late_bytes\": %" PRIu64 "}",
+           first ? "" : "\n    ", t->not_weight_bytes, t->unlisted_weight_bytes, t->n_late,
+           t->late_bytes);
+}
+
+static void json_report(const trace_t *t, const char *path)
+{
+    printf("{\"file\": ");
+    json_c(path);
+    printf(", \"version\": %u", FT_TRACE_VERSION);
+    if (t->seen[FT_TRACE_PROCESS]) {
+        printf(",\n  \"process\": {\"pid\": %u, \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
+               ", \"program\": ", t->pid, t->start_ns, t->end_ns);
+        json_s(t->program);
+        printf(", \"device\": ");
+        json_s(t->device);
+        printf("}");
+    }
+    if (t->seen[FT_TRACE_CONFIG]) {
+        printf(",\n  \"config\": [");
+        for (uint32_t i = 0; i < t->n_config; i++) {
+            const str_t *o = &t->config[3 * i];
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_s(o[0]);
+            printf(", \"value\": ");
+            json_s(o[1]);
+            printf(", \"source\": ");
+            json_s(o[2]);
+            printf("}");
+        }
+        printf("]");
+    }
+    if (t->seen[FT_TRACE_CALLS]) {
+        printf(",\n  \"calls\": [");
+        for (uint32_t i = 0; i < t->n_calls; i++) {
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_s(t->call_name[i]);
+            printf(", \"count\": %" PRIu64 "}", t->call_count[i]);
+        }
+        printf("]");
+    }
+    if (t->seen[FT_TRACE_DISCOVERY])
+        json_discovery(t);
+    printf("\n}\n");
+}
+
+/* --- main ------------------------------------------------------------------------ */
 
 int main(int argc, char **argv)
 {
-    report_t r = { 0, 1 };
+    int json = 0;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
-            r.json = 1;
+            json = 1;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: ft-trace [--json] FILE\n"
-                   "Prints the summary of a FlexTensor trace (FT_TRACE_FILE).\n");
+                   "Prints the summary of a FlexTensor trace (FT_TRACE_FILE): the process,\n"
+                   "and from discovery the units, the kernels and what was not attributed.\n");
             return 0;
         } else if (path == NULL)
             path = argv[i];
@@ -171,25 +936,37 @@ int main(int argc, char **argv)
     }
     fclose(f);
 
+    trace_t t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
     char err[256];
-    int rc = ft_trace_read(data, size, NULL, NULL, err, sizeof err); /* validate first */
+    /* The structure first (bounds, count, CRC), so the visitor below only ever sees
+     * records that are whole. */
+    int rc = ft_trace_read(data, size, NULL, NULL, err, sizeof err);
+    if (rc == 0 && ft_trace_read(data, size, visit, &t, err, sizeof err) == 0)
+        rc = analyse(&t);
+    else if (rc == 0)
+        rc = -1;
     if (rc != 0) {
-        fprintf(stderr, "ft-trace: %s: %s\n", path, err);
+        /* Names quoted from the file may hold any byte; the reason stays one line. */
+        for (char *p = t.err; *p; p++)
+            if ((unsigned char)*p < 0x20)
+                *p = '?';
+        fprintf(stderr, "ft-trace: %s: %s\n", path, t.err[0] ? t.err : err);
+        trace_free(&t);
         free(data);
         return 1;
     }
-    if (r.json)
-    {
-        printf("{\"file\": ");
-        json_str(path, (uint32_t)strlen(path));
-        printf(", \"version\": %u", FT_TRACE_VERSION);
-        r.first_section = 0;
-    }
+
+    if (json)
+        json_report(&t, path);
     else
-        printf("trace     %s (format version %u, %zu bytes)\n", path, FT_TRACE_VERSION, size);
-    rc = ft_trace_read(data, size, visit, &r, err, sizeof err);
-    if (r.json)
-        printf("\n}\n");
+        text_report(&t, path, size);
+    trace_free(&t);
     free(data);
-    return rc == 0 ? 0 : 1;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "ft-trace: writing the report: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
 }

@@ -8,3 +8,11 @@ $(BUILD)/bin/ft-trace: $(BUILD)/tools/ft_trace.o $(CORE_OBJS)
 	$(CC) -o $@ $^ $(FT_LDFLAGS) -lm
 
 all: $(BUILD)/bin/ft-run $(BUILD)/bin/ft-trace
+
+# A known trace for tests/scenario/trace_discovery.sh: the discovery engine fed a
+# synthetic launch stream, written as the shim writes it.
+$(BUILD)/tests/trace_fixture: $(BUILD)/tests/trace_fixture.o $(CORE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(FT_LDFLAGS) -lm
+
+all: $(BUILD)/tests/trace_fixture

@@ -4,7 +4,7 @@
 # short table last. Figures go to bench/RESULTS.md by hand, with date and command.
 #
 #   bash bench/run.sh            all checks
-#   FT_BENCH_QUICK=1 bash ...    smaller Llama (4 layers) for a fast look
+#   BENCH_QUICK=1 bash ...    smaller Llama (4 layers) for a fast look
 #
 # The build needs libinih and uthash headers; where the machine lacks them, the
 # caller carries them in .devdeps/ (bench/README.md).
@@ -61,7 +61,7 @@ units=$(grep -E '^  units +[0-9]+' "$OUT/model-trace.txt" | awk '{print $2}')
 row "example model: discovery finds 16 units" "$r" "units=${units:-none}"
 
 # --- 2. Llama (transformers, random bf16 weights) in discovery: bitwise equal logits
-LAYERS=16; [ -n "${FT_BENCH_QUICK:-}" ] && LAYERS=4
+LAYERS=16; [ -n "${BENCH_QUICK:-}" ] && LAYERS=4
 LL=(--layers $LAYERS --hidden 4096 --iters 3)
 timeout 400 python3 bench/llama_forward.py "$OUT/llama-plain.pt" "${LL[@]}" >"$OUT/llama-plain.txt" 2>&1
 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_TRACE_FILE="$OUT/llama-trace.bin" LD_PRELOAD=$SHIM \

@@ -56,13 +56,23 @@ typedef struct {
     size_t n_ids, cap_ids;
 } record_t;
 
-/* A (kernel, first candidate region) pair seen before iteration 1 was found. */
+/* A (kernel, first candidate region) pair, and where in the lane's pair sequence it
+ * last occurred; kept until the lane's period is confirmed. */
 typedef struct {
-    uint64_t key;             /* kernel idx << 32 | region id */
-    uint64_t seq;             /* launch sequence number of its last occurrence */
-    size_t pos;               /* position of that occurrence in the current record */
+    uint64_t key;
+    size_t last;
     UT_hash_handle hh;
 } pair_t;
+
+/* A period being verified: the pair at sequence index `start` recurred `period`
+ * pairs after its previous occurrence; confirmed after MATCHES_NEEDED further pairs
+ * repeat the sequence one period earlier. */
+typedef struct {
+    size_t start, period, matched;
+} period_cand_t;
+
+#define MAX_PERIOD_CANDS 8
+#define MATCHES_NEEDED 16
 
 /* When a lane's launches last touched a region. */
 typedef struct {
@@ -77,7 +87,14 @@ typedef struct {
 typedef struct {
     uint64_t lane;
     record_t cur;
-    pair_t *pairs;            /* until the anchor is known */
+    /* Until the period is confirmed: every launch touching a candidate region, as
+     * its pair key and its position in cur. */
+    uint64_t *seq;
+    uint32_t *seq_pos;
+    size_t n_seq, cap_seq;
+    period_cand_t cands[MAX_PERIOD_CANDS];
+    size_t n_cands;
+    pair_t *pairs;
     uint64_t anchor;          /* the anchor pair's key, once anchored */
     int anchored;
     int mark_pending;
@@ -144,20 +161,6 @@ static void rec_free(record_t *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Drops the first `pos` launches of r (the prologue before iteration 1). */
-static void rec_drop_front(record_t *r, size_t pos)
-{
-    if (pos == 0)
-        return;
-    uint32_t id_off = pos < r->n ? r->l[pos].first_id : (uint32_t)r->n_ids;
-    memmove(r->l, r->l + pos, (r->n - pos) * sizeof *r->l);
-    r->n -= pos;
-    memmove(r->ids, r->ids + id_off, (r->n_ids - id_off) * sizeof *r->ids);
-    r->n_ids -= id_off;
-    for (size_t i = 0; i < r->n; i++)
-        r->l[i].first_id -= id_off;
-}
-
 static void lane_free(lane_t *ln)
 {
     pair_t *pr, *pt;
@@ -171,6 +174,8 @@ static void lane_free(lane_t *ln)
         free(t);
     }
     rec_free(&ln->cur);
+    free(ln->seq);
+    free(ln->seq_pos);
     free(ln);
 }
 
@@ -192,13 +197,6 @@ static lane_t *lane_get(ft_disc_t *d, uint64_t lane)
     return ln;
 }
 
-static uint64_t lane_touch_seq(lane_t *ln, uint32_t id)
-{
-    touch_seq_t *t;
-    HASH_FIND(hh, ln->touch, &id, sizeof id, t);
-    return t ? t->seq : 0;
-}
-
 static void lane_touch(lane_t *ln, uint32_t id, uint64_t seq)
 {
     touch_seq_t *t;
@@ -215,6 +213,17 @@ static void lane_touch(lane_t *ln, uint32_t id, uint64_t seq)
         }
     }
     t->seq = seq;
+}
+
+/* dst = launches [from, to) of src. 0 or -ENOMEM. */
+static int rec_slice(const record_t *src, size_t from, size_t to, record_t *dst)
+{
+    dst->n = 0;
+    dst->n_ids = 0;
+    for (size_t i = from; i < to; i++)
+        if (rec_push_launch(dst, src->l[i].kernel, src->ids + src->l[i].first_id, src->l[i].n_ids) != 0)
+            return -ENOMEM;
+    return 0;
 }
 
 ft_disc_t *ft_disc_new(ft_regions_t *regions, const ft_disc_params_t *params)
@@ -510,12 +519,25 @@ static int build_units(ft_disc_t *d)
                 }
                 t = nt;
             }
-            t[m++] = (touch_t){ (uint32_t)i, x->id,
-                                fnv(d->kv[l->kernel]->name, 1469598103934665603ull) ^
-                                    (x->size * 0x9e3779b97f4a7c15ull) };
+            t[m++] = (touch_t){ (uint32_t)i, x->id, x->size };
         }
     }
     HASH_ITER(hh, d->rmap, ri, rt) if (ri->unit == -2) ri->unit = -1;
+
+    /* Signatures: the weight's size and the kernels launched from its first touch up
+     * to the next weight's, so that a layer's identical projections (same kernel,
+     * same size) are told apart by what runs after them. Looking forward rather than
+     * back keeps the first layer like the others (what precedes it is the embedding)
+     * and the last layer too (final norm and head follow it as the next layer would). */
+    for (size_t k = 0; k < m; k++) {
+        uint64_t sig = 1469598103934665603ull ^ (t[k].sig * 0x9e3779b97f4a7c15ull);
+        size_t end = k + 1 < m ? t[k + 1].pos : r->n;
+        if (end <= t[k].pos)
+            end = t[k].pos + 1; /* two weights first touched by one launch */
+        for (size_t q = t[k].pos; q < end; q++)
+            sig = fnv(d->kv[r->l[q].kernel]->name, sig);
+        t[k].sig = sig;
+    }
 
     /* Unit boundaries, as indices into t: [cut[j], cut[j+1]). */
     size_t *cut = malloc((m + 2) * sizeof *cut);
@@ -599,65 +621,121 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
     }
 }
 
-/* Whether this launch begins an iteration, by the detector. The launch's pair is
- * (kernel, first candidate region it touches). Before the anchor is known, a pair that
- * recurs is the wrap-around when (a) its region was touched by no other launch since
- * its last occurrence -- a weight is read once per pass, an activation many times --
- * and (b) at least half of the candidate regions touched so far were touched again
- * since then -- a whole pass ran in between, not a kernel twice in a row. */
-static int detect_boundary(ft_disc_t *d, lane_t *ln, uint32_t kernel, const uint32_t *ids,
-                           size_t n)
+/* A launch as the detector sees it: its kernel and every region alive at the first
+ * launch that it touches, in argument order (a buffer preallocated for activations
+ * is the same in every layer; the weights beside it are not). 0: no such region. */
+static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, size_t n)
 {
-    rinfo_t *reg = NULL;
-    for (size_t i = 0; i < n && reg == NULL; i++) {
+    uint64_t h = 1469598103934665603ull;
+    int any = 0;
+    for (size_t i = 0; i < n; i++) {
         rinfo_t *r = rinfo_get(d, ids[i]);
-        if (r != NULL && r->candidate)
-            reg = r;
+        if (r == NULL || !r->candidate)
+            continue;
+        any = 1;
+        h = (h ^ r->id) * 1099511628211ull;
     }
-    if (reg == NULL)
+    if (!any)
         return 0;
-    uint64_t key = (uint64_t)kernel << 32 | reg->id;
-    if (ln->anchored)
-        return key == ln->anchor;
+    h = (h ^ kernel) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static void drop_pairs(lane_t *ln)
+{
+    pair_t *pr, *pt;
+    HASH_ITER(hh, ln->pairs, pr, pt) {
+        HASH_DEL(ln->pairs, pr);
+        free(pr);
+    }
+    free(ln->seq);
+    free(ln->seq_pos);
+    ln->seq = NULL;
+    ln->seq_pos = NULL;
+    ln->n_seq = ln->cap_seq = 0;
+    ln->n_cands = 0;
+}
+
+/* Iteration 1 of the lane is [seq[c->start - c->period], seq[c->start]) in launch
+ * positions; the launches after it are iteration 2 so far. */
+static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
+{
+    size_t from = ln->seq_pos[c->start - c->period], to = ln->seq_pos[c->start];
+    record_t first = { 0 }, rest = { 0 };
+    if (rec_slice(&ln->cur, from, to, &first) != 0 || rec_slice(&ln->cur, to, ln->cur.n, &rest) != 0) {
+        rec_free(&first);
+        rec_free(&rest);
+        FT_WARN_CAPPED(1, "discovery: out of memory splitting the first iteration");
+        return;
+    }
+    ln->anchor = ln->seq[c->start];
+    ln->anchored = 1;
+    FT_DEBUG("discovery: lane %#llx repeats every %zu weight-touching launches; iteration 1 "
+             "is launches %zu..%zu", (unsigned long long)ln->lane, c->period, from, to - 1);
+    drop_pairs(ln);
+    rec_free(&ln->cur);
+    ln->cur = first;
+    end_iteration(d, ln); /* last = iteration 1, cur = emptied */
+    rec_free(&ln->cur);
+    ln->cur = rest;
+}
+
+/* The detector, before the lane's period is known: each launch touching a candidate
+ * region is reduced to a pair key (see pair_key). When a pair recurs, the
+ * distance to its last occurrence is a candidate period, confirmed when the next
+ * MATCHES_NEEDED pairs (or a whole period, if shorter) repeat the sequence one period
+ * earlier: a weight recurs once per pass, while a pair that recurs within a pass (a
+ * norm kernel on a shared small segment, layer after layer) is followed by different
+ * weights and is dropped. The confirmed pair is the anchor: it starts every pass. */
+static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key)
+{
+    if (ln->n_seq == ln->cap_seq) {
+        size_t cap = ln->cap_seq ? ln->cap_seq * 2 : 256;
+        uint64_t *ns = realloc(ln->seq, cap * sizeof *ns);
+        if (ns != NULL)
+            ln->seq = ns;
+        uint32_t *np = realloc(ln->seq_pos, cap * sizeof *np);
+        if (np != NULL)
+            ln->seq_pos = np;
+        if (ns == NULL || np == NULL)
+            return;
+        ln->cap_seq = cap;
+    }
+    size_t j = ln->n_seq++;
+    ln->seq[j] = key;
+    ln->seq_pos[j] = (uint32_t)ln->cur.n; /* this launch is pushed at cur.n */
+
+    for (size_t c = 0; c < ln->n_cands;) {
+        period_cand_t *pc = &ln->cands[c];
+        if (ln->seq[j] == ln->seq[j - pc->period]) {
+            size_t need = pc->period < MATCHES_NEEDED ? pc->period : MATCHES_NEEDED;
+            if (++pc->matched >= need) {
+                period_cand_t won = *pc;
+                confirm_period(d, ln, &won);
+                return;
+            }
+            c++;
+        } else {
+            ln->cands[c] = ln->cands[--ln->n_cands];
+        }
+    }
 
     pair_t *pr;
     HASH_FIND(hh, ln->pairs, &key, sizeof key, pr);
     if (pr == NULL) {
         pr = calloc(1, sizeof *pr);
         if (pr == NULL)
-            return 0;
+            return;
         pr->key = key;
         HASH_ADD(hh, ln->pairs, key, sizeof pr->key, pr);
         if (pr->hh.tbl == NULL) {
             free(pr);
-            return 0;
+            return;
         }
-    } else if (lane_touch_seq(ln, reg->id) == pr->seq) {
-        size_t touched = 0, since = 0;
-        touch_seq_t *t, *tt;
-        HASH_ITER(hh, ln->touch, t, tt) {
-            rinfo_t *r = rinfo_get(d, t->id);
-            if (r == NULL || !r->candidate)
-                continue;
-            touched++;
-            since += t->seq > pr->seq;
-        }
-        if (since > 0 && 2 * since >= touched) {
-            /* Iteration 1 began at this pair's previous occurrence. */
-            rec_drop_front(&ln->cur, pr->pos);
-            ln->anchor = key;
-            ln->anchored = 1;
-            pair_t *pt;
-            HASH_ITER(hh, ln->pairs, pr, pt) {
-                HASH_DEL(ln->pairs, pr);
-                free(pr);
-            }
-            return 1;
-        }
+    } else if (ln->n_cands < MAX_PERIOD_CANDS) {
+        ln->cands[ln->n_cands++] = (period_cand_t){ j, j - pr->last, 0 };
     }
-    pr->seq = d->launches_total;
-    pr->pos = ln->cur.n;
-    return 0;
+    pr->last = j;
 }
 
 int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *name,
@@ -709,7 +787,19 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
             }
         }
     } else {
-        boundary = detect_boundary(d, ln, k->idx, ids, n);
+        uint64_t key = pair_key(d, k->idx, ids, n);
+        if (key != 0 && ln->anchored)
+            boundary = key == ln->anchor;
+        else if (key != 0) {
+            detect_period(d, ln, key);
+            if (ln->anchored && key == ln->anchor) {
+                /* The period was confirmed by matching a whole pass, which ends here.
+                 * That pass was not watched live (no half-way snapshot), so it does
+                 * not count: iteration 2 starts now. */
+                ln->cur.n = 0;
+                ln->cur.n_ids = 0;
+            }
+        }
     }
     if (boundary)
         end_iteration(d, ln);

@@ -67,21 +67,29 @@ static gpa_v2_fn_t get_real_gpa_v2(void)
 FT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status);
 
-void *ft_shim_driver_proc(const char *base)
+void *ft_shim_driver_proc(const char *base, int abi_version)
 {
     gpa_v2_fn_t gpa = get_real_gpa_v2();
     void *fn = NULL;
     CUdriverProcAddressQueryResult status;
-    if (gpa == NULL || gpa(base, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS)
+    if (gpa == NULL || gpa(base, &fn, abi_version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS)
         return NULL;
     return fn;
 }
 
+FT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+
 /* What to hand out for a driver function the caller asked for. */
-static void *substitute(const char *symbol, cuuint64_t flags, void *real)
+static void *substitute(const char *symbol, int version, cuuint64_t flags, void *real)
 {
     if (!ft_shim_active || real == NULL || symbol == NULL)
         return real;
+    if (strcmp(symbol, "cuGetProcAddress") == 0 && version < 12000) {
+        /* The CUDA 11.3 ABI (four arguments) for callers built against CUDA 11. */
+        if (real != (void *)cuGetProcAddress)
+            atomic_store_explicit(&real_gpa_v1, (gpa_v1_fn_t)real, memory_order_relaxed);
+        return (void *)cuGetProcAddress;
+    }
     if (strcmp(symbol, "cuGetProcAddress") == 0) {
         /* A driver that takes its own exported address may hand out ours (we are
          * first in the global scope): never record our own function as the real one. */
@@ -91,6 +99,8 @@ static void *substitute(const char *symbol, cuuint64_t flags, void *real)
     }
     void *w = ft_shim_wrap_driver_proc(symbol, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0,
                                        real);
+    FT_TRACE("cuGetProcAddress(%s, %d, %#llx): %s", symbol, version, (unsigned long long)flags,
+             w ? "wrapped" : "passed");
     return w ? w : real;
 }
 
@@ -102,7 +112,7 @@ FT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = real(symbol, pfn, cudaVersion, flags, status);
     if (r == CUDA_SUCCESS && pfn != NULL)
-        *pfn = substitute(symbol, flags, *pfn);
+        *pfn = substitute(symbol, cudaVersion, flags, *pfn);
     return r;
 }
 
@@ -118,7 +128,7 @@ FT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = real(symbol, pfn, cudaVersion, flags);
     if (r == CUDA_SUCCESS && pfn != NULL)
-        *pfn = substitute(symbol, flags, *pfn);
+        *pfn = substitute(symbol, cudaVersion, flags, *pfn);
     return r;
 }
 
@@ -139,5 +149,6 @@ FT_EXPORT void *dlsym(void *handle, const char *symbol)
         return (void *)cuGetProcAddress;
     }
     void *w = ft_shim_wrap_driver_symbol(symbol, p);
+    FT_TRACE("dlsym(%p, %s): %s", handle, symbol, w ? "wrapped" : "passed");
     return w ? w : p;
 }

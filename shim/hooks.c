@@ -43,6 +43,7 @@
 #define PTR_PEEK_REGION_MAX (4u << 20)
 #define PTR_PEEK_BYTES 512
 #define MAX_PARAMS 256
+#define PEEK_LAUNCHES 2
 
 typedef CUresult (*kernel_param_info_fn)(CUkernel, size_t, size_t *, size_t *);
 typedef CUresult (*func_param_info_fn)(CUfunction, size_t, size_t *, size_t *);
@@ -71,6 +72,9 @@ static struct {
 typedef struct {
     uint64_t key;
     char name[256];
+    /* Pointer arrays are looked for in a kernel's first PEEK_LAUNCHES launches, and
+     * further only while they keep finding some (a sync and a copy each time). */
+    int peeks_left;
     int nparams;              /* -1: unknown, the kernelParams cannot be scanned */
     uint32_t size[MAX_PARAMS];
     UT_hash_handle hh;
@@ -104,13 +108,27 @@ static uint64_t lane_id(void)
 
 /* --- the content hash discovery asks for at iteration boundaries ----------------- */
 
+static unsigned hash_failures;
+
+static int hash_failed(uint64_t base, cudaError_t err)
+{
+    hash_failures++;
+    FT_LOG_CAPPED(FT_LOG_WARN, 3, "discovery: cannot read region %#llx to check its content "
+                  "(cudaError %d); it is not treated as a weight",
+                  (unsigned long long)base, (int)err);
+    return -1;
+}
+
 static int hash_region(void *ctx, uint64_t base, uint64_t size, uint64_t *out)
 {
     static unsigned char buf[4096];
     cudaMemcpy_fn_t copy = REAL(cudaMemcpy);
     cudaDeviceSynchronize_fn_t sync = REAL(cudaDeviceSynchronize);
-    if (copy == NULL || sync == NULL || sync() != cudaSuccess)
-        return -1;
+    if (copy == NULL || sync == NULL)
+        return hash_failed(base, cudaErrorSharedObjectSymbolNotFound);
+    cudaError_t err = sync();
+    if (err != cudaSuccess)
+        return hash_failed(base, err);
     /* Up to 16 chunks spread over the region, the first and the last included: a
      * weight is read, never written, so any write shows in most chunks. */
     uint64_t h = 1469598103934665603ull;
@@ -119,8 +137,9 @@ static int hash_region(void *ctx, uint64_t base, uint64_t size, uint64_t *out)
     for (int i = 0; i < n; i++) {
         uint64_t off = n == 1 ? 0 : (size - chunk) * (uint64_t)i / (uint64_t)(n - 1);
         size_t len = size - off < chunk ? (size_t)(size - off) : chunk;
-        if (copy(buf, (void *)(uintptr_t)(base + off), len, cudaMemcpyDeviceToHost) != cudaSuccess)
-            return -1;
+        err = copy(buf, (void *)(uintptr_t)(base + off), len, cudaMemcpyDeviceToHost);
+        if (err != cudaSuccess)
+            return hash_failed(base, err);
         for (size_t k = 0; k < len; k++)
             h = (h ^ buf[k]) * 1099511628211ull;
     }
@@ -132,19 +151,20 @@ static int hash_region(void *ctx, uint64_t base, uint64_t size, uint64_t *out)
 
 static void resolve(void)
 {
-    drv.kernel_param_info = (kernel_param_info_fn)ft_shim_driver_proc("cuKernelGetParamInfo");
-    drv.func_param_info = (func_param_info_fn)ft_shim_driver_proc("cuFuncGetParamInfo");
-    drv.kernel_name = (kernel_name_fn)ft_shim_driver_proc("cuKernelGetName");
-    drv.func_name = (func_name_fn)ft_shim_driver_proc("cuFuncGetName");
-    drv.ctx_get_device = ft_shim_driver_proc("cuCtxGetDevice");
-    drv.granularity = ft_shim_driver_proc("cuMemGetAllocationGranularity");
-    drv.reserve = ft_shim_driver_proc("cuMemAddressReserve");
-    drv.address_free = ft_shim_driver_proc("cuMemAddressFree");
-    drv.create = ft_shim_driver_proc("cuMemCreate");
-    drv.release = ft_shim_driver_proc("cuMemRelease");
-    drv.map = ft_shim_driver_proc("cuMemMap");
-    drv.unmap = ft_shim_driver_proc("cuMemUnmap");
-    drv.set_access = ft_shim_driver_proc("cuMemSetAccess");
+    /* Each with the CUDA version of the ABI this file calls (see ft_shim_driver_proc). */
+    drv.kernel_param_info = (kernel_param_info_fn)ft_shim_driver_proc("cuKernelGetParamInfo", 12040);
+    drv.func_param_info = (func_param_info_fn)ft_shim_driver_proc("cuFuncGetParamInfo", 12040);
+    drv.kernel_name = (kernel_name_fn)ft_shim_driver_proc("cuKernelGetName", 12030);
+    drv.func_name = (func_name_fn)ft_shim_driver_proc("cuFuncGetName", 12030);
+    drv.ctx_get_device = ft_shim_driver_proc("cuCtxGetDevice", 2000);
+    drv.granularity = ft_shim_driver_proc("cuMemGetAllocationGranularity", 10020);
+    drv.reserve = ft_shim_driver_proc("cuMemAddressReserve", 10020);
+    drv.address_free = ft_shim_driver_proc("cuMemAddressFree", 10020);
+    drv.create = ft_shim_driver_proc("cuMemCreate", 10020);
+    drv.release = ft_shim_driver_proc("cuMemRelease", 10020);
+    drv.map = ft_shim_driver_proc("cuMemMap", 10020);
+    drv.unmap = ft_shim_driver_proc("cuMemUnmap", 10020);
+    drv.set_access = ft_shim_driver_proc("cuMemSetAccess", 10020);
     drv.get_kernel = (get_kernel_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetKernel");
 }
 
@@ -219,7 +239,7 @@ static void fill_kinfo(kinfo_t *k, uint64_t handle)
 }
 
 /* key: the handle, or the runtime stub (then resolved through cudaGetKernel). */
-static const kinfo_t *kinfo_get(uint64_t key, int is_stub)
+static kinfo_t *kinfo_get(uint64_t key, int is_stub)
 {
     kinfo_t *k;
     pthread_rwlock_rdlock(&kinfo_lock);
@@ -232,6 +252,7 @@ static const kinfo_t *kinfo_get(uint64_t key, int is_stub)
     if (k == NULL)
         return NULL;
     k->key = key;
+    k->peeks_left = PEEK_LAUNCHES;
     uint64_t handle = key;
     if (is_stub) {
         cudaKernel_t kern = NULL;
@@ -264,9 +285,11 @@ static const kinfo_t *kinfo_get(uint64_t key, int is_stub)
 /* Reads PTR_PEEK_BYTES at each small region's pointer, after the stream's earlier work,
  * and adds the regions those words point into: grouped GEMM and cat pass arrays of
  * device pointers. Discovery only. */
-static void peek_pointer_arrays(ft_scan_set_t *set, cudaStream_t stream)
+static void peek_pointer_arrays(kinfo_t *k, ft_scan_set_t *set, cudaStream_t stream)
 {
     size_t direct = set->n;
+    if (__atomic_load_n(&k->peeks_left, __ATOMIC_RELAXED) <= 0)
+        return;
     int synced = 0;
     for (size_t i = 0; i < direct; i++) {
         ft_region_t r;
@@ -284,6 +307,8 @@ static void peek_pointer_arrays(ft_scan_set_t *set, cudaStream_t stream)
             continue;
         ft_scan_bytes(regions, buf, len, set);
     }
+    if (synced && set->n == direct)
+        __atomic_fetch_sub(&k->peeks_left, 1, __ATOMIC_RELAXED);
 }
 
 static void scan_extra(void **extra, ft_scan_set_t *set)
@@ -306,7 +331,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
 {
     if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED))
         return;
-    const kinfo_t *k = kinfo_get(key, is_stub);
+    kinfo_t *k = kinfo_get(key, is_stub);
     if (k == NULL)
         return;
     ft_scan_set_t set;
@@ -319,7 +344,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         scan_extra(extra, &set);
     }
     if (set.n > 0)
-        peek_pointer_arrays(&set, stream);
+        peek_pointer_arrays(k, &set, stream);
     ft_disc_launch(disc, lane_id(), key, k->name, &set);
     if (ft_disc_state(disc) == FT_DISC_DONE) {
         __atomic_store_n(&discovering, 0, __ATOMIC_RELAXED);

@@ -61,13 +61,52 @@ static void trace_config(ft_trace_writer_t *w)
     ft_trace_end(w);
 }
 
+/* FT_TRACE_FILE with every "%p" replaced by the process id, so that the processes of
+ * one job (torchrun workers, a launcher and its children) write separate traces. */
+static int trace_path(char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = config.trace_file; *p; p++) {
+        char pid[24];
+        const char *piece = pid;
+        if (p[0] == '%' && p[1] == 'p') {
+            snprintf(pid, sizeof pid, "%d", (int)getpid());
+            p++;
+        } else {
+            pid[0] = *p;
+            pid[1] = '\0';
+        }
+        size_t n = strlen(piece);
+        if (o + n >= len)
+            return -1;
+        memcpy(out + o, piece, n);
+        o += n;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
 static void write_trace(void)
 {
     if (config.trace_file == NULL || config.trace_file[0] == '\0')
         return;
+    uint64_t calls = 0;
+    for (int i = 0; i < FT_FN_COUNT; i++)
+        calls += atomic_load(&ft_shim_calls[i]);
+    if (calls == 0) {
+        /* A helper process that inherited the environment (ldconfig, a compiler) must
+         * not overwrite the trace of the process that did the work. */
+        FT_DEBUG("no CUDA call intercepted: no trace written");
+        return;
+    }
+    char path[4096];
+    if (trace_path(path, sizeof path) != 0) {
+        FT_WARN("FT_TRACE_FILE is too long; no trace written");
+        return;
+    }
     ft_trace_writer_t w;
     if (ft_trace_writer_init(&w) != 0) {
-        FT_WARN("trace %s not written: out of memory", config.trace_file);
+        FT_WARN("trace %s not written: out of memory", path);
         return;
     }
     char prog[1024];
@@ -97,11 +136,11 @@ static void write_trace(void)
     ft_trace_end(&w);
     ft_hooks_trace(&w);
 
-    int rc = ft_trace_write_file(&w, config.trace_file);
+    int rc = ft_trace_write_file(&w, path);
     if (rc != 0)
-        FT_WARN("trace %s not written: %s", config.trace_file, strerror(-rc));
+        FT_WARN("trace %s not written: %s", path, strerror(-rc));
     else
-        FT_INFO("trace written to %s", config.trace_file);
+        FT_INFO("trace written to %s", path);
     ft_trace_writer_free(&w);
 }
 

@@ -66,9 +66,11 @@ void *ft_shim_real(ft_shim_fn_t fn);
 void ft_shim_ensure_init(void);
 
 /* driver.c: the real dlsym, and a real driver entry point by base name (through the
- * driver's own cuGetProcAddress), or NULL. */
+ * driver's own cuGetProcAddress), or NULL. abi_version picks the ABI we call it with:
+ * cuGetProcAddress returns the newest version not newer than it, and some functions
+ * changed their arguments (cuCtxGetDevice_v2 takes a context since CUDA 13). */
 void *ft_shim_real_dlsym(void *handle, const char *name);
-void *ft_shim_driver_proc(const char *base);
+void *ft_shim_driver_proc(const char *base, int abi_version);
 /* Records the real function for (base, ptsz) and returns the wrapper to hand out, or
  * NULL when FlexTensor does not wrap `base`. */
 void *ft_shim_wrap_driver_proc(const char *base, int ptsz, void *real);

@@ -231,6 +231,51 @@ START_TEST(activations_and_copies_are_not_weights)
 }
 END_TEST
 
+START_TEST(shared_small_segment_does_not_fool_the_detector)
+{
+    /* As PyTorch lays a model out: every norm weight in one 2 MiB small-pool segment,
+     * touched by the same kernel twice per layer; activations allocated during the
+     * first pass (not candidates). */
+    uint64_t embed = alloc_region(64 * MIB), small = alloc_region(2 * MIB);
+    uint64_t q[4], o[4];
+    for (int l = 0; l < 4; l++) {
+        q[l] = alloc_region(32 * MIB);
+        o[l] = alloc_region(32 * MIB);
+    }
+    uint64_t head = alloc_region(64 * MIB);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    uint64_t act = 0;
+    for (int it = 0; it < 4; it++) {
+        if (act == 0) {
+            launch(d, 1, "embedding", 0, 1, embed);
+            act = alloc_region(MIB);
+        }
+        launch(d, 1, "embedding", act, 2, embed, act);
+        for (int l = 0; l < 4; l++) {
+            launch(d, 1, "mul", act, 2, act, small);
+            launch(d, 1, "gemm", act, 2, act, q[l]);
+            launch(d, 1, "attention", act, 1, act);
+            launch(d, 1, "mul", act, 2, act, small);
+            launch(d, 1, "gemm", act, 2, act, o[l]);
+        }
+        launch(d, 1, "mul", act, 2, act, small); /* the final norm */
+        launch(d, 1, "gemm", act, 2, act, head);
+    }
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_eq(ft_disc_unit_count(d), 6);
+    /* The segment is first touched by layer 0's norm, before the repetition starts:
+     * it goes with the embedding. */
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->n_regions, 2);
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->region_ids[0], id_of(embed));
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->region_ids[1], id_of(small));
+    ck_assert_uint_eq(ft_disc_unit(d, 1)->n_regions, 2); /* q0, o0 */
+    ck_assert_uint_eq(ft_disc_unit(d, 2)->region_ids[0], id_of(q[1]));
+    ck_assert_uint_eq(ft_disc_unit(d, 5)->region_ids[0], id_of(head));
+    ft_disc_free(d);
+}
+END_TEST
+
 START_TEST(activation_equal_at_every_boundary_is_not_a_weight)
 {
     /* The same input every pass: the activation holds the same bytes at every
@@ -259,11 +304,15 @@ START_TEST(late_allocations_and_freed_regions)
     uint64_t w1 = alloc_region(MIB), w2 = alloc_region(MIB), gone = alloc_region(MIB);
     ft_disc_params_t p = params(1);
     ft_disc_t *d = ft_disc_new(regions, &p);
-    launch(d, 1, "k1", 0, 1, w1);
-    uint64_t late = alloc_region(MIB); /* allocated during the forward */
-    launch(d, 1, "k2", 0, 3, w2, late, gone);
-    ft_disc_region_freed(d, id_of(gone));
-    launch(d, 1, "k1", 0, 1, w1);
+    uint64_t late = 0;
+    for (int it = 0; it < 3; it++) {
+        launch(d, 1, "k1", 0, 1, w1);
+        if (late == 0)
+            late = alloc_region(MIB); /* allocated during the first pass */
+        launch(d, 1, "k2", 0, 3, w2, late, gone);
+        if (it == 0)
+            ft_disc_region_freed(d, id_of(gone));
+    }
     ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
     uint64_t total = 0;
     for (size_t i = 0; i < ft_disc_unit_count(d); i++)
@@ -407,6 +456,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, llama_units_by_wraparound);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
+    tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);
     tcase_add_test(tc, activation_equal_at_every_boundary_is_not_a_weight);
     tcase_add_test(tc, late_allocations_and_freed_regions);
     tcase_add_test(tc, explicit_marks_define_iterations);

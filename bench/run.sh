@@ -62,7 +62,7 @@ row "example model: discovery finds 16 units" "$r" "units=${units:-none}"
 
 # --- 2. Llama (transformers, random bf16 weights) in discovery: bitwise equal logits
 LAYERS=16; [ -n "${BENCH_QUICK:-}" ] && LAYERS=4
-LL=(--layers $LAYERS --hidden 4096 --iters 3)
+LL=(--layers $LAYERS --hidden 4096 --iters 4)
 timeout 400 python3 bench/llama_forward.py "$OUT/llama-plain.pt" "${LL[@]}" >"$OUT/llama-plain.txt" 2>&1
 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_TRACE_FILE="$OUT/llama-trace.bin" LD_PRELOAD=$SHIM \
     timeout 400 python3 bench/llama_forward.py "$OUT/llama-shim.pt" "${LL[@]}" >"$OUT/llama-shim.txt" 2>&1

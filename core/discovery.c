@@ -91,6 +91,9 @@ typedef struct {
      * its pair key and its position in cur. */
     uint64_t *seq;
     uint32_t *seq_pos;
+    uint32_t *seq_minid;      /* lowest candidate region id the launch touched */
+    uint8_t *seq_synced;      /* the host synchronised just before the launch */
+    int sync_pending;
     size_t n_seq, cap_seq;
     period_cand_t cands[MAX_PERIOD_CANDS];
     size_t n_cands;
@@ -176,6 +179,8 @@ static void lane_free(lane_t *ln)
     rec_free(&ln->cur);
     free(ln->seq);
     free(ln->seq_pos);
+    free(ln->seq_minid);
+    free(ln->seq_synced);
     free(ln);
 }
 
@@ -624,16 +629,20 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
 /* A launch as the detector sees it: its kernel and every region alive at the first
  * launch that it touches, in argument order (a buffer preallocated for activations
  * is the same in every layer; the weights beside it are not). 0: no such region. */
-static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, size_t n)
+static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, size_t n,
+                         uint32_t *minid)
 {
     uint64_t h = 1469598103934665603ull;
     int any = 0;
+    *minid = UINT32_MAX;
     for (size_t i = 0; i < n; i++) {
         rinfo_t *r = rinfo_get(d, ids[i]);
         if (r == NULL || !r->candidate)
             continue;
         any = 1;
         h = (h ^ r->id) * 1099511628211ull;
+        if (r->id < *minid)
+            *minid = r->id;
     }
     if (!any)
         return 0;
@@ -650,34 +659,69 @@ static void drop_pairs(lane_t *ln)
     }
     free(ln->seq);
     free(ln->seq_pos);
+    free(ln->seq_minid);
+    free(ln->seq_synced);
     ln->seq = NULL;
     ln->seq_pos = NULL;
+    ln->seq_minid = NULL;
+    ln->seq_synced = NULL;
     ln->n_seq = ln->cap_seq = 0;
     ln->n_cands = 0;
 }
 
-/* Iteration 1 of the lane is [seq[c->start - c->period], seq[c->start]) in launch
- * positions; the launches after it are iteration 2 so far. */
+/* The period is known; where does a pass begin? The sequence repeats, so any launch
+ * in it could start one. A pass begins where the program's own work does: at the
+ * launch touching the earliest-allocated region (models load their weights in order,
+ * the embedding first), among the launches that occur once per pass; ties go to one
+ * that follows a host synchronisation (the previous pass's result was read), then
+ * to the earliest. The anchor is that launch's pair; the launches before its latest
+ * occurrence are dropped, and iteration 1 ends at its next one, watched live. */
 static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
 {
-    size_t from = ln->seq_pos[c->start - c->period], to = ln->seq_pos[c->start];
+    size_t from = c->start - c->period, best = from;
+    for (size_t a = from; a < c->start; a++) {
+        int unique = 1;
+        for (size_t b = from; b < c->start && unique; b++)
+            unique = b == a || ln->seq[b] != ln->seq[a];
+        if (!unique)
+            continue;
+        if (best == from && !(ln->seq_minid[from] <= ln->seq_minid[a]))
+            best = a;
+        else if (ln->seq_minid[a] < ln->seq_minid[best] ||
+                 (ln->seq_minid[a] == ln->seq_minid[best] && ln->seq_synced[a] && !ln->seq_synced[best]))
+            best = a;
+    }
+    /* One pass from that launch to its next occurrence may already be recorded: it is
+     * iteration 1 (the "early" one, whose snapshots only count when it is the only
+     * one). Otherwise iteration 1 is under way from that launch. */
     record_t first = { 0 }, rest = { 0 };
-    if (rec_slice(&ln->cur, from, to, &first) != 0 || rec_slice(&ln->cur, to, ln->cur.n, &rest) != 0) {
+    int whole = best + c->period < ln->n_seq;
+    size_t from_pos = ln->seq_pos[best];
+    size_t to_pos = whole ? ln->seq_pos[best + c->period] : from_pos;
+    if ((whole && rec_slice(&ln->cur, from_pos, to_pos, &first) != 0) ||
+        rec_slice(&ln->cur, to_pos, ln->cur.n, &rest) != 0) {
         rec_free(&first);
         rec_free(&rest);
-        FT_WARN_CAPPED(1, "discovery: out of memory splitting the first iteration");
+        FT_WARN_CAPPED(1, "discovery: out of memory aligning the first iteration");
         return;
     }
-    ln->anchor = ln->seq[c->start];
+    ln->anchor = ln->seq[best];
     ln->anchored = 1;
-    FT_DEBUG("discovery: lane %#llx repeats every %zu weight-touching launches; iteration 1 "
-             "is launches %zu..%zu", (unsigned long long)ln->lane, c->period, from, to - 1);
+    FT_DEBUG("discovery: lane %#llx repeats every %zu weight-touching launches; passes begin "
+             "at the launch touching region %u", (unsigned long long)ln->lane, c->period,
+             ln->seq_minid[best]);
     drop_pairs(ln);
     rec_free(&ln->cur);
-    ln->cur = first;
-    end_iteration(d, ln); /* last = iteration 1, cur = emptied */
-    rec_free(&ln->cur);
+    if (whole) {
+        ln->cur = first;
+        end_iteration(d, ln); /* last = iteration 1 */
+        rec_free(&ln->cur);
+    }
     ln->cur = rest;
+    /* Iteration 2 began before the period was known: if its half-way point is already
+     * behind, take that snapshot now (any point inside the pass will do). */
+    if (whole && d->state != FT_DISC_DONE && ln->cur.n > 0 && ln->cur.n >= d->last.n / 2)
+        snapshot_hashes(d, 0);
 }
 
 /* The detector, before the lane's period is known: each launch touching a candidate
@@ -687,7 +731,7 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
  * earlier: a weight recurs once per pass, while a pair that recurs within a pass (a
  * norm kernel on a shared small segment, layer after layer) is followed by different
  * weights and is dropped. The confirmed pair is the anchor: it starts every pass. */
-static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key)
+static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid)
 {
     if (ln->n_seq == ln->cap_seq) {
         size_t cap = ln->cap_seq ? ln->cap_seq * 2 : 256;
@@ -697,13 +741,22 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key)
         uint32_t *np = realloc(ln->seq_pos, cap * sizeof *np);
         if (np != NULL)
             ln->seq_pos = np;
-        if (ns == NULL || np == NULL)
+        uint32_t *nm = realloc(ln->seq_minid, cap * sizeof *nm);
+        if (nm != NULL)
+            ln->seq_minid = nm;
+        uint8_t *ny = realloc(ln->seq_synced, cap * sizeof *ny);
+        if (ny != NULL)
+            ln->seq_synced = ny;
+        if (ns == NULL || np == NULL || nm == NULL || ny == NULL)
             return;
         ln->cap_seq = cap;
     }
     size_t j = ln->n_seq++;
     ln->seq[j] = key;
     ln->seq_pos[j] = (uint32_t)ln->cur.n; /* this launch is pushed at cur.n */
+    ln->seq_minid[j] = minid;
+    ln->seq_synced[j] = (uint8_t)ln->sync_pending;
+    ln->sync_pending = 0;
 
     for (size_t c = 0; c < ln->n_cands;) {
         period_cand_t *pc = &ln->cands[c];
@@ -787,15 +840,14 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
             }
         }
     } else {
-        uint64_t key = pair_key(d, k->idx, ids, n);
+        uint32_t minid;
+        uint64_t key = pair_key(d, k->idx, ids, n, &minid);
         if (key != 0 && ln->anchored)
             boundary = key == ln->anchor;
         else if (key != 0) {
-            detect_period(d, ln, key);
+            detect_period(d, ln, key, minid);
             if (ln->anchored && key == ln->anchor) {
-                /* The period was confirmed by matching a whole pass, which ends here.
-                 * That pass was not watched live (no half-way snapshot), so it does
-                 * not count: iteration 2 starts now. */
+                /* This launch is the anchor's latest occurrence: a pass starts here. */
                 ln->cur.n = 0;
                 ln->cur.n_ids = 0;
             }
@@ -823,6 +875,15 @@ void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set)
                 r->written = 1;
         }
     }
+    pthread_mutex_unlock(&d->lock);
+}
+
+void ft_disc_sync(ft_disc_t *d, uint64_t lane)
+{
+    pthread_mutex_lock(&d->lock);
+    lane_t *ln = d->state == FT_DISC_OBSERVING ? lane_get(d, lane) : NULL;
+    if (ln != NULL)
+        ln->sync_pending = 1;
     pthread_mutex_unlock(&d->lock);
 }
 

@@ -10,9 +10,9 @@
  *
  * Iterations are detected per lane (application thread): each launch is reduced to a
  * pair (kernel, first region alive at the first launch that it touches). A pair that
- * recurs after a whole pass (see detect_boundary) is the wrap-around: iteration 1 is
- * what ran between its two occurrences, and the pair is the lane's anchor from then
- * on. An explicit mark (ft_disc_mark, or a kernel matching the marker glob) replaces
+ * recurs at a period that the following launches confirm is the wrap-around; the
+ * pass is then aligned on the launch touching the earliest-allocated region (see
+ * confirm_period), whose pair is the lane's anchor from then on. An explicit mark (ft_disc_mark, or a kernel matching the marker glob) replaces
  * the detector. The first lane to complete `iters` iterations decides.
  *
  * Weights: regions alive at the first launch, touched by a kernel in the last
@@ -71,6 +71,10 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
 
 /* A copy or memset wrote into the regions in set. */
 void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set);
+
+/* The host waited for the device (a synchronize call, a synchronous copy back):
+ * a hint of where a pass ends. */
+void ft_disc_sync(ft_disc_t *d, uint64_t lane);
 
 /* An explicit iteration boundary before lane's next launch (ft_iteration_mark). */
 void ft_disc_mark(ft_disc_t *d, uint64_t lane);

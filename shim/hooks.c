@@ -625,11 +625,16 @@ CUresult ft_hook_drv_launch_coop(cuLaunchCooperativeKernel_fn_t real, CUfunction
 
 /* --- copies and sets ------------------------------------------------------------------- */
 
+static void observe_sync(void);
+
 cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, size_t n,
                               enum cudaMemcpyKind kind)
 {
     observe_write(dst);
-    return real(dst, src, n, kind);
+    cudaError_t rc = real(dst, src, n, kind);
+    if (kind == cudaMemcpyDeviceToHost)
+        observe_sync(); /* a synchronous read of a result */
+    return rc;
 }
 
 cudaError_t ft_hook_rt_memcpy_async(cudaMemcpyAsync_fn_t real, void *dst, const void *src, size_t n,
@@ -771,6 +776,35 @@ CUresult ft_hook_drv_memset_d32_async(cuMemsetD32Async_fn_t real, CUdeviceptr ds
 {
     observe_write(DPTR(dst));
     return real(dst, v, n, s);
+}
+
+/* --- synchronisation: where the host waits is a hint of where a pass ends ------------ */
+
+static void observe_sync(void)
+{
+    if (__atomic_load_n(&discovering, __ATOMIC_RELAXED))
+        ft_disc_sync(disc, lane_id());
+}
+
+cudaError_t ft_hook_rt_device_sync(cudaDeviceSynchronize_fn_t real)
+{
+    cudaError_t rc = real();
+    observe_sync();
+    return rc;
+}
+
+cudaError_t ft_hook_rt_stream_sync(cudaStreamSynchronize_fn_t real, cudaStream_t stream)
+{
+    cudaError_t rc = real(stream);
+    observe_sync();
+    return rc;
+}
+
+cudaError_t ft_hook_rt_event_sync(cudaEventSynchronize_fn_t real, cudaEvent_t event)
+{
+    cudaError_t rc = real(event);
+    observe_sync();
+    return rc;
 }
 
 /* --- the control API and the reports ------------------------------------------------- */

@@ -12,6 +12,8 @@
 
 #define FT_EXPORT __attribute__((visibility("default")))
 #define FT_EXPAND(...) __VA_ARGS__
+/* ", params..." or nothing for an empty list: hooks take the real function first. */
+#define FT_AFTER_REAL(...) __VA_OPT__(,) __VA_ARGS__
 
 typedef enum {
 #define FT_RT_FWD(ret, name, params, args) FT_FN_##name,
@@ -36,8 +38,8 @@ typedef enum {
 /* The hooks (shim/hooks.c): ft_hook_<hook>(real, args...), called by the wrappers
  * with the thread's depth raised, so that what they call reaches the real functions
  * unobserved. Entries sharing a hook have identical parameter lists. */
-#define FT_RT(ret, name, params, args, hook) ret ft_hook_##hook(name##_fn_t real, FT_EXPAND params);
-#define FT_DRV(ret, name, base, ptsz, params, args, hook) ret ft_hook_##hook(name##_fn_t real, FT_EXPAND params);
+#define FT_RT(ret, name, params, args, hook) ret ft_hook_##hook(name##_fn_t real FT_AFTER_REAL params);
+#define FT_DRV(ret, name, base, ptsz, params, args, hook) ret ft_hook_##hook(name##_fn_t real FT_AFTER_REAL params);
 #include "shim/shim.def"
 #undef FT_RT
 #undef FT_DRV

@@ -100,7 +100,7 @@ void *ft_shim_real(ft_shim_fn_t fn)
             return real args;                                                           \
         COUNT(name);                                                                    \
         ft_intercept_depth++;                                                                \
-        ret r = ft_hook_##hook(real, FT_EXPAND args);                                   \
+        ret r = ft_hook_##hook(real FT_AFTER_REAL args);                                   \
         ft_intercept_depth--;                                                                \
         return r;                                                                       \
     }
@@ -115,7 +115,7 @@ void *ft_shim_real(ft_shim_fn_t fn)
             return real args;                                                           \
         COUNT(name);                                                                    \
         ft_intercept_depth++;                                                                \
-        ret r = ft_hook_##hook(real, FT_EXPAND args);                                   \
+        ret r = ft_hook_##hook(real FT_AFTER_REAL args);                                   \
         ft_intercept_depth--;                                                                \
         return r;                                                                       \
     }

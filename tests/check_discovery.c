@@ -42,8 +42,11 @@ static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
     return 0;
 }
 
+static int lazy_layers; /* layers of the next forward that run extra one-time launches */
+
 static void setup(void)
 {
+    lazy_layers = 0;
     regions = ft_regions_new();
     next_base = 0x700000000000ull;
     memset(version, 0, sizeof version);
@@ -123,6 +126,10 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         launch(d, lane, "silu_mul", m->act, 1, m->act);
         launch(d, lane, "gemm", m->act2, 3, m->act, m->down[l], m->act2);
         launch(d, lane, "add", m->act, 2, m->act2, m->act);
+        if (lazy_layers > 0) { /* first-forward work: library set-up, caches */
+            lazy_layers--;
+            launch(d, lane, "lazy_init", 0, 2, m->act2, m->input);
+        }
     }
     launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->norm, m->act2);
     launch(d, lane, "gemm_head", m->act, 3, m->act2, m->head, m->act);
@@ -187,6 +194,23 @@ START_TEST(llama_units_by_wraparound)
     }
     ck_assert_int_eq(boundaries, 2);
     check_llama_units(d, &m, 4);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(passes_align_on_the_embedding_despite_a_different_first_forward)
+{
+    /* The first forward runs extra launches in its first layers, so the period is
+     * confirmed half-way through a forward; passes must still begin at the
+     * embedding (the earliest-allocated weight), not where the period was found. */
+    llama_t m;
+    llama_alloc(&m, 6);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    lazy_layers = 3;
+    for (int it = 0; it < 5 && ft_disc_state(d) != FT_DISC_DONE; it++)
+        llama_forward(d, 1, &m, 6);
+    check_llama_units(d, &m, 6);
     ft_disc_free(d);
 }
 END_TEST
@@ -454,6 +478,7 @@ Suite *discovery_suite(void)
     TCase *tc = tcase_create("engine");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, llama_units_by_wraparound);
+    tcase_add_test(tc, passes_align_on_the_embedding_despite_a_different_first_forward);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
     tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);

@@ -947,6 +947,7 @@ static const simcu_rt_table_t g_rt_table = {
     .register_kernel = sim_register_kernel,
     .kernel_by_stub = sim_kernel_by_stub,
     .kernel_name = sim_kernel_name,
+    .function_of = sim_function_of,
     .api_enter = sim_api_enter,
     .api_exit = sim_api_exit,
     .use_device = rt_use_device,
@@ -1056,7 +1057,6 @@ SIM_EXPORT CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const C
     static const CUuuid rt = SIMCU_RT_TABLE_UUID, cu = SIMCU_CUPTI_TABLE_UUID;
     if (!ppExportTable || !pExportTableId)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_load_options();
     if (!memcmp(pExportTableId, &rt, sizeof rt)) {
         *ppExportTable = &g_rt_table;
         return CUDA_SUCCESS;
@@ -1106,7 +1106,6 @@ SIM_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, 
     cuGetProcAddress_v2_params p = {symbol, pfn, cudaVersion, flags, symbolStatus};
     simcu_call_t c;
     CUresult r;
-    sim_load_options();
     r = DRV_ENTER(&c, cuGetProcAddress_v2, &p, &r, SIMCU_CALL_NOINIT);
     if (r == CUDA_SUCCESS)
         r = get_proc(symbol, pfn, cudaVersion, flags, symbolStatus);

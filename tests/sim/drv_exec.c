@@ -21,6 +21,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -125,7 +126,8 @@ static struct CUstream_st *stream_new_locked(struct CUctx_st *ctx, unsigned flag
     stream_init(s, ctx, flags, prio);
     s->next_in_ctx = ctx->streams;
     ctx->streams = s;
-    HASH_ADD(hh, g_sim.live_streams, magic, sizeof(void *) , s);
+    s->key = s;
+    HASH_ADD(hh, g_sim.live_streams, key, sizeof(void *), s);
     return s;
 }
 
@@ -305,6 +307,7 @@ static void emit_activity(struct CUstream_st *s, sim_op_t *op, simcu_activity_si
     a.context = (CUcontext)s->ctx;
     a.stream_id = s->id;
     a.correlation_id = op->corr;
+    a.async = op->async;
     switch (op->kind) {
     case SIM_OP_KERNEL:
         a.kind = SIMCU_ACT_KERNEL;
@@ -622,12 +625,23 @@ SIM_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream)
         pthread_mutex_lock(&g_sim.lock);
         struct CUstream_st *s;
         r = sim_stream_resolve(hStream, &s);
+        int busy = 0;
+        if (r == CUDA_SUCCESS && s->legacy) {
+            /* The legacy stream's next op would wait for every blocking stream, so
+             * it is not idle while one is busy (measured on the H200). */
+            for (struct CUstream_st *t = s->ctx->streams; t; t = t->next_in_ctx)
+                if (!(t->flags & CU_STREAM_NON_BLOCKING) && t->done_seq < t->enq_seq)
+                    busy = 1;
+        }
         if (r == CUDA_SUCCESS) {
-            if (s->done_seq < s->enq_seq) {
+            if (busy || s->done_seq < s->enq_seq) {
                 r = CUDA_ERROR_NOT_READY;
             } else {
                 /* The host saw it complete: its clock is past the stream's end. */
                 sim_advance_host(s->vend);
+                for (struct CUstream_st *t = s->legacy ? s->ctx->streams : NULL; t; t = t->next_in_ctx)
+                    if (!(t->flags & CU_STREAM_NON_BLOCKING))
+                        sim_advance_host(t->vend);
                 r = s->ctx->sticky;
             }
         }
@@ -792,6 +806,47 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void
     return r;
 }
 
+/* No stream capture in the simulator: every stream reports "not capturing", and the
+ * thread's capture mode is remembered only to be handed back. */
+SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    cuStreamIsCapturing_params p = {hStream, captureStatus};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuStreamIsCapturing, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        struct CUstream_st *s;
+        r = captureStatus ? sim_stream_resolve(hStream, &s) : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS)
+            *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+static __thread CUstreamCaptureMode t_capture_mode;  /* per thread, as in CUDA */
+
+SIM_EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    cuThreadExchangeStreamCaptureMode_params p = {mode};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuThreadExchangeStreamCaptureMode, &p, &r, 0);
+    if (r == CUDA_SUCCESS) {
+        if (!mode) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            CUstreamCaptureMode old = t_capture_mode;
+            t_capture_mode = *mode;
+            *mode = old;
+        }
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
 /* ------------------------------------------------------------------ events */
 
 SIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -814,9 +869,8 @@ SIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
             e->flags = Flags;
             e->ctx = sim_current_ctx();
             pthread_mutex_lock(&g_sim.lock);
-            void *key = e;
-            (void)key;
-            HASH_ADD_KEYPTR(hh, g_sim.live_events, &e->hh.key, sizeof(void *), e);
+            e->key = e;
+            HASH_ADD(hh, g_sim.live_events, key, sizeof(void *), e);
             pthread_mutex_unlock(&g_sim.lock);
             *phEvent = (CUevent)e;
         }
@@ -1039,14 +1093,23 @@ static CUresult copy(void *dst, const void *src, size_t bytes, CUstream h, int s
     op->u.copy.copy_kind = kind;
     op->u.copy.src_kind = sk;
     op->u.copy.dst_kind = dk;
+    op->async = !sync;
     if (!wait && sk == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE) {
+        /* Staged like the real driver does; copied without the lock, which a large
+         * copy would otherwise hold from every other thread. */
+        pthread_mutex_unlock(&g_sim.lock);
         op->u.copy.snapshot = malloc(bytes);
         if (!op->u.copy.snapshot) {
             sim_op_free(op);
-            pthread_mutex_unlock(&g_sim.lock);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         memcpy(op->u.copy.snapshot, src, bytes);
+        pthread_mutex_lock(&g_sim.lock);
+        if (s->destroyed) {  /* destroyed meanwhile by another thread */
+            sim_op_free(op);
+            pthread_mutex_unlock(&g_sim.lock);
+            return CUDA_ERROR_INVALID_HANDLE;
+        }
     }
     enqueue_reported(s, op, engine, sim_copy_duration(bytes, bw));
     if (wait) {
@@ -1163,7 +1226,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdevice
 /* ------------------------------------------------------------------ memset */
 
 /* Memsets run on the compute engine and, like on a GPU, never block the host. */
-static CUresult memset_enqueue(CUdeviceptr dst, unsigned value, unsigned elem, size_t n, CUstream h)
+static CUresult memset_enqueue(CUdeviceptr dst, unsigned value, unsigned elem, size_t n, CUstream h,
+                               int async)
 {
     if (n == 0)
         return CUDA_SUCCESS;
@@ -1181,6 +1245,7 @@ static CUresult memset_enqueue(CUdeviceptr dst, unsigned value, unsigned elem, s
             op->u.memset.value = value;
             op->u.memset.elem = elem;
             op->u.memset.count = n;
+            op->async = async;
             enqueue_reported(s, op, SIM_ENG_COMPUTE, sim_copy_duration(n * elem, g_sim.opt.D2D_GBPS));
         }
     }
@@ -1195,7 +1260,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char u
     CUresult r;
     r = DRV_ENTER(&c, cuMemsetD8_v2, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
-        r = memset_enqueue(dstDevice, uc, 1, N, NULL);
+        r = memset_enqueue(dstDevice, uc, 1, N, NULL, 0);
     sim_api_exit(&c);
     return r;
 }
@@ -1207,7 +1272,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short
     CUresult r;
     r = DRV_ENTER(&c, cuMemsetD16_v2, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
-        r = memset_enqueue(dstDevice, us, 2, N, NULL);
+        r = memset_enqueue(dstDevice, us, 2, N, NULL, 0);
     sim_api_exit(&c);
     return r;
 }
@@ -1219,7 +1284,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int u
     CUresult r;
     r = DRV_ENTER(&c, cuMemsetD32_v2, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
-        r = memset_enqueue(dstDevice, ui, 4, N, NULL);
+        r = memset_enqueue(dstDevice, ui, 4, N, NULL, 0);
     sim_api_exit(&c);
     return r;
 }
@@ -1231,7 +1296,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char
     CUresult r;
     r = DRV_ENTER(&c, cuMemsetD8Async, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
-        r = memset_enqueue(dstDevice, uc, 1, N, hStream);
+        r = memset_enqueue(dstDevice, uc, 1, N, hStream, 1);
     sim_api_exit(&c);
     return r;
 }
@@ -1243,7 +1308,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned sho
     CUresult r;
     r = DRV_ENTER(&c, cuMemsetD16Async, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
-        r = memset_enqueue(dstDevice, us, 2, N, hStream);
+        r = memset_enqueue(dstDevice, us, 2, N, hStream, 1);
     sim_api_exit(&c);
     return r;
 }
@@ -1255,7 +1320,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int
     CUresult r;
     r = DRV_ENTER(&c, cuMemsetD32Async, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
-        r = memset_enqueue(dstDevice, ui, 4, N, hStream);
+        r = memset_enqueue(dstDevice, ui, 4, N, hStream, 1);
     sim_api_exit(&c);
     return r;
 }

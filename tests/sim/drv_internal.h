@@ -13,7 +13,13 @@
 #ifndef SIM_DRV_INTERNAL_H
 #define SIM_DRV_INTERNAL_H
 
+/* The driver is built as NVIDIA builds theirs: cuda.h in internal mode declares every
+ * versioned entry point (cuMemAlloc_v2, ..._ptds) and the legacy types that
+ * generated_cuda_meta.h needs for the CUPTI params structs. Entry points are then
+ * always spelled with their exported, versioned names. */
+#define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cupti_driver_cbid.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,6 +111,7 @@ typedef struct sim_op {
     sim_dep_t *deps;
     uint32_t corr;
     int report;                         /* emit an activity record when done */
+    int async;                          /* enqueued by an ...Async call */
     union {
         struct {
             struct sim_kernel *k;
@@ -137,6 +144,7 @@ typedef struct sim_op {
 
 struct CUstream_st {
     uint32_t magic;
+    void *key;                          /* == this struct: the live-handle hash key */
     uint32_t id;
     struct CUctx_st *ctx;
     unsigned flags;                     /* CU_STREAM_NON_BLOCKING */
@@ -154,6 +162,7 @@ struct CUstream_st {
 
 struct CUevent_st {
     uint32_t magic;
+    void *key;                          /* == this struct: the live-handle hash key */
     unsigned flags;
     int recorded;
     struct CUctx_st *ctx;
@@ -227,13 +236,15 @@ void sim_op_free(sim_op_t *op);
 void sim_wait_seq(struct CUstream_st *s, uint64_t seq);
 CUresult sim_ctx_sync_locked(struct CUctx_st *ctx);
 void sim_advance_host(uint64_t t);
+void sim_enqueue_kernel(struct CUstream_st *s, sim_op_t *op, uint64_t cost);
 uint64_t sim_copy_duration(size_t bytes, double gbps);
 
 /* ---- drv_kernel.c ---- */
 sim_kernel_t *sim_kernel_from_handle(const void *h, int *is_func);  /* lock held */
-int sim_register_kernel(const void *stub, const simcuda_kernel_desc_t *desc);
+int sim_register_kernel(const void *stub, const simcuda_kernel_desc_t *desc, const size_t *param_align);
 CUkernel sim_kernel_by_stub(const void *stub);
 const char *sim_kernel_name(const void *handle);
+CUfunction sim_function_of(CUkernel kernel);
 
 /* ---- API frame helpers (drv_api.c) ---- */
 CUresult sim_api_enter(simcu_call_t *c, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,

@@ -4,7 +4,8 @@
  * in it, so "is this a device pointer" is a range check and a stray access to freed or
  * unmapped device memory faults. cuMemAlloc backs a page-rounded range with anonymous
  * memory and leaves an unmapped guard page after it. VMM physical allocations are
- * memfds, so one can be mapped at two virtual ranges and show the same bytes; cuMemMap
+ * ranges of a per-device memfd, so one can be mapped at two virtual ranges and show
+ * the same bytes; cuMemMap
  * maps them PROT_NONE and only cuMemSetAccess makes them readable/writable, as a GPU
  * requires. Capacity (FTSIM_DEVICE_MEM) counts physical bytes per device.
  */
@@ -12,6 +13,7 @@
 #include "drv_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <generated_cuda_meta.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,7 @@ typedef struct {
     size_t n, cap, esz;
 } rangeset_t;
 
-#define RS_AT(rs, i) ((sim_range_t *)((rs)->v + (size_t)(i) * (rs)->esz))
+#define RS_AT(rs, i) ((void *)((rs)->v + (size_t)(i) * (rs)->esz))
 
 /* Index of the first entry whose end is above addr (entries before it end at or below). */
 static size_t rs_lower(const rangeset_t *rs, uintptr_t addr)
@@ -37,7 +39,7 @@ static size_t rs_lower(const rangeset_t *rs, uintptr_t addr)
     size_t lo = 0, hi = rs->n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        sim_range_t *e = RS_AT(rs, mid);
+        const sim_range_t *e = RS_AT(rs, mid);
         if (e->base + e->size <= addr)
             lo = mid + 1;
         else
@@ -49,7 +51,7 @@ static size_t rs_lower(const rangeset_t *rs, uintptr_t addr)
 static void *rs_find(const rangeset_t *rs, uintptr_t addr)
 {
     size_t i = rs_lower(rs, addr);
-    if (i < rs->n && RS_AT(rs, i)->base <= addr)
+    if (i < rs->n && ((sim_range_t *)RS_AT(rs, i))->base <= addr)
         return RS_AT(rs, i);
     return NULL;
 }
@@ -57,7 +59,7 @@ static void *rs_find(const rangeset_t *rs, uintptr_t addr)
 static int rs_overlaps(const rangeset_t *rs, uintptr_t base, size_t size)
 {
     size_t i = rs_lower(rs, base);
-    return i < rs->n && RS_AT(rs, i)->base < base + size;
+    return i < rs->n && ((sim_range_t *)RS_AT(rs, i))->base < base + size;
 }
 
 static int rs_insert(rangeset_t *rs, const void *elem)
@@ -101,7 +103,7 @@ typedef struct { uintptr_t base; size_t size; } sim_reserve_t;
 
 typedef struct sim_phys {
     uint64_t handle;
-    int fd;
+    size_t offset;      /* in the device's physical memfd */
     size_t size;
     sim_dev_t *dev;
     int refs;           /* cuMemCreate + cuMemRetainAllocationHandle - cuMemRelease */
@@ -174,33 +176,35 @@ int sim_in_arena(const void *p, size_t n)
 
 /* ------------------------------------------------------------------ address space */
 
-static int va_alloc(size_t size, size_t align, uintptr_t hint, uintptr_t *out)
+/* First fit in a free list of ranges (address space, or offsets in a device's
+ * physical memfd); `hint` is taken when it is free. 0, or -1 when nothing fits. */
+static int range_alloc(rangeset_t *fl, size_t size, size_t align, uintptr_t hint, uintptr_t *out)
 {
     if (hint && (hint % align) == 0) {
-        sim_range_t *f = rs_find(&g_free, hint);
+        sim_range_t *f = rs_find(fl, hint);
         if (f && hint + size <= f->base + f->size) {
             sim_range_t before = {f->base, hint - f->base};
             sim_range_t after = {hint + size, f->base + f->size - (hint + size)};
-            rs_remove(&g_free, f);
+            rs_remove(fl, f);
             if (before.size)
-                rs_insert(&g_free, &before);
+                rs_insert(fl, &before);
             if (after.size)
-                rs_insert(&g_free, &after);
+                rs_insert(fl, &after);
             *out = hint;
             return 0;
         }
     }
-    for (size_t i = 0; i < g_free.n; i++) {
-        sim_range_t *f = RS_AT(&g_free, i);
+    for (size_t i = 0; i < fl->n; i++) {
+        sim_range_t *f = RS_AT(fl, i);
         uintptr_t a = round_up(f->base, align);
         if (a + size > f->base + f->size || a < f->base)
             continue;
         sim_range_t before = {f->base, a - f->base};
         sim_range_t after = {a + size, f->base + f->size - (a + size)};
-        rs_remove(&g_free, f);
-        if (before.size && rs_insert(&g_free, &before) != 0)
+        rs_remove(fl, f);
+        if (before.size && rs_insert(fl, &before) != 0)
             return -1;
-        if (after.size && rs_insert(&g_free, &after) != 0)
+        if (after.size && rs_insert(fl, &after) != 0)
             return -1;
         *out = a;
         return 0;
@@ -208,28 +212,38 @@ static int va_alloc(size_t size, size_t align, uintptr_t hint, uintptr_t *out)
     return -1;
 }
 
-static void va_free(uintptr_t base, size_t size)
+static void range_free(rangeset_t *fl, uintptr_t base, size_t size)
 {
     /* Coalesce with the neighbours so large reservations stay possible. */
-    size_t i = rs_lower(&g_free, base);
+    size_t i = rs_lower(fl, base);
     if (i > 0) {
-        sim_range_t *prev = RS_AT(&g_free, i - 1);
+        sim_range_t *prev = RS_AT(fl, i - 1);
         if (prev->base + prev->size == base) {
             base = prev->base;
             size += prev->size;
-            rs_remove(&g_free, prev);
+            rs_remove(fl, prev);
             i--;
         }
     }
-    if (i < g_free.n) {
-        sim_range_t *next = RS_AT(&g_free, i);
+    if (i < fl->n) {
+        sim_range_t *next = RS_AT(fl, i);
         if (next->base == base + size) {
             size += next->size;
-            rs_remove(&g_free, next);
+            rs_remove(fl, next);
         }
     }
     sim_range_t r = {base, size};
-    rs_insert(&g_free, &r);
+    rs_insert(fl, &r);
+}
+
+static int va_alloc(size_t size, size_t align, uintptr_t hint, uintptr_t *out)
+{
+    return range_alloc(&g_free, size, align, hint, out);
+}
+
+static void va_free(uintptr_t base, size_t size)
+{
+    range_free(&g_free, base, size);
 }
 
 /* Returns a range of the arena to inaccessible, dropping its pages. */
@@ -318,7 +332,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     r = DRV_ENTER(&c, cuMemFree_v2, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
         r = need_ctx();
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS && dptr) {  /* freeing 0 succeeds, as on the H200 */
         pthread_mutex_lock(&g_sim.lock);
         sim_alloc_t *a = rs_find(&g_allocs, (uintptr_t)dptr);
         if (!a || a->base != (uintptr_t)dptr || a->freeing) {
@@ -388,17 +402,13 @@ SIM_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *
         pthread_mutex_lock(&g_sim.lock);
         uintptr_t a = (uintptr_t)dptr;
         sim_alloc_t *al = rs_find(&g_allocs, a);
-        sim_map_t *m = rs_find(&g_maps, a);
+        /* Only cuMemAlloc-style allocations: on the H200 a VMM mapping gives
+         * CUDA_ERROR_NOT_FOUND here. */
         if (al && a < al->base + al->phys) {
             if (pbase)
                 *pbase = al->base;
             if (psize)
                 *psize = al->bytes;
-        } else if (m) {
-            if (pbase)
-                *pbase = m->base;
-            if (psize)
-                *psize = m->size;
         } else {
             r = CUDA_ERROR_NOT_FOUND;
         }
@@ -853,12 +863,50 @@ static sim_phys_t *phys_find(CUmemGenericAllocationHandle h)
     return ph;
 }
 
+/* Physical memory of VMM allocations: one sparse memfd per device (so that thousands
+ * of allocations do not use thousands of descriptors), carved by offset. A released
+ * range has its pages punched out before it is reused. */
+typedef struct {
+    int fd;
+    rangeset_t free;
+} phys_heap_t;
+static phys_heap_t g_heap[SIM_MAX_DEVICES];
+
+static int heap_alloc(sim_dev_t *dev, size_t size, size_t *offset)
+{
+    phys_heap_t *h = &g_heap[dev->ordinal];
+    if (!h->free.esz) {
+        /* Sized to the capacity plus slack: the capacity check bounds what is live,
+         * alignment may leave holes. */
+        uint64_t bytes = dev->capacity + 64 * gran();
+        h->fd = memfd_create("ftsim-vmm", MFD_CLOEXEC);
+        if (h->fd < 0 || ftruncate(h->fd, (off_t)bytes) != 0) {
+            sim_log("cannot create the VMM memory of device %d: %s", dev->ordinal, strerror(errno));
+            if (h->fd >= 0)
+                close(h->fd);
+            return -1;
+        }
+        h->free.esz = sizeof(sim_range_t);
+        sim_range_t all = {0, bytes};
+        if (rs_insert(&h->free, &all) != 0)
+            return -1;
+    }
+    uintptr_t off;
+    if (range_alloc(&h->free, size, gran(), 0, &off) != 0)
+        return -1;
+    *offset = off;
+    return 0;
+}
+
 static void phys_maybe_destroy(sim_phys_t *ph)
 {
     if (ph->refs > 0 || ph->nmaps > 0)
         return;
+    phys_heap_t *h = &g_heap[ph->dev->ordinal];
     ph->dev->used -= ph->size;
-    close(ph->fd);
+    if (fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)ph->offset, (off_t)ph->size) != 0)
+        sim_log("cannot release VMM memory: %s", strerror(errno));
+    range_free(&h->free, ph->offset, ph->size);
     HASH_DELETE(hh, g_phys, ph);
     free(ph);
 }
@@ -885,10 +933,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, si
                 !(ph = calloc(1, sizeof *ph))) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
             } else {
-                ph->fd = memfd_create("ftsim-vmm", MFD_CLOEXEC);
-                if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size) != 0) {
-                    if (ph->fd >= 0)
-                        close(ph->fd);
+                if (heap_alloc(dev, size, &ph->offset) != 0) {
                     free(ph);
                     r = CUDA_ERROR_OUT_OF_MEMORY;
                 } else {
@@ -989,10 +1034,10 @@ SIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset
             va + size > rv->base + rv->size) {
             r = CUDA_ERROR_INVALID_VALUE;
         } else if (rs_overlaps(&g_maps, va, size)) {
-            r = CUDA_ERROR_ALREADY_MAPPED;
+            r = CUDA_ERROR_INVALID_VALUE;  /* as measured on the H200 */
         } else {
-            void *m = mmap((void *)va, size, PROT_NONE, MAP_FIXED | MAP_SHARED, ph->fd,
-                           (off_t)offset);
+            void *m = mmap((void *)va, size, PROT_NONE, MAP_FIXED | MAP_SHARED,
+                           g_heap[ph->dev->ordinal].fd, (off_t)(ph->offset + offset));
             if (m == MAP_FAILED) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
             } else {
@@ -1025,8 +1070,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
         uintptr_t at = va;
         size_t i = rs_lower(&g_maps, va);
         size_t first = i;
-        while (at < end && i < g_maps.n && RS_AT(&g_maps, i)->base == at) {
-            at += RS_AT(&g_maps, i)->size;
+        while (at < end && i < g_maps.n && ((sim_map_t *)RS_AT(&g_maps, i))->base == at) {
+            at += ((sim_map_t *)RS_AT(&g_maps, i))->size;
             i++;
         }
         if (size == 0 || at != end) {
@@ -1073,7 +1118,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const C
             uintptr_t at = va;
             size_t i = rs_lower(&g_maps, va);
             size_t first = i;
-            while (at < end && i < g_maps.n && RS_AT(&g_maps, i)->base <= at) {
+            while (at < end && i < g_maps.n && ((sim_map_t *)RS_AT(&g_maps, i))->base <= at) {
                 sim_map_t *m = RS_AT(&g_maps, i);
                 at = m->base + m->size;
                 i++;

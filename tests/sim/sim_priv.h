@@ -41,9 +41,10 @@ typedef struct simcu_call {
 /* What the runtime gets from cuGetExportTable(SIMCU_RT_TABLE_UUID). */
 typedef struct simcu_rt_table {
     size_t size;
-    int (*register_kernel)(const void *stub, const simcuda_kernel_desc_t *desc);
+    int (*register_kernel)(const void *stub, const simcuda_kernel_desc_t *desc, const size_t *param_align);
     CUkernel (*kernel_by_stub)(const void *stub);
     const char *(*kernel_name)(const void *handle);   /* NULL if not a kernel/function */
+    CUfunction (*function_of)(CUkernel kernel);       /* its CUfunction view, or NULL */
     /* Starts a call of the given domain. `retp` points at the caller's result (CUresult
      * or cudaError_t, both int-sized) and is read at exit. Returns CUDA_SUCCESS, or the
      * error the call must return without doing anything (not permitted inside a

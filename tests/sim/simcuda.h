@@ -5,7 +5,7 @@
  * CUDA driver, runtime and CUPTI APIs that FlexTensor and its test programs use.
  * Programs are written against the real CUDA headers; this header adds only what a
  * GPU gets from nvcc and the hardware: registering "kernels" (host functions) and
- * reading the virtual clock.
+ * reading the virtual clock, plus test hooks (fault injection, memory in use).
  *
  * Device pointers are host addresses inside one reserved arena, so a kernel body
  * dereferences its pointer arguments directly; touching an unmapped or inaccessible
@@ -44,10 +44,6 @@ typedef struct {
     int nparams;
     size_t param_size[SIMCUDA_MAX_PARAMS];  /* offsets follow natural alignment, as the
                                                CUDA ABI lays out a parameter buffer */
-    size_t param_align[SIMCUDA_MAX_PARAMS]; /* 0: natural alignment of param_size (the
-                                               largest power of two dividing it, at most
-                                               8); set it for over-aligned types such
-                                               as CUtensorMap (64) */
 } simcuda_kernel_desc_t;
 
 /* Registers a kernel under the host address `stub` (the role of nvcc's host stub), so
@@ -56,6 +52,13 @@ typedef struct {
  * simulated libcudart.so.13 (as __cudaRegisterFunction is by the real one); the desc
  * is copied. Returns 0, or a cudaError_t. */
 int simcudaRegisterKernel(const void *stub, const simcuda_kernel_desc_t *desc);
+
+/* As simcudaRegisterKernel, with explicit parameter alignments for over-aligned types
+ * (a CUtensorMap is 128 bytes aligned to 64): param_align[i] is a power of two, or 0
+ * for the natural alignment (the largest power of two dividing param_size[i], at most
+ * 8). NULL means all natural. Exported by libcudart.so.13. */
+int simcudaRegisterKernelEx(const void *stub, const simcuda_kernel_desc_t *desc,
+                            const size_t param_align[SIMCUDA_MAX_PARAMS]);
 
 /* The device's virtual clock in nanoseconds: the completion time of all work
  * enqueued so far on every stream (what a host that synchronised now would read).
@@ -83,6 +86,17 @@ int simcudaInjectFault(simcuda_fault_t kind, long nth, int persist);
 /* Physical device memory in use on `device` (bytes, as counted against the capacity
  * FTSIM_DEVICE_MEM), or 0 for a bad ordinal. Exported by libcuda.so.1. */
 uint64_t simcudaDeviceMemUsed(int device);
+
+/* The runtime entry points nvcc's generated host code calls (declared by the CUDA
+ * headers only when compiling with nvcc): a C test program that plays nvcc's part
+ * includes cuda_runtime_api.h first and then calls them directly. */
+#if defined(CUDART_VERSION) && !defined(__CUDACC__)
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *entryFuncAddr);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                               size_t sharedMem, cudaStream_t stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                    size_t sharedMem, cudaStream_t stream);
+#endif
 
 #ifdef __cplusplus
 }

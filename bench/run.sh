@@ -99,8 +99,11 @@ off=$(FT_ENABLED=0 LD_PRELOAD=$SHIM lo)
 disc=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=1000 LD_PRELOAD=$SHIM lo)
 disc_nc=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_CUPTI=off FT_DISCOVERY_ITERS=1000 LD_PRELOAD=$SHIM lo)
 skip=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_SKIP_DISCOVERY=1 FT_CUPTI=off LD_PRELOAD=$SHIM lo)
-echo "launch us: base $base off $off discovery $disc discovery-nocupti $disc_nc no-discovery $skip" | tee "$OUT/overhead.txt"
-row "torch add_ launch cost (us)" "info" "none $base | off $off | discovery $disc (no CUPTI $disc_nc) | after $skip"
+novmm=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_SKIP_DISCOVERY=1 FT_CUPTI=off FT_VMM_MIN_SIZE=none LD_PRELOAD=$SHIM lo)
+base2=$(lo)
+echo "launch us: base $base/$base2 off $off discovery $disc discovery-nocupti $disc_nc no-discovery $skip no-discovery-no-vmm $novmm" | tee "$OUT/overhead.txt"
+row "torch add_ launch cost (us)" "info" "none $base/$base2 | off $off | discovery $disc (no CUPTI $disc_nc)"
+row "  same, discovery skipped (us)" "info" "$skip, and without VMM backing $novmm"
 
 echo
 echo "== FlexTensor GPU checks ($(head -1 "$OUT/env.txt"))"

@@ -272,9 +272,15 @@ void ft_disc_free(ft_disc_t *d)
     free(d);
 }
 
+/* Region ids in launch records carry this bit when they were found one level down,
+ * in a pointer array: they count as touched, but a pass's order is read from the
+ * arguments themselves (data read from the device can mislead). */
+#define ID_INDIRECT 0x80000000u
+
 static rinfo_t *rinfo_get(ft_disc_t *d, uint32_t id)
 {
     rinfo_t *r;
+    id &= ~ID_INDIRECT;
     HASH_FIND(hh, d->rmap, &id, sizeof id, r);
     return r;
 }
@@ -388,6 +394,7 @@ static int is_weight(const ft_disc_t *d, const rinfo_t *r)
 typedef struct {
     uint32_t pos;             /* launch position of the first touch */
     uint32_t id;
+    uint32_t order;           /* order found, to keep argument order within a launch */
     uint64_t sig;
 } touch_t;
 
@@ -498,6 +505,15 @@ static int unit_matches_any(ft_disc_t *d, const ft_disc_unit_t *u, char *const *
     return hit;
 }
 
+/* By launch position, then in the order found (qsort is not stable). */
+static int cmp_touch(const void *a, const void *b)
+{
+    const touch_t *x = a, *y = b;
+    if (x->pos != y->pos)
+        return x->pos < y->pos ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
 static int build_units(ft_disc_t *d)
 {
     record_t *r = &d->last;
@@ -505,13 +521,18 @@ static int build_units(ft_disc_t *d)
     touch_t *t = malloc(cap * sizeof *t);
     if (t == NULL)
         return -ENOMEM;
-    /* First touches of weights, in launch order. */
+    /* First touches of weights, in launch order: through the arguments, then (for
+     * weights reached only through pointer arrays) through those. */
     rinfo_t *ri, *rt;
     HASH_ITER(hh, d->rmap, ri, rt) ri->unit = -2; /* -2: not yet seen in this walk */
+    for (int pass = 0; pass < 2; pass++)
     for (size_t i = 0; i < r->n; i++) {
         const launch_t *l = &r->l[i];
         for (uint32_t k = 0; k < l->n_ids; k++) {
-            rinfo_t *x = rinfo_get(d, r->ids[l->first_id + k]);
+            uint32_t id = r->ids[l->first_id + k];
+            if (((id & ID_INDIRECT) != 0) != (pass == 1))
+                continue;
+            rinfo_t *x = rinfo_get(d, id);
             if (!is_weight(d, x) || x->unit != -2)
                 continue;
             x->unit = -1;
@@ -524,10 +545,12 @@ static int build_units(ft_disc_t *d)
                 }
                 t = nt;
             }
-            t[m++] = (touch_t){ (uint32_t)i, x->id, x->size };
+            t[m] = (touch_t){ (uint32_t)i, x->id, (uint32_t)m, x->size };
+            m++;
         }
     }
     HASH_ITER(hh, d->rmap, ri, rt) if (ri->unit == -2) ri->unit = -1;
+    qsort(t, m, sizeof *t, cmp_touch);
 
     /* Signatures: the weight's size and the kernels launched from its first touch up
      * to the next weight's, so that a layer's identical projections (same kernel,
@@ -636,7 +659,7 @@ static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, siz
     int any = 0;
     *minid = UINT32_MAX;
     for (size_t i = 0; i < n; i++) {
-        rinfo_t *r = rinfo_get(d, ids[i]);
+        rinfo_t *r = (ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, ids[i]);
         if (r == NULL || !r->candidate)
             continue;
         any = 1;
@@ -812,7 +835,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     uint32_t ids[FT_SCAN_MAX_IDS];
     size_t n = set->n;
     for (size_t i = 0; i < n; i++) {
-        ids[i] = set->id[i];
+        ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
         ft_region_t reg;
         /* Allocated after the first launch: observed, never a weight. */
         if (rinfo_get(d, ids[i]) == NULL && ft_regions_find(d->regions, set->ptr[i], &reg))
@@ -858,7 +881,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     else if (ln->iterations >= 1 && d->last.n > 1 && ln->cur.n == d->last.n / 2)
         snapshot_hashes(d, 0); /* half-way through a pass */
     for (size_t i = 0; i < n; i++)
-        lane_touch(ln, ids[i], d->launches_total);
+        lane_touch(ln, ids[i] & ~ID_INDIRECT, d->launches_total);
     if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ids, n) != 0)
         FT_WARN_CAPPED(1, "discovery: out of memory recording launches");
     pthread_mutex_unlock(&d->lock);
@@ -1003,7 +1026,7 @@ void ft_disc_trace(ft_disc_t *d, ft_trace_writer_t *w)
         ft_trace_put_u32(w, rec->l[i].kernel);
         ft_trace_put_u32(w, rec->l[i].n_ids);
         for (uint32_t k = 0; k < rec->l[i].n_ids; k++)
-            ft_trace_put_u32(w, rec->ids[rec->l[i].first_id + k]);
+            ft_trace_put_u32(w, rec->ids[rec->l[i].first_id + k] & ~ID_INDIRECT);
     }
     ft_trace_end(w);
 

@@ -14,6 +14,7 @@ int ft_scan_set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr)
     }
     s->id[s->n] = id;
     s->ptr[s->n] = ptr;
+    s->indirect[s->n] = 0;
     s->n++;
     return 1;
 }
@@ -30,6 +31,24 @@ size_t ft_scan_bytes(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *
         ft_region_t r;
         if (ft_regions_find(t, v, &r))
             added += (size_t)ft_scan_set_add(out, r.id, v);
+    }
+    return added;
+}
+
+size_t ft_scan_indirect(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *out)
+{
+    const unsigned char *b = p;
+    size_t added = 0;
+    for (size_t off = 0; off + 8 <= len; off += 8) {
+        uint64_t v;
+        memcpy(&v, b + off, 8);
+        if (v < 4096 || v % FT_SCAN_INDIRECT_ALIGN != 0)
+            continue;
+        ft_region_t r;
+        if (ft_regions_find(t, v, &r) && ft_scan_set_add(out, r.id, v)) {
+            out->indirect[out->n - 1] = 1;
+            added++;
+        }
     }
     return added;
 }

@@ -20,6 +20,7 @@
 typedef struct {
     uint32_t id[FT_SCAN_MAX_IDS];
     uint64_t ptr[FT_SCAN_MAX_IDS];  /* the pointer value first seen for that region */
+    uint8_t indirect[FT_SCAN_MAX_IDS]; /* found one level down, in a pointer array */
     size_t n;
     size_t dropped;                  /* ids beyond FT_SCAN_MAX_IDS, counted not kept */
 } ft_scan_set_t;
@@ -32,6 +33,16 @@ static inline void ft_scan_set_clear(ft_scan_set_t *s)
 
 /* Adds id (with the pointer that led to it) unless present. 1 when added. */
 int ft_scan_set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr);
+
+/* Pointer arrays hold allocation-aligned pointers: a word read from device data is
+ * taken for a pointer only at this alignment, which keeps data that happens to look
+ * like an address (1 in 256 of such words) out. */
+#define FT_SCAN_INDIRECT_ALIGN 256
+
+/* Scans device data read from a buffer a launch points to (a pointer array) and adds
+ * the regions its aligned words point into, marked indirect. Returns the number of
+ * new ids. */
+size_t ft_scan_indirect(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *out);
 
 /* Scans len bytes at p (any alignment of p itself) for words pointing into live
  * regions; adds their ids to out. Returns the number of new ids. */

@@ -36,8 +36,6 @@
 #include "core/scan.h"
 #include "core/trace.h"
 
-/* Smaller allocations pass through: 2 MiB granularity would waste too much on them. */
-#define FT_VMM_MIN_BYTES (1u << 20)
 /* Pointer arrays: regions this small (or a caching allocator's small-pool segment)
  * are read, PTR_PEEK_BYTES at the pointer, for device pointers one level down. */
 #define PTR_PEEK_REGION_MAX (4u << 20)
@@ -98,6 +96,9 @@ static vmm_t *vmms;
 static size_t vmm_granularity;
 static int vmm_disabled;
 static char **include_items, **exclude_items;
+/* FT_VMM_MIN_SIZE: smaller allocations pass through (the 2 MiB granularity would waste
+ * too much on them); 0 = none are served from virtual memory. */
+static uint64_t vmm_min_bytes;
 
 static uint64_t lane_id(void)
 {
@@ -189,6 +190,7 @@ int ft_hooks_init(const struct ft_config *cfg)
     regions = ft_regions_new();
     if (regions == NULL)
         return -1;
+    vmm_min_bytes = cfg->vmm_min_size;
     include_items = copy_list(&cfg->include_patterns);
     exclude_items = copy_list(&cfg->exclude_patterns);
     ft_disc_params_t p = {
@@ -305,7 +307,7 @@ static void peek_pointer_arrays(kinfo_t *k, ft_scan_set_t *set, cudaStream_t str
         size_t len = end - set->ptr[i] < sizeof buf ? (size_t)(end - set->ptr[i]) : sizeof buf;
         if (REAL(cudaMemcpy)(buf, (void *)(uintptr_t)set->ptr[i], len, cudaMemcpyDeviceToHost) != cudaSuccess)
             continue;
-        ft_scan_bytes(regions, buf, len, set);
+        ft_scan_indirect(regions, buf, len, set);
     }
     if (synced && set->n == direct)
         __atomic_fetch_sub(&k->peeks_left, 1, __ATOMIC_RELAXED);
@@ -495,7 +497,7 @@ static int vmm_free(void *p)
 
 cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
 {
-    if (devPtr != NULL && size >= FT_VMM_MIN_BYTES) {
+    if (devPtr != NULL && vmm_min_bytes != 0 && size >= vmm_min_bytes) {
         cudaError_t rc = vmm_alloc(devPtr, size);
         if (rc == cudaSuccess) {
             track(*devPtr, size, FT_REGION_VMM);

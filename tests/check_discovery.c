@@ -43,10 +43,12 @@ static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
 }
 
 static int lazy_layers; /* layers of the next forward that run extra one-time launches */
+static int stray_touch; /* layer 0 reaches the last layer's gate through a pointer array */
 
 static void setup(void)
 {
     lazy_layers = 0;
+    stray_touch = 0;
     regions = ft_regions_new();
     next_base = 0x700000000000ull;
     memset(version, 0, sizeof version);
@@ -126,6 +128,17 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         launch(d, lane, "silu_mul", m->act, 1, m->act);
         launch(d, lane, "gemm", m->act2, 3, m->act, m->down[l], m->act2);
         launch(d, lane, "add", m->act, 2, m->act2, m->act);
+        if (stray_touch) {
+            /* In layer 0, a word read from a pointer array happens to point into the
+             * last layer's weight: touched, but not where the pass's order comes from. */
+            ft_scan_set_t set;
+            ft_scan_set_clear(&set);
+            ft_scan_bytes(regions, &m->act, 8, &set);
+            uint64_t stray = m->gate[layers - 1];
+            if (l == 0)
+                ck_assert_uint_eq(ft_scan_indirect(regions, &stray, 8, &set), 1);
+            ft_disc_launch(d, lane, (uint64_t)(uintptr_t)"gather", "gather", &set);
+        }
         if (lazy_layers > 0) { /* first-forward work: library set-up, caches */
             lazy_layers--;
             launch(d, lane, "lazy_init", 0, 2, m->act2, m->input);
@@ -168,15 +181,16 @@ static void check_llama_units(ft_disc_t *d, llama_t *m, int layers)
         ck_assert_uint_eq(u->region_ids[0], id_of(m->ln1[l]));
         ck_assert_uint_eq(u->region_ids[8], id_of(m->down[l]));
         ck_assert_uint_eq(u->bytes, 2 * 8 * KIB + (32 + 8 + 8 + 32 + 3 * 112) * MIB);
-        ck_assert_uint_eq(u->first_launch, 1 + 13u * (unsigned)l);
-        ck_assert_uint_eq(u->last_launch, 13u * (unsigned)(l + 1));
+        unsigned per_layer = 13u + (unsigned)stray_touch; /* the gather launch */
+        ck_assert_uint_eq(u->first_launch, 1 + per_layer * (unsigned)l);
+        ck_assert_uint_eq(u->last_launch, per_layer * (unsigned)(l + 1));
         ck_assert(u->offload);
     }
     const ft_disc_unit_t *h = ft_disc_unit(d, (size_t)layers + 1);
     ck_assert_uint_eq(h->n_regions, 2);
     ck_assert_uint_eq(h->region_ids[0], id_of(m->norm));
     ck_assert_uint_eq(h->region_ids[1], id_of(m->head));
-    ck_assert_uint_eq(h->last_launch, 13u * (unsigned)layers + 2);
+    ck_assert_uint_eq(h->last_launch, (13u + (unsigned)stray_touch) * (unsigned)layers + 2);
     uint64_t layer = 2 * 8 * KIB + 416 * MIB;
     ck_assert_uint_eq(ft_disc_weight_bytes(d), 128 * MIB + 8 * KIB + (uint64_t)layers * layer);
 }
@@ -211,6 +225,25 @@ START_TEST(passes_align_on_the_embedding_despite_a_different_first_forward)
     for (int it = 0; it < 5 && ft_disc_state(d) != FT_DISC_DONE; it++)
         llama_forward(d, 1, &m, 6);
     check_llama_units(d, &m, 6);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(pointer_array_touches_do_not_reorder_the_pass)
+{
+    llama_t m;
+    llama_alloc(&m, 4);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    stray_touch = 1;
+    for (int it = 0; it < 5 && ft_disc_state(d) != FT_DISC_DONE; it++)
+        llama_forward(d, 1, &m, 4);
+    check_llama_units(d, &m, 4);
+    /* Unaligned words read from device data are not taken for pointers. */
+    ft_scan_set_t set;
+    ft_scan_set_clear(&set);
+    uint64_t odd = m.q[0] + 8;
+    ck_assert_uint_eq(ft_scan_indirect(regions, &odd, 8, &set), 0);
     ft_disc_free(d);
 }
 END_TEST
@@ -479,6 +512,7 @@ Suite *discovery_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, llama_units_by_wraparound);
     tcase_add_test(tc, passes_align_on_the_embedding_despite_a_different_first_forward);
+    tcase_add_test(tc, pointer_array_touches_do_not_reorder_the_pass);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
     tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);

@@ -398,24 +398,16 @@ typedef struct {
     uint64_t sig;
 } touch_t;
 
-static uint64_t fnv(const char *s, uint64_t h)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-/* The period p and start s of the longest run where sig[i] == sig[i+p]; run is its
- * length. Ties go to the smallest period. */
-static void find_period(const touch_t *t, size_t m, size_t *p_out, size_t *s_out, size_t *run_out)
+/* The period p and start s of the longest run where v[i] == v[i+p]; run is its
+ * length, and must span at least one whole period. Ties go to the smallest period. */
+static void find_period(const uint64_t *v, size_t m, size_t *p_out, size_t *s_out, size_t *run_out)
 {
     size_t best_p = 0, best_s = 0, best_run = 0;
     for (size_t p = 1; p <= m / 2; p++) {
         size_t run = 0;
         for (size_t i = 0; i + p < m; i++) {
-            if (t[i].sig == t[i + p].sig) {
+            if (v[i] == v[i + p]) {
                 run++;
-                /* A run must span at least one whole period to be a repetition. */
                 if (run > best_run && run >= p) {
                     best_run = run;
                     best_p = p;
@@ -552,49 +544,91 @@ static int build_units(ft_disc_t *d)
     HASH_ITER(hh, d->rmap, ri, rt) if (ri->unit == -2) ri->unit = -1;
     qsort(t, m, sizeof *t, cmp_touch);
 
-    /* Signatures: the weight's size and the kernels launched from its first touch up
-     * to the next weight's, so that a layer's identical projections (same kernel,
-     * same size) are told apart by what runs after them. Looking forward rather than
-     * back keeps the first layer like the others (what precedes it is the embedding)
-     * and the last layer too (final norm and head follow it as the next layer would). */
-    for (size_t k = 0; k < m; k++) {
-        uint64_t sig = 1469598103934665603ull ^ (t[k].sig * 0x9e3779b97f4a7c15ull);
-        size_t end = k + 1 < m ? t[k + 1].pos : r->n;
-        if (end <= t[k].pos)
-            end = t[k].pos + 1; /* two weights first touched by one launch */
-        for (size_t q = t[k].pos; q < end; q++)
-            sig = fnv(d->kv[r->l[q].kernel]->name, sig);
-        t[k].sig = sig;
-    }
-
-    /* Unit boundaries, as indices into t: [cut[j], cut[j+1]). */
-    size_t *cut = malloc((m + 2) * sizeof *cut);
-    if (cut == NULL) {
+    /* Units follow the layers: the launch sequence of a pass (kernel names, which
+     * stray pointers in argument padding do not disturb) is searched for the period
+     * at which it repeats; the repetition is cut into periods, phased so that each
+     * begins at a weight's first touch. What precedes the repetition (embeddings) and
+     * what follows it (final norm, head) are units of their own. Each weight joins
+     * the unit whose launch range holds its first touch. Without a repetition, each
+     * weight is its own unit. Cuts are launch positions: unit j is [lcut[j], lcut[j+1]). */
+    size_t *lcut = malloc((r->n + 2) * sizeof *lcut);
+    uint64_t *ks = malloc((r->n ? r->n : 1) * sizeof *ks);
+    if (lcut == NULL || ks == NULL) {
         free(t);
+        free(lcut);
+        free(ks);
         return -ENOMEM;
     }
-    size_t nc = 0;
-    size_t p, s, run;
-    find_period(t, m, &p, &s, &run);
-    if (p > 0) {
-        size_t periods = (run + p) / p;
-        if (s > 0)
-            cut[nc++] = 0;
-        for (size_t j = 0; j < periods; j++)
-            cut[nc++] = s + j * p;
-        if (s + periods * p < m)
-            cut[nc++] = s + periods * p;
+    for (size_t i = 0; i < r->n; i++)
+        ks[i] = r->l[i].kernel;
+    size_t p, s, run, nl = 0;
+    find_period(ks, r->n, &p, &s, &run);
+    free(ks);
+    if (p > 0 && m > 0) {
+        size_t end = s + run + p, f = s;
+        for (size_t k = 0; k < m; k++) {
+            if (t[k].pos >= s) {
+                if (t[k].pos < s + p)
+                    f = t[k].pos;
+                break;
+            }
+        }
+        lcut[nl++] = 0;
+        size_t c = f;
+        for (; c + p <= end; c += p)
+            if (c > 0)
+                lcut[nl++] = c;
+        if (c < r->n && c > lcut[nl - 1])
+            lcut[nl++] = c;
     } else {
-        for (size_t j = 0; j < m; j++)
-            cut[nc++] = j;
+        /* No repetition: each weight's range runs from its first touch to the next's. */
+        for (size_t k = 0; k < m; k++)
+            if (nl == 0 || t[k].pos > lcut[nl - 1])
+                lcut[nl++] = k == 0 ? 0 : t[k].pos;
+    }
+    lcut[nl] = r->n;
+
+    /* Weight index boundaries (t is sorted by first touch); empty ranges are merged
+     * into the unit before them (or after, for a leading one). */
+    size_t *cut = malloc((nl + 2) * sizeof *cut);
+    uint32_t *ufirst = malloc((nl + 2) * sizeof *ufirst);
+    uint32_t *ulast = malloc((nl + 2) * sizeof *ulast);
+    if (cut == NULL || ufirst == NULL || ulast == NULL) {
+        free(t);
+        free(lcut);
+        free(cut);
+        free(ufirst);
+        free(ulast);
+        return -ENOMEM;
+    }
+    size_t nc = 0, k = 0;
+    for (size_t j = 0; j < nl; j++) {
+        size_t k0 = k;
+        while (k < m && t[k].pos < lcut[j + 1])
+            k++;
+        uint32_t lo = (uint32_t)lcut[j], hi = (uint32_t)(lcut[j + 1] - 1);
+        if (k == k0) {             /* no weight first touched in this range */
+            if (nc > 0)
+                ulast[nc - 1] = hi;
+            else if (j + 1 < nl)
+                lcut[j + 1] = lcut[j]; /* fold into the next range */
+            continue;
+        }
+        cut[nc] = k0;
+        ufirst[nc] = lo;
+        ulast[nc] = hi;
+        nc++;
     }
     cut[nc] = m;
+    free(lcut);
 
     d->units = calloc(nc ? nc : 1, sizeof *d->units);
     d->unit_ids = malloc((m ? m : 1) * sizeof *d->unit_ids);
     if (d->units == NULL || d->unit_ids == NULL) {
         free(t);
         free(cut);
+        free(ufirst);
+        free(ulast);
         return -ENOMEM;
     }
     d->n_units = nc;
@@ -604,10 +638,8 @@ static int build_units(ft_disc_t *d)
         snprintf(u->name, sizeof u->name, "unit.%zu", j);
         u->region_ids = d->unit_ids + cut[j];
         u->n_regions = (uint32_t)(cut[j + 1] - cut[j]);
-        u->first_launch = t[cut[j]].pos;
-        u->last_launch = j + 1 < nc ? t[cut[j + 1]].pos - 1 : (uint32_t)(r->n - 1);
-        if (j + 1 < nc && t[cut[j + 1]].pos <= u->first_launch)
-            u->last_launch = u->first_launch; /* a launch that touches two units */
+        u->first_launch = ufirst[j];
+        u->last_launch = ulast[j];
         for (size_t k = cut[j]; k < cut[j + 1]; k++) {
             rinfo_t *x = rinfo_get(d, t[k].id);
             d->unit_ids[k] = t[k].id;
@@ -624,6 +656,8 @@ static int build_units(ft_disc_t *d)
     }
     free(t);
     free(cut);
+    free(ufirst);
+    free(ulast);
     return 0;
 }
 

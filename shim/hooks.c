@@ -73,6 +73,7 @@ typedef struct {
     /* Pointer arrays are looked for in a kernel's first PEEK_LAUNCHES launches, and
      * further only while they keep finding some (a sync and a copy each time). */
     int peeks_left;
+    unsigned launches;        /* counted only when tracing */
     int nparams;              /* -1: unknown, the kernelParams cannot be scanned */
     uint32_t size[MAX_PARAMS];
     UT_hash_handle hh;
@@ -313,7 +314,9 @@ static void peek_pointer_arrays(kinfo_t *k, ft_scan_set_t *set, cudaStream_t str
         __atomic_fetch_sub(&k->peeks_left, 1, __ATOMIC_RELAXED);
 }
 
-static void scan_extra(void **extra, ft_scan_set_t *set)
+static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, size_t len);
+
+static void scan_extra(void **extra, ft_scan_set_t *set, const kinfo_t *trace_k)
 {
     void *buf = NULL;
     size_t size = 0;
@@ -327,6 +330,28 @@ static void scan_extra(void **extra, ft_scan_set_t *set)
     }
     if (buf != NULL && size > 0)
         ft_scan_bytes(regions, buf, size, set);
+    if (trace_k != NULL)
+        trace_arg_words(trace_k, buf ? "extra buffer" : "extra without a buffer", buf, buf ? size : 0);
+}
+
+/* FT_LOG_LEVEL=trace: the words of a kernel's first launch that look like device
+ * addresses, and whether each falls in a region -- to see how a library passes its
+ * pointers (plain, in a TMA descriptor, one level down). */
+static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    int shown = 0;
+    FT_TRACE("launch args of %s: %s, %zu bytes", k->name, what, len);
+    for (size_t off = 0; off + 8 <= len && shown < 48; off += 8) {
+        uint64_t v;
+        memcpy(&v, b + off, 8);
+        if ((v >> 32) == 0 || (v >> 47) != 0)
+            continue;
+        ft_region_t r;
+        int in = ft_regions_find(regions, v, &r);
+        FT_TRACE("  +%-5zu %#018llx %s", off, (unsigned long long)v, in ? "in a region" : "");
+        shown++;
+    }
 }
 
 static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
@@ -338,12 +363,19 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         return;
     ft_scan_set_t set;
     ft_scan_set_clear(&set);
+    int first = FT_LOG_ENABLED(FT_LOG_TRACE) && __atomic_fetch_add(&k->launches, 1, __ATOMIC_RELAXED) == 0;
     if (params != NULL && k->nparams > 0) {
-        for (int i = 0; i < k->nparams; i++)
-            if (params[i] != NULL)
-                ft_scan_bytes(regions, params[i], k->size[i], &set);
+        for (int i = 0; i < k->nparams; i++) {
+            if (params[i] == NULL)
+                continue;
+            ft_scan_bytes(regions, params[i], k->size[i], &set);
+            if (first)
+                trace_arg_words(k, "kernelParams", params[i], k->size[i]);
+        }
     } else if (extra != NULL) {
-        scan_extra(extra, &set);
+        scan_extra(extra, &set, first ? k : NULL);
+    } else if (first) {
+        FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
     if (set.n > 0)
         peek_pointer_arrays(k, &set, stream);

@@ -321,12 +321,11 @@ START_TEST(shared_small_segment_does_not_fool_the_detector)
     }
     ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
     ck_assert_uint_eq(ft_disc_unit_count(d), 6);
-    /* The segment is first touched by layer 0's norm, before the repetition starts:
-     * it goes with the embedding. */
-    ck_assert_uint_eq(ft_disc_unit(d, 0)->n_regions, 2);
+    /* The segment is first touched by layer 0's norm: it goes with layer 0. */
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->n_regions, 1);
     ck_assert_uint_eq(ft_disc_unit(d, 0)->region_ids[0], id_of(embed));
-    ck_assert_uint_eq(ft_disc_unit(d, 0)->region_ids[1], id_of(small));
-    ck_assert_uint_eq(ft_disc_unit(d, 1)->n_regions, 2); /* q0, o0 */
+    ck_assert_uint_eq(ft_disc_unit(d, 1)->n_regions, 3); /* the segment, q0, o0 */
+    ck_assert_uint_eq(ft_disc_unit(d, 1)->region_ids[0], id_of(small));
     ck_assert_uint_eq(ft_disc_unit(d, 2)->region_ids[0], id_of(q[1]));
     ck_assert_uint_eq(ft_disc_unit(d, 5)->region_ids[0], id_of(head));
     ft_disc_free(d);

@@ -513,8 +513,22 @@ static int build_units(ft_disc_t *d)
     touch_t *t = malloc(cap * sizeof *t);
     if (t == NULL)
         return -ENOMEM;
-    /* First touches of weights, in launch order: through the arguments, then (for
-     * weights reached only through pointer arrays) through those. */
+    /* Where each weight belongs: its most specific touch -- through the arguments,
+     * the launch touching the fewest weights, the earliest of those. A GEMM touches
+     * its one weight; a launch whose argument padding holds stale pointers (left on
+     * the stack by the previous call) touches several. Weights reached only through
+     * pointer arrays take their first such touch. */
+    uint32_t *wc = calloc(r->n ? r->n : 1, sizeof *wc);
+    if (wc == NULL) {
+        free(t);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < r->n; i++)
+        for (uint32_t k = 0; k < r->l[i].n_ids; k++) {
+            uint32_t id = r->ids[r->l[i].first_id + k];
+            if (!(id & ID_INDIRECT) && is_weight(d, rinfo_get(d, id)))
+                wc[i]++;
+        }
     rinfo_t *ri, *rt;
     HASH_ITER(hh, d->rmap, ri, rt) ri->unit = -2; /* -2: not yet seen in this walk */
     for (int pass = 0; pass < 2; pass++)
@@ -525,23 +539,33 @@ static int build_units(ft_disc_t *d)
             if (((id & ID_INDIRECT) != 0) != (pass == 1))
                 continue;
             rinfo_t *x = rinfo_get(d, id);
-            if (!is_weight(d, x) || x->unit != -2)
+            if (!is_weight(d, x))
                 continue;
-            x->unit = -1;
+            if (x->unit >= 0) {          /* seen: keep the more specific touch */
+                touch_t *prev = &t[x->unit];
+                if (pass == 0 && wc[i] < wc[prev->pos])
+                    prev->pos = (uint32_t)i;
+                continue;
+            }
+            if (x->unit != -2)
+                continue;
             if (m == cap) {
                 cap *= 2;
                 touch_t *nt = realloc(t, cap * sizeof *nt);
                 if (nt == NULL) {
                     free(t);
+                    free(wc);
                     return -ENOMEM;
                 }
                 t = nt;
             }
+            x->unit = (int)m;          /* index into t while walking */
             t[m] = (touch_t){ (uint32_t)i, x->id, (uint32_t)m, x->size };
             m++;
         }
     }
-    HASH_ITER(hh, d->rmap, ri, rt) if (ri->unit == -2) ri->unit = -1;
+    free(wc);
+    HASH_ITER(hh, d->rmap, ri, rt) ri->unit = -1; /* set again per unit below */
     qsort(t, m, sizeof *t, cmp_touch);
 
     /* Units follow the layers: the launch sequence of a pass (kernel names, which

@@ -44,11 +44,13 @@ static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
 
 static int lazy_layers; /* layers of the next forward that run extra one-time launches */
 static int stray_touch; /* layer 0 reaches the last layer's gate through a pointer array */
+static int stale_padding; /* every layer's add carries pointers to later layers' weights */
 
 static void setup(void)
 {
     lazy_layers = 0;
     stray_touch = 0;
+    stale_padding = 0;
     regions = ft_regions_new();
     next_base = 0x700000000000ull;
     memset(version, 0, sizeof version);
@@ -127,7 +129,11 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         launch(d, lane, "gemm", m->act, 3, m->act2, m->up[l], m->act);
         launch(d, lane, "silu_mul", m->act, 1, m->act);
         launch(d, lane, "gemm", m->act2, 3, m->act, m->down[l], m->act2);
-        launch(d, lane, "add", m->act, 2, m->act2, m->act);
+        if (stale_padding) /* argument padding still holding two earlier pointers */
+            launch(d, lane, "add", m->act, 4, m->act2, m->act, m->q[(l + 2) % layers],
+                   m->gate[(l + 3) % layers]);
+        else
+            launch(d, lane, "add", m->act, 2, m->act2, m->act);
         if (stray_touch) {
             /* In layer 0, a word read from a pointer array happens to point into the
              * last layer's weight: touched, but not where the pass's order comes from. */
@@ -244,6 +250,20 @@ START_TEST(pointer_array_touches_do_not_reorder_the_pass)
     ft_scan_set_clear(&set);
     uint64_t odd = m.q[0] + 8;
     ck_assert_uint_eq(ft_scan_indirect(regions, &odd, 8, &set), 0);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(stale_pointers_in_padding_do_not_move_weights)
+{
+    llama_t m;
+    llama_alloc(&m, 5);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    stale_padding = 1;
+    for (int it = 0; it < 5 && ft_disc_state(d) != FT_DISC_DONE; it++)
+        llama_forward(d, 1, &m, 5);
+    check_llama_units(d, &m, 5);
     ft_disc_free(d);
 }
 END_TEST
@@ -512,6 +532,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, llama_units_by_wraparound);
     tcase_add_test(tc, passes_align_on_the_embedding_despite_a_different_first_forward);
     tcase_add_test(tc, pointer_array_touches_do_not_reorder_the_pass);
+    tcase_add_test(tc, stale_pointers_in_padding_do_not_move_weights);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
     tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);

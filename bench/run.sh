@@ -89,7 +89,7 @@ n=$(sed -n 's/.*units=\([0-9]*\) want=\([0-9]*\).*/\1 \2/p' "$OUT/llama-units.tx
 att=$(sed -n 's/.*attributed=\([0-9.]*\)%.*/\1/p' "$OUT/llama-units.txt")
 [ -n "$n" ] && [ "$(echo $n | awk '{print $1==$2}')" = 1 ] && r=ok || r=FAIL
 row "llama: one unit per layer + embed + head" "$r" "$(sed -n 's/.*\(units=[0-9]* want=[0-9]*\).*/\1/p' "$OUT/llama-units.txt")"
-[ -n "$att" ] && [ "$(awk -v a="$att" 'BEGIN{print a>=95}')" = 1 ] && r=ok || r=FAIL
+[ -n "$att" ] && [ "$(awk -v a="$att" 'BEGIN{print (a >= 95) ? 1 : 0}')" = 1 ] && r=ok || r=FAIL
 row "llama: >= 95% of parameter bytes in units" "$r" "${att:-?}%"
 
 # --- 3. per-launch host cost: no shim, preloaded off, discovery, after discovery

@@ -94,6 +94,7 @@ typedef struct {
     uint32_t *seq_minid;      /* lowest candidate region id the launch touched */
     uint8_t *seq_synced;      /* the host synchronised just before the launch */
     int sync_pending;
+    int skip_boundary;        /* the pass under way does not count (confirm_period) */
     size_t n_seq, cap_seq;
     period_cand_t cands[MAX_PERIOD_CANDS];
     size_t n_cands;
@@ -517,8 +518,9 @@ static int build_units(ft_disc_t *d)
      * the launch touching the fewest weights, the earliest of those. A GEMM touches
      * its one weight; a launch whose argument padding holds stale pointers (left on
      * the stack by the previous call) touches several. Weights reached only through
-     * pointer arrays take their first such touch. */
-    uint32_t *wc = calloc(r->n ? r->n : 1, sizeof *wc);
+     * pointer arrays are placed the same way among those touches (a launch reading a
+     * table from its own entry on sees the entries of later layers too). */
+    uint32_t *wc = calloc(2 * (r->n ? r->n : 1), sizeof *wc); /* [0, n) direct, [n, 2n) indirect */
     if (wc == NULL) {
         free(t);
         return -ENOMEM;
@@ -526,12 +528,16 @@ static int build_units(ft_disc_t *d)
     for (size_t i = 0; i < r->n; i++)
         for (uint32_t k = 0; k < r->l[i].n_ids; k++) {
             uint32_t id = r->ids[r->l[i].first_id + k];
-            if (!(id & ID_INDIRECT) && is_weight(d, rinfo_get(d, id)))
-                wc[i]++;
+            if (is_weight(d, rinfo_get(d, id)))
+                wc[(id & ID_INDIRECT) ? r->n + i : i]++;
         }
     rinfo_t *ri, *rt;
     HASH_ITER(hh, d->rmap, ri, rt) ri->unit = -2; /* -2: not yet seen in this walk */
-    for (int pass = 0; pass < 2; pass++)
+    /* seen_direct[pass]: the first touch index that this pass added; a weight added
+     * by the direct pass is not moved by the indirect one. */
+    size_t seen_direct[2] = { 0, 0 };
+    for (int pass = 0; pass < 2; pass++) {
+    seen_direct[pass] = m;
     for (size_t i = 0; i < r->n; i++) {
         const launch_t *l = &r->l[i];
         for (uint32_t k = 0; k < l->n_ids; k++) {
@@ -543,7 +549,8 @@ static int build_units(ft_disc_t *d)
                 continue;
             if (x->unit >= 0) {          /* seen: keep the more specific touch */
                 touch_t *prev = &t[x->unit];
-                if (pass == 0 && wc[i] < wc[prev->pos])
+                size_t base = pass == 0 ? 0 : r->n;
+                if (prev->order >= seen_direct[pass] && wc[base + i] < wc[base + prev->pos])
                     prev->pos = (uint32_t)i;
                 continue;
             }
@@ -563,6 +570,7 @@ static int build_units(ft_disc_t *d)
             t[m] = (touch_t){ (uint32_t)i, x->id, (uint32_t)m, x->size };
             m++;
         }
+    }
     }
     free(wc);
     HASH_ITER(hh, d->rmap, ri, rt) ri->unit = -1; /* set again per unit below */
@@ -800,9 +808,10 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
     }
     ln->cur = rest;
     /* Iteration 2 began before the period was known: if its half-way point is already
-     * behind, take that snapshot now (any point inside the pass will do). */
-    if (whole && d->state != FT_DISC_DONE && ln->cur.n > 0 && ln->cur.n >= d->last.n / 2)
-        snapshot_hashes(d, 0);
+     * behind, it was not watched there, so it does not count (a snapshot taken now,
+     * late in the pass, can miss a buffer written only early in it). */
+    if (whole && ln->cur.n > d->last.n / 2)
+        ln->skip_boundary = 1;
 }
 
 /* The detector, before the lane's period is known: each launch touching a candidate
@@ -934,8 +943,13 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
             }
         }
     }
-    if (boundary)
+    if (boundary && ln->skip_boundary) {
+        ln->skip_boundary = 0;
+        ln->cur.n = 0;
+        ln->cur.n_ids = 0;
+    } else if (boundary) {
         end_iteration(d, ln);
+    }
     else if (ln->iterations >= 1 && d->last.n > 1 && ln->cur.n == d->last.n / 2)
         snapshot_hashes(d, 0); /* half-way through a pass */
     for (size_t i = 0; i < n; i++)

@@ -9,6 +9,9 @@
  *         t = y[i] + bias[i]; y[i] = t ^ (t >> 13)           (elementwise)
  *   scale (uint32_t *y, const uint32_t *s, int n)
  *         y[i] = y[i] * (s[i] | 1) + (y[i] >> 7)             (launched by minblas)
+ *   mixp  (uint32_t *y, const uint32_t *const *tbl, int n)
+ *         y[i] += tbl[0][i] ^ 0x9e3779b9                    (a weight reached through a
+ *                                                             pointer array, --ptr-arrays)
  */
 #ifndef MODEL_KERNELS_H
 #define MODEL_KERNELS_H
@@ -20,6 +23,7 @@ extern "C" {
 const void *model_kernel_gemv(void);
 const void *model_kernel_mix(void);
 const void *model_kernel_scale(void);
+const void *model_kernel_mixp(void);
 
 /* Threads per block the launches use (the simulator ignores the shape). */
 #define MODEL_BLOCK 256

@@ -53,12 +53,23 @@ static void scale(void **args, const simcuda_dims_t *dims)
         y[i] = y[i] * (s[i] | 1u) + (y[i] >> 7);
 }
 
+static void mixp(void **args, const simcuda_dims_t *dims)
+{
+    uint32_t *y = *(uint32_t **)args[0];
+    const uint32_t *const *tbl = *(const uint32_t *const **)args[1];
+    int n = *(int *)args[2];
+    const uint32_t *v = tbl[0];
+    for (int i = 0; i < n; i++)
+        y[i] += v[i] ^ 0x9e3779b9u;
+}
+
 /* The stubs only need distinct addresses, as nvcc's host stubs do. */
-static const char gemv_stub, mix_stub, scale_stub;
+static const char gemv_stub, mix_stub, scale_stub, mixp_stub;
 
 const void *model_kernel_gemv(void) { return &gemv_stub; }
 const void *model_kernel_mix(void) { return &mix_stub; }
 const void *model_kernel_scale(void) { return &scale_stub; }
+const void *model_kernel_mixp(void) { return &mixp_stub; }
 
 __attribute__((constructor)) static void register_kernels(void)
 {
@@ -66,8 +77,10 @@ __attribute__((constructor)) static void register_kernels(void)
         { "_Z10model_gemvPKjS0_Pji", gemv, gemv_cost, 0, 4, { 8, 8, 8, 4 } },
         { "_Z9model_mixPjPKji", mix, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
         { "_Z11model_scalePjPKji", scale, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
+        { "_Z10model_mixpPjPKPKji", mixp, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
     };
     simcudaRegisterKernel(&gemv_stub, &descs[0]);
     simcudaRegisterKernel(&mix_stub, &descs[1]);
     simcudaRegisterKernel(&scale_stub, &descs[2]);
+    simcudaRegisterKernel(&mixp_stub, &descs[3]);
 }

@@ -12,10 +12,17 @@
  * The arithmetic is 32-bit unsigned, so a GPU and the simulated device print the
  * same checksum. Exit status 0 when every iteration of every thread agrees.
  *
- *   model [--layers L] [--dim N] [--iters I] [--threads T] [--quiet]
+ *   model [--layers L] [--dim N] [--iters I] [--threads T] [--ptr-arrays] [--mark]
+ *         [--quiet]
+ *
+ *   --ptr-arrays  one more weight per layer, reached through a device table of
+ *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
+ *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
  */
+#define _GNU_SOURCE
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,10 +47,12 @@ extern cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 bl
     } while (0)
 
 typedef struct {
-    uint32_t *w, *bias, *s;
+    uint32_t *w, *bias, *s, *pv;
 } layer_t;
 
-static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0;
+static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0;
+static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
+static void (*iteration_mark)(void);
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv;
@@ -95,6 +104,16 @@ static void load_weights(void)
         model[l].w = upload(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host);
         model[l].bias = upload(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
         model[l].s = upload(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
+        if (ptr_arrays)
+            model[l].pv = upload(0x94d049bb133111ebull * (uint64_t)(l + 1), n, host);
+    }
+    if (ptr_arrays) {
+        uint32_t **tbl = malloc((size_t)layers * sizeof *tbl);
+        for (int l = 0; l < layers; l++)
+            tbl[l] = model[l].pv;
+        CHECK(cudaMalloc((void **)&ptr_table, (size_t)layers * sizeof *tbl));
+        CHECK(cudaMemcpy(ptr_table, tbl, (size_t)layers * sizeof *tbl, cudaMemcpyHostToDevice));
+        free(tbl);
     }
     uint64_t seed = 42;
     for (size_t i = 0; i < n; i++)
@@ -106,6 +125,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
 {
     dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
     dim3 block = { MODEL_BLOCK, 1, 1 };
+    if (mark && iteration_mark != NULL)
+        iteration_mark();
     CHECK(cudaMemcpyAsync(a, input, (size_t)dim * sizeof *a, cudaMemcpyHostToDevice, stream));
     for (int l = 0; l < layers; l++) {
         void *gemv_args[] = { &model[l].w, &a, &b, &dim };
@@ -123,6 +144,11 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         if (rc != 0) {
             fprintf(stderr, "model: minblas_scale failed: %d\n", rc);
             exit(1);
+        }
+        if (ptr_arrays) {
+            uint32_t **entry = ptr_table + l;
+            void *mixp_args[] = { &b, &entry, &dim };
+            CHECK(cudaLaunchKernel(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
         }
         uint32_t *t = a;
         a = b;
@@ -182,12 +208,19 @@ int main(int argc, char **argv)
             threads = parse_int(a, v, 1, 64), i++;
         else if (strcmp(a, "--quiet") == 0)
             quiet = 1;
+        else if (strcmp(a, "--ptr-arrays") == 0)
+            ptr_arrays = 1;
+        else if (strcmp(a, "--mark") == 0)
+            mark = 1;
         else {
-            fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] [--quiet]\n");
+            fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
+                            "[--ptr-arrays] [--mark] [--quiet]\n");
             return 2;
         }
     }
 
+    /* The control API of FlexTensor, when it is preloaded (flextensor.h). */
+    iteration_mark = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_iteration_mark");
     cudaKernel_t k_scale;
     CHECK(cudaGetKernel(&k_gemv, model_kernel_gemv()));
     CHECK(cudaGetKernel(&k_scale, model_kernel_scale()));
@@ -221,7 +254,11 @@ int main(int argc, char **argv)
         CHECK(cudaFree(model[l].w));
         CHECK(cudaFree(model[l].bias));
         CHECK(cudaFree(model[l].s));
+        if (ptr_arrays)
+            CHECK(cudaFree(model[l].pv));
     }
+    if (ptr_arrays)
+        CHECK(cudaFree(ptr_table));
     printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);

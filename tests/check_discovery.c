@@ -293,7 +293,7 @@ START_TEST(activations_and_copies_are_not_weights)
     uint64_t a = alloc_region(64 * KIB), b = alloc_region(64 * KIB);
     ft_disc_params_t p = params(2);
     ft_disc_t *d = ft_disc_new(regions, &p);
-    for (int it = 0; it < 4; it++) {
+    for (int it = 0; it < 6; it++) {
         launch(d, 7, "matmul", b, 3, w, a, b);
         launch(d, 7, "kv_append", cache, 2, b, cache); /* a cache: alive early, written */
         launch(d, 7, "act", a, 2, b, a);
@@ -360,7 +360,7 @@ START_TEST(activation_equal_at_every_boundary_is_not_a_weight)
     uint64_t act = alloc_region(64 * KIB);
     ft_disc_params_t p = params(3);
     ft_disc_t *d = ft_disc_new(regions, &p);
-    for (int it = 0; it < 5; it++) {
+    for (int it = 0; it < 7; it++) {
         version[id_of(act)] = 1;
         launch(d, 1, "k1", 0, 2, w1, act);
         version[id_of(act)] = 2;

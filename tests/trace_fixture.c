@@ -167,7 +167,7 @@ int main(int argc, char **argv)
         die("region remove failed");
     m.kv = alloc_region(1 * MIB); /* after the first launch: never a candidate */
 
-    for (int it = 0; it < (partial ? 1 : 3); it++)
+    for (int it = 0; it < (partial ? 1 : 8) && ft_disc_state(d) != FT_DISC_DONE; it++)
         forward(d, &m);
     if (!partial && ft_disc_state(d) != FT_DISC_DONE)
         die("discovery did not finish");

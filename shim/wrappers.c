@@ -90,35 +90,27 @@ void *ft_shim_real(ft_shim_fn_t fn)
         return real args;                                                               \
     }
 
-#define FT_RT(ret, name, params, args, hook)                                            \
-    FT_EXPORT ret name params                                                           \
+/* The body shared by hooked runtime and driver wrappers; `missing` is what the call
+ * returns when the real function cannot be found. */
+#define HOOKED(ret, name, args, hook, missing)                                          \
     {                                                                                   \
         name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
         if (real == NULL)                                                               \
-            return cudaErrorSharedObjectSymbolNotFound;                                 \
-        if (!ft_shim_active || ft_intercept_depth > 0)                                       \
+            return missing;                                                             \
+        if (!ft_shim_active || ft_intercept_depth > 0)                                  \
             return real args;                                                           \
         COUNT(name);                                                                    \
-        ft_intercept_depth++;                                                                \
-        ret r = ft_hook_##hook(real FT_AFTER_REAL args);                                   \
-        ft_intercept_depth--;                                                                \
+        ft_intercept_depth++;                                                           \
+        ret r = ft_hook_##hook(real FT_AFTER_REAL args);                                \
+        ft_intercept_depth--;                                                           \
         return r;                                                                       \
     }
 
+#define FT_RT(ret, name, params, args, hook)                                            \
+    FT_EXPORT ret name params HOOKED(ret, name, args, hook, cudaErrorSharedObjectSymbolNotFound)
+
 #define FT_DRV(ret, name, base, ptsz, params, args, hook)                               \
-    FT_EXPORT ret name params                                                           \
-    {                                                                                   \
-        name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
-        if (real == NULL)                                                               \
-            return CUDA_ERROR_NOT_FOUND;                                                \
-        if (!ft_shim_active || ft_intercept_depth > 0)                                       \
-            return real args;                                                           \
-        COUNT(name);                                                                    \
-        ft_intercept_depth++;                                                                \
-        ret r = ft_hook_##hook(real FT_AFTER_REAL args);                                   \
-        ft_intercept_depth--;                                                                \
-        return r;                                                                       \
-    }
+    FT_EXPORT ret name params HOOKED(ret, name, args, hook, CUDA_ERROR_NOT_FOUND)
 
 #include "shim/shim.def"
 #undef FT_RT_FWD

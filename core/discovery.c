@@ -46,6 +46,7 @@ typedef struct {
     uint32_t kernel;          /* kinfo_t.idx */
     uint32_t first_id;        /* offset into the record's ids */
     uint32_t n_ids;
+    uint32_t range;           /* the NVTX range stack it ran in (interned), 0 none */
 } launch_t;
 
 /* The launches of one iteration and the region ids each touched. */
@@ -55,6 +56,10 @@ typedef struct {
     uint32_t *ids;
     size_t n_ids, cap_ids;
 } record_t;
+
+#define FT_DISC_RANGE_DEPTH 32
+#define FT_DISC_RANGE_PATH 1024
+#define RANGE_SEP '\x1f'
 
 /* A (kernel, first candidate region) pair, and where in the lane's pair sequence it
  * last occurred; kept until the lane's period is confirmed. */
@@ -94,6 +99,11 @@ typedef struct {
     uint32_t *seq_minid;      /* lowest candidate region id the launch touched */
     uint8_t *seq_synced;      /* the host synchronised just before the launch */
     int sync_pending;
+    /* The NVTX range stack, as a path "outer\x1finner" interned in d->ranges. */
+    char path[FT_DISC_RANGE_PATH];
+    size_t path_len[FT_DISC_RANGE_DEPTH];
+    int depth;                /* pushes, also beyond FT_DISC_RANGE_DEPTH */
+    uint32_t range;
     int skip_boundary;        /* the pass under way does not count (confirm_period) */
     size_t n_seq, cap_seq;
     period_cand_t cands[MAX_PERIOD_CANDS];
@@ -107,6 +117,13 @@ typedef struct {
     UT_hash_handle hh;
 } lane_t;
 
+/* An interned range path. */
+typedef struct {
+    char *path;
+    uint32_t id;
+    UT_hash_handle hh;
+} range_t;
+
 struct ft_disc {
     pthread_mutex_t lock;     /* launches arrive from every application thread */
     ft_regions_t *regions;
@@ -119,6 +136,9 @@ struct ft_disc {
     size_t n_kernels, cap_kernels;
 
     lane_t *lanes;
+    range_t *ranges;          /* by path */
+    range_t **range_v;        /* by id - 1 */
+    size_t n_ranges, cap_ranges;
     record_t last;            /* the last complete iteration of the deciding lane */
     int explicit_marks;       /* boundaries come from marks, not the detector */
     int iterations;           /* most complete iterations seen by one lane */
@@ -132,7 +152,7 @@ struct ft_disc {
     uint64_t weight_bytes;
 };
 
-static int rec_push_launch(record_t *r, uint32_t kernel, const uint32_t *ids, size_t n)
+static int rec_push_launch(record_t *r, uint32_t kernel, uint32_t range, const uint32_t *ids, size_t n)
 {
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 256;
@@ -152,7 +172,7 @@ static int rec_push_launch(record_t *r, uint32_t kernel, const uint32_t *ids, si
         r->ids = ni;
         r->cap_ids = cap;
     }
-    r->l[r->n++] = (launch_t){ kernel, (uint32_t)r->n_ids, (uint32_t)n };
+    r->l[r->n++] = (launch_t){ kernel, (uint32_t)r->n_ids, (uint32_t)n, range };
     memcpy(r->ids + r->n_ids, ids, n * sizeof *ids);
     r->n_ids += n;
     return 0;
@@ -227,7 +247,8 @@ static int rec_slice(const record_t *src, size_t from, size_t to, record_t *dst)
     dst->n = 0;
     dst->n_ids = 0;
     for (size_t i = from; i < to; i++)
-        if (rec_push_launch(dst, src->l[i].kernel, src->ids + src->l[i].first_id, src->l[i].n_ids) != 0)
+        if (rec_push_launch(dst, src->l[i].kernel, src->l[i].range, src->ids + src->l[i].first_id,
+                            src->l[i].n_ids) != 0)
             return -ENOMEM;
     return 0;
 }
@@ -266,6 +287,13 @@ void ft_disc_free(ft_disc_t *d)
         lane_free(ln);
     }
     free(d->kv);
+    range_t *rg, *rgt;
+    HASH_ITER(hh, d->ranges, rg, rgt) {
+        HASH_DEL(d->ranges, rg);
+        free(rg->path);
+        free(rg);
+    }
+    free(d->range_v);
     rec_free(&d->last);
     free(d->units);
     free(d->unit_ids);
@@ -498,6 +526,48 @@ static int unit_matches_any(ft_disc_t *d, const ft_disc_unit_t *u, char *const *
     return hit;
 }
 
+/* The unit's name: the innermost NVTX range enclosing all of its launches, when the
+ * application emits ranges ("model.layers.3"), else unit.N. A name another unit already
+ * has gets "#N" appended. */
+static void name_unit(ft_disc_t *d, const record_t *r, ft_disc_unit_t *u, size_t j)
+{
+    char common[FT_DISC_RANGE_PATH] = "";
+    int first = 1;
+    for (uint32_t i = u->first_launch; i <= u->last_launch && i < r->n; i++) {
+        const char *path = r->l[i].range ? d->range_v[r->l[i].range - 1]->path : "";
+        if (first) {
+            snprintf(common, sizeof common, "%s", path);
+            first = 0;
+            continue;
+        }
+        /* Keep the longest common prefix made of whole components. */
+        size_t k = 0;
+        while (common[k] && common[k] == path[k])
+            k++;
+        int at_boundary = (common[k] == '\0' || common[k] == RANGE_SEP) &&
+                          (path[k] == '\0' || path[k] == RANGE_SEP);
+        if (!at_boundary)
+            while (k > 0 && common[k] != RANGE_SEP)
+                k--;
+        common[k] = '\0';
+    }
+    const char *leaf = strrchr(common, RANGE_SEP);
+    leaf = leaf ? leaf + 1 : common;
+    if (leaf[0] == '\0') {
+        snprintf(u->name, sizeof u->name, "unit.%zu", j);
+        return;
+    }
+    snprintf(u->name, sizeof u->name, "%.63s", leaf);
+    for (int dup = 2;; dup++) {
+        int clash = 0;
+        for (size_t q = 0; q < j && !clash; q++)
+            clash = strcmp(d->units[q].name, u->name) == 0;
+        if (!clash)
+            return;
+        snprintf(u->name, sizeof u->name, "%.50s#%d", leaf, dup);
+    }
+}
+
 /* By launch position, then in the order found (qsort is not stable). */
 static int cmp_touch(const void *a, const void *b)
 {
@@ -667,11 +737,12 @@ static int build_units(ft_disc_t *d)
     d->weight_bytes = 0;
     for (size_t j = 0; j < nc; j++) {
         ft_disc_unit_t *u = &d->units[j];
-        snprintf(u->name, sizeof u->name, "unit.%zu", j);
+
         u->region_ids = d->unit_ids + cut[j];
         u->n_regions = (uint32_t)(cut[j + 1] - cut[j]);
         u->first_launch = ufirst[j];
         u->last_launch = ulast[j];
+        name_unit(d, r, u, j);
         for (size_t k = cut[j]; k < cut[j + 1]; k++) {
             rinfo_t *x = rinfo_get(d, t[k].id);
             d->unit_ids[k] = t[k].id;
@@ -954,7 +1025,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         snapshot_hashes(d, 0); /* half-way through a pass */
     for (size_t i = 0; i < n; i++)
         lane_touch(ln, ids[i] & ~ID_INDIRECT, d->launches_total);
-    if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ids, n) != 0)
+    if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ln->range, ids, n) != 0)
         FT_WARN_CAPPED(1, "discovery: out of memory recording launches");
     pthread_mutex_unlock(&d->lock);
     return boundary;
@@ -968,6 +1039,71 @@ void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set)
             rinfo_t *r = rinfo_get(d, set->id[i]);
             if (r != NULL)
                 r->written = 1;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* The id of a range path, interning it; 0 for the empty path or on failure. */
+static uint32_t range_intern(ft_disc_t *d, const char *path)
+{
+    if (path[0] == '\0')
+        return 0;
+    range_t *rg;
+    HASH_FIND_STR(d->ranges, path, rg);
+    if (rg != NULL)
+        return rg->id;
+    if (d->n_ranges == d->cap_ranges) {
+        size_t cap = d->cap_ranges ? d->cap_ranges * 2 : 64;
+        range_t **nv = realloc(d->range_v, cap * sizeof *nv);
+        if (nv == NULL)
+            return 0;
+        d->range_v = nv;
+        d->cap_ranges = cap;
+    }
+    rg = calloc(1, sizeof *rg);
+    if (rg == NULL || (rg->path = strdup(path)) == NULL) {
+        free(rg);
+        return 0;
+    }
+    rg->id = (uint32_t)d->n_ranges + 1;
+    HASH_ADD_KEYPTR(hh, d->ranges, rg->path, strlen(rg->path), rg);
+    if (rg->hh.tbl == NULL) {
+        free(rg->path);
+        free(rg);
+        return 0;
+    }
+    d->range_v[d->n_ranges++] = rg;
+    return rg->id;
+}
+
+void ft_disc_range_push(ft_disc_t *d, uint64_t lane, const char *name)
+{
+    pthread_mutex_lock(&d->lock);
+    lane_t *ln = d->state != FT_DISC_DONE ? lane_get(d, lane) : NULL;
+    if (ln != NULL) {
+        if (ln->depth < FT_DISC_RANGE_DEPTH) {
+            size_t len = strlen(ln->path);
+            ln->path_len[ln->depth] = len;
+            snprintf(ln->path + len, sizeof ln->path - len, "%s%s", len ? "\x1f" : "",
+                     name ? name : "?");
+            ln->range = range_intern(d, ln->path);
+        }
+        ln->depth++;
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+void ft_disc_range_pop(ft_disc_t *d, uint64_t lane)
+{
+    pthread_mutex_lock(&d->lock);
+    lane_t *ln = d->state != FT_DISC_DONE ? lane_get(d, lane) : NULL;
+    if (ln != NULL && ln->depth > 0) {
+        ln->depth--;
+        if (ln->depth < FT_DISC_RANGE_DEPTH) {
+            ln->path[ln->path_len[ln->depth]] = '\0';
+            ln->range = range_intern(d, ln->path);
+
         }
     }
     pthread_mutex_unlock(&d->lock);

@@ -19,10 +19,11 @@
  * complete iteration, never the target of a copy or memset since, and with the same
  * content hash at the first launch and at every boundary.
  *
- * Units: the weights in order of first touch, cut into the repeating period of their
- * (kernel name, size) signatures, so that identical layers become one unit each, with
- * what precedes the repetition (embeddings) and what follows it (final norm, head) as
- * units of their own. Without a repetition, each weight is its own unit.
+ * Units: the launch sequence of a pass is cut into the period at which it repeats
+ * (the layers), with what precedes the repetition (embeddings) and what follows it
+ * (final norm, head) as units of their own; each weight joins the unit of its most
+ * specific touch. Units are named after the innermost NVTX range enclosing their
+ * launches, else unit.N. docs/discovery.md explains each rule.
  */
 #ifndef FT_DISCOVERY_H
 #define FT_DISCOVERY_H
@@ -71,6 +72,11 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
 
 /* A copy or memset wrote into the regions in set. */
 void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set);
+
+/* An NVTX range opened / closed on lane (nvtxRangePush / nvtxRangePop): units are
+ * named after the innermost range enclosing their launches. */
+void ft_disc_range_push(ft_disc_t *d, uint64_t lane, const char *name);
+void ft_disc_range_pop(ft_disc_t *d, uint64_t lane);
 
 /* The host waited for the device (a synchronize call, a synchronous copy back):
  * a hint of where a pass ends. */

@@ -13,11 +13,12 @@
  * same checksum. Exit status 0 when every iteration of every thread agrees.
  *
  *   model [--layers L] [--dim N] [--iters I] [--threads T] [--ptr-arrays] [--mark]
- *         [--quiet]
+ *         [--nvtx] [--quiet]
  *
  *   --ptr-arrays  one more weight per layer, reached through a device table of
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
+ *   --nvtx        emit NVTX ranges: "forward", and "layers.N" around each layer
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
  */
 #define _GNU_SOURCE
@@ -28,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <nvtx3/nvToolsExt.h>
 
 #include "examples/kernels.h"
 #include "examples/minblas.h"
@@ -50,7 +53,8 @@ typedef struct {
     uint32_t *w, *bias, *s, *pv;
 } layer_t;
 
-static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0;
+static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
+           nvtx = 0;
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
 static void (*iteration_mark)(void);
 static layer_t *model;
@@ -127,8 +131,15 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     dim3 block = { MODEL_BLOCK, 1, 1 };
     if (mark && iteration_mark != NULL)
         iteration_mark();
+    if (nvtx)
+        nvtxRangePushA("forward");
     CHECK(cudaMemcpyAsync(a, input, (size_t)dim * sizeof *a, cudaMemcpyHostToDevice, stream));
     for (int l = 0; l < layers; l++) {
+        if (nvtx) {
+            char name[32];
+            snprintf(name, sizeof name, "layers.%d", l);
+            nvtxRangePushA(name);
+        }
         void *gemv_args[] = { &model[l].w, &a, &b, &dim };
         CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, stream));
 
@@ -153,7 +164,11 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         uint32_t *t = a;
         a = b;
         b = t;
+        if (nvtx)
+            nvtxRangePop();
     }
+    if (nvtx)
+        nvtxRangePop();
     CHECK(cudaMemcpyAsync(out, a, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
 }
 
@@ -212,9 +227,11 @@ int main(int argc, char **argv)
             ptr_arrays = 1;
         else if (strcmp(a, "--mark") == 0)
             mark = 1;
+        else if (strcmp(a, "--nvtx") == 0)
+            nvtx = 1;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--mark] [--quiet]\n");
+                            "[--ptr-arrays] [--mark] [--nvtx] [--quiet]\n");
             return 2;
         }
     }

@@ -841,6 +841,20 @@ cudaError_t ft_hook_rt_event_sync(cudaEventSynchronize_fn_t real, cudaEvent_t ev
     return rc;
 }
 
+/* --- NVTX ranges (shim/nvtx.c) name the units ---------------------------------------- */
+
+void ft_hooks_range_push(const char *name)
+{
+    if (__atomic_load_n(&discovering, __ATOMIC_RELAXED))
+        ft_disc_range_push(disc, lane_id(), name);
+}
+
+void ft_hooks_range_pop(void)
+{
+    if (__atomic_load_n(&discovering, __ATOMIC_RELAXED))
+        ft_disc_range_pop(disc, lane_id());
+}
+
 /* --- the control API and the reports ------------------------------------------------- */
 
 FT_EXPORT void ft_iteration_mark(void)

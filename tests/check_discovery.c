@@ -45,12 +45,14 @@ static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
 static int lazy_layers; /* layers of the next forward that run extra one-time launches */
 static int stray_touch; /* layer 0 reaches the last layer's gate through a pointer array */
 static int stale_padding; /* every layer's add carries pointers to later layers' weights */
+static int nvtx;          /* the forward emits NVTX ranges */
 
 static void setup(void)
 {
     lazy_layers = 0;
     stray_touch = 0;
     stale_padding = 0;
+    nvtx = 0;
     regions = ft_regions_new();
     next_base = 0x700000000000ull;
     memset(version, 0, sizeof version);
@@ -115,8 +117,18 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
     ft_scan_set_clear(&in);
     ft_scan_bytes(regions, &m->input, 8, &in);
     ft_disc_write(d, &in); /* the input arrives by memcpy each forward */
+    if (nvtx) {
+        ft_disc_range_push(d, lane, "model");
+        ft_disc_range_push(d, lane, "embed_tokens");
+    }
     launch(d, lane, "embedding", m->act, 3, m->embed, m->input, m->act);
+    if (nvtx)
+        ft_disc_range_pop(d, lane);
     for (int l = 0; l < layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "layers.%d", l);
+        if (nvtx)
+            ft_disc_range_push(d, lane, name);
         launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->ln1[l], m->act2);
         launch(d, lane, "gemm", m->act, 3, m->act2, m->q[l], m->act);
         launch(d, lane, "gemm", m->act, 3, m->act2, m->k[l], m->act);
@@ -145,13 +157,21 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
                 ck_assert_uint_eq(ft_scan_indirect(regions, &stray, 8, &set), 1);
             ft_disc_launch(d, lane, (uint64_t)(uintptr_t)"gather", "gather", &set);
         }
+        if (nvtx)
+            ft_disc_range_pop(d, lane);
         if (lazy_layers > 0) { /* first-forward work: library set-up, caches */
             lazy_layers--;
             launch(d, lane, "lazy_init", 0, 2, m->act2, m->input);
         }
     }
+    if (nvtx)
+        ft_disc_range_push(d, lane, "lm_head");
     launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->norm, m->act2);
     launch(d, lane, "gemm_head", m->act, 3, m->act2, m->head, m->act);
+    if (nvtx) {
+        ft_disc_range_pop(d, lane);
+        ft_disc_range_pop(d, lane);
+    }
 }
 
 static ft_disc_params_t params(int iters)
@@ -264,6 +284,27 @@ START_TEST(stale_pointers_in_padding_do_not_move_weights)
     for (int it = 0; it < 5 && ft_disc_state(d) != FT_DISC_DONE; it++)
         llama_forward(d, 1, &m, 5);
     check_llama_units(d, &m, 5);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(units_are_named_after_nvtx_ranges)
+{
+    llama_t m;
+    llama_alloc(&m, 3);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    nvtx = 1;
+    for (int it = 0; it < 5 && ft_disc_state(d) != FT_DISC_DONE; it++)
+        llama_forward(d, 1, &m, 3);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    const char *want[] = { "embed_tokens", "layers.0", "layers.1", "layers.2", "lm_head" };
+    if (getenv("FT_TEST_DEBUG"))
+        for (size_t i = 0; i < ft_disc_unit_count(d); i++)
+            fprintf(stderr, "%s %u..%u\n", ft_disc_unit(d, i)->name, ft_disc_unit(d, i)->first_launch, ft_disc_unit(d, i)->last_launch);
+    ck_assert_uint_eq(ft_disc_unit_count(d), 5);
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_str_eq(ft_disc_unit(d, i)->name, want[i]);
     ft_disc_free(d);
 }
 END_TEST
@@ -533,6 +574,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, passes_align_on_the_embedding_despite_a_different_first_forward);
     tcase_add_test(tc, pointer_array_touches_do_not_reorder_the_pass);
     tcase_add_test(tc, stale_pointers_in_padding_do_not_move_weights);
+    tcase_add_test(tc, units_are_named_after_nvtx_ranges);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
     tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);

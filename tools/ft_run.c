@@ -181,6 +181,8 @@ int main(int argc, char **argv)
         setenv(name, explicit_settings[i].value, 1);
     }
     prepend_env("LD_PRELOAD", lib, ':');
+    /* NVTX ranges name the units; a tool that already injects NVTX (Nsight) keeps it. */
+    setenv("NVTX_INJECTION64_PATH", lib, 0);
     execvp(argv[optind], argv + optind);
     fprintf(stderr, "ft-run: cannot run %s: %s\n", argv[optind], strerror(errno));
     return 127;

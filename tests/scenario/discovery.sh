@@ -73,3 +73,13 @@ d = json.load(sys.stdin)
 assert len(d["units"]) == 6 and not any("vmm" in r["flag_names"] for r in d["regions"])' \
     || fail "FT_VMM_MIN_SIZE=none: units or backing wrong"
 pass "FT_VMM_MIN_SIZE=none: same units, no region backed by virtual memory"
+
+# NVTX ranges name the units (ft-run makes FlexTensor the NVTX injection library).
+FT_DISCOVERY_ITERS=2 "$BUILD/bin/ft-run" --sim --log-level warn --trace "$WORK/n.bin" -- \
+    "$MODEL" "${ARGS[@]}" --nvtx >"$WORK/n.out" 2>&1 || fail "--nvtx run failed"
+"$BUILD/bin/ft-trace" --json "$WORK/n.bin" | python3 -c '
+import json, sys
+u = json.load(sys.stdin)["units"]
+assert [x["name"] for x in u] == [f"layers.{i}" for i in range(6)], [x["name"] for x in u]' \
+    || fail "units not named after the NVTX ranges"
+pass "units named after the enclosing NVTX ranges (layers.0 .. layers.5)"

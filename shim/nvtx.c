@@ -1,0 +1,81 @@
+/* nvtx.c - FlexTensor as an NVTX injection library: the ranges an application pushes
+ * (nvtxRangePushA, nvtxDomainRangePushEx, ...) name the units discovery finds.
+ *
+ * NVTX 3 is header-only in the application; at its first call it dlopens the library
+ * named by NVTX_INJECTION64_PATH and calls InitializeInjectionNvtx2 with a way to
+ * reach its function tables. ft-run sets the variable to libflextensor.so unless
+ * another tool (Nsight) already did; by hand: NVTX_INJECTION64_PATH=<libflextensor.so>.
+ * The callbacks run on the application's thread and only record the range stack.
+ */
+#include "shim/shim.h"
+
+#include <nvtx3/nvToolsExt.h>
+
+static __thread int depth;
+
+static const char *message_of(const nvtxEventAttributes_t *a)
+{
+    if (a != NULL && a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != NULL)
+        return a->message.ascii;
+    return "?"; /* wide and registered strings are not decoded */
+}
+
+static int NVTX_API range_push_a(const char *message)
+{
+    ft_hooks_range_push(message ? message : "?");
+    return depth++;
+}
+
+static int NVTX_API range_push_ex(const nvtxEventAttributes_t *attr)
+{
+    ft_hooks_range_push(message_of(attr));
+    return depth++;
+}
+
+static int NVTX_API range_pop(void)
+{
+    ft_hooks_range_pop();
+    return depth > 0 ? --depth : -1;
+}
+
+static int NVTX_API domain_range_push_ex(nvtxDomainHandle_t domain, const nvtxEventAttributes_t *attr)
+{
+    return range_push_ex(attr);
+}
+
+static int NVTX_API domain_range_pop(nvtxDomainHandle_t domain)
+{
+    return range_pop();
+}
+
+/* Sets slot `id` of a module's table when the table has it. */
+static void set_slot(NvtxFunctionTable table, unsigned size, unsigned id, NvtxFunctionPointer fn)
+{
+    if (table != NULL && id < size && table[id] != NULL)
+        *table[id] = fn;
+}
+
+FT_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table)
+{
+    ft_shim_ensure_init();
+    if (!ft_shim_active || get_export_table == NULL)
+        return 0; /* "no tool": NVTX turns its calls into no-ops */
+    const NvtxExportTableCallbacks *cb =
+        (const NvtxExportTableCallbacks *)get_export_table(NVTX_ETID_CALLBACKS);
+    if (cb == NULL || cb->GetModuleFunctionTable == NULL)
+        return 0;
+    NvtxFunctionTable table = NULL;
+    unsigned size = 0;
+    if (cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &table, &size)) {
+        set_slot(table, size, NVTX_CBID_CORE_RangePushA, (NvtxFunctionPointer)range_push_a);
+        set_slot(table, size, NVTX_CBID_CORE_RangePushEx, (NvtxFunctionPointer)range_push_ex);
+        set_slot(table, size, NVTX_CBID_CORE_RangePop, (NvtxFunctionPointer)range_pop);
+    }
+    table = NULL;
+    size = 0;
+    if (cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &table, &size)) {
+        set_slot(table, size, NVTX_CBID_CORE2_DomainRangePushEx, (NvtxFunctionPointer)domain_range_push_ex);
+        set_slot(table, size, NVTX_CBID_CORE2_DomainRangePop, (NvtxFunctionPointer)domain_range_pop);
+    }
+    return 1;
+}

@@ -34,6 +34,7 @@ include tools/tools.mk
 include tests/sim/sim.mk
 include examples/examples.mk
 include tests/tests.mk
+include bench/bench.mk
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -110,18 +110,32 @@ int ft_regions_remove(ft_regions_t *t, uint64_t base, ft_region_t *out)
     return 0;
 }
 
+int ft_regions_find_held(ft_regions_t *t, uint64_t addr, ft_region_t *out)
+{
+    if (addr < t->lo || addr >= t->hi)
+        return 0;
+    size_t i = upper_bound(t, addr);
+    if (i == 0 || addr >= t->v[i - 1].base + t->v[i - 1].size)
+        return 0;
+    if (out)
+        *out = t->v[i - 1];
+    return 1;
+}
+
+void ft_regions_read_begin(ft_regions_t *t)
+{
+    pthread_rwlock_rdlock(&t->lock);
+}
+
+void ft_regions_read_end(ft_regions_t *t)
+{
+    pthread_rwlock_unlock(&t->lock);
+}
+
 int ft_regions_find(ft_regions_t *t, uint64_t addr, ft_region_t *out)
 {
-    int found = 0;
     pthread_rwlock_rdlock(&t->lock);
-    if (addr >= t->lo && addr < t->hi) {
-        size_t i = upper_bound(t, addr);
-        if (i > 0 && addr < t->v[i - 1].base + t->v[i - 1].size) {
-            if (out)
-                *out = t->v[i - 1];
-            found = 1;
-        }
-    }
+    int found = ft_regions_find_held(t, addr, out);
     pthread_rwlock_unlock(&t->lock);
     return found;
 }

@@ -41,6 +41,12 @@ int ft_regions_remove(ft_regions_t *t, uint64_t base, ft_region_t *out);
 /* Finds the region holding addr; copies it to *out. 1 when found, else 0. */
 int ft_regions_find(ft_regions_t *t, uint64_t addr, ft_region_t *out);
 
+/* Many lookups under one read lock (an argument scan): ft_regions_read_begin, then
+ * ft_regions_find_held any number of times, then ft_regions_read_end. */
+void ft_regions_read_begin(ft_regions_t *t);
+int ft_regions_find_held(ft_regions_t *t, uint64_t addr, ft_region_t *out);
+void ft_regions_read_end(ft_regions_t *t);
+
 size_t ft_regions_count(ft_regions_t *t);
 
 /* A copy of every live region, sorted by base, in *out (malloc'd; the caller frees).

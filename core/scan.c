@@ -23,15 +23,18 @@ size_t ft_scan_bytes(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *
 {
     const unsigned char *b = p;
     size_t added = 0;
+    /* One read lock for the whole buffer: a cuBLAS parameter buffer is 215 words. */
+    ft_regions_read_begin(t);
     for (size_t off = 0; off + 8 <= len; off += 8) {
         uint64_t v;
         memcpy(&v, b + off, 8); /* parameter buffers need not be 8-byte aligned in memory */
         if (v < 4096)           /* sizes, counts, flags, NULL: the common case */
             continue;
         ft_region_t r;
-        if (ft_regions_find(t, v, &r))
+        if (ft_regions_find_held(t, v, &r))
             added += (size_t)ft_scan_set_add(out, r.id, v);
     }
+    ft_regions_read_end(t);
     return added;
 }
 
@@ -45,7 +48,10 @@ size_t ft_scan_indirect(ft_regions_t *t, const void *p, size_t len, ft_scan_set_
         if (v < 4096 || v % FT_SCAN_INDIRECT_ALIGN != 0)
             continue;
         ft_region_t r;
-        if (ft_regions_find(t, v, &r) && ft_scan_set_add(out, r.id, v)) {
+        ft_regions_read_begin(t);
+        int found = ft_regions_find_held(t, v, &r);
+        ft_regions_read_end(t);
+        if (found && ft_scan_set_add(out, r.id, v)) {
             out->indirect[out->n - 1] = 1;
             added++;
         }

@@ -140,6 +140,10 @@ struct ft_disc {
     range_t **range_v;        /* by id - 1 */
     size_t n_ranges, cap_ranges;
     record_t last;            /* the last complete iteration of the deciding lane */
+    uint64_t deciding_lane;   /* the lane whose iterations decided (once DONE) */
+    uint64_t anchor;          /* its anchor key, to follow its passes after DONE */
+    long track_pos;           /* its position in the pass under way, -1 before one */
+    int track_mark;           /* after DONE, with explicit marks: a mark is pending */
     int explicit_marks;       /* boundaries come from marks, not the detector */
     int iterations;           /* most complete iterations seen by one lane */
     int boundary_source;      /* 0 detector, 1 ft_iteration_mark, 2 marker kernel */
@@ -778,6 +782,9 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
     ln->cur.n = 0;
     ln->cur.n_ids = 0;
     if (ln->iterations >= d->p.iters) {
+        d->deciding_lane = ln->lane;
+        d->anchor = ln->anchored ? ln->anchor : 0;
+        d->track_pos = -1;
         if (build_units(d) != 0)
             FT_WARN("discovery: out of memory building units; nothing will be offloaded");
         d->state = FT_DISC_DONE;
@@ -1077,6 +1084,35 @@ static uint32_t range_intern(ft_disc_t *d, const char *path)
     return rg->id;
 }
 
+long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set)
+{
+    pthread_mutex_lock(&d->lock);
+    long pos = -1;
+    if (d->state == FT_DISC_DONE && lane == d->deciding_lane) {
+        kinfo_t *k;
+        HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
+        uint32_t ids[FT_SCAN_MAX_IDS], minid;
+        for (size_t i = 0; i < set->n; i++)
+            ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
+        uint64_t key = k != NULL ? pair_key(d, k->idx, ids, set->n, &minid) : 0;
+        int marker = k != NULL && d->p.marker_glob && d->p.marker_glob[0] &&
+                     fnmatch(d->p.marker_glob, k->name, 0) == 0;
+        if (d->explicit_marks ? (d->track_mark || marker) : (key != 0 && key == d->anchor))
+            d->track_pos = 0;
+        else if (d->track_pos >= 0)
+            d->track_pos++;
+        d->track_mark = 0;
+        pos = d->track_pos;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return pos;
+}
+
+size_t ft_disc_pass_length(ft_disc_t *d)
+{
+    return d->last.n;
+}
+
 void ft_disc_range_push(ft_disc_t *d, uint64_t lane, const char *name)
 {
     pthread_mutex_lock(&d->lock);
@@ -1128,6 +1164,8 @@ void ft_disc_mark(ft_disc_t *d, uint64_t lane)
     lane_t *ln = lane_get(d, lane);
     if (ln != NULL)
         ln->mark_pending = 1;
+    if (d->state == FT_DISC_DONE && lane == d->deciding_lane)
+        d->track_mark = 1;
     pthread_mutex_unlock(&d->lock);
 }
 

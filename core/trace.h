@@ -30,6 +30,8 @@ typedef enum {
     FT_TRACE_ITERATION = 7, /* u32 n, then n x (u32 kernel, u32 k, k x u32 region id) */
     FT_TRACE_UNITS = 8,     /* u32 n, then n x (str name, u64 bytes, u32 first launch,
                                u32 last launch, u32 offload, u32 k, k x u32 region id) */
+    FT_TRACE_PROFILE = 9,   /* u32 passes, u32 n, then n x (str unit, u32 samples,
+                               u64 min ns, u64 median ns, u64 max ns) */
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
 

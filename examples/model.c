@@ -13,12 +13,14 @@
  * same checksum. Exit status 0 when every iteration of every thread agrees.
  *
  *   model [--layers L] [--dim N] [--iters I] [--threads T] [--ptr-arrays] [--mark]
- *         [--nvtx] [--quiet]
+ *         [--nvtx] [--pause N] [--quiet]
  *
  *   --ptr-arrays  one more weight per layer, reached through a device table of
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", and "layers.N" around each layer
+ *   --pause N     ft_profiling_suspend() before the first forward, resume after the
+ *                 N-th (no resume if N >= iterations): warm-up passes not profiled
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
  */
 #define _GNU_SOURCE
@@ -57,6 +59,9 @@ static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_array
            nvtx = 0;
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
 static void (*iteration_mark)(void);
+static void (*profiling_suspend)(void);
+static int (*profiling_resume)(void);
+static int pause_forwards = 0;
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv;
@@ -183,9 +188,13 @@ static void *run_worker(void *arg)
     CHECK(cudaMalloc((void **)&b, (size_t)dim * sizeof *b));
     CHECK(cudaMallocHost((void **)&out, (size_t)dim * sizeof *out));
     for (int it = 0; it < iters; it++) {
+        if (it == 0 && pause_forwards > 0 && profiling_suspend != NULL)
+            profiling_suspend();
         forward(stream, a, b, out);
         CHECK(cudaStreamSynchronize(stream));
         wk->checksum[it] = fnv1a(out, (size_t)dim * sizeof *out);
+        if (it + 1 == pause_forwards && profiling_resume != NULL)
+            profiling_resume();
         if (!quiet && threads == 1)
             printf("iteration %d checksum %016" PRIx64 "\n", it, wk->checksum[it]);
     }
@@ -229,15 +238,19 @@ int main(int argc, char **argv)
             mark = 1;
         else if (strcmp(a, "--nvtx") == 0)
             nvtx = 1;
+        else if (strcmp(a, "--pause") == 0)
+            pause_forwards = parse_int(a, v, 0, 64), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--mark] [--nvtx] [--quiet]\n");
+                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--quiet]\n");
             return 2;
         }
     }
 
     /* The control API of FlexTensor, when it is preloaded (flextensor.h). */
     iteration_mark = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_iteration_mark");
+    profiling_suspend = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_profiling_suspend");
+    profiling_resume = (int (*)(void))dlsym(RTLD_DEFAULT, "ft_profiling_resume");
     cudaKernel_t k_scale;
     CHECK(cudaGetKernel(&k_gemv, model_kernel_gemv()));
     CHECK(cudaGetKernel(&k_scale, model_kernel_scale()));

@@ -31,6 +31,7 @@
 
 #include "config/config.h"
 #include "core/discovery.h"
+#include "core/profile.h"
 #include "core/log.h"
 #include "core/regions.h"
 #include "core/scan.h"
@@ -90,6 +91,7 @@ typedef struct {
 static ft_regions_t *regions;
 static ft_disc_t *disc;
 static int discovering;       /* relaxed: cleared once discovery is done */
+static int profiling;         /* relaxed: set when discovery is done, cleared after */
 static pthread_rwlock_t kinfo_lock = PTHREAD_RWLOCK_INITIALIZER;
 static kinfo_t *kinfos;
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -100,6 +102,33 @@ static char **include_items, **exclude_items;
 /* FT_VMM_MIN_SIZE: smaller allocations pass through (the 2 MiB granularity would waste
  * too much on them); 0 = none are served from virtual memory. */
 static uint64_t vmm_min_bytes;
+static int profiling_iters;
+static int log_diagnostics;
+
+/* Profiling: CUDA events recorded before each unit's first launch and at the start of
+ * the next pass, on the launching stream; read when a pass ends (a synchronisation,
+ * allowed in this phase). The deciding lane's passes only (ft_disc_track). */
+typedef cudaError_t (*event_create_fn)(cudaEvent_t *, unsigned int);
+typedef cudaError_t (*event_record_fn)(cudaEvent_t, cudaStream_t);
+typedef cudaError_t (*event_sync_fn)(cudaEvent_t);
+typedef cudaError_t (*event_elapsed_fn)(float *, cudaEvent_t, cudaEvent_t);
+static struct {
+    pthread_mutex_t lock;     /* launches of the deciding lane only, but the exit
+                                 report may read while a launch writes */
+    ft_prof_t *prof;
+    size_t n;                 /* units */
+    uint32_t *first;          /* each unit's first launch position in a pass */
+    cudaEvent_t *ev;          /* n + 1: the last one marks the next pass's start */
+    int *seen;                /* per unit: its event was recorded in this pass */
+    int in_pass;
+    unsigned epoch;           /* suspension epoch at the pass's start */
+    event_create_fn create;
+    event_record_fn record;
+    event_sync_fn sync;
+    event_elapsed_fn elapsed;
+} prof = { .lock = PTHREAD_MUTEX_INITIALIZER };
+/* Suspensions asked for before profiling began (warm-up passes during discovery). */
+static int early_suspends;
 
 static uint64_t lane_id(void)
 {
@@ -192,6 +221,8 @@ int ft_hooks_init(const struct ft_config *cfg)
     if (regions == NULL)
         return -1;
     vmm_min_bytes = cfg->vmm_min_size;
+    profiling_iters = cfg->profiling_iters;
+    log_diagnostics = cfg->log_diagnostics;
     include_items = copy_list(&cfg->include_patterns);
     exclude_items = copy_list(&cfg->exclude_patterns);
     ft_disc_params_t p = {
@@ -334,6 +365,108 @@ static void scan_extra(void **extra, ft_scan_set_t *set, const kinfo_t *trace_k)
         trace_arg_words(trace_k, buf ? "extra buffer" : "extra without a buffer", buf, buf ? size : 0);
 }
 
+/* Discovery is done: set up the events for the units it found. */
+static void start_profiling(void)
+{
+    size_t n = ft_disc_unit_count(disc);
+    prof.create = (event_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventCreateWithFlags");
+    prof.record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
+    prof.sync = (event_sync_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventSynchronize");
+    prof.elapsed = (event_elapsed_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventElapsedTime");
+    prof.prof = ft_prof_new(n, profiling_iters);
+    prof.first = calloc(n ? n : 1, sizeof *prof.first);
+    prof.ev = calloc(n + 1, sizeof *prof.ev);
+    prof.seen = calloc(n ? n : 1, sizeof *prof.seen);
+    if (n == 0 || !prof.create || !prof.record || !prof.sync || !prof.elapsed || !prof.prof ||
+        !prof.first || !prof.ev || !prof.seen) {
+        FT_WARN("profiling skipped: %s", n == 0 ? "no units" : "cannot set up CUDA events");
+        return;
+    }
+    for (size_t i = 0; i <= n; i++) {
+        if (prof.create(&prof.ev[i], cudaEventDefault) != cudaSuccess) {
+            FT_WARN("profiling skipped: cudaEventCreate failed");
+            return;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        prof.first[i] = ft_disc_unit(disc, i)->first_launch;
+    for (int i = __atomic_load_n(&early_suspends, __ATOMIC_RELAXED); i > 0; i--)
+        ft_prof_suspend(prof.prof);
+    prof.n = n;
+    __atomic_store_n(&profiling, 1, __ATOMIC_RELAXED);
+    FT_INFO("profiling: %zu units over %d pass(es)", n, profiling_iters < 1 ? 1 : profiling_iters);
+}
+
+/* A pass ended (the next one starts at this launch): read its events. */
+static void end_profiled_pass(void)
+{
+    double us[prof.n];
+    if (prof.sync(prof.ev[prof.n]) != cudaSuccess)
+        return;
+    for (size_t i = 0; i < prof.n; i++) {
+        if (!prof.seen[i])
+            return; /* the pass did not run every unit where discovery saw them */
+        float ms = 0;
+        if (prof.elapsed(&ms, prof.ev[i], i + 1 < prof.n ? prof.ev[i + 1] : prof.ev[prof.n]) != cudaSuccess)
+            return;
+        us[i] = (double)ms * 1000.0;
+    }
+    if (prof.epoch != ft_prof_epoch(prof.prof))
+        return; /* suspended at some point during the pass */
+    ft_prof_add_pass(prof.prof, us);
+}
+
+static void finish_profiling(void)
+{
+    __atomic_store_n(&profiling, 0, __ATOMIC_RELAXED);
+    const char *names[prof.n];
+    for (size_t i = 0; i < prof.n; i++)
+        names[i] = ft_disc_unit(disc, i)->name;
+    char report[2048];
+    int findings = ft_prof_quality(prof.prof, names, 0.25, report, sizeof report);
+    FT_INFO("profiling: done, %d pass(es), %d finding(s)", ft_prof_passes(prof.prof), findings);
+    for (char *line = strtok(report, "\n"); line != NULL; line = strtok(NULL, "\n"))
+        FT_WARN("profiling: %s", line);
+    if (log_diagnostics) {
+        FT_INFO("%-24s %12s %10s %10s %10s %4s", "unit", "bytes", "median us", "min us", "max us", "n");
+        for (size_t i = 0; i < prof.n; i++) {
+            const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+            ft_prof_stat_t st = ft_prof_stat(prof.prof, i);
+            FT_INFO("%-24s %12llu %10.1f %10.1f %10.1f %4d", u->name, (unsigned long long)u->bytes,
+                    st.median, st.min, st.max, st.n);
+        }
+    }
+}
+
+/* Profiling, for a launch of the deciding lane at position pos of its pass. */
+static void profile_launch(long pos, cudaStream_t stream)
+{
+    pthread_mutex_lock(&prof.lock);
+    if (pos == 0) {
+        if (prof.in_pass) {
+            prof.record(prof.ev[prof.n], stream);
+            end_profiled_pass();
+            if (ft_prof_done(prof.prof)) {
+                finish_profiling();
+                pthread_mutex_unlock(&prof.lock);
+                return;
+            }
+        }
+        prof.in_pass = 1;
+        prof.epoch = ft_prof_epoch(prof.prof);
+        memset(prof.seen, 0, prof.n * sizeof *prof.seen);
+    }
+    if (prof.in_pass && pos >= 0) {
+        for (size_t i = 0; i < prof.n; i++) {
+            if (prof.first[i] == (uint32_t)pos && !prof.seen[i]) {
+                prof.record(prof.ev[i], stream);
+                prof.seen[i] = 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&prof.lock);
+}
+
 /* FT_LOG_LEVEL=trace: the words of a kernel's first launch that look like device
  * addresses, and whether each falls in a region -- to see how a library passes its
  * pointers (plain, in a TMA descriptor, one level down). */
@@ -356,7 +489,8 @@ static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, s
 
 static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
 {
-    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED))
+    int disc_on = __atomic_load_n(&discovering, __ATOMIC_RELAXED);
+    if (!disc_on && !__atomic_load_n(&profiling, __ATOMIC_RELAXED))
         return;
     kinfo_t *k = kinfo_get(key, is_stub);
     if (k == NULL)
@@ -377,6 +511,12 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     } else if (first) {
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
+    if (!disc_on) {
+        long pos = ft_disc_track(disc, lane_id(), key, &set);
+        if (pos >= 0)
+            profile_launch(pos, stream);
+        return;
+    }
     if (set.n > 0)
         peek_pointer_arrays(k, &set, stream);
     ft_disc_launch(disc, lane_id(), key, k->name, &set);
@@ -384,6 +524,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         __atomic_store_n(&discovering, 0, __ATOMIC_RELAXED);
         /* Release CUPTI so that a profiler started later can subscribe. */
         ft_cupti_stop();
+        start_profiling();
     }
 }
 
@@ -857,6 +998,36 @@ void ft_hooks_range_pop(void)
 
 /* --- the control API and the reports ------------------------------------------------- */
 
+/* Reference counted: warm-up or evaluation passes bracketed by these calls are not
+ * profiled. Before profiling begins the count is kept and applied when it does. */
+FT_EXPORT void ft_profiling_suspend(void)
+{
+    if (!ft_shim_active)
+        return;
+    pthread_mutex_lock(&prof.lock);
+    if (prof.prof != NULL)
+        ft_prof_suspend(prof.prof);
+    else
+        __atomic_add_fetch(&early_suspends, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&prof.lock);
+}
+
+FT_EXPORT int ft_profiling_resume(void)
+{
+    if (!ft_shim_active)
+        return -1;
+    int rc = -1;
+    pthread_mutex_lock(&prof.lock);
+    if (prof.prof != NULL)
+        rc = ft_prof_resume(prof.prof);
+    else if (__atomic_load_n(&early_suspends, __ATOMIC_RELAXED) > 0)
+        rc = (__atomic_sub_fetch(&early_suspends, 1, __ATOMIC_RELAXED), 0);
+    pthread_mutex_unlock(&prof.lock);
+    if (rc != 0)
+        FT_LOG_CAPPED(FT_LOG_WARN, 3, "ft_profiling_resume without a matching ft_profiling_suspend");
+    return rc;
+}
+
 FT_EXPORT void ft_iteration_mark(void)
 {
     if (ft_shim_active && disc != NULL)
@@ -865,8 +1036,25 @@ FT_EXPORT void ft_iteration_mark(void)
 
 void ft_hooks_trace(void *trace_writer)
 {
+    ft_trace_writer_t *w = trace_writer;
     if (disc != NULL)
-        ft_disc_trace(disc, (ft_trace_writer_t *)trace_writer);
+        ft_disc_trace(disc, w);
+    pthread_mutex_lock(&prof.lock);
+    if (prof.prof != NULL && prof.n > 0) {
+        ft_trace_begin(w, FT_TRACE_PROFILE);
+        ft_trace_put_u32(w, (uint32_t)ft_prof_passes(prof.prof));
+        ft_trace_put_u32(w, (uint32_t)prof.n);
+        for (size_t i = 0; i < prof.n; i++) {
+            ft_prof_stat_t st = ft_prof_stat(prof.prof, i);
+            ft_trace_put_str(w, ft_disc_unit(disc, i)->name);
+            ft_trace_put_u32(w, (uint32_t)st.n);
+            ft_trace_put_u64(w, (uint64_t)(st.min * 1000.0 + 0.5));
+            ft_trace_put_u64(w, (uint64_t)(st.median * 1000.0 + 0.5));
+            ft_trace_put_u64(w, (uint64_t)(st.max * 1000.0 + 0.5));
+        }
+        ft_trace_end(w);
+    }
+    pthread_mutex_unlock(&prof.lock);
 }
 
 void ft_hooks_report(void)

@@ -41,8 +41,9 @@ static const char *const source_names[] = { "detector", "ft_iteration_mark", "ma
 static const char *const source_text[] = { "the detector", "ft_iteration_mark",
                                            "the marker kernel" };
 static const char *const record_names[] = { "?", "PROCESS", "CONFIG", "CALLS", "DISCOVERY",
-                                            "REGIONS", "KERNELS", "ITERATION", "UNITS" };
-#define N_RECORD_TYPES 9
+                                            "REGIONS", "KERNELS", "ITERATION", "UNITS",
+                                            "PROFILE" };
+#define N_RECORD_TYPES 10
 
 typedef struct {
     const char *s;            /* into the file's bytes, not NUL-terminated */
@@ -77,6 +78,12 @@ typedef struct {
 } unit_t;
 
 typedef struct {
+    str_t name;
+    uint32_t samples;
+    uint64_t min_ns, median_ns, max_ns;
+} prof_unit_t;
+
+typedef struct {
     const unsigned char *data;
     size_t rec_off;           /* the record being parsed, for messages */
     const char *rec_name;
@@ -105,6 +112,8 @@ typedef struct {
     uint32_t n_units;
     unit_t *units;
     uint32_t *unit_ids;
+    uint32_t prof_passes, n_prof;
+    prof_unit_t *prof;
 
     /* Derived once everything checks out. */
     uint64_t tracked_bytes, weight_bytes, unlisted_weight_bytes, late_bytes;
@@ -283,11 +292,30 @@ static int parse_units(trace_t *t, ft_trace_cursor_t *c)
     return 0;
 }
 
+static int parse_profile(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (ft_trace_get_u32(c, &t->prof_passes) || get_count(t, c, 32, &t->n_prof) ||
+        (t->prof = alloc_array(t, t->n_prof, sizeof *t->prof)) == NULL)
+        return short_payload(t, "profile header", 0);
+    for (uint32_t i = 0; i < t->n_prof; i++) {
+        prof_unit_t *u = &t->prof[i];
+        if (get_str(c, &u->name) || ft_trace_get_u32(c, &u->samples) ||
+            ft_trace_get_u64(c, &u->min_ns) || ft_trace_get_u64(c, &u->median_ns) ||
+            ft_trace_get_u64(c, &u->max_ns))
+            return short_payload(t, "profiled unit", i);
+        if (u->samples > t->prof_passes || u->min_ns > u->median_ns || u->median_ns > u->max_ns)
+            return bad(t, "profiled unit %u: %u samples of %u passes, min %" PRIu64
+                       " median %" PRIu64 " max %" PRIu64 " ns are not in order", i, u->samples,
+                       t->prof_passes, u->min_ns, u->median_ns, u->max_ns);
+    }
+    return 0;
+}
+
 static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
 {
     static int (*const parse[N_RECORD_TYPES])(trace_t *, ft_trace_cursor_t *) = {
         NULL, parse_process, parse_config, parse_calls, parse_discovery,
-        parse_regions, parse_kernels, parse_iteration, parse_units,
+        parse_regions, parse_kernels, parse_iteration, parse_units, parse_profile,
     };
     trace_t *t = ctx;
     /* A newer writer's record this reader does not know: skipped, as the format allows
@@ -503,6 +531,7 @@ static void trace_free(trace_t *t)
     free(t->unit_ids);
     free(t->kernel_order);
     free(t->not_weight_order);
+    free(t->prof);
 }
 
 /* --- helpers for both renderings ------------------------------------------------ */
@@ -686,6 +715,16 @@ static void text_report(const trace_t *t, const char *path, size_t size)
     }
     if (t->seen[FT_TRACE_DISCOVERY])
         text_discovery(t);
+    if (t->seen[FT_TRACE_PROFILE]) {
+        printf("\nprofile (%u pass%s; compute time of each unit's kernel range, us)\n",
+               t->prof_passes, t->prof_passes == 1 ? "" : "es");
+        printf("  %-24s %8s %10s %10s %10s\n", "unit", "samples", "min", "median", "max");
+        for (uint32_t i = 0; i < t->n_prof; i++) {
+            const prof_unit_t *u = &t->prof[i];
+            printf("  %-24.*s %8u %10.1f %10.1f %10.1f\n", (int)u->name.n, u->name.s, u->samples,
+                   (double)u->min_ns / 1e3, (double)u->median_ns / 1e3, (double)u->max_ns / 1e3);
+        }
+    }
 }
 
 /* --- JSON ------------------------------------------------------------------------ */
@@ -886,6 +925,17 @@ static void json_report(const trace_t *t, const char *path)
     }
     if (t->seen[FT_TRACE_DISCOVERY])
         json_discovery(t);
+    if (t->seen[FT_TRACE_PROFILE]) {
+        printf(",\n  \"profile\": {\"passes\": %u, \"units\": [", t->prof_passes);
+        for (uint32_t i = 0; i < t->n_prof; i++) {
+            const prof_unit_t *u = &t->prof[i];
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_s(u->name);
+            printf(", \"samples\": %u, \"min_ns\": %" PRIu64 ", \"median_ns\": %" PRIu64
+                   ", \"max_ns\": %" PRIu64 "}", u->samples, u->min_ns, u->median_ns, u->max_ns);
+        }
+        printf("]}");
+    }
     printf("\n}\n");
 }
 

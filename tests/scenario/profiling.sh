@@ -1,0 +1,42 @@
+# Profiling on the simulated device: each unit's compute time is its kernels' virtual
+# durations, exactly; passes suspended by the application are not profiled.
+. "$(dirname "$0")/lib.sh"
+ARGS=(--layers 4 --dim 512 --quiet)
+profile() { "$BUILD/bin/ft-trace" --json "$1" | python3 -c "import json,sys; p=json.load(sys.stdin).get('profile'); print(json.dumps(p))"; }
+
+FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_TRACE_FILE="$WORK/p.bin" \
+    shim "$MODEL" "${ARGS[@]}" --iters 10 >"$WORK/out" 2>"$WORK/err" || fail "model under shim failed"
+[ "$(cat "$WORK/out")" = "$(sim "$MODEL" "${ARGS[@]}" --iters 10)" ] || fail "output changed"
+profile "$WORK/p.bin" >"$WORK/p.json"
+python3 - "$WORK/p.json" <<'PY' || fail "unit compute times are not the kernels' durations"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["passes"] == 3, p
+# gemv streams 512*512*4 bytes at 3 bytes/ns, mix and scale take 2 us each (kernels_sim.c)
+layer = 512 * 512 * 4 // 3 + 2000 + 2000
+u = p["units"]
+assert [x["samples"] for x in u] == [3] * 4, u
+for x in u[:3]:
+    assert x["min_ns"] == x["median_ns"] == x["max_ns"] == layer, (x, layer)
+# the last unit's range runs to the next pass: plus the output copied back to pinned
+# memory (2 us latency + 2 KiB at 55 GB/s) and the next input copied in from pageable
+# memory (2 us + 2 KiB at 7.7 GB/s)
+tail = (2000 + 2048 / 55.0) + (2000 + 2048 / 7.7)
+assert abs(u[3]["median_ns"] - (layer + tail)) <= 1, (u[3], layer + tail)
+PY
+pass "unit compute times equal the kernels' virtual durations (3 passes)"
+
+FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_TRACE_FILE="$WORK/s.bin" \
+    shim "$MODEL" "${ARGS[@]}" --iters 10 --pause 10 >/dev/null 2>&1 || fail "suspended run failed"
+[ "$(profile "$WORK/s.bin" | python3 -c 'import json,sys; print(json.load(sys.stdin)["passes"])')" = 0 ] \
+    || fail "passes were profiled while suspended"
+FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_TRACE_FILE="$WORK/r.bin" \
+    shim "$MODEL" "${ARGS[@]}" --iters 12 --pause 7 >/dev/null 2>&1 || fail "resumed run failed"
+[ "$(profile "$WORK/r.bin" | python3 -c 'import json,sys; print(json.load(sys.stdin)["passes"])')" = 3 ] \
+    || fail "profiling did not resume"
+pass "ft_profiling_suspend/resume (called before profiling began): suspended passes not profiled"
+
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=1 shim "$MODEL" "${ARGS[@]}" --iters 8 \
+    >/dev/null 2>"$WORK/q.err" || fail "one-pass run failed"
+expect_grep 'profiling: only 1 profiled pass' "$WORK/q.err" "quality report"
+pass "quality report: too few passes"

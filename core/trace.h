@@ -32,6 +32,9 @@ typedef enum {
                                u32 last launch, u32 offload, u32 k, k x u32 region id) */
     FT_TRACE_PROFILE = 9,   /* u32 passes, u32 n, then n x (str unit, u32 samples,
                                u64 min ns, u64 median ns, u64 max ns) */
+    FT_TRACE_BANDWIDTH = 10, /* u64 bytes per copy, then in KB/s (10^3 B/s): u64 host to
+                                device, u64 device to host, u64 and u64 the same with
+                                both directions at once */
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
 

@@ -365,6 +365,79 @@ static void scan_extra(void **extra, ft_scan_set_t *set, const kinfo_t *trace_k)
         trace_arg_words(trace_k, buf ? "extra buffer" : "extra without a buffer", buf, buf ? size : 0);
 }
 
+/* Copy bandwidth the plan will get, measured on pinned host memory as the residency
+ * engine will use: host-to-device and device-to-host alone, then both at once on two
+ * streams. GB/s, 0 when not measured. */
+static struct {
+    double h2d, d2h, h2d_both, d2h_both;
+    size_t bytes;
+} bw;
+
+static void measure_bandwidth(void)
+{
+    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
+    typedef cudaError_t (*free_host_fn)(void *);
+    typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
+    typedef cudaError_t (*stream_destroy_fn)(cudaStream_t);
+    host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
+    free_host_fn free_host = (free_host_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaFreeHost");
+    stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
+    stream_destroy_fn stream_destroy = (stream_destroy_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamDestroy");
+    if (!host_alloc || !free_host || !stream_create || !stream_destroy)
+        return;
+    size_t bytes = 64u << 20;
+    void *host = NULL, *dev = NULL;
+    cudaStream_t s1 = NULL, s2 = NULL;
+    cudaEvent_t e[6];
+    int ok = host_alloc(&host, 2 * bytes, cudaHostAllocDefault) == cudaSuccess &&
+             REAL(cudaMalloc)(&dev, 2 * bytes) == cudaSuccess &&
+             stream_create(&s1, cudaStreamNonBlocking) == cudaSuccess &&
+             stream_create(&s2, cudaStreamNonBlocking) == cudaSuccess;
+    for (int i = 0; ok && i < 6; i++)
+        ok = prof.create(&e[i], cudaEventDefault) == cudaSuccess;
+    cudaMemcpyAsync_fn_t copy = REAL(cudaMemcpyAsync);
+    char *h = host, *d = dev;
+    float ms[4] = { 0, 0, 0, 0 };
+    if (ok) {
+        /* alone: H2D on s1, then D2H on s1 */
+        prof.record(e[0], s1);
+        copy(d, h, bytes, cudaMemcpyHostToDevice, s1);
+        prof.record(e[1], s1);
+        copy(h, d, bytes, cudaMemcpyDeviceToHost, s1);
+        prof.record(e[2], s1);
+        prof.sync(e[2]);
+        prof.elapsed(&ms[0], e[0], e[1]);
+        prof.elapsed(&ms[1], e[1], e[2]);
+        /* both at once: s2 waits for nothing, s1 copies the other way */
+        prof.record(e[3], s1);
+        copy(d, h, bytes, cudaMemcpyHostToDevice, s1);
+        prof.record(e[4], s1);
+        copy(h + bytes, d + bytes, bytes, cudaMemcpyDeviceToHost, s2);
+        prof.record(e[5], s2);
+        prof.sync(e[4]);
+        prof.sync(e[5]);
+        prof.elapsed(&ms[2], e[3], e[4]);
+        prof.elapsed(&ms[3], e[3], e[5]);
+        bw.bytes = bytes;
+        bw.h2d = ms[0] > 0 ? (double)bytes / (ms[0] * 1e6) : 0;
+        bw.d2h = ms[1] > 0 ? (double)bytes / (ms[1] * 1e6) : 0;
+        bw.h2d_both = ms[2] > 0 ? (double)bytes / (ms[2] * 1e6) : 0;
+        bw.d2h_both = ms[3] > 0 ? (double)bytes / (ms[3] * 1e6) : 0;
+        FT_INFO("copy bandwidth (pinned, %zu MiB): host to device %.1f GB/s, device to host %.1f GB/s; "
+                "both at once %.1f and %.1f GB/s", bytes >> 20, bw.h2d, bw.d2h, bw.h2d_both, bw.d2h_both);
+    } else {
+        FT_WARN("copy bandwidth not measured (could not set up pinned buffers and streams)");
+    }
+    if (s1)
+        stream_destroy(s1);
+    if (s2)
+        stream_destroy(s2);
+    if (dev)
+        REAL(cudaFree)(dev);
+    if (host)
+        free_host(host);
+}
+
 /* Discovery is done: set up the events for the units it found. */
 static void start_profiling(void)
 {
@@ -393,6 +466,7 @@ static void start_profiling(void)
     for (int i = __atomic_load_n(&early_suspends, __ATOMIC_RELAXED); i > 0; i--)
         ft_prof_suspend(prof.prof);
     prof.n = n;
+    measure_bandwidth();
     __atomic_store_n(&profiling, 1, __ATOMIC_RELAXED);
     FT_INFO("profiling: %zu units over %d pass(es)", n, profiling_iters < 1 ? 1 : profiling_iters);
 }
@@ -1052,6 +1126,15 @@ void ft_hooks_trace(void *trace_writer)
             ft_trace_put_u64(w, (uint64_t)(st.median * 1000.0 + 0.5));
             ft_trace_put_u64(w, (uint64_t)(st.max * 1000.0 + 0.5));
         }
+        ft_trace_end(w);
+    }
+    if (bw.bytes > 0) {
+        ft_trace_begin(w, FT_TRACE_BANDWIDTH);
+        ft_trace_put_u64(w, bw.bytes);
+        ft_trace_put_u64(w, (uint64_t)(bw.h2d * 1e6));
+        ft_trace_put_u64(w, (uint64_t)(bw.d2h * 1e6));
+        ft_trace_put_u64(w, (uint64_t)(bw.h2d_both * 1e6));
+        ft_trace_put_u64(w, (uint64_t)(bw.d2h_both * 1e6));
         ft_trace_end(w);
     }
     pthread_mutex_unlock(&prof.lock);

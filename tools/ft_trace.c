@@ -42,8 +42,8 @@ static const char *const source_text[] = { "the detector", "ft_iteration_mark",
                                            "the marker kernel" };
 static const char *const record_names[] = { "?", "PROCESS", "CONFIG", "CALLS", "DISCOVERY",
                                             "REGIONS", "KERNELS", "ITERATION", "UNITS",
-                                            "PROFILE" };
-#define N_RECORD_TYPES 10
+                                            "PROFILE", "BANDWIDTH" };
+#define N_RECORD_TYPES 11
 
 typedef struct {
     const char *s;            /* into the file's bytes, not NUL-terminated */
@@ -114,6 +114,7 @@ typedef struct {
     uint32_t *unit_ids;
     uint32_t prof_passes, n_prof;
     prof_unit_t *prof;
+    uint64_t bw_bytes, bw[4]; /* KB/s: h2d, d2h, both h2d, both d2h */
 
     /* Derived once everything checks out. */
     uint64_t tracked_bytes, weight_bytes, unlisted_weight_bytes, late_bytes;
@@ -311,11 +312,22 @@ static int parse_profile(trace_t *t, ft_trace_cursor_t *c)
     return 0;
 }
 
+static int parse_bandwidth(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (ft_trace_get_u64(c, &t->bw_bytes))
+        return short_payload(t, "bandwidth", 0);
+    for (int i = 0; i < 4; i++)
+        if (ft_trace_get_u64(c, &t->bw[i]))
+            return short_payload(t, "bandwidth", (uint32_t)i);
+    return 0;
+}
+
 static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
 {
     static int (*const parse[N_RECORD_TYPES])(trace_t *, ft_trace_cursor_t *) = {
         NULL, parse_process, parse_config, parse_calls, parse_discovery,
         parse_regions, parse_kernels, parse_iteration, parse_units, parse_profile,
+        parse_bandwidth,
     };
     trace_t *t = ctx;
     /* A newer writer's record this reader does not know: skipped, as the format allows
@@ -725,6 +737,11 @@ static void text_report(const trace_t *t, const char *path, size_t size)
                    (double)u->min_ns / 1e3, (double)u->median_ns / 1e3, (double)u->max_ns / 1e3);
         }
     }
+    if (t->seen[FT_TRACE_BANDWIDTH])
+        printf("\ncopy bandwidth (pinned, %" PRIu64 " MiB copies)\n  host to device %.1f GB/s, "
+               "device to host %.1f GB/s; both at once %.1f and %.1f GB/s\n", t->bw_bytes >> 20,
+               (double)t->bw[0] / 1e6, (double)t->bw[1] / 1e6, (double)t->bw[2] / 1e6,
+               (double)t->bw[3] / 1e6);
 }
 
 /* --- JSON ------------------------------------------------------------------------ */
@@ -936,6 +953,11 @@ static void json_report(const trace_t *t, const char *path)
         }
         printf("]}");
     }
+    if (t->seen[FT_TRACE_BANDWIDTH])
+        printf(",\n  \"bandwidth\": {\"bytes\": %" PRIu64 ", \"h2d_gbps\": %.3f, \"d2h_gbps\": %.3f, "
+               "\"h2d_both_gbps\": %.3f, \"d2h_both_gbps\": %.3f}", t->bw_bytes,
+               (double)t->bw[0] / 1e6, (double)t->bw[1] / 1e6, (double)t->bw[2] / 1e6,
+               (double)t->bw[3] / 1e6);
     printf("\n}\n");
 }
 

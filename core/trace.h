@@ -35,6 +35,10 @@ typedef enum {
     FT_TRACE_BANDWIDTH = 10, /* u64 bytes per copy, then in KB/s (10^3 B/s): u64 host to
                                 device, u64 device to host, u64 and u64 the same with
                                 both directions at once */
+    FT_TRACE_PLAN = 11,     /* u32 memory mode, u64 budget, u64 other bytes, u32 slots,
+                               u64 slot bytes, u64 device bytes, u64 predicted step ns,
+                               u64 all-resident ns, u32 n, then n x (u32 resident,
+                               u32 slot (0xffffffff resident), u64 predicted stall ns) */
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
 

@@ -21,6 +21,7 @@
 #include "shim/shim.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 
 #include "config/config.h"
 #include "core/discovery.h"
+#include "core/plan.h"
 #include "core/profile.h"
 #include "core/log.h"
 #include "core/regions.h"
@@ -104,6 +106,16 @@ static char **include_items, **exclude_items;
 static uint64_t vmm_min_bytes;
 static int profiling_iters;
 static int log_diagnostics;
+static const struct ft_config *cfgp; /* the process's configuration, alive forever */
+
+/* The plan chosen at the end of profiling (planning only: the residency engine that
+ * carries it out comes next). */
+static struct {
+    int made, rc;
+    ft_plan_input_t in;
+    ft_plan_t out;
+    uint64_t min_budget;
+} plan;
 
 /* Profiling: CUDA events recorded before each unit's first launch and at the start of
  * the next pass, on the launching stream; read when a pass ends (a synchronisation,
@@ -222,6 +234,7 @@ int ft_hooks_init(const struct ft_config *cfg)
         return -1;
     vmm_min_bytes = cfg->vmm_min_size;
     profiling_iters = cfg->profiling_iters;
+    cfgp = cfg;
     log_diagnostics = cfg->log_diagnostics;
     include_items = copy_list(&cfg->include_patterns);
     exclude_items = copy_list(&cfg->exclude_patterns);
@@ -490,6 +503,108 @@ static void end_profiled_pass(void)
     ft_prof_add_pass(prof.prof, us);
 }
 
+static char *human_bytes(uint64_t b, char *buf, size_t len)
+{
+    if (b >= (1ull << 30))
+        snprintf(buf, len, "%.2f GiB", (double)b / (1 << 30));
+    else
+        snprintf(buf, len, "%.1f MiB", (double)b / (1 << 20));
+    return buf;
+}
+
+/* The memory budget: FT_GPU_MEM_LIMIT and FT_MAX_GPU_MEM_FRACTION x total (the smaller
+ * when both), capped by what the device has free plus what this process already holds
+ * through the shim. 0 = latency mode. */
+static uint64_t memory_budget(void)
+{
+    uint64_t budget = cfgp->gpu_mem_limit;
+    size_t free_b = 0, total_b = 0;
+    if (REAL(cudaMemGetInfo) == NULL || REAL(cudaMemGetInfo)(&free_b, &total_b) != cudaSuccess)
+        free_b = total_b = 0;
+    if (cfgp->max_gpu_mem_fraction > 0 && total_b > 0) {
+        uint64_t f = (uint64_t)(cfgp->max_gpu_mem_fraction * (double)total_b);
+        budget = budget == 0 || f < budget ? f : budget;
+    }
+    uint64_t can = (uint64_t)free_b + ft_regions_bytes(regions);
+    if (budget > 0 && total_b > 0 && budget > can) {
+        char a[32], b[32];
+        FT_INFO("plan: budget %s capped to %s (free device memory plus what this process holds)",
+                human_bytes(budget, a, sizeof a), human_bytes(can, b, sizeof b));
+        budget = can;
+    }
+    return budget;
+}
+
+/* Profiling is done: choose the plan (FT_STRATEGY) and say what it is. */
+static void make_plan(void)
+{
+    size_t n = prof.n;
+    ft_plan_unit_t *units = calloc(n, sizeof *units);
+    plan.out.resident = calloc(n, sizeof *plan.out.resident);
+    plan.out.slot = calloc(n, sizeof *plan.out.slot);
+    plan.out.unit_stall_us = calloc(n, sizeof *plan.out.unit_stall_us);
+    if (units == NULL || !plan.out.resident || !plan.out.slot || !plan.out.unit_stall_us) {
+        FT_WARN("plan: out of memory");
+        free(units);
+        return;
+    }
+    uint64_t weights = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+        units[i] = (ft_plan_unit_t){ u->name, u->bytes, ft_prof_stat(prof.prof, i).median };
+        weights += u->bytes;
+    }
+    uint64_t tracked = ft_regions_bytes(regions);
+    ft_plan_input_t *in = &plan.in;
+    in->units = units;
+    in->n = n;
+    /* GB/s is bytes per ns: x 1000 for bytes per us. */
+    in->h2d_bytes_per_us = bw.h2d > 0 ? bw.h2d * 1000.0 : 25000.0;
+    in->copy_latency_us = 0;
+    in->budget_bytes = memory_budget();
+    in->other_bytes = tracked > weights ? tracked - weights : 0;
+    in->time_budget_factor = cfgp->time_budget_factor;
+    in->min_slots = cfgp->min_blocks;
+    in->max_slots = cfgp->num_blocks;
+    in->strategy = cfgp->strategy == FT_STRATEGY_GREEDY ? FT_PLAN_GREEDY
+                 : cfgp->strategy == FT_STRATEGY_GLOBAL ? FT_PLAN_GLOBAL : FT_PLAN_KNAPSACK;
+    in->transfer = cfgp->transfer_mode == FT_TRANSFER_MODE_BLOCK ? FT_PLAN_PACKED : FT_PLAN_PER_UNIT;
+    plan.rc = ft_plan_choose(in, &plan.out, &plan.min_budget);
+    plan.made = 1;
+    char a[32], b[32], c[32];
+    if (plan.rc == -ENOSPC) {
+        FT_ERROR("plan: the memory budget %s cannot hold this model's non-weight memory (%s) "
+                 "and %d slots; the smallest budget that works is %s (FT_GPU_MEM_LIMIT or "
+                 "FT_MAX_GPU_MEM_FRACTION); nothing will be offloaded",
+                 human_bytes(in->budget_bytes, a, sizeof a), human_bytes(in->other_bytes, b, sizeof b),
+                 in->min_slots, human_bytes(plan.min_budget, c, sizeof c));
+        return;
+    }
+    if (plan.rc != 0) {
+        FT_WARN("plan: not made (error %d)", plan.rc);
+        return;
+    }
+    size_t streamed = 0;
+    for (size_t i = 0; i < n; i++)
+        streamed += !plan.out.resident[i];
+    FT_INFO("plan (%s mode, %s): %zu of %zu units streamed through %d slot(s) of %s; device "
+            "memory %s; predicted step %.1f us against %.1f us all resident",
+            in->budget_bytes ? "memory" : "latency", ft_config_word_name(cfgp->strategy), streamed,
+            n, plan.out.slots, human_bytes(plan.out.slot_bytes, a, sizeof a),
+            human_bytes(plan.out.device_bytes, b, sizeof b), plan.out.step_us,
+            plan.out.all_resident_us);
+    if (log_diagnostics) {
+        size_t need = ft_plan_format(in, &plan.out, NULL, 0) + 1;
+        char *table = malloc(need);
+        if (table != NULL) {
+            ft_plan_format(in, &plan.out, table, need);
+            for (char *line = strtok(table, "\n"); line != NULL; line = strtok(NULL, "\n"))
+                FT_INFO("%s", line);
+            free(table);
+        }
+    }
+}
+
 static void finish_profiling(void)
 {
     __atomic_store_n(&profiling, 0, __ATOMIC_RELAXED);
@@ -501,6 +616,7 @@ static void finish_profiling(void)
     FT_INFO("profiling: done, %d pass(es), %d finding(s)", ft_prof_passes(prof.prof), findings);
     for (char *line = strtok(report, "\n"); line != NULL; line = strtok(NULL, "\n"))
         FT_WARN("profiling: %s", line);
+    make_plan();
     if (log_diagnostics) {
         FT_INFO("%-24s %12s %10s %10s %10s %4s", "unit", "bytes", "median us", "min us", "max us", "n");
         for (size_t i = 0; i < prof.n; i++) {
@@ -1125,6 +1241,24 @@ void ft_hooks_trace(void *trace_writer)
             ft_trace_put_u64(w, (uint64_t)(st.min * 1000.0 + 0.5));
             ft_trace_put_u64(w, (uint64_t)(st.median * 1000.0 + 0.5));
             ft_trace_put_u64(w, (uint64_t)(st.max * 1000.0 + 0.5));
+        }
+        ft_trace_end(w);
+    }
+    if (plan.made && plan.rc == 0) {
+        ft_trace_begin(w, FT_TRACE_PLAN);
+        ft_trace_put_u32(w, plan.in.budget_bytes ? 1 : 0);
+        ft_trace_put_u64(w, plan.in.budget_bytes);
+        ft_trace_put_u64(w, plan.in.other_bytes);
+        ft_trace_put_u32(w, (uint32_t)plan.out.slots);
+        ft_trace_put_u64(w, plan.out.slot_bytes);
+        ft_trace_put_u64(w, plan.out.device_bytes);
+        ft_trace_put_u64(w, (uint64_t)(plan.out.step_us * 1000.0 + 0.5));
+        ft_trace_put_u64(w, (uint64_t)(plan.out.all_resident_us * 1000.0 + 0.5));
+        ft_trace_put_u32(w, (uint32_t)plan.in.n);
+        for (size_t i = 0; i < plan.in.n; i++) {
+            ft_trace_put_u32(w, (uint32_t)plan.out.resident[i]);
+            ft_trace_put_u32(w, (uint32_t)plan.out.slot[i]);
+            ft_trace_put_u64(w, (uint64_t)(plan.out.unit_stall_us[i] * 1000.0 + 0.5));
         }
         ft_trace_end(w);
     }

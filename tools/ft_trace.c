@@ -42,8 +42,8 @@ static const char *const source_text[] = { "the detector", "ft_iteration_mark",
                                            "the marker kernel" };
 static const char *const record_names[] = { "?", "PROCESS", "CONFIG", "CALLS", "DISCOVERY",
                                             "REGIONS", "KERNELS", "ITERATION", "UNITS",
-                                            "PROFILE", "BANDWIDTH" };
-#define N_RECORD_TYPES 11
+                                            "PROFILE", "BANDWIDTH", "PLAN" };
+#define N_RECORD_TYPES 12
 
 typedef struct {
     const char *s;            /* into the file's bytes, not NUL-terminated */
@@ -115,6 +115,10 @@ typedef struct {
     uint32_t prof_passes, n_prof;
     prof_unit_t *prof;
     uint64_t bw_bytes, bw[4]; /* KB/s: h2d, d2h, both h2d, both d2h */
+    uint32_t plan_memory_mode, plan_slots, plan_n;
+    uint64_t plan_budget, plan_other, plan_slot_bytes, plan_device, plan_step_ns, plan_all_ns;
+    uint32_t *plan_resident, *plan_slot;
+    uint64_t *plan_stall_ns;
 
     /* Derived once everything checks out. */
     uint64_t tracked_bytes, weight_bytes, unlisted_weight_bytes, late_bytes;
@@ -322,12 +326,33 @@ static int parse_bandwidth(trace_t *t, ft_trace_cursor_t *c)
     return 0;
 }
 
+static int parse_plan(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (ft_trace_get_u32(c, &t->plan_memory_mode) || ft_trace_get_u64(c, &t->plan_budget) ||
+        ft_trace_get_u64(c, &t->plan_other) || ft_trace_get_u32(c, &t->plan_slots) ||
+        ft_trace_get_u64(c, &t->plan_slot_bytes) || ft_trace_get_u64(c, &t->plan_device) ||
+        ft_trace_get_u64(c, &t->plan_step_ns) || ft_trace_get_u64(c, &t->plan_all_ns) ||
+        get_count(t, c, 16, &t->plan_n) ||
+        (t->plan_resident = alloc_array(t, t->plan_n, sizeof *t->plan_resident)) == NULL ||
+        (t->plan_slot = alloc_array(t, t->plan_n, sizeof *t->plan_slot)) == NULL ||
+        (t->plan_stall_ns = alloc_array(t, t->plan_n, sizeof *t->plan_stall_ns)) == NULL)
+        return short_payload(t, "plan header", 0);
+    for (uint32_t i = 0; i < t->plan_n; i++) {
+        if (ft_trace_get_u32(c, &t->plan_resident[i]) || ft_trace_get_u32(c, &t->plan_slot[i]) ||
+            ft_trace_get_u64(c, &t->plan_stall_ns[i]))
+            return short_payload(t, "planned unit", i);
+        if (!t->plan_resident[i] && t->plan_slot[i] >= t->plan_slots)
+            return bad(t, "planned unit %u: slot %u of %u slots", i, t->plan_slot[i], t->plan_slots);
+    }
+    return 0;
+}
+
 static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
 {
     static int (*const parse[N_RECORD_TYPES])(trace_t *, ft_trace_cursor_t *) = {
         NULL, parse_process, parse_config, parse_calls, parse_discovery,
         parse_regions, parse_kernels, parse_iteration, parse_units, parse_profile,
-        parse_bandwidth,
+        parse_bandwidth, parse_plan,
     };
     trace_t *t = ctx;
     /* A newer writer's record this reader does not know: skipped, as the format allows
@@ -544,6 +569,9 @@ static void trace_free(trace_t *t)
     free(t->kernel_order);
     free(t->not_weight_order);
     free(t->prof);
+    free(t->plan_resident);
+    free(t->plan_slot);
+    free(t->plan_stall_ns);
 }
 
 /* --- helpers for both renderings ------------------------------------------------ */
@@ -735,6 +763,22 @@ static void text_report(const trace_t *t, const char *path, size_t size)
             const prof_unit_t *u = &t->prof[i];
             printf("  %-24.*s %8u %10.1f %10.1f %10.1f\n", (int)u->name.n, u->name.s, u->samples,
                    (double)u->min_ns / 1e3, (double)u->median_ns / 1e3, (double)u->max_ns / 1e3);
+        }
+    }
+    if (t->seen[FT_TRACE_PLAN]) {
+        char a[32], b[32], c[32], d[32];
+        printf("\nplan (%s mode)\n  budget %s, non-weight memory %s, %u slot(s) of %s, device "
+               "memory %s\n  predicted step %.1f us against %.1f us all resident\n",
+               t->plan_memory_mode ? "memory" : "latency", human(t->plan_budget, a),
+               human(t->plan_other, b), t->plan_slots, human(t->plan_slot_bytes, c),
+               human(t->plan_device, d), (double)t->plan_step_ns / 1e3, (double)t->plan_all_ns / 1e3);
+        printf("  %-24s %-9s %5s %12s\n", "unit", "decision", "slot", "stall us");
+        for (uint32_t i = 0; i < t->plan_n; i++) {
+            str_t name = i < t->n_units ? t->units[i].name : (str_t){ "?", 1 };
+            printf("  %-24.*s %-9s %5s %12.1f\n", (int)name.n, name.s,
+                   t->plan_resident[i] ? "resident" : "streamed",
+                   t->plan_resident[i] ? "-" : (snprintf(a, sizeof a, "%u", t->plan_slot[i]), a),
+                   (double)t->plan_stall_ns[i] / 1e3);
         }
     }
     if (t->seen[FT_TRACE_BANDWIDTH])
@@ -951,6 +995,18 @@ static void json_report(const trace_t *t, const char *path)
             printf(", \"samples\": %u, \"min_ns\": %" PRIu64 ", \"median_ns\": %" PRIu64
                    ", \"max_ns\": %" PRIu64 "}", u->samples, u->min_ns, u->median_ns, u->max_ns);
         }
+        printf("]}");
+    }
+    if (t->seen[FT_TRACE_PLAN]) {
+        printf(",\n  \"plan\": {\"mode\": \"%s\", \"budget\": %" PRIu64 ", \"other_bytes\": %" PRIu64
+               ", \"slots\": %u, \"slot_bytes\": %" PRIu64 ", \"device_bytes\": %" PRIu64
+               ", \"step_ns\": %" PRIu64 ", \"all_resident_ns\": %" PRIu64 ", \"units\": [",
+               t->plan_memory_mode ? "memory" : "latency", t->plan_budget, t->plan_other,
+               t->plan_slots, t->plan_slot_bytes, t->plan_device, t->plan_step_ns, t->plan_all_ns);
+        for (uint32_t i = 0; i < t->plan_n; i++)
+            printf("%s{\"resident\": %s, \"slot\": %d, \"stall_ns\": %" PRIu64 "}", i ? ", " : "",
+                   t->plan_resident[i] ? "true" : "false",
+                   t->plan_resident[i] ? -1 : (int)t->plan_slot[i], t->plan_stall_ns[i]);
         printf("]}");
     }
     if (t->seen[FT_TRACE_BANDWIDTH])

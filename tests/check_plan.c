@@ -1,0 +1,591 @@
+/* check_plan.c - the planner: the pipeline model on hand-computed pipelines (every
+ * expected time below is worked out in the comment above it), and every strategy in
+ * both modes against a brute force over all resident sets and slot counts of small
+ * random instances. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/plan.h"
+
+#define MIB (1ull << 20)
+#define EPS 1e-6
+#define MAXN 12
+
+/* Times in the hand cases: bandwidth 1 byte/us and no latency, so a unit's bytes are
+ * its copy time in us. */
+static ft_plan_input_t hand(const ft_plan_unit_t *u, size_t n)
+{
+    ft_plan_input_t in = {0};
+    in.units = u;
+    in.n = n;
+    in.h2d_bytes_per_us = 1.0;
+    in.time_budget_factor = 1.0;
+    in.min_slots = 2;
+    in.max_slots = 4;
+    return in;
+}
+
+START_TEST(everything_resident_is_the_sum_of_compute)
+{
+    ft_plan_unit_t u[] = {{"a", 100, 10}, {"b", 100, 20}, {"c", 100, 30}};
+    ft_plan_input_t in = hand(u, 3);
+    int res[] = {1, 1, 1};
+    double st[3] = {-1, -1, -1};
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 0, st), 60.0, EPS);
+    for (int i = 0; i < 3; i++)
+        ck_assert_double_eq_tol(st[i], 0.0, EPS);
+}
+END_TEST
+
+/* r0 (10) | s1 (10, copy 50) | r2 (10), 2 slots. s1 is the only group, so its slot's
+ * previous occupant is s1 itself one pass earlier: its copy cannot start before s1's
+ * compute of the previous pass has ended. Pass 1: copy 0-50, r0 0-10, s1 50-60,
+ * r2 60-70. Pass 2: copy max(50, 60) = 60-110, r0 70-80, s1 110-120 (stall 30),
+ * r2 120-130. The step is 60 = copy + s1's compute, 30 more than all-resident. */
+START_TEST(one_streamed_unit_with_a_slow_copy_stalls_by_the_copy)
+{
+    ft_plan_unit_t u[] = {{"r0", 1, 10}, {"s1", 50, 10}, {"r2", 1, 10}};
+    ft_plan_input_t in = hand(u, 3);
+    int res[] = {1, 0, 1};
+    double st[3];
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, st), 60.0, EPS);
+    ck_assert_double_eq_tol(st[0], 0.0, EPS);
+    ck_assert_double_eq_tol(st[1], 30.0, EPS);
+    ck_assert_double_eq_tol(st[2], 0.0, EPS);
+    /* A fixed cost per copy adds to that cycle. */
+    in.copy_latency_us = 2.5;
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, NULL), 62.5, EPS);
+}
+END_TEST
+
+/* s0 s1 s2 (compute 10, copy 1 each), all streamed. With 2 slots they take slots
+ * 0, 1, 0: s2 waits for s0's compute to free slot 0 within the pass, and s0 of the
+ * next pass waits for s2's compute at the end of this one. Steady state: copy of s0
+ * starts when s2 ends (T), s0 runs T+1..T+11 (stall 1), s1's copy hides behind it, s2's
+ * copy behind s1: step 31. With 3 slots every group has a slot of its own and every
+ * copy runs during the previous units' compute: step 30. */
+START_TEST(slot_reuse_waits_for_the_previous_occupant)
+{
+    ft_plan_unit_t u[] = {{"s0", 1, 10}, {"s1", 1, 10}, {"s2", 1, 10}};
+    ft_plan_input_t in = hand(u, 3);
+    int res[] = {0, 0, 0};
+    double st[3];
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, st), 31.0, EPS);
+    ck_assert_double_eq_tol(st[0], 1.0, EPS);
+    ck_assert_double_eq_tol(st[1], 0.0, EPS);
+    ck_assert_double_eq_tol(st[2], 0.0, EPS);
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 3, st), 30.0, EPS);
+    ck_assert_double_eq_tol(st[0], 0.0, EPS);
+    ck_assert_int_eq(ft_plan_acceptable(&in, res, 3), 1);
+    ck_assert_int_eq(ft_plan_acceptable(&in, res, 2), 0);
+}
+END_TEST
+
+/* s0 (10, copy 20) | r (10) | s1 (10, copy 20), 2 slots. Pass 1: copy0 0-20, s0 20-30
+ * (stall 20), r 30-40, copy1 20-40, s1 40-50. Pass 2: copy0 starts when the engine is
+ * free (40; slot 0 was freed at 30) and ends at 60, so it overlapped the previous
+ * pass's tail: s0 60-70 (stall 10, not 20), r 70-80, copy1 60-80, s1 80-90. The step
+ * is 40: the copy engine's 20 + 20, with the wrap-around hiding half of s0's copy. */
+START_TEST(steady_state_overlaps_the_wraparound)
+{
+    ft_plan_unit_t u[] = {{"s0", 20, 10}, {"r", 1, 10}, {"s1", 20, 10}};
+    ft_plan_input_t in = hand(u, 3);
+    int res[] = {0, 1, 0};
+    double st[3];
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, st), 40.0, EPS);
+    ck_assert_double_eq_tol(st[0], 10.0, EPS);
+    ck_assert_double_eq_tol(st[1], 0.0, EPS);
+    ck_assert_double_eq_tol(st[2], 0.0, EPS);
+    /* The factor: computes x4/3 give 40 = the copies, so the plan becomes acceptable;
+     * x1.3 give 39 < 40, not. */
+    in.time_budget_factor = 4.0 / 3.0;
+    ck_assert_int_eq(ft_plan_acceptable(&in, res, 2), 1);
+    in.time_budget_factor = 1.3;
+    ck_assert_int_eq(ft_plan_acceptable(&in, res, 2), 0);
+}
+END_TEST
+
+/* Packed: s0 (10 B) and s1 (10 B) share a block of the largest streamed size (20 B),
+ * s2 (20 B) has its own; latency 5 makes each block's copy 25. Pass 2 on: copy0
+ * starts at the engine's end of copy1 of the previous pass (slot 0 freed earlier),
+ * copy1 right after it: the engine is busy all the time, step 50. Per unit the copies
+ * take 15 + 15 + 25 = 55 per pass, so the step is at least 55. */
+START_TEST(packed_blocks_share_one_copy)
+{
+    ft_plan_unit_t u[] = {{"s0", 10, 10}, {"s1", 10, 10}, {"s2", 20, 10}};
+    ft_plan_input_t in = hand(u, 3);
+    in.copy_latency_us = 5;
+    in.transfer = FT_PLAN_PACKED;
+    int res[] = {0, 0, 0}, grp[3];
+    ck_assert_int_eq(ft_plan_groups(&in, res, grp), 2);
+    ck_assert_int_eq(grp[0], 0);
+    ck_assert_int_eq(grp[1], 0);
+    ck_assert_int_eq(grp[2], 1);
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, NULL), 50.0, EPS);
+    in.transfer = FT_PLAN_PER_UNIT;
+    ck_assert_int_eq(ft_plan_groups(&in, res, grp), 3);
+    ck_assert_double_ge(ft_plan_predict(&in, res, 2, NULL), 55.0 - EPS);
+    /* A resident unit between two streamed ones does not break a block. */
+    ft_plan_unit_t v[] = {{"s0", 5, 10}, {"r", 30, 10}, {"s1", 5, 10}, {"s2", 10, 10}};
+    in.units = v;
+    in.n = 4;
+    in.transfer = FT_PLAN_PACKED;
+    int res2[] = {0, 1, 0, 0}, grp2[4];
+    ck_assert_int_eq(ft_plan_groups(&in, res2, grp2), 2);
+    ck_assert_int_eq(grp2[0], 0);
+    ck_assert_int_eq(grp2[1], -1);
+    ck_assert_int_eq(grp2[2], 0);
+    ck_assert_int_eq(grp2[3], 1);
+}
+END_TEST
+
+START_TEST(invalid_inputs_are_refused)
+{
+    ft_plan_unit_t u[] = {{"a", 10, 10}};
+    ft_plan_input_t in = hand(u, 1);
+    int res[1] = {0}, slot[1];
+    ck_assert_double_lt(ft_plan_predict(&in, res, 0, NULL), 0);
+    in.h2d_bytes_per_us = 0;
+    ck_assert_double_lt(ft_plan_predict(&in, res, 2, NULL), 0);
+    in.h2d_bytes_per_us = 1;
+    ft_plan_t p = {.resident = res, .slot = slot};
+    in.min_slots = 1;
+    ck_assert_int_eq(ft_plan_choose(&in, &p, NULL), -EINVAL);
+    in.min_slots = 3;
+    in.max_slots = 2;
+    ck_assert_int_eq(ft_plan_choose(&in, &p, NULL), -EINVAL);
+}
+END_TEST
+
+/* ---- brute force --------------------------------------------------------------- */
+
+static unsigned rng_state;
+
+static unsigned rnd(unsigned n)
+{
+    rng_state = rng_state * 1103515245u + 12345u;
+    return (rng_state >> 8) % n;
+}
+
+typedef struct {
+    ft_plan_unit_t u[MAXN];
+    ft_plan_input_t in;
+} inst_t;
+
+/* Sizes in MiB steps (1..8 MiB, often repeated as layers are), computes 5..100 us,
+ * 1 MiB copies in 10 us, a latency of 0..2 us: copies and computes of one order, so
+ * that every regime (hidden, copy-bound, slot-bound) shows up. */
+static void random_instance(inst_t *x, size_t n)
+{
+    memset(x, 0, sizeof *x);
+    uint64_t layer = (1 + rnd(8)) * MIB;
+    for (size_t i = 0; i < n; i++) {
+        x->u[i].name = NULL;
+        x->u[i].bytes = rnd(3) ? layer : (1 + rnd(8)) * MIB;
+        x->u[i].compute_us = 5 + rnd(96);
+    }
+    x->in.units = x->u;
+    x->in.n = n;
+    x->in.h2d_bytes_per_us = (double)MIB / 10.0;
+    x->in.copy_latency_us = rnd(3);
+    x->in.other_bytes = rnd(4) * MIB;
+    x->in.time_budget_factor = 1.0;
+    x->in.min_slots = 2;
+    x->in.max_slots = 2 + rnd(3);
+    x->in.transfer = rnd(2) ? FT_PLAN_PACKED : FT_PLAN_PER_UNIT;
+}
+
+typedef struct {
+    double step;
+    uint64_t dev;
+    int found;
+} best_t;
+
+static double tol_of(const ft_plan_input_t *in)
+{
+    double C = 0;
+    for (size_t i = 0; i < in->n; i++)
+        C += in->units[i].compute_us;
+    return 1e-7 * (C + 1);
+}
+
+/* Every resident set with every slot count: memory mode the least step within the
+ * budget, latency mode the least memory among acceptable plans; and the least memory
+ * of any plan. */
+static best_t brute(const ft_plan_input_t *in, uint64_t *least_mem)
+{
+    best_t b = {0};
+    int res[MAXN];
+    *least_mem = UINT64_MAX;
+    for (unsigned m = 0; m < (1u << in->n); m++) {
+        int streamed = 0;
+        for (size_t i = 0; i < in->n; i++) {
+            res[i] = (m >> i) & 1;
+            streamed |= !res[i];
+        }
+        int lo = streamed ? in->min_slots : 0, hi = streamed ? in->max_slots : 0;
+        for (int k = lo; k <= hi; k++) {
+            uint64_t dev = ft_plan_device_bytes(in, res, k);
+            if (dev < *least_mem)
+                *least_mem = dev;
+            if (in->budget_bytes) {
+                if (dev > in->budget_bytes)
+                    continue;
+                double s = ft_plan_predict(in, res, k, NULL);
+                if (!b.found || s < b.step) {
+                    b.step = s;
+                    b.dev = dev;
+                    b.found = 1;
+                }
+            } else if (ft_plan_acceptable(in, res, k) == 1) {
+                if (!b.found || dev < b.dev) {
+                    b.dev = dev;
+                    b.found = 1;
+                }
+            }
+        }
+    }
+    return b;
+}
+
+typedef struct {
+    int res[MAXN], slot[MAXN];
+    double stall[MAXN];
+    ft_plan_t p;
+} out_t;
+
+static int choose(const ft_plan_input_t *in, ft_plan_strategy_t st, out_t *o, uint64_t *mb)
+{
+    ft_plan_input_t x = *in;
+    x.strategy = st;
+    memset(o, 0, sizeof *o);
+    o->p.resident = o->res;
+    o->p.slot = o->slot;
+    o->p.unit_stall_us = o->stall;
+    return ft_plan_choose(&x, &o->p, mb);
+}
+
+/* What every plan must hold, whatever the strategy: the budget, the reported figures
+ * equal to the model's, slots of streamed units in range. */
+static void check_plan_consistent(const ft_plan_input_t *in, const out_t *o)
+{
+    const ft_plan_t *p = &o->p;
+    if (in->budget_bytes)
+        ck_assert_uint_le(p->device_bytes, in->budget_bytes);
+    ck_assert_uint_eq(p->device_bytes, ft_plan_device_bytes(in, o->res, p->slots));
+    ck_assert_double_eq_tol(p->step_us, ft_plan_predict(in, o->res, p->slots, NULL), EPS);
+    double C = 0, S = 0;
+    int streamed = 0;
+    for (size_t i = 0; i < in->n; i++) {
+        C += in->units[i].compute_us;
+        S += o->stall[i];
+        if (o->res[i])
+            ck_assert_int_eq(o->slot[i], -1);
+        else {
+            streamed = 1;
+            ck_assert_int_ge(o->slot[i], 0);
+            ck_assert_int_lt(o->slot[i], p->slots);
+        }
+    }
+    if (streamed) {
+        ck_assert_int_ge(p->slots, in->min_slots);
+        ck_assert_int_le(p->slots, in->max_slots);
+    } else
+        ck_assert_int_eq(p->slots, 0);
+    ck_assert_double_eq_tol(p->all_resident_us, C, EPS);
+    ck_assert_double_eq_tol(p->stall_us, S, 1e-4);
+}
+
+/* The greedy rule of plan.h / docs/planning.md, written again from the text. */
+static void greedy_reference(const ft_plan_input_t *in, double *step, uint64_t *dev)
+{
+    size_t n = in->n, order[MAXN];
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    for (size_t i = 0; i < n; i++) /* largest first, ties: earlier first */
+        for (size_t j = i + 1; j < n; j++)
+            if (in->units[order[j]].bytes > in->units[order[i]].bytes ||
+                (in->units[order[j]].bytes == in->units[order[i]].bytes && order[j] < order[i])) {
+                size_t t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    int res[MAXN], found = 0;
+    double tol = tol_of(in);
+    /* Everything resident competes too (the planner always considers it). */
+    for (size_t i = 0; i < n; i++)
+        res[i] = 1;
+    uint64_t all = ft_plan_device_bytes(in, res, 0);
+    if (!in->budget_bytes || all <= in->budget_bytes) {
+        *step = ft_plan_predict(in, res, 0, NULL);
+        *dev = all;
+        found = 1;
+    }
+    for (int k = in->min_slots; k <= in->max_slots; k++) {
+        for (size_t i = 0; i < n; i++)
+            res[i] = 0;
+        if (in->budget_bytes) {
+            for (size_t j = 0; j < n; j++) {
+                res[order[j]] = 1;
+                int streamed = 0;
+                for (size_t i = 0; i < n; i++)
+                    streamed |= !res[i];
+                if (ft_plan_device_bytes(in, res, streamed ? k : 0) > in->budget_bytes)
+                    res[order[j]] = 0;
+            }
+        } else {
+            for (size_t j = 0; j <= n; j++) {
+                int streamed = 0;
+                for (size_t i = 0; i < n; i++)
+                    streamed |= !res[i];
+                if (ft_plan_acceptable(in, res, streamed ? k : 0) == 1)
+                    break;
+                if (j < n)
+                    res[order[j]] = 1;
+            }
+        }
+        int streamed = 0;
+        for (size_t i = 0; i < n; i++)
+            streamed |= !res[i];
+        int kk = streamed ? k : 0;
+        uint64_t d = ft_plan_device_bytes(in, res, kk);
+        double s = ft_plan_predict(in, res, kk, NULL);
+        if (in->budget_bytes) {
+            if (d > in->budget_bytes)
+                continue;
+            if (!found || s < *step - tol || (s <= *step + tol && d < *dev)) {
+                /* equal steps: the planner prefers fewer streamed bytes, then less
+                 * memory; only the step and the budget are compared below */
+                *step = s;
+                *dev = d;
+                found = 1;
+            }
+        } else if (ft_plan_acceptable(in, res, kk) == 1 && (!found || d < *dev)) {
+            *step = s;
+            *dev = d;
+            found = 1;
+        }
+    }
+    if (!found) { /* the documented fallback: the least-memory plan */
+        *dev = ft_plan_min_budget(in);
+        *step = -1;
+    }
+}
+
+/* Budgets for one instance: the least, the most useful (everything resident), and
+ * random ones between. */
+static uint64_t pick_budget(const ft_plan_input_t *in, int which)
+{
+    uint64_t lo = ft_plan_min_budget(in), hi = in->other_bytes;
+    for (size_t i = 0; i < in->n; i++)
+        hi += in->units[i].bytes;
+    if (which == 0)
+        return lo;
+    if (which == 1)
+        return hi;
+    return lo + (hi > lo ? rnd((unsigned)((hi - lo) / MIB) + 1) * MIB : 0);
+}
+
+static void one_case(const ft_plan_input_t *in)
+{
+    uint64_t least;
+    best_t b = brute(in, &least);
+    double tol = tol_of(in);
+    ck_assert(b.found);
+    out_t ko, go, glo;
+    ck_assert_int_eq(choose(in, FT_PLAN_KNAPSACK, &ko, NULL), 0);
+    ck_assert_int_eq(choose(in, FT_PLAN_GREEDY, &go, NULL), 0);
+    ck_assert_int_eq(choose(in, FT_PLAN_GLOBAL, &glo, NULL), 0);
+    check_plan_consistent(in, &ko);
+    check_plan_consistent(in, &go);
+    check_plan_consistent(in, &glo);
+    if (in->budget_bytes) {
+        ck_assert_uint_eq(ft_plan_min_budget(in), least);
+        ck_assert_double_le(ko.p.step_us, b.step + tol);
+        ck_assert_double_le(glo.p.step_us, b.step + tol);
+        ck_assert_double_le(glo.p.step_us, ko.p.step_us + tol);
+    } else {
+        ck_assert_int_eq(ft_plan_acceptable(in, ko.res, ko.p.slots), 1);
+        ck_assert_int_eq(ft_plan_acceptable(in, glo.res, glo.p.slots), 1);
+        ck_assert_int_eq(ft_plan_acceptable(in, go.res, go.p.slots), 1);
+        ck_assert_uint_eq(ko.p.device_bytes, b.dev);
+        ck_assert_uint_eq(glo.p.device_bytes, b.dev);
+        ck_assert_uint_le(glo.p.device_bytes, ko.p.device_bytes);
+    }
+    double gs = 0;
+    uint64_t gd = 0;
+    greedy_reference(in, &gs, &gd);
+    if (in->budget_bytes && gs >= 0)
+        ck_assert_double_eq_tol(go.p.step_us, gs, tol);
+    if (in->budget_bytes && gs < 0)
+        ck_assert_uint_eq(go.p.device_bytes, gd);
+    if (!in->budget_bytes)
+        ck_assert_uint_eq(go.p.device_bytes, gd);
+}
+
+START_TEST(memory_mode_matches_the_brute_force)
+{
+    rng_state = 1000u + (unsigned)_i;
+    for (int rep = 0; rep < 6; rep++) {
+        inst_t x;
+        random_instance(&x, 2 + rnd(9)); /* 2..10 units */
+        for (int which = 0; which < 4; which++) {
+            x.in.budget_bytes = pick_budget(&x.in, which);
+            one_case(&x.in);
+        }
+    }
+}
+END_TEST
+
+START_TEST(latency_mode_matches_the_brute_force)
+{
+    static const double factors[] = {1.0, 0.9, 1.25, 2.0};
+    rng_state = 5000u + (unsigned)_i;
+    for (int rep = 0; rep < 6; rep++) {
+        inst_t x;
+        random_instance(&x, 2 + rnd(9));
+        x.in.time_budget_factor = factors[rnd(4)];
+        one_case(&x.in);
+    }
+}
+END_TEST
+
+/* An infeasible budget is refused with the least budget that works; that budget
+ * works, one byte less does not. */
+START_TEST(infeasible_budget_reports_the_least_that_works)
+{
+    rng_state = 9000u + (unsigned)_i;
+    inst_t x;
+    random_instance(&x, 2 + rnd(9));
+    uint64_t least;
+    brute(&x.in, &least);
+    static const ft_plan_strategy_t st[] = {FT_PLAN_KNAPSACK, FT_PLAN_GREEDY, FT_PLAN_GLOBAL};
+    for (int s = 0; s < 3; s++) {
+        out_t o;
+        uint64_t mb = 0;
+        x.in.budget_bytes = 1 + rnd((unsigned)(least / MIB)) * MIB;
+        if (x.in.budget_bytes >= least)
+            x.in.budget_bytes = least - 1;
+        ck_assert_int_eq(choose(&x.in, st[s], &o, &mb), -ENOSPC);
+        ck_assert_uint_eq(mb, least);
+        x.in.budget_bytes = mb - 1;
+        ck_assert_int_eq(choose(&x.in, st[s], &o, &mb), -ENOSPC);
+        x.in.budget_bytes = mb;
+        ck_assert_int_eq(choose(&x.in, st[s], &o, &mb), 0);
+        check_plan_consistent(&x.in, &o);
+    }
+}
+END_TEST
+
+/* A huge unit is cheaper resident than in two slots: the least budget keeps it and
+ * streams the layers; with too many slots keeping everything resident is least. */
+START_TEST(least_budget_keeps_a_huge_unit_resident)
+{
+    ft_plan_unit_t u[] = {{"embed", 100 * MIB, 5}, {"l0", 10 * MIB, 5}, {"l1", 10 * MIB, 5},
+                          {"l2", 10 * MIB, 5}, {"l3", 10 * MIB, 5}};
+    ft_plan_input_t in = hand(u, 5);
+    in.other_bytes = 7 * MIB;
+    ck_assert_uint_eq(ft_plan_min_budget(&in), 7 * MIB + 100 * MIB + 2 * 10 * MIB);
+    in.min_slots = 3;
+    ck_assert_uint_eq(ft_plan_min_budget(&in), 7 * MIB + 100 * MIB + 3 * 10 * MIB);
+    in.min_slots = in.max_slots = 5;
+    ck_assert_uint_eq(ft_plan_min_budget(&in), 7 * MIB + 140 * MIB);
+}
+END_TEST
+
+/* 200 layer-like units: each strategy answers well under a second, within budget. */
+START_TEST(two_hundred_units_plan_quickly)
+{
+    static ft_plan_unit_t u[200];
+    static int res[200], slot[200];
+    rng_state = 42;
+    for (int i = 0; i < 200; i++) {
+        u[i].bytes = (i == 0 || i == 199) ? 500 * MIB : 200 * MIB + (i % 3) * 2 * MIB;
+        u[i].compute_us = 2000 + rnd(2000);
+    }
+    ft_plan_input_t in = {0};
+    in.units = u;
+    in.n = 200;
+    in.h2d_bytes_per_us = 55e3; /* 55 GB/s */
+    in.copy_latency_us = 10;
+    in.other_bytes = 4096 * MIB;
+    in.min_slots = 2;
+    in.max_slots = 4;
+    static const ft_plan_strategy_t st[] = {FT_PLAN_KNAPSACK, FT_PLAN_GREEDY, FT_PLAN_GLOBAL};
+    for (int mode = 0; mode < 2; mode++) {
+        in.budget_bytes = mode ? 20000 * MIB : 0;
+        for (int s = 0; s < 3; s++) {
+            in.strategy = st[s];
+            ft_plan_t p = {.resident = res, .slot = slot};
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            ck_assert_int_eq(ft_plan_choose(&in, &p, NULL), 0);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+            ck_assert_msg(secs < 1.0, "strategy %d mode %d took %.3f s", s, mode, secs);
+            if (in.budget_bytes)
+                ck_assert_uint_le(p.device_bytes, in.budget_bytes);
+            else
+                ck_assert_int_eq(ft_plan_acceptable(&in, res, p.slots), 1);
+        }
+    }
+}
+END_TEST
+
+START_TEST(format_lists_every_unit_and_the_totals)
+{
+    ft_plan_unit_t u[] = {{"embed", 4 * MIB, 10}, {NULL, 8 * MIB, 30}, {"head", 8 * MIB, 20}};
+    ft_plan_input_t in = hand(u, 3);
+    in.h2d_bytes_per_us = (double)MIB / 10;
+    in.budget_bytes = 20 * MIB;
+    int res[3], slot[3];
+    double st[3];
+    ft_plan_t p = {.resident = res, .slot = slot, .unit_stall_us = st};
+    ck_assert_int_eq(ft_plan_choose(&in, &p, NULL), 0);
+    char buf[4096];
+    size_t need = ft_plan_format(&in, &p, buf, sizeof buf);
+    ck_assert_uint_eq(need, strlen(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "embed"));
+    ck_assert_ptr_nonnull(strstr(buf, "unit.1"));
+    ck_assert_ptr_nonnull(strstr(buf, "head"));
+    ck_assert_ptr_nonnull(strstr(buf, "streamed"));
+    ck_assert_ptr_nonnull(strstr(buf, "predicted step"));
+    ck_assert_ptr_nonnull(strstr(buf, "all-resident 60.00 us"));
+    /* one header, three unit rows, two total lines */
+    int lines = 0;
+    for (const char *c = buf; *c; c++)
+        lines += *c == '\n';
+    ck_assert_int_eq(lines, 6);
+    /* A short buffer is cut, terminated, and the needed length still reported. */
+    char small[32];
+    ck_assert_uint_eq(ft_plan_format(&in, &p, small, sizeof small), need);
+    ck_assert_uint_eq(strlen(small), sizeof small - 1);
+}
+END_TEST
+
+Suite *plan_suite(void)
+{
+    Suite *s = suite_create("plan");
+    TCase *tc = tcase_create("model");
+    tcase_add_test(tc, everything_resident_is_the_sum_of_compute);
+    tcase_add_test(tc, one_streamed_unit_with_a_slow_copy_stalls_by_the_copy);
+    tcase_add_test(tc, slot_reuse_waits_for_the_previous_occupant);
+    tcase_add_test(tc, steady_state_overlaps_the_wraparound);
+    tcase_add_test(tc, packed_blocks_share_one_copy);
+    tcase_add_test(tc, invalid_inputs_are_refused);
+    suite_add_tcase(s, tc);
+    TCase *bf = tcase_create("strategies");
+    tcase_set_timeout(bf, 120);
+    tcase_add_loop_test(bf, memory_mode_matches_the_brute_force, 0, 20);
+    tcase_add_loop_test(bf, latency_mode_matches_the_brute_force, 0, 20);
+    tcase_add_loop_test(bf, infeasible_budget_reports_the_least_that_works, 0, 10);
+    tcase_add_test(bf, least_budget_keeps_a_huge_unit_resident);
+    tcase_add_test(bf, two_hundred_units_plan_quickly);
+    tcase_add_test(bf, format_lists_every_unit_and_the_totals);
+    suite_add_tcase(s, bf);
+    return s;
+}

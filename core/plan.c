@@ -12,13 +12,17 @@
 /* Most DP cells (memory steps) per knapsack; beyond it the granularity grows and unit
  * sizes are rounded up to it (docs/planning.md, "Discretisation"). */
 #define DP_MAX_CELLS (1u << 16)
+/* Model work (units simulated, summed over model runs) the local search may spend per
+ * plan: bounds the planning time (about 0.3 s at 200 units) whatever the instance. */
+#define SEARCH_WORK 3e7
 /* States kept to detect the period of the pipeline (longest period detected). */
 #define HIST 16
-/* Frontier sets tried per slot size in latency mode before giving up on that size. */
+/* Frontier sets tried per slot size and count (the DP's best sets at successive
+ * capacities): the model's best is often not the DP's. */
 #define LAT_TRIES 16
-/* Pair swaps are tried by the knapsack's local search up to this many units (they cost
- * n^2 model runs a round); GLOBAL always tries them. */
-#define SWAP_MAX_UNITS 64
+/* The local search tries every pair of units up to this many units (n^2 model runs a
+ * round), only near pairs beyond; GLOBAL up to twice as many. */
+#define WIDE_MAX_UNITS 64
 
 /* ---- the pipeline model ------------------------------------------------------ */
 
@@ -193,7 +197,7 @@ static double simulate(const ft_plan_input_t *in, ws_t *w, const int *resident, 
                 period = k;
         }
         if (period || p == FT_PLAN_MAX_PASSES) {
-            int k = period ? period : p / 2;
+            int k = period ? period : HIST - 1; /* no period: the mean of the last ones */
             if (k > HIST - 1)
                 k = HIST - 1;
             double step = (w->pass_end[p] - w->pass_end[p - k]) / k;
@@ -338,10 +342,21 @@ uint64_t ft_plan_min_budget(const ft_plan_input_t *in)
 
 typedef struct {
     int ok;            /* within the budget (memory mode) / acceptable (latency mode) */
+    double viol;       /* how far from ok: bytes over the budget / us over the limit */
     double step;
     uint64_t dev;
     uint64_t streamed; /* bytes copied per pass */
 } score_t;
+
+/* Starting points kept for the local search: the best few distinct plans scored. */
+#define POOL 8
+
+typedef struct {
+    int *sets;         /* POOL sets of n */
+    int slots[POOL];
+    score_t score[POOL];
+    int len;
+} pool_t;
 
 typedef struct {
     const ft_plan_input_t *in;
@@ -354,36 +369,52 @@ typedef struct {
     score_t best_score;
     int have_best;
     int *tmp;
+    pool_t pool[2];    /* the best plans; the leanest that miss (latency mode) */
+    double work_left;  /* model work the local search may still spend, in unit-steps */
 } search_t;
 
 static score_t score(search_t *s, const int *res, int slots)
 {
     const ft_plan_input_t *in = s->in;
     score_t r = {0};
+    s->work_left -= (double)s->n + 1;
     r.dev = ft_plan_device_bytes(in, res, slots);
     for (size_t i = 0; i < s->n; i++)
         if (!res[i])
             r.streamed += in->units[i].bytes;
     if (s->memory_mode) {
         r.ok = r.dev <= in->budget_bytes;
-        if (!r.ok)
+        if (!r.ok) {
+            r.viol = (double)(r.dev - in->budget_bytes);
             return r; /* over the budget: the step does not matter */
+        }
         r.step = simulate(in, &s->ws, res, slots, 1.0, NULL);
         return r;
     }
     double f = factor_of(in);
     r.step = simulate(in, &s->ws, res, slots, 1.0, NULL);
-    r.ok = f == 1.0 ? r.step <= s->C + s->tol : acceptable_ws(in, &s->ws, res, slots);
+    double scaled = r.step;
+    if (f != 1.0) {
+        scaled = simulate(in, &s->ws, res, slots, f, NULL);
+        s->work_left -= (double)s->n;
+    }
+    r.viol = scaled - f * s->C;
+    r.ok = r.viol <= time_tol(f * s->C);
+    if (r.ok)
+        r.viol = 0;
     return r;
 }
 
-/* Whether a beats b under the mode's objective (plan.h, ft_plan_choose). */
+/* Whether a beats b under the mode's objective (plan.h, ft_plan_choose); between two
+ * plans that both miss the constraint, the nearer one, which guides the local search
+ * out of an infeasible start. */
 static int better(const search_t *s, const score_t *a, const score_t *b)
 {
-    if (!a->ok)
-        return 0;
-    if (!b->ok)
-        return 1;
+    if (!a->ok || !b->ok) {
+        if (a->ok != b->ok)
+            return a->ok;
+        return a->viol < b->viol;
+    }
     if (s->memory_mode) {
         if (a->step < b->step - s->tol)
             return 1;
@@ -404,6 +435,41 @@ static int norm_slots(search_t *s, const int *res, int slots)
     return any_streamed(s->in, res) ? slots : 0;
 }
 
+/* In latency mode, plans that miss the limit but use little memory are the starts
+ * from which the local search most often reaches the least memory: they have a pool
+ * of their own, ranked by memory, then by how far they miss. */
+static int leaner(const score_t *a, const score_t *b)
+{
+    if (a->dev != b->dev)
+        return a->dev < b->dev;
+    return a->viol < b->viol;
+}
+
+static void pool_add(search_t *s, pool_t *pl, const int *res, int slots, const score_t *sc,
+                     int lean)
+{
+    size_t n = s->n;
+    for (int p = 0; p < pl->len; p++)
+        if (pl->slots[p] == slots && !memcmp(pl->sets + (size_t)p * n, res, n * sizeof *res))
+            return;
+    int at = pl->len;
+    if (at == POOL) {
+        at = POOL - 1; /* the worst, kept last */
+        if (!(lean ? leaner(sc, &pl->score[at]) : better(s, sc, &pl->score[at])))
+            return;
+    } else
+        pl->len++;
+    while (at > 0 && (lean ? leaner(sc, &pl->score[at - 1]) : better(s, sc, &pl->score[at - 1]))) {
+        memcpy(pl->sets + (size_t)at * n, pl->sets + (size_t)(at - 1) * n, n * sizeof *res);
+        pl->slots[at] = pl->slots[at - 1];
+        pl->score[at] = pl->score[at - 1];
+        at--;
+    }
+    memcpy(pl->sets + (size_t)at * n, res, n * sizeof *res);
+    pl->slots[at] = slots;
+    pl->score[at] = *sc;
+}
+
 static score_t offer(search_t *s, const int *res, int slots)
 {
     slots = norm_slots(s, res, slots);
@@ -414,67 +480,82 @@ static score_t offer(search_t *s, const int *res, int slots)
         s->best_score = sc;
         s->have_best = 1;
     }
+    if (s->pool[0].sets)
+        pool_add(s, &s->pool[0], res, slots, &sc, 0);
+    if (s->pool[1].sets && !sc.ok && !s->memory_mode)
+        pool_add(s, &s->pool[1], res, slots, &sc, 1);
     return sc;
 }
 
-/* Exact local search from (res, slots): best-improvement over single flips (each with
- * the slot count -1, same, +1) and, when swaps, resident/streamed pair exchanges;
- * stops when no move improves. The result is offered. */
-static void polish(search_t *s, int *res, int slots, int swaps)
+/* Exact local search from (res, slots), first improvement. Moves: flip one unit, or
+ * two units together (an exchange of a resident and a streamed unit, or two streamed
+ * at once: streaming one unit alone costs slots, so memory often drops only when two
+ * go), each with the slot count -1, same or +1. Pairs are all pairs when `wide`, else
+ * those at most PAIR_SPAN apart in the pass (the moves that shift a copy's window).
+ * Stops when a sweep over every move finds no improvement or the search's budget of
+ * model work is spent; the result is offered. */
+#define PAIR_SPAN 3
+static int try_move(search_t *s, int *res, size_t i, long j, int *slots, score_t *cur)
+{
+    const ft_plan_input_t *in = s->in;
+    res[i] = !res[i];
+    if (j >= 0)
+        res[j] = !res[j];
+    for (int d = -1; d <= 1; d++) {
+        int k = *slots + d;
+        if (k < in->min_slots || k > in->max_slots)
+            continue;
+        score_t sc = score(s, res, norm_slots(s, res, k));
+        if (better(s, &sc, cur)) {
+            *cur = sc;
+            *slots = k;
+            return 1;
+        }
+    }
+    res[i] = !res[i];
+    if (j >= 0)
+        res[j] = !res[j];
+    return 0;
+}
+
+static void polish(search_t *s, int *res, int slots, int wide)
 {
     const ft_plan_input_t *in = s->in;
     size_t n = s->n;
     if (slots < in->min_slots)
         slots = in->min_slots;
     score_t cur = score(s, res, norm_slots(s, res, slots));
-    for (size_t round = 0; round < 4 * n + 4; round++) {
-        score_t bs = cur;
-        long bi = -1, bj = -1;
-        int bslots = slots;
-        for (size_t i = 0; i < n; i++) {
-            res[i] = !res[i];
-            for (int d = -1; d <= 1; d++) {
-                int k = slots + d;
-                if (k < in->min_slots || k > in->max_slots)
-                    continue;
-                score_t sc = score(s, res, norm_slots(s, res, k));
-                if (better(s, &sc, &bs)) {
-                    bs = sc;
-                    bi = (long)i;
-                    bj = -1;
-                    bslots = k;
-                }
-            }
-            res[i] = !res[i];
+    int improved = 1;
+    while (improved && s->work_left > 0) {
+        improved = 0;
+        for (size_t i = 0; i < n && s->work_left > 0; i++) {
+            improved |= try_move(s, res, i, -1, &slots, &cur);
+            size_t hi = wide ? n : (i + PAIR_SPAN + 1 < n ? i + PAIR_SPAN + 1 : n);
+            for (size_t j = i + 1; j < hi; j++)
+                improved |= try_move(s, res, i, (long)j, &slots, &cur);
         }
-        for (size_t i = 0; swaps && i < n; i++) {
-            if (!res[i])
-                continue;
-            for (size_t j = 0; j < n; j++) {
-                if (res[j])
-                    continue;
-                res[i] = 0;
-                res[j] = 1;
-                score_t sc = score(s, res, norm_slots(s, res, slots));
-                if (better(s, &sc, &bs)) {
-                    bs = sc;
-                    bi = (long)i;
-                    bj = (long)j;
-                    bslots = slots;
-                }
-                res[i] = 1;
-                res[j] = 0;
-            }
-        }
-        if (bi < 0)
-            break;
-        res[bi] = !res[bi];
-        if (bj >= 0)
-            res[bj] = !res[bj];
-        slots = bslots;
-        cur = bs;
     }
     offer(s, res, slots);
+}
+
+/* Polishes every plan of both pools (the best few candidates of the DP, and the
+ * leanest that miss the limit). */
+static int polish_pool(search_t *s, int wide)
+{
+    size_t n = s->n;
+    int *starts = malloc((size_t)2 * POOL * n * sizeof *starts);
+    if (!starts)
+        return -ENOMEM;
+    int slots[2 * POOL], len = 0;
+    for (int q = 0; q < 2; q++)
+        for (int p = 0; p < s->pool[q].len; p++, len++) {
+            memcpy(starts + (size_t)len * n, s->pool[q].sets + (size_t)p * n, n * sizeof *starts);
+            slots[len] = s->pool[q].slots[p];
+        }
+    for (int p = 0; p < len; p++)
+        polish(s, starts + (size_t)p * n, slots[p], wide);
+    free(starts);
+    return 0;
 }
 
 static void set_all(int *res, size_t n, int v)
@@ -530,7 +611,7 @@ static void dp_set(const item_t *it, size_t n, const uint8_t *take, size_t width
  * serves every B, since the units are added in size order and B's query is made once
  * its units are in. Each (B, slot count) candidate is scored with the exact model,
  * and the best is improved by local search with the model. */
-static int knapsack(search_t *s, int swaps)
+static int knapsack(search_t *s, int wide)
 {
     const ft_plan_input_t *in = s->in;
     size_t n = s->n;
@@ -589,13 +670,26 @@ static int knapsack(search_t *s, int swaps)
                 if (fixed > in->budget_bytes)
                     break; /* more slots only cost more */
                 uint64_t cap = (in->budget_bytes - fixed) / g;
-                dp_set(it, n, take, width, w, j, cap > K ? K : (size_t)cap, res);
-                offer(s, res, k);
+                /* The set at the full capacity saves the most copy time; smaller
+                 * frontier sets leave other units resident, which may hide copies
+                 * better: they seed the local search. */
+                size_t c = cap > K ? K : (size_t)cap;
+                double last = -1;
+                for (int tries = 0; tries < LAT_TRIES; tries++) {
+                    dp_set(it, n, take, width, w, j, c, res);
+                    offer(s, res, k);
+                    last = best[c];
+                    while (c > 0 && best[c] >= last)
+                        c--;
+                    if (best[c] >= last)
+                        break;
+                }
             }
             continue;
         }
         /* Latency mode: an acceptable plan's copies fit in f x the compute, so start at
-         * the least memory whose DP set passes that bound and walk up the frontier. */
+         * the least memory whose DP set passes that bound and walk up the frontier
+         * while its sets could still use less memory than the best acceptable plan. */
         double need = tcopy - f * s->C;
         size_t c = 0;
         while (c < K && best[c] < need - time_tol(tcopy))
@@ -607,23 +701,15 @@ static int knapsack(search_t *s, int swaps)
             last = best[c];
             tries++;
             dp_set(it, n, take, width, w, j, c, res);
-            int found = 0;
-            for (int k = in->min_slots; k <= in->max_slots; k++)
-                found |= offer(s, res, k).ok;
-            if (found)
+            if (s->best_score.ok &&
+                ft_plan_device_bytes(in, res, in->min_slots) >= s->best_score.dev)
                 break;
+            for (int k = in->min_slots; k <= in->max_slots; k++)
+                offer(s, res, k);
         }
     }
     free(it), free(w), free(val), free(best), free(take);
-    if (s->have_best) {
-        int *start = malloc(n * sizeof *start);
-        if (!start)
-            return -ENOMEM;
-        memcpy(start, s->best, n * sizeof *start);
-        polish(s, start, s->best_slots, swaps);
-        free(start);
-    }
-    return 0;
+    return polish_pool(s, wide);
 }
 
 static int cmp_item_desc(const void *a, const void *b)
@@ -682,7 +768,7 @@ static int global(search_t *s)
 {
     const ft_plan_input_t *in = s->in;
     size_t n = s->n;
-    int rc = knapsack(s, 1);
+    int rc = knapsack(s, n <= 2 * WIDE_MAX_UNITS);
     if (rc < 0)
         return rc;
     uint64_t ks = (uint64_t)(in->max_slots - in->min_slots + 1);
@@ -714,6 +800,7 @@ int ft_plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budg
     s.memory_mode = in->budget_bytes > 0;
     s.C = compute_sum(in);
     s.tol = time_tol(s.C);
+    s.work_left = SEARCH_WORK;
     if (s.memory_mode) {
         uint64_t need = ft_plan_min_budget(in);
         if (in->budget_bytes < need) {
@@ -727,8 +814,10 @@ int ft_plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budg
     size_t m = n ? n : 1;
     s.best = calloc(m, sizeof *s.best);
     s.tmp = calloc(m, sizeof *s.tmp);
+    s.pool[0].sets = calloc((size_t)POOL * m, sizeof *s.pool[0].sets);
+    s.pool[1].sets = calloc((size_t)POOL * m, sizeof *s.pool[1].sets);
     int rc = -ENOMEM;
-    if (!s.best || !s.tmp)
+    if (!s.best || !s.tmp || !s.pool[0].sets || !s.pool[1].sets)
         goto done;
     /* Everything resident: the answer in latency mode when nothing else is acceptable
      * (always acceptable), and in memory mode when the budget holds everything. */
@@ -742,7 +831,7 @@ int ft_plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budg
         rc = global(&s);
         break;
     default:
-        rc = knapsack(&s, n <= SWAP_MAX_UNITS);
+        rc = knapsack(&s, n <= WIDE_MAX_UNITS);
         break;
     }
     if (rc < 0)
@@ -773,6 +862,8 @@ int ft_plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budg
 done:
     free(s.best);
     free(s.tmp);
+    free(s.pool[0].sets);
+    free(s.pool[1].sets);
     ws_free(&s.ws);
     return rc;
 }

@@ -31,7 +31,7 @@
  * Passes are simulated until the state relative to the pass end repeats (a max-plus
  * system becomes periodic); the step time is the mean pass length over that period,
  * exactly, and sum of compute + sum of stalls of a pass = step. If no period shows
- * within FT_PLAN_MAX_PASSES passes the mean of the last half is used.
+ * within FT_PLAN_MAX_PASSES passes the mean of the last 15 passes is used.
  */
 #ifndef FT_PLAN_H
 #define FT_PLAN_H

@@ -92,6 +92,22 @@ row "llama: one unit per layer + embed + head" "$r" "$(sed -n 's/.*\(units=[0-9]
 [ -n "$att" ] && [ "$(awk -v a="$att" 'BEGIN{print (a >= 95) ? 1 : 0}')" = 1 ] && r=ok || r=FAIL
 row "llama: >= 95% of parameter bytes in units" "$r" "${att:-?}%"
 
+# --- 2b. profiling and the plan under a budget of a third of the weights (planning
+# only: nothing is offloaded until the residency engine exists)
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_MEM_LIMIT=2560MiB FT_LOG_DIAGNOSTICS=1 \
+    FT_TRACE_FILE="$OUT/llama-plan.bin" LD_PRELOAD=$SHIM \
+    timeout 400 python3 bench/llama_forward.py "$OUT/llama-plan.pt" --layers $LAYERS --hidden 4096 --iters 8 \
+    >"$OUT/llama-plan.txt" 2>&1
+python3 - "$OUT/llama-plain.pt" "$OUT/llama-plan.pt" >>"$OUT/llama-plan.txt" 2>&1 <<'PY'
+import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+print("bitwise_equal", all(torch.equal(a[0], y) for y in b))
+PY
+grep -q "bitwise_equal True" "$OUT/llama-plan.txt" && grep -q "plan (memory mode" "$OUT/llama-plan.txt" && r=ok || r=FAIL
+row "llama: profiled and planned at 2.5 GiB" "$r" "$(grep -o 'predicted step [0-9.]* us against [0-9.]* us' "$OUT/llama-plan.txt" | head -1)"
+grep -o 'host to device [0-9.]* GB/s, device to host [0-9.]* GB/s; both at once [0-9.]* and [0-9.]* GB/s' \
+    "$OUT/llama-plan.txt" | head -1 | sed 's/^/  bandwidth: /' >>"$OUT/summary-extra.txt"
+
 # --- 3. per-launch host cost: no shim, preloaded off, discovery, after discovery
 lo() { python3 bench/launch_overhead.py 2>/dev/null | sed -n 's/.*"us_per_launch": \([0-9.]*\).*/\1/p'; }
 base=$(lo)
@@ -109,4 +125,5 @@ echo
 echo "== FlexTensor GPU checks ($(head -1 "$OUT/env.txt"))"
 printf '%-46s %-6s %s\n' "check" "result" "detail"
 printf '%s\n' "${ROWS[@]}" | tee "$OUT/summary.txt"
+cat "$OUT/summary-extra.txt" 2>/dev/null
 ! grep -q FAIL "$OUT/summary.txt"

@@ -79,13 +79,6 @@ typedef struct {
 #define MAX_PERIOD_CANDS 8
 #define MATCHES_NEEDED 16
 
-/* When a lane's launches last touched a region. */
-typedef struct {
-    uint32_t id;
-    uint64_t seq;
-    UT_hash_handle hh;
-} touch_seq_t;
-
 /* One lane of launches: an application thread. Each thread's forward is a clean
  * sequence even when several threads run forwards at once, so iterations are
  * detected per lane; the first lane to complete the iterations defines the units. */
@@ -113,7 +106,6 @@ typedef struct {
     int anchored;
     int mark_pending;
     int iterations;
-    touch_seq_t *touch;
     UT_hash_handle hh;
 } lane_t;
 
@@ -196,11 +188,6 @@ static void lane_free(lane_t *ln)
         HASH_DEL(ln->pairs, pr);
         free(pr);
     }
-    touch_seq_t *t, *tt;
-    HASH_ITER(hh, ln->touch, t, tt) {
-        HASH_DEL(ln->touch, t);
-        free(t);
-    }
     rec_free(&ln->cur);
     free(ln->seq);
     free(ln->seq_pos);
@@ -225,24 +212,6 @@ static lane_t *lane_get(ft_disc_t *d, uint64_t lane)
         return NULL;
     }
     return ln;
-}
-
-static void lane_touch(lane_t *ln, uint32_t id, uint64_t seq)
-{
-    touch_seq_t *t;
-    HASH_FIND(hh, ln->touch, &id, sizeof id, t);
-    if (t == NULL) {
-        t = calloc(1, sizeof *t);
-        if (t == NULL)
-            return;
-        t->id = id;
-        HASH_ADD(hh, ln->touch, id, sizeof t->id, t);
-        if (t->hh.tbl == NULL) {
-            free(t);
-            return;
-        }
-    }
-    t->seq = seq;
 }
 
 /* dst = launches [from, to) of src. 0 or -ENOMEM. */
@@ -1030,8 +999,6 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     }
     else if (ln->iterations >= 1 && d->last.n > 1 && ln->cur.n == d->last.n / 2)
         snapshot_hashes(d, 0); /* half-way through a pass */
-    for (size_t i = 0; i < n; i++)
-        lane_touch(ln, ids[i] & ~ID_INDIRECT, d->launches_total);
     if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ln->range, ids, n) != 0)
         FT_WARN_CAPPED(1, "discovery: out of memory recording launches");
     pthread_mutex_unlock(&d->lock);

@@ -4,7 +4,11 @@
 set -euo pipefail
 BUILD=${BUILD:-build}
 TRACE=$BUILD/demo-trace.bin
-ARGS=(--layers 16 --dim 2048 --iters 3)
+ARGS=(--layers 16 --dim 2048 --iters 8)
+# 256 MiB of weights planned under a 128 MiB budget (planning only for now: the
+# residency engine that carries the plan out comes next).
+export FT_GPU_MEM_LIMIT=${FT_GPU_MEM_LIMIT:-128MiB} FT_LOG_DIAGNOSTICS=${FT_LOG_DIAGNOSTICS:-1}
+export FT_DISCOVERY_ITERS=${FT_DISCOVERY_ITERS:-2}
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
    && make -s gpu-example >/dev/null 2>&1; then
@@ -21,7 +25,7 @@ else
     "$MODEL" "${ARGS[@]}" | tee $BUILD/demo-plain.txt
 fi
 echo
-echo "== the same model under ft-run (FT_LOG_LEVEL=info)"
+echo "== the same model under ft-run: discovery, profiling and the plan (FT_LOG_LEVEL=info)"
 FT_LOG_LEVEL=info $BUILD/bin/ft-run "${SIM[@]}" --trace "$TRACE" -- "$MODEL" "${ARGS[@]}" \
     | tee $BUILD/demo-shim.txt
 echo

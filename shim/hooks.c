@@ -1279,6 +1279,10 @@ void ft_hooks_report(void)
     if (disc == NULL)
         return;
     static const char *const state[] = { "waiting for the first launch", "observing", "done" };
+    FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights",
+            state[ft_disc_state(disc)], ft_disc_iterations(disc), ft_disc_unit_count(disc),
+            (double)ft_disc_weight_bytes(disc) / 1048576.0);
+};
     uint64_t tracked = ft_regions_bytes(regions);
     uint64_t weights = ft_disc_weight_bytes(disc);
     FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights "

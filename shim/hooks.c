@@ -1282,11 +1282,4 @@ void ft_hooks_report(void)
     FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights",
             state[ft_disc_state(disc)], ft_disc_iterations(disc), ft_disc_unit_count(disc),
             (double)ft_disc_weight_bytes(disc) / 1048576.0);
-};
-    uint64_t tracked = ft_regions_bytes(regions);
-    uint64_t weights = ft_disc_weight_bytes(disc);
-    FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights "
-            "(%.1f MiB tracked in %zu regions)",
-            state[ft_disc_state(disc)], ft_disc_iterations(disc), ft_disc_unit_count(disc),
-            (double)weights / 1048576.0, (double)tracked / 1048576.0, ft_regions_count(regions));
 }

@@ -92,7 +92,7 @@ static void write_trace(void)
         return;
     uint64_t calls = 0;
     for (int i = 0; i < FT_FN_COUNT; i++)
-        calls += atomic_load(&ft_shim_calls[i]);
+        calls += ft_shim_calls((ft_shim_fn_t)i);
     if (calls == 0) {
         /* A helper process that inherited the environment (ldconfig, a compiler) must
          * not overwrite the trace of the process that did the work. */
@@ -123,11 +123,11 @@ static void write_trace(void)
 
     uint32_t n = 0;
     for (int i = 0; i < FT_FN_COUNT; i++)
-        n += atomic_load(&ft_shim_calls[i]) != 0;
+        n += ft_shim_calls((ft_shim_fn_t)i) != 0;
     ft_trace_begin(&w, FT_TRACE_CALLS);
     ft_trace_put_u32(&w, n);
     for (int i = 0; i < FT_FN_COUNT; i++) {
-        uint64_t c = atomic_load(&ft_shim_calls[i]);
+        uint64_t c = ft_shim_calls((ft_shim_fn_t)i);
         if (c != 0) {
             ft_trace_put_str(&w, ft_shim_fn_name((ft_shim_fn_t)i));
             ft_trace_put_u64(&w, c);
@@ -193,10 +193,10 @@ static void report_at_exit(void)
         char line[256];
         uint64_t total = 0;
         for (int i = 0; i < FT_FN_COUNT; i++)
-            total += atomic_load(&ft_shim_calls[i]);
+            total += ft_shim_calls((ft_shim_fn_t)i);
         FT_INFO("summary: %llu CUDA runtime calls intercepted", (unsigned long long)total);
         for (int i = 0; i < FT_FN_COUNT; i++) {
-            uint64_t c = atomic_load(&ft_shim_calls[i]);
+            uint64_t c = ft_shim_calls((ft_shim_fn_t)i);
             if (c == 0)
                 continue;
             snprintf(line, sizeof line, "  %-28s %12llu", ft_shim_fn_name((ft_shim_fn_t)i),

@@ -55,8 +55,8 @@ extern int ft_shim_active;
  * must be seen (and acted on) once: a wrapper entered with depth > 0 forwards without
  * looking, and the CUPTI callback counts a driver call made at depth 0 as a bypass. */
 
-/* Calls seen per entry point; relaxed atomics: counters only, no ordering needed. */
-extern _Atomic uint64_t ft_shim_calls[FT_FN_COUNT];
+/* Calls seen by an entry point, summed over the counter shards (wrappers.c). */
+uint64_t ft_shim_calls(ft_shim_fn_t fn);
 
 /* Name of an entry point, for reports. */
 const char *ft_shim_fn_name(ft_shim_fn_t fn);

@@ -14,7 +14,30 @@
 
 #include "core/log.h"
 
-_Atomic uint64_t ft_shim_calls[FT_FN_COUNT];
+/* Call counters, sharded by thread: one counter line shared by every launching thread
+ * would bounce between their caches on every launch. A thread picks its shard once;
+ * relaxed atomics, as a counter needs no ordering. */
+#define SHARDS 16
+static struct {
+    _Atomic uint64_t n[FT_FN_COUNT];
+} __attribute__((aligned(64))) calls[SHARDS];
+static _Atomic unsigned next_shard;
+static __thread int my_shard = -1;
+
+static inline void count_call(ft_shim_fn_t fn)
+{
+    if (my_shard < 0)
+        my_shard = (int)(atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % SHARDS);
+    atomic_fetch_add_explicit(&calls[my_shard].n[fn], 1, memory_order_relaxed);
+}
+
+uint64_t ft_shim_calls(ft_shim_fn_t fn)
+{
+    uint64_t sum = 0;
+    for (int s = 0; s < SHARDS; s++)
+        sum += atomic_load_explicit(&calls[s].n[fn], memory_order_relaxed);
+    return sum;
+}
 
 static const char *const fn_names[FT_FN_COUNT] = {
 #define FT_RT_FWD(ret, name, params, args) #name,
@@ -77,7 +100,7 @@ void *ft_shim_real(ft_shim_fn_t fn)
 #define COUNT(name)                                                                     \
     do {                                                                                \
         if (ft_shim_active)                                                             \
-            atomic_fetch_add_explicit(&ft_shim_calls[FT_FN_##name], 1, memory_order_relaxed); \
+            count_call(FT_FN_##name);                                                   \
     } while (0)
 
 #define FT_RT_FWD(ret, name, params, args)                                              \

@@ -7,3 +7,18 @@ $(BUILD)/bench/disc_cost: bench/disc_cost.c $(CORE_OBJS)
 .PHONY: bench-core
 bench-core: $(BUILD)/bench/disc_cost
 	$(BUILD)/bench/disc_cost
+
+# The launch-cost benchmark, on the simulator (always buildable) and on a GPU.
+$(BUILD)/bench/launch_cost-sim: bench/launch_cost.c examples/kernels_sim.c examples/kernels.h $(SIM_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -o $@ bench/launch_cost.c examples/kernels_sim.c \
+	    -L$(BUILD)/sim -lcudart -Wl,-rpath,'$$ORIGIN/../sim' $(FT_LDFLAGS)
+
+$(BUILD)/bench/launch_cost-gpu: bench/launch_cost.c $(BUILD)/examples/kernels.o
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -o $@ bench/launch_cost.c $(BUILD)/examples/kernels.o \
+	    -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ $(FT_LDFLAGS)
+
+.PHONY: gpu-bench
+gpu-bench: $(BUILD)/bench/launch_cost-gpu
+all: $(BUILD)/bench/disc_cost $(BUILD)/bench/launch_cost-sim

@@ -48,4 +48,9 @@ size_t ft_scan_indirect(ft_regions_t *t, const void *p, size_t len, ft_scan_set_
  * regions; adds their ids to out. Returns the number of new ids. */
 size_t ft_scan_bytes(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *out);
 
+/* The same over a launch's kernelParams (params[i] points at sizes[i] bytes; NULL
+ * entries are skipped), under one read lock. */
+size_t ft_scan_params(ft_regions_t *t, void *const *params, const uint32_t *sizes, size_t n,
+                      ft_scan_set_t *out);
+
 #endif

@@ -144,10 +144,13 @@ static void write_trace(void)
     ft_trace_writer_free(&w);
 }
 
-/* CUPTI observes during discovery (FT_CUPTI=auto|on). With `on`, failing to
+/* CUPTI observes during discovery (FT_CUPTI=auto|on). It is started at the first
+ * intercepted CUDA call, not before main: the helper processes a CUDA program spawns
+ * with the same environment (ldconfig, compilers) never load it. With `on`, failing to
  * subscribe stops the process like an invalid configuration. */
 static void start_cupti(void)
 {
+    FT_INFO("enabled in pid %d (log level %s)", (int)getpid(), ft_log_level_name(config.log_level));
     if (config.cupti == FT_CUPTI_OFF)
         return;
     char why[256] = "";
@@ -235,10 +238,14 @@ static void init(void)
         return;
     }
     ft_shim_active = 1;
-    FT_INFO("enabled in pid %d (log level %s)", (int)getpid(),
-            ft_log_level_name(config.log_level));
-    start_cupti();
+
     atexit(report_at_exit);
+}
+
+void ft_shim_first_call(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, start_cupti);
 }
 
 void ft_shim_ensure_init(void)

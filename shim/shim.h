@@ -67,6 +67,10 @@ void *ft_shim_real(ft_shim_fn_t fn);
 /* Makes sure init ran (a library's constructor may call CUDA before ours). */
 void ft_shim_ensure_init(void);
 
+/* Work deferred to the first CUDA call FlexTensor acts on (init.c): starting CUPTI. */
+void ft_shim_first_call(void);
+extern int ft_shim_called;
+
 /* driver.c: the real dlsym, and a real driver entry point by base name (through the
  * driver's own cuGetProcAddress), or NULL. abi_version picks the ABI we call it with:
  * cuGetProcAddress returns the newest version not newer than it, and some functions

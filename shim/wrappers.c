@@ -113,6 +113,14 @@ void *ft_shim_real(ft_shim_fn_t fn)
         return real args;                                                               \
     }
 
+int ft_shim_called;
+
+static void first_call(void)
+{
+    ft_shim_first_call();
+    __atomic_store_n(&ft_shim_called, 1, __ATOMIC_RELAXED);
+}
+
 /* The body shared by hooked runtime and driver wrappers; `missing` is what the call
  * returns when the real function cannot be found. */
 #define HOOKED(ret, name, args, hook, missing)                                          \
@@ -123,6 +131,8 @@ void *ft_shim_real(ft_shim_fn_t fn)
         if (!ft_shim_active || ft_intercept_depth > 0)                                  \
             return real args;                                                           \
         COUNT(name);                                                                    \
+        if (!__atomic_load_n(&ft_shim_called, __ATOMIC_RELAXED))                        \
+            first_call();                                                               \
         ft_intercept_depth++;                                                           \
         ret r = ft_hook_##hook(real FT_AFTER_REAL args);                                \
         ft_intercept_depth--;                                                           \

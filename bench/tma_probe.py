@@ -12,10 +12,11 @@ from cuda.bindings import driver as cu
 
 t = torch.empty(4096 * 4096, dtype=torch.bfloat16, device="cuda")
 addr = t.data_ptr()
-dims = [4096, 4096]
-strides = [4096 * 2]
-box = [64, 64]
-elem = [1, 1]
+# cuda-bindings wants its own integer types for the sizes and strides.
+dims = [cu.cuuint64_t(4096), cu.cuuint64_t(4096)]
+strides = [cu.cuuint64_t(4096 * 2)]
+box = [cu.cuuint32_t(64), cu.cuuint32_t(64)]
+elem = [cu.cuuint32_t(1), cu.cuuint32_t(1)]
 err, tmap = cu.cuTensorMapEncodeTiled(
     cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, addr, dims, strides, box, elem,
     cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,

@@ -98,6 +98,8 @@ typedef struct {
     int depth;                /* pushes, also beyond FT_DISC_RANGE_DEPTH */
     uint32_t range;
     int skip_boundary;        /* the pass under way does not count (confirm_period) */
+    long track_pos;           /* after DONE: position in the pass under way, -1 before */
+    int track_mark;           /* after DONE, with explicit marks: a mark is pending */
     size_t n_seq, cap_seq;
     period_cand_t cands[MAX_PERIOD_CANDS];
     size_t n_cands;
@@ -133,9 +135,6 @@ struct ft_disc {
     size_t n_ranges, cap_ranges;
     record_t last;            /* the last complete iteration of the deciding lane */
     uint64_t deciding_lane;   /* the lane whose iterations decided (once DONE) */
-    uint64_t anchor;          /* its anchor key, to follow its passes after DONE */
-    long track_pos;           /* its position in the pass under way, -1 before one */
-    int track_mark;           /* after DONE, with explicit marks: a mark is pending */
     int explicit_marks;       /* boundaries come from marks, not the detector */
     int iterations;           /* most complete iterations seen by one lane */
     int boundary_source;      /* 0 detector, 1 ft_iteration_mark, 2 marker kernel */
@@ -206,6 +205,7 @@ static lane_t *lane_get(ft_disc_t *d, uint64_t lane)
     if (ln == NULL)
         return NULL;
     ln->lane = lane;
+    ln->track_pos = -1;
     HASH_ADD(hh, d->lanes, lane, sizeof ln->lane, ln);
     if (ln->hh.tbl == NULL) {
         free(ln);
@@ -752,8 +752,8 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
     ln->cur.n_ids = 0;
     if (ln->iterations >= d->p.iters) {
         d->deciding_lane = ln->lane;
-        d->anchor = ln->anchored ? ln->anchor : 0;
-        d->track_pos = -1;
+        lane_t *l, *lt;
+        HASH_ITER(hh, d->lanes, l, lt) l->track_pos = -1;
         if (build_units(d) != 0)
             FT_WARN("discovery: out of memory building units; nothing will be offloaded");
         d->state = FT_DISC_DONE;
@@ -1055,7 +1055,10 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
 {
     pthread_mutex_lock(&d->lock);
     long pos = -1;
-    if (d->state == FT_DISC_DONE && lane == d->deciding_lane) {
+    lane_t *ln = d->state == FT_DISC_DONE ? lane_get(d, lane) : NULL;
+    /* Every lane that found its passes is followed: the lane that decided may stop
+     * launching (a thread that finished its work) while others go on. */
+    if (ln != NULL && (ln->anchored || d->explicit_marks)) {
         kinfo_t *k;
         HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
         uint32_t ids[FT_SCAN_MAX_IDS], minid;
@@ -1064,15 +1067,27 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
         uint64_t key = k != NULL ? pair_key(d, k->idx, ids, set->n, &minid) : 0;
         int marker = k != NULL && d->p.marker_glob && d->p.marker_glob[0] &&
                      fnmatch(d->p.marker_glob, k->name, 0) == 0;
-        if (d->explicit_marks ? (d->track_mark || marker) : (key != 0 && key == d->anchor))
-            d->track_pos = 0;
-        else if (d->track_pos >= 0)
-            d->track_pos++;
-        d->track_mark = 0;
-        pos = d->track_pos;
+        if (d->explicit_marks ? (ln->track_mark || marker) : (key != 0 && key == ln->anchor))
+            ln->track_pos = 0;
+        else if (ln->track_pos >= 0)
+            ln->track_pos++;
+        ln->track_mark = 0;
+        pos = ln->track_pos;
     }
     pthread_mutex_unlock(&d->lock);
     return pos;
+}
+
+int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size)
+{
+    pthread_mutex_lock(&d->lock);
+    rinfo_t *r = rinfo_get(d, id);
+    if (r != NULL) {
+        *base = r->base;
+        *size = r->size;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return r != NULL ? 0 : -1;
 }
 
 size_t ft_disc_pass_length(ft_disc_t *d)
@@ -1129,10 +1144,11 @@ void ft_disc_mark(ft_disc_t *d, uint64_t lane)
         d->boundary_source = 1;
     }
     lane_t *ln = lane_get(d, lane);
-    if (ln != NULL)
+    if (ln != NULL) {
         ln->mark_pending = 1;
-    if (d->state == FT_DISC_DONE && lane == d->deciding_lane)
-        d->track_mark = 1;
+        if (d->state == FT_DISC_DONE)
+            ln->track_mark = 1;
+    }
     pthread_mutex_unlock(&d->lock);
 }
 

@@ -91,11 +91,14 @@ void ft_disc_region_freed(ft_disc_t *d, uint32_t id);
 ft_disc_state_t ft_disc_state(ft_disc_t *d);
 int ft_disc_iterations(ft_disc_t *d);
 
-/* After DONE, following the deciding lane's passes (profiling): where this launch of
- * that lane falls in the pass, 0 when it begins one (the anchor recurred, or an
- * explicit mark preceded it); -1 for another lane, before DONE, or before a pass
- * began. Launch positions are those of the units' first_launch / last_launch. */
+/* After DONE, following each lane's passes (profiling): where this launch of the lane
+ * falls in its pass, 0 when it begins one (the lane's anchor recurred, or an explicit
+ * mark preceded it); -1 before DONE, for a lane whose passes were never found, or
+ * before a pass began. Positions are those of the units' first_launch / last_launch. */
 long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set);
+/* A region's address range by id (as listed in a unit). 0, or -1 when unknown. */
+int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size);
+
 /* Launches in the recorded pass. */
 size_t ft_disc_pass_length(ft_disc_t *d);
 

@@ -19,6 +19,8 @@
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", and "layers.N" around each layer
+ *   --poke N      after forward N, write one word into layer 0's weight (cudaMemcpy):
+ *                 later forwards differ; the checksum printed is the last forward's
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
@@ -62,6 +64,7 @@ static void (*iteration_mark)(void);
 static void (*profiling_suspend)(void);
 static int (*profiling_resume)(void);
 static int pause_forwards = 0;
+static int poke_after = -1;
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv;
@@ -195,6 +198,10 @@ static void *run_worker(void *arg)
         wk->checksum[it] = fnv1a(out, (size_t)dim * sizeof *out);
         if (it + 1 == pause_forwards && profiling_resume != NULL)
             profiling_resume();
+        if (it == poke_after && wk->id == 0) {
+            uint32_t v = 0xdeadbeefu;
+            CHECK(cudaMemcpy(model[0].w, &v, sizeof v, cudaMemcpyHostToDevice));
+        }
         if (!quiet && threads == 1)
             printf("iteration %d checksum %016" PRIx64 "\n", it, wk->checksum[it]);
     }
@@ -240,9 +247,11 @@ int main(int argc, char **argv)
             nvtx = 1;
         else if (strcmp(a, "--pause") == 0)
             pause_forwards = parse_int(a, v, 0, 64), i++;
+        else if (strcmp(a, "--poke") == 0)
+            poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--quiet]\n");
+                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--quiet]\n");
             return 2;
         }
     }
@@ -279,7 +288,7 @@ int main(int argc, char **argv)
     int agree = 1;
     for (int t = 0; t < threads; t++)
         for (int it = 0; it < iters; it++)
-            agree &= wk[t].checksum[it] == wk[0].checksum[0];
+            agree &= poke_after >= 0 || wk[t].checksum[it] == wk[0].checksum[0];
     for (int l = 0; l < layers; l++) {
         CHECK(cudaFree(model[l].w));
         CHECK(cudaFree(model[l].bias));
@@ -289,7 +298,7 @@ int main(int argc, char **argv)
     }
     if (ptr_arrays)
         CHECK(cudaFree(ptr_table));
-    printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[0],
+    printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[poke_after >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,8 @@ static struct {
     cudaEvent_t *ev;          /* n + 1: the last one marks the next pass's start */
     int *seen;                /* per unit: its event was recorded in this pass */
     int in_pass;
+    uint64_t lane;            /* the thread whose pass is being timed */
+    int foreign_starts;       /* passes other lanes began meanwhile */
     unsigned epoch;           /* suspension epoch at the pass's start */
     event_create_fn create;
     event_record_fn record;
@@ -500,8 +503,11 @@ static void end_profiled_pass(void)
     if (prof.sync(prof.ev[prof.n]) != cudaSuccess)
         return;
     for (size_t i = 0; i < prof.n; i++) {
-        if (!prof.seen[i])
+        if (!prof.seen[i]) {
+            FT_DEBUG("profiling: pass dropped, %s not seen at launch %u", ft_disc_unit(disc, i)->name,
+                     prof.first[i]);
             return; /* the pass did not run every unit where discovery saw them */
+        }
         float ms = 0;
         if (prof.elapsed(&ms, prof.ev[i], i + 1 < prof.n ? prof.ev[i + 1] : prof.ev[prof.n]) != cudaSuccess)
             return;
@@ -544,6 +550,9 @@ static uint64_t memory_budget(void)
     return budget;
 }
 
+static void start_residency(void);
+static vmm_t *vmm_find(uint64_t va);
+
 /* Profiling is done: choose the plan (FT_STRATEGY) and say what it is. */
 static void make_plan(void)
 {
@@ -560,8 +569,18 @@ static void make_plan(void)
     uint64_t weights = 0;
     for (size_t i = 0; i < n; i++) {
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
-        units[i] = (ft_plan_unit_t){ u->name, u->bytes, ft_prof_stat(prof.prof, i).median };
-        weights += u->bytes;
+        /* What the unit occupies on the device: regions backed by virtual memory are
+         * mapped in whole granules. */
+        uint64_t bytes = 0;
+        for (uint32_t k = 0; k < u->n_regions; k++) {
+            uint64_t base, size;
+            if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0)
+                continue;
+            vmm_t *v = vmm_find(base);
+            bytes += v != NULL ? v->size : size;
+        }
+        units[i] = (ft_plan_unit_t){ u->name, bytes, ft_prof_stat(prof.prof, i).median };
+        weights += bytes;
     }
     uint64_t tracked = ft_regions_bytes(regions);
     ft_plan_input_t *in = &plan.in;
@@ -612,6 +631,7 @@ static void make_plan(void)
             free(table);
         }
     }
+    start_residency();
 }
 
 static void finish_profiling(void)
@@ -637,10 +657,23 @@ static void finish_profiling(void)
     }
 }
 
-/* Profiling, for a launch of the deciding lane at position pos of its pass. */
-static void profile_launch(long pos, cudaStream_t stream)
+/* Profiling, for a launch at position pos of its lane's pass. One lane's pass is timed
+ * at a time; another lane is adopted at a pass start when none is under way, or when
+ * the timed lane went quiet while others began three passes (its thread finished). */
+static void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
 {
     pthread_mutex_lock(&prof.lock);
+    if (prof.in_pass && lane != prof.lane) {
+        if (pos != 0 || ++prof.foreign_starts < 3) {
+            pthread_mutex_unlock(&prof.lock);
+            return;
+        }
+        prof.in_pass = 0; /* abandon the quiet lane's pass */
+    }
+    if (!prof.in_pass && pos != 0) {
+        pthread_mutex_unlock(&prof.lock);
+        return;
+    }
     if (pos == 0) {
         if (prof.in_pass) {
             prof.record(prof.ev[prof.n], stream);
@@ -652,6 +685,8 @@ static void profile_launch(long pos, cudaStream_t stream)
             }
         }
         prof.in_pass = 1;
+        prof.lane = lane;
+        prof.foreign_starts = 0;
         prof.epoch = ft_prof_epoch(prof.prof);
         memset(prof.seen, 0, prof.n * sizeof *prof.seen);
     }
@@ -664,6 +699,288 @@ static void profile_launch(long pos, cudaStream_t stream)
         }
     }
     pthread_mutex_unlock(&prof.lock);
+}
+
+/* --- the residency engine, first version: demand fetch ----------------------------------
+ *
+ * At the end of planning, each streamed unit's regions are copied out to pinned host
+ * memory and their physical memory is unmapped and released; the addresses stay
+ * reserved (DESIGN.md invariant 1). Before any launch, copy or set that touches an
+ * evicted region, its unit is loaded on the caller's stream: physical memory is
+ * created and mapped at the same addresses, and the bytes copied in. At most `slots`
+ * streamed units are loaded at once; loading one more first unloads the least recently
+ * loaded: the device is synchronised (its kernels must be done), its bytes are copied
+ * back to the host store (nothing written is lost: invariant 2), and its memory is
+ * released. No prefetch yet: every load is on the critical path (see
+ * docs/residency.md for the engine this grows into). */
+typedef struct {
+    uint64_t va, size;        /* the region */
+    size_t len;               /* mapped length (granularity) */
+    void *host;               /* its bytes while unloaded */
+    int unit;
+} res_region_t;
+
+typedef struct {
+    int first, n;             /* its regions in res.regions */
+    int loaded;
+    uint64_t stamp;           /* load order, for least-recently-loaded */
+} res_unit_t;
+
+static struct {
+    pthread_mutex_t lock;     /* application threads launch concurrently */
+    int active;
+    int pending;              /* planned: the next guarded call switches the engine on */
+    res_region_t *regions;
+    int n_regions;
+    res_unit_t *units;
+    int n_units, slots, loaded;
+    uint64_t clock;
+    uint64_t loads, unloads, demand_bytes;
+    uint64_t held_bytes, peak_held_bytes; /* physical bytes of loaded streamed units */
+} res = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static vmm_t *vmm_find(uint64_t va)
+{
+    vmm_t *v;
+    pthread_mutex_lock(&vmm_lock);
+    HASH_FIND(hh, vmms, &va, sizeof va, v);
+    pthread_mutex_unlock(&vmm_lock);
+    return v;
+}
+
+/* Maps new physical memory over region r and copies its bytes in on `stream`. */
+static int load_region(res_region_t *r, cudaStream_t stream)
+{
+    CUdevice dev;
+    if (drv.ctx_get_device(&dev) != CUDA_SUCCESS)
+        return -1;
+    CUmemAllocationProp prop = { 0 };
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CUmemGenericAllocationHandle h;
+    CUresult rc = drv.create(&h, r->len, &prop, 0);
+    if (rc != CUDA_SUCCESS) {
+        FT_DEBUG("residency: cuMemCreate(%zu) failed: %d", r->len, (int)rc);
+        return -1;
+    }
+    rc = drv.map(r->va, r->len, 0, h, 0);
+    if (rc != CUDA_SUCCESS) {
+        FT_DEBUG("residency: cuMemMap(%#llx, %zu) failed: %d", (unsigned long long)r->va, r->len, (int)rc);
+        drv.release(h);
+        return -1;
+    }
+    if (drv.set_access(r->va, r->len, &access, 1) != CUDA_SUCCESS) {
+        drv.unmap(r->va, r->len);
+        drv.release(h);
+        return -1;
+    }
+    vmm_t *v = vmm_find(r->va);
+    if (v != NULL)
+        v->handle = h;
+    REAL(cudaMemcpyAsync)((void *)(uintptr_t)r->va, r->host, r->size, cudaMemcpyHostToDevice, stream);
+    return 0;
+}
+
+/* Copies region r back to the host store and releases its physical memory. The
+ * caller has synchronised the device. */
+static int unload_region(res_region_t *r, int write_back)
+{
+    vmm_t *v = vmm_find(r->va);
+    if (v == NULL)
+        return -1;
+    if (write_back) {
+        cudaError_t err = REAL(cudaMemcpy)(r->host, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost);
+        if (err != cudaSuccess)
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
+    }
+    CUresult rc = drv.unmap(r->va, r->len);
+    if (rc == CUDA_SUCCESS)
+        rc = drv.release(v->handle);
+    if (rc != CUDA_SUCCESS)
+        FT_DEBUG("residency: unmapping %#llx failed: %d", (unsigned long long)r->va, (int)rc);
+    return rc == CUDA_SUCCESS ? 0 : -1;
+}
+
+static void unload_unit(int u)
+{
+    res_unit_t *un = &res.units[u];
+    for (int k = 0; k < un->n; k++)
+        unload_region(&res.regions[un->first + k], 1);
+    un->loaded = 0;
+    res.loaded--;
+    res.unloads++;
+    for (int k = 0; k < un->n; k++)
+        res.held_bytes -= res.regions[un->first + k].len;
+}
+
+/* Makes unit u resident for a call on `stream` (the lock held). */
+static void load_unit(int u, cudaStream_t stream)
+{
+    res_unit_t *un = &res.units[u];
+    if (un->loaded)
+        return;
+    if (res.loaded >= res.slots) {
+        int lru = -1;
+        for (int i = 0; i < res.n_units; i++)
+            if (res.units[i].loaded && res.units[i].n > 0 && i != u &&
+                (lru < 0 || res.units[i].stamp < res.units[lru].stamp))
+                lru = i;
+        /* Its kernels may still run or be queued: wait for the device before its memory
+         * goes (mapping is not stream-ordered). */
+        REAL(cudaDeviceSynchronize)();
+        if (lru >= 0)
+            unload_unit(lru);
+    }
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (load_region(r, stream) != 0) {
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: cannot load a region of %s back; "
+                          "its kernels will fault", ft_disc_unit(disc, (size_t)u)->name);
+            continue;
+        }
+        res.held_bytes += r->len;
+        res.demand_bytes += r->size;
+    }
+    if (res.held_bytes > res.peak_held_bytes)
+        res.peak_held_bytes = res.held_bytes;
+    un->loaded = 1;
+    un->stamp = ++res.clock;
+    res.loaded++;
+    res.loads++;
+}
+
+static res_region_t *res_find(uint64_t addr)
+{
+    /* Few streamed regions (tens to hundreds): a scan is enough for now. */
+    for (int i = 0; i < res.n_regions; i++)
+        if (addr >= res.regions[i].va && addr < res.regions[i].va + res.regions[i].size)
+            return &res.regions[i];
+    return NULL;
+}
+
+/* The guard: every address a call touches is resident once this returns. */
+static void res_touch(const uint64_t *addrs, size_t n, cudaStream_t stream)
+{
+    if (!__atomic_load_n(&res.active, __ATOMIC_RELAXED))
+        return;
+    /* res.lock is held: engine_enter took it for this call. */
+    for (size_t i = 0; i < n; i++) {
+        res_region_t *r = res_find(addrs[i]);
+        if (r != NULL && !res.units[r->unit].loaded)
+            load_unit(r->unit, stream);
+    }
+}
+
+/* Launches, copies and sets run between engine_enter and engine_leave. Once the engine
+ * is on (or about to be), they hold res.lock from the guard to the moment the real call
+ * has been enqueued: an unload (device synchronised, then memory released) can then
+ * never fall between another thread's guard and its launch. Before that, they only
+ * count themselves in `unlocked`, so that the switch can wait for them to finish. */
+static _Atomic int unlocked;
+static void activate_locked(void);
+
+static int engine_enter(void)
+{
+    atomic_fetch_add(&unlocked, 1);
+    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE))
+        return 0;
+    atomic_fetch_sub(&unlocked, 1);
+    pthread_mutex_lock(&res.lock);
+    if (res.pending && !res.active)
+        activate_locked();
+    return 1;
+}
+
+static void engine_leave(int held)
+{
+    if (held)
+        pthread_mutex_unlock(&res.lock);
+    else
+        atomic_fetch_sub(&unlocked, 1);
+}
+
+/* The guard for copies and sets: their device source and destination. */
+static void guard_copy(const void *dst, const void *src, cudaStream_t stream)
+{
+    uint64_t a[2] = { (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src };
+    res_touch(a, 2, stream);
+}
+
+/* Planning is done: the next guarded call switches the engine on. */
+static void start_residency(void)
+{
+    if (plan.rc == 0 && plan.out.slots > 0)
+        __atomic_store_n(&res.pending, 1, __ATOMIC_RELEASE);
+}
+
+/* The switch, res.lock held: calls already past their guard finish enqueueing first,
+ * then the device drains, then the streamed units are evicted. */
+static void activate_locked(void)
+{
+    __atomic_store_n(&res.active, 1, __ATOMIC_RELEASE);
+    while (atomic_load(&unlocked) > 0)
+        sched_yield();
+    int slots = plan.out.slots;
+    size_t n = plan.in.n;
+    int total = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!plan.out.resident[i])
+            total += (int)ft_disc_unit(disc, i)->n_regions;
+    if (total == 0 || slots <= 0) {
+        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    res.regions = calloc((size_t)total, sizeof *res.regions);
+    res.units = calloc(n, sizeof *res.units);
+    if (res.regions == NULL || res.units == NULL) {
+        FT_WARN("residency: out of memory; nothing offloaded");
+        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    REAL(cudaDeviceSynchronize)();
+    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
+    host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
+    uint64_t moved = 0;
+    int evicted_units = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+        res.units[i].first = res.n_regions;
+        res.units[i].loaded = 1; /* resident units, and streamed ones we cannot evict */
+        if (plan.out.resident[i])
+            continue;
+        int ok = 1, first = res.n_regions;
+        for (uint32_t k = 0; k < u->n_regions && ok; k++) {
+            uint64_t base, size;
+            vmm_t *v;
+            /* Regions below FT_VMM_MIN_SIZE are not backed by virtual memory: they
+             * stay resident (small by definition), the rest of the unit streams. */
+            if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 || (v = vmm_find(base)) == NULL)
+                continue;
+            res_region_t *r = &res.regions[res.n_regions++];
+            *r = (res_region_t){ base, size, v->size, NULL, (int)i };
+            if (host_alloc == NULL || host_alloc(&r->host, size, cudaHostAllocDefault) != cudaSuccess)
+                ok = 0;
+        }
+        if (!ok || res.n_regions == first) {
+            FT_WARN("residency: %s stays resident (%s)", u->name,
+                    ok ? "none of its regions is backed by virtual memory" : "no pinned host memory");
+            res.n_regions = first;
+            continue;
+        }
+        res.units[i].n = res.n_regions - first;
+        for (int k = first; k < res.n_regions; k++) {
+            unload_region(&res.regions[k], 1);
+            moved += res.regions[k].size;
+        }
+        res.units[i].loaded = 0;
+        evicted_units++;
+    }
+    res.n_units = (int)n;
+    res.slots = slots;
+    FT_INFO("residency: %d unit(s), %.1f MiB, moved to pinned host memory; loaded on demand, "
+            "at most %d at once", evicted_units, (double)moved / 1048576.0, slots);
 }
 
 /* FT_LOG_LEVEL=trace: the words of a kernel's first launch that look like device
@@ -689,7 +1006,8 @@ static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, s
 static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
 {
     int disc_on = __atomic_load_n(&discovering, __ATOMIC_RELAXED);
-    if (!disc_on && !__atomic_load_n(&profiling, __ATOMIC_RELAXED))
+    int res_on = __atomic_load_n(&res.active, __ATOMIC_RELAXED);
+    if (!disc_on && !res_on && !__atomic_load_n(&profiling, __ATOMIC_RELAXED))
         return;
     kinfo_t *k = kinfo_get(key, is_stub);
     if (k == NULL)
@@ -707,17 +1025,25 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     } else if (first) {
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
+    if (res_on) {
+        res_touch(set.ptr, set.n, stream);
+        return;
+    }
     if (!disc_on) {
         long pos = ft_disc_track(disc, lane_id(), key, &set);
         if (pos >= 0)
-            profile_launch(pos, stream);
+            profile_launch(lane_id(), pos, stream);
+        /* The launch that ended profiling may have started the engine: it is guarded
+         * like any later one. */
+        if (__atomic_load_n(&res.active, __ATOMIC_RELAXED))
+            res_touch(set.ptr, set.n, stream);
         return;
     }
     if (set.n > 0)
         peek_pointer_arrays(k, &set, stream);
     ft_disc_launch(disc, lane_id(), key, k->name, &set);
-    if (ft_disc_state(disc) == FT_DISC_DONE) {
-        __atomic_store_n(&discovering, 0, __ATOMIC_RELAXED);
+    /* One thread wins the switch, however many see discovery done at once. */
+    if (ft_disc_state(disc) == FT_DISC_DONE && __atomic_exchange_n(&discovering, 0, __ATOMIC_ACQ_REL)) {
         /* Release CUPTI so that a profiler started later can subscribe. */
         ft_cupti_stop();
         start_profiling();
@@ -857,8 +1183,22 @@ static int vmm_free(void *p)
         return 0;
     /* cudaFree synchronises the device before releasing; so do we. */
     REAL(cudaDeviceSynchronize)();
-    drv.unmap(v->va, v->size);
-    drv.release(v->handle);
+    int mapped = 1;
+    pthread_mutex_lock(&res.lock);
+    res_region_t *r = res.active ? res_find(va) : NULL;
+    if (r != NULL) {
+        /* A streamed region: unmapped while its unit is not loaded; it leaves the
+         * engine for good. */
+        mapped = res.units[r->unit].loaded;
+        if (mapped)
+            res.held_bytes -= r->len;
+        r->va = r->size = 0;
+    }
+    pthread_mutex_unlock(&res.lock);
+    if (mapped) {
+        drv.unmap(v->va, v->size);
+        drv.release(v->handle);
+    }
     drv.address_free(v->va, v->size);
     free(v);
     return 1;
@@ -946,22 +1286,31 @@ CUresult ft_hook_drv_free_async(cuMemFreeAsync_fn_t real, CUdeviceptr dptr, CUst
 cudaError_t ft_hook_rt_launch_handle(__cudaLaunchKernel_fn_t real, cudaKernel_t kernel, dim3 grid,
                                      dim3 block, void **args, size_t shmem, cudaStream_t stream)
 {
+    int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)kernel, 0, args, NULL, stream);
-    return real(kernel, grid, block, args, shmem, stream);
+    cudaError_t r_ = real(kernel, grid, block, args, shmem, stream);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_launch_stub(cudaLaunchKernel_fn_t real, const void *func, dim3 grid, dim3 block,
                                    void **args, size_t shmem, cudaStream_t stream)
 {
+    int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)func, 1, args, NULL, stream);
-    return real(func, grid, block, args, shmem, stream);
+    cudaError_t r_ = real(func, grid, block, args, shmem, stream);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_launch_ex(cudaLaunchKernelExC_fn_t real, const cudaLaunchConfig_t *config,
                                  const void *func, void **args)
 {
+    int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)func, 1, args, NULL, config ? config->stream : NULL);
-    return real(config, func, args);
+    cudaError_t r_ = real(config, func, args);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_graph_launch(cudaGraphLaunch_fn_t real, cudaGraphExec_t exec, cudaStream_t stream)
@@ -974,24 +1323,33 @@ CUresult ft_hook_drv_launch(cuLaunchKernel_fn_t real, CUfunction f, unsigned int
                             unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                             unsigned int shmem, CUstream stream, void **params, void **extra)
 {
+    int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)f, 0, params, extra, (cudaStream_t)stream);
-    return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+    CUresult r_ = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_launch_ex(cuLaunchKernelEx_fn_t real, const CUlaunchConfig *config, CUfunction f,
                                void **params, void **extra)
 {
+    int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)f, 0, params, extra,
                    config ? (cudaStream_t)config->hStream : NULL);
-    return real(config, f, params, extra);
+    CUresult r_ = real(config, f, params, extra);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_launch_coop(cuLaunchCooperativeKernel_fn_t real, CUfunction f, unsigned int gx,
                                  unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
                                  unsigned int bz, unsigned int shmem, CUstream stream, void **params)
 {
+    int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)f, 0, params, NULL, (cudaStream_t)stream);
-    return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
+    CUresult r_ = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
+    engine_leave(held);
+    return r_;
 }
 
 /* --- copies and sets ------------------------------------------------------------------- */
@@ -1001,8 +1359,11 @@ static void observe_sync(void);
 cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, size_t n,
                               enum cudaMemcpyKind kind)
 {
+    int held = engine_enter();
     observe_write(dst);
+    guard_copy(dst, src, 0);
     cudaError_t rc = real(dst, src, n, kind);
+    engine_leave(held);
     if (kind == cudaMemcpyDeviceToHost)
         observe_sync(); /* a synchronous read of a result */
     return rc;
@@ -1011,142 +1372,216 @@ cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, 
 cudaError_t ft_hook_rt_memcpy_async(cudaMemcpyAsync_fn_t real, void *dst, const void *src, size_t n,
                                     enum cudaMemcpyKind kind, cudaStream_t s)
 {
+    int held = engine_enter();
     observe_write(dst);
-    return real(dst, src, n, kind, s);
+    guard_copy(dst, src, s);
+    cudaError_t r_ = real(dst, src, n, kind, s);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memcpy_2d(cudaMemcpy2D_fn_t real, void *dst, size_t dp, const void *src, size_t sp,
                                  size_t w, size_t h, enum cudaMemcpyKind kind)
 {
+    int held = engine_enter();
     observe_write(dst);
-    return real(dst, dp, src, sp, w, h, kind);
+    guard_copy(dst, src, 0);
+    cudaError_t r_ = real(dst, dp, src, sp, w, h, kind);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memcpy_2d_async(cudaMemcpy2DAsync_fn_t real, void *dst, size_t dp, const void *src,
                                        size_t sp, size_t w, size_t h, enum cudaMemcpyKind kind,
                                        cudaStream_t s)
 {
+    int held = engine_enter();
     observe_write(dst);
-    return real(dst, dp, src, sp, w, h, kind, s);
+    guard_copy(dst, src, s);
+    cudaError_t r_ = real(dst, dp, src, sp, w, h, kind, s);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memcpy_3d(cudaMemcpy3D_fn_t real, const struct cudaMemcpy3DParms *p)
 {
+    int held = engine_enter();
     if (p != NULL)
         observe_write(p->dstPtr.ptr);
-    return real(p);
+    cudaError_t r_ = real(p);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memcpy_3d_async(cudaMemcpy3DAsync_fn_t real, const struct cudaMemcpy3DParms *p,
                                        cudaStream_t s)
 {
+    int held = engine_enter();
     if (p != NULL)
         observe_write(p->dstPtr.ptr);
-    return real(p, s);
+    cudaError_t r_ = real(p, s);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memcpy_peer(cudaMemcpyPeer_fn_t real, void *dst, int dd, const void *src, int sd,
                                    size_t n)
 {
+    int held = engine_enter();
     observe_write(dst);
-    return real(dst, dd, src, sd, n);
+    guard_copy(dst, src, 0);
+    cudaError_t r_ = real(dst, dd, src, sd, n);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memcpy_peer_async(cudaMemcpyPeerAsync_fn_t real, void *dst, int dd, const void *src,
                                          int sd, size_t n, cudaStream_t s)
 {
+    int held = engine_enter();
     observe_write(dst);
-    return real(dst, dd, src, sd, n, s);
+    guard_copy(dst, src, s);
+    cudaError_t r_ = real(dst, dd, src, sd, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memset(cudaMemset_fn_t real, void *dst, int v, size_t n)
 {
+    int held = engine_enter();
     observe_write(dst);
-    return real(dst, v, n);
+    guard_copy(dst, NULL, 0);
+    cudaError_t r_ = real(dst, v, n);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memset_async(cudaMemsetAsync_fn_t real, void *dst, int v, size_t n, cudaStream_t s)
 {
+    int held = engine_enter();
     observe_write(dst);
-    return real(dst, v, n, s);
+    guard_copy(dst, NULL, s);
+    cudaError_t r_ = real(dst, v, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memset_2d(cudaMemset2D_fn_t real, void *dst, size_t pitch, int v, size_t w, size_t h)
 {
+    int held = engine_enter();
     observe_write(dst);
-    return real(dst, pitch, v, w, h);
+    cudaError_t r_ = real(dst, pitch, v, w, h);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memset_2d_async(cudaMemset2DAsync_fn_t real, void *dst, size_t pitch, int v,
                                        size_t w, size_t h, cudaStream_t s)
 {
+    int held = engine_enter();
     observe_write(dst);
-    return real(dst, pitch, v, w, h, s);
+    cudaError_t r_ = real(dst, pitch, v, w, h, s);
+    engine_leave(held);
+    return r_;
 }
 
 #define DPTR(x) ((void *)(uintptr_t)(x))
 
 CUresult ft_hook_drv_memcpy(cuMemcpy_fn_t real, CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
+    int held = engine_enter();
     observe_write(DPTR(dst));
-    return real(dst, src, n);
+    guard_copy(DPTR(dst), DPTR(src), 0);
+    CUresult r_ = real(dst, src, n);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memcpy_async(cuMemcpyAsync_fn_t real, CUdeviceptr dst, CUdeviceptr src, size_t n,
                                   CUstream s)
 {
+    int held = engine_enter();
     observe_write(DPTR(dst));
-    return real(dst, src, n, s);
+    guard_copy(DPTR(dst), DPTR(src), (cudaStream_t)s);
+    CUresult r_ = real(dst, src, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memcpy_htod(cuMemcpyHtoD_v2_fn_t real, CUdeviceptr dst, const void *src, size_t n)
 {
+    int held = engine_enter();
     observe_write(DPTR(dst));
-    return real(dst, src, n);
+    CUresult r_ = real(dst, src, n);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memcpy_dtoh(cuMemcpyDtoH_v2_fn_t real, void *dst, CUdeviceptr src, size_t n)
 {
-    return real(dst, src, n);
+    int held = engine_enter();
+    guard_copy(NULL, DPTR(src), 0);
+    CUresult r_ = real(dst, src, n);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memcpy_htod_async(cuMemcpyHtoDAsync_v2_fn_t real, CUdeviceptr dst, const void *src,
                                        size_t n, CUstream s)
 {
+    int held = engine_enter();
     observe_write(DPTR(dst));
-    return real(dst, src, n, s);
+    CUresult r_ = real(dst, src, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memcpy_dtoh_async(cuMemcpyDtoHAsync_v2_fn_t real, void *dst, CUdeviceptr src,
                                        size_t n, CUstream s)
 {
-    return real(dst, src, n, s);
+    int held = engine_enter();
+    guard_copy(NULL, DPTR(src), (cudaStream_t)s);
+    CUresult r_ = real(dst, src, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memset_d8(cuMemsetD8_v2_fn_t real, CUdeviceptr dst, unsigned char v, size_t n)
 {
+    int held = engine_enter();
     observe_write(DPTR(dst));
-    return real(dst, v, n);
+    CUresult r_ = real(dst, v, n);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memset_d32(cuMemsetD32_v2_fn_t real, CUdeviceptr dst, unsigned int v, size_t n)
 {
+    int held = engine_enter();
     observe_write(DPTR(dst));
-    return real(dst, v, n);
+    CUresult r_ = real(dst, v, n);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memset_d8_async(cuMemsetD8Async_fn_t real, CUdeviceptr dst, unsigned char v, size_t n,
                                      CUstream s)
 {
+    int held = engine_enter();
     observe_write(DPTR(dst));
-    return real(dst, v, n, s);
+    CUresult r_ = real(dst, v, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memset_d32_async(cuMemsetD32Async_fn_t real, CUdeviceptr dst, unsigned int v,
                                       size_t n, CUstream s)
 {
+    int held = engine_enter();
     observe_write(DPTR(dst));
-    return real(dst, v, n, s);
+    CUresult r_ = real(dst, v, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 /* --- synchronisation: where the host waits is a hint of where a pass ends ------------ */
@@ -1284,6 +1719,11 @@ void ft_hooks_report(void)
 {
     if (disc == NULL)
         return;
+    if (res.active)
+        FT_INFO("residency: %llu load(s) on demand (%.1f MiB copied in), %llu unload(s) with "
+                "write-back; at most %.1f MiB of streamed units held at once",
+                (unsigned long long)res.loads, (double)res.demand_bytes / 1048576.0,
+                (unsigned long long)res.unloads, (double)res.peak_held_bytes / 1048576.0);
     static const char *const state[] = { "waiting for the first launch", "observing", "done" };
     FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights",
             state[ft_disc_state(disc)], ft_disc_iterations(disc), ft_disc_unit_count(disc),

@@ -5,8 +5,9 @@ set -euo pipefail
 BUILD=${BUILD:-build}
 TRACE=$BUILD/demo-trace.bin
 ARGS=(--layers 16 --dim 2048 --iters 8)
-# 256 MiB of weights planned under a 128 MiB budget (planning only for now: the
-# residency engine that carries the plan out comes next).
+# 256 MiB of weights under a 128 MiB budget: discovery, profiling, the plan, then the
+# streamed layers live in pinned host memory and are loaded on demand (the first
+# version of the residency engine: no prefetch yet).
 export FT_GPU_MEM_LIMIT=${FT_GPU_MEM_LIMIT:-128MiB} FT_LOG_DIAGNOSTICS=${FT_LOG_DIAGNOSTICS:-1}
 export FT_DISCOVERY_ITERS=${FT_DISCOVERY_ITERS:-2}
 

@@ -94,6 +94,9 @@ typedef struct {
 static ft_regions_t *regions;
 static ft_disc_t *disc;
 static int discovering;       /* relaxed: cleared once discovery is done */
+/* The residency engine will never start (nothing streamed, or no plan to come): the
+ * calls it would guard then skip even its entry count. */
+static int engine_off;
 static int profiling;         /* relaxed: set when discovery is done, cleared after */
 static pthread_rwlock_t kinfo_lock = PTHREAD_RWLOCK_INITIALIZER;
 static kinfo_t *kinfos;
@@ -263,6 +266,8 @@ int ft_hooks_init(const struct ft_config *cfg)
     if (disc == NULL)
         return -1;
     __atomic_store_n(&discovering, !cfg->skip_discovery, __ATOMIC_RELAXED);
+    /* Without discovery there is no plan, so no engine. */
+    __atomic_store_n(&engine_off, cfg->skip_discovery, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -883,6 +888,9 @@ static void activate_locked(void);
 
 static int engine_enter(void)
 {
+    /* Once it is known that the engine never starts, calls pay one load. */
+    if (__atomic_load_n(&engine_off, __ATOMIC_RELAXED))
+        return 0;
     atomic_fetch_add(&unlocked, 1);
     if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE))
         return 0;
@@ -897,7 +905,7 @@ static void engine_leave(int held)
 {
     if (held)
         pthread_mutex_unlock(&res.lock);
-    else
+    else if (!__atomic_load_n(&engine_off, __ATOMIC_RELAXED))
         atomic_fetch_sub(&unlocked, 1);
 }
 
@@ -913,6 +921,8 @@ static void start_residency(void)
 {
     if (plan.rc == 0 && plan.out.slots > 0)
         __atomic_store_n(&res.pending, 1, __ATOMIC_RELEASE);
+    else
+        __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
 }
 
 /* The switch, res.lock held: calls already past their guard finish enqueueing first,

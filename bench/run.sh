@@ -92,8 +92,9 @@ row "llama: one unit per layer + embed + head" "$r" "$(sed -n 's/.*\(units=[0-9]
 [ -n "$att" ] && [ "$(awk -v a="$att" 'BEGIN{print (a >= 95) ? 1 : 0}')" = 1 ] && r=ok || r=FAIL
 row "llama: >= 95% of parameter bytes in units" "$r" "${att:-?}%"
 
-# --- 2b. profiling and the plan under a budget of a third of the weights (planning
-# only: nothing is offloaded until the residency engine exists)
+# --- 2b. profiling, the plan under a budget of about a third of the weights, and the
+# first residency engine (demand fetch: streamed layers loaded at first use): the
+# logits of every forward, offloaded ones included, must equal the plain run's
 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_MEM_LIMIT=2560MiB FT_LOG_DIAGNOSTICS=1 \
     FT_TRACE_FILE="$OUT/llama-plan.bin" LD_PRELOAD=$SHIM \
     timeout 400 python3 bench/llama_forward.py "$OUT/llama-plan.pt" --layers $LAYERS --hidden 4096 --iters 8 \
@@ -104,7 +105,7 @@ a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
 print("bitwise_equal", all(torch.equal(a[0], y) for y in b))
 PY
 grep -q "bitwise_equal True" "$OUT/llama-plan.txt" && grep -q "plan (memory mode" "$OUT/llama-plan.txt" && r=ok || r=FAIL
-row "llama: profiled and planned at 2.5 GiB" "$r" "$(grep -o 'predicted step [0-9.]* us against [0-9.]* us' "$OUT/llama-plan.txt" | head -1)"
+row "llama: planned and offloaded at 2.5 GiB" "$r" "$(grep -o 'predicted step [0-9.]* us against [0-9.]* us' "$OUT/llama-plan.txt" | head -1)"
 grep -o 'host to device [0-9.]* GB/s, device to host [0-9.]* GB/s; both at once [0-9.]* and [0-9.]* GB/s' \
     "$OUT/llama-plan.txt" | head -1 | sed 's/^/  bandwidth: /' >>"$OUT/summary-extra.txt"
 

@@ -19,6 +19,7 @@
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", and "layers.N" around each layer
+ *   --time        print each forward's device time (CUDA events), "step_us"
  *   --poke N      after forward N, write one word into layer 0's weight (cudaMemcpy):
  *                 later forwards differ; the checksum printed is the last forward's
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
@@ -65,6 +66,7 @@ static void (*profiling_suspend)(void);
 static int (*profiling_resume)(void);
 static int pause_forwards = 0;
 static int poke_after = -1;
+static int timing = 0;
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv;
@@ -190,11 +192,21 @@ static void *run_worker(void *arg)
     CHECK(cudaMalloc((void **)&a, (size_t)dim * sizeof *a));
     CHECK(cudaMalloc((void **)&b, (size_t)dim * sizeof *b));
     CHECK(cudaMallocHost((void **)&out, (size_t)dim * sizeof *out));
+    cudaEvent_t t0, t1;
+    CHECK(cudaEventCreate(&t0));
+    CHECK(cudaEventCreate(&t1));
     for (int it = 0; it < iters; it++) {
         if (it == 0 && pause_forwards > 0 && profiling_suspend != NULL)
             profiling_suspend();
+        CHECK(cudaEventRecord(t0, stream));
         forward(stream, a, b, out);
+        CHECK(cudaEventRecord(t1, stream));
         CHECK(cudaStreamSynchronize(stream));
+        if (timing && wk->id == 0) {
+            float ms = 0;
+            CHECK(cudaEventElapsedTime(&ms, t0, t1));
+            printf("iteration %d step_us %.1f\n", it, ms * 1000.0);
+        }
         wk->checksum[it] = fnv1a(out, (size_t)dim * sizeof *out);
         if (it + 1 == pause_forwards && profiling_resume != NULL)
             profiling_resume();
@@ -247,11 +259,13 @@ int main(int argc, char **argv)
             nvtx = 1;
         else if (strcmp(a, "--pause") == 0)
             pause_forwards = parse_int(a, v, 0, 64), i++;
+        else if (strcmp(a, "--time") == 0)
+            timing = 1;
         else if (strcmp(a, "--poke") == 0)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--quiet]\n");
+                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--time] [--quiet]\n");
             return 2;
         }
     }

@@ -128,6 +128,7 @@ typedef cudaError_t (*event_create_fn)(cudaEvent_t *, unsigned int);
 typedef cudaError_t (*event_record_fn)(cudaEvent_t, cudaStream_t);
 typedef cudaError_t (*event_sync_fn)(cudaEvent_t);
 typedef cudaError_t (*event_elapsed_fn)(float *, cudaEvent_t, cudaEvent_t);
+typedef cudaError_t (*stream_wait_fn)(cudaStream_t, cudaEvent_t, unsigned int);
 static struct {
     pthread_mutex_t lock;     /* launches of the deciding lane only, but the exit
                                  report may read while a launch writes */
@@ -144,6 +145,7 @@ static struct {
     event_record_fn record;
     event_sync_fn sync;
     event_elapsed_fn elapsed;
+    stream_wait_fn wait;
 } prof = { .lock = PTHREAD_MUTEX_INITIALIZER };
 /* Suspensions asked for before profiling began (warm-up passes during discovery). */
 static int early_suspends;
@@ -476,6 +478,7 @@ static void start_profiling(void)
     prof.record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
     prof.sync = (event_sync_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventSynchronize");
     prof.elapsed = (event_elapsed_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventElapsedTime");
+    prof.wait = (stream_wait_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamWaitEvent");
     prof.prof = ft_prof_new(n, profiling_iters);
     prof.first = calloc(n ? n : 1, sizeof *prof.first);
     prof.ev = calloc(n + 1, sizeof *prof.ev);
@@ -729,6 +732,10 @@ typedef struct {
     int first, n;             /* its regions in res.regions */
     int loaded;
     uint64_t stamp;           /* load order, for least-recently-loaded */
+    cudaEvent_t used;         /* recorded behind every call that touched it */
+    cudaEvent_t ready;        /* recorded behind its load's copies */
+    int used_recorded, ready_recorded;
+    uint32_t first_launch;    /* where its range starts in a pass */
 } res_unit_t;
 
 static struct {
@@ -740,7 +747,8 @@ static struct {
     res_unit_t *units;
     int n_units, slots, loaded;
     uint64_t clock;
-    uint64_t loads, unloads, demand_bytes;
+    uint64_t loads, unloads, demand_bytes, prefetches, misses;
+    cudaStream_t side;        /* prefetch copies and write-backs */
     uint64_t held_bytes, peak_held_bytes; /* physical bytes of loaded streamed units */
 } res = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -796,7 +804,12 @@ static int unload_region(res_region_t *r, int write_back)
     if (v == NULL)
         return -1;
     if (write_back) {
-        cudaError_t err = REAL(cudaMemcpy)(r->host, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost);
+        /* On the side stream, not the legacy one: a copy there would wait for all the
+         * application's work, not only the unit's. */
+        cudaError_t err = REAL(cudaMemcpyAsync)(r->host, (void *)(uintptr_t)r->va, r->size,
+                                                cudaMemcpyDeviceToHost, res.side);
+        if (err == cudaSuccess)
+            err = REAL(cudaStreamSynchronize)(res.side);
         if (err != cudaSuccess)
             FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
     }
@@ -821,22 +834,24 @@ static void unload_unit(int u)
 }
 
 /* Makes unit u resident for a call on `stream` (the lock held). */
-static void load_unit(int u, cudaStream_t stream)
+static void load_unit(int u, cudaStream_t stream, int keep)
 {
     res_unit_t *un = &res.units[u];
     if (un->loaded)
         return;
     if (res.loaded >= res.slots) {
+        /* The least recently loaded unit, other than `keep` (the unit running now). */
         int lru = -1;
         for (int i = 0; i < res.n_units; i++)
-            if (res.units[i].loaded && res.units[i].n > 0 && i != u &&
+            if (res.units[i].loaded && res.units[i].n > 0 && i != u && i != keep &&
                 (lru < 0 || res.units[i].stamp < res.units[lru].stamp))
                 lru = i;
-        /* Its kernels may still run or be queued: wait for the device before its memory
-         * goes (mapping is not stream-ordered). */
-        REAL(cudaDeviceSynchronize)();
-        if (lru >= 0)
-            unload_unit(lru);
+        if (lru < 0)
+            return; /* every slot holds a unit in use: no prefetch now */
+        /* Mapping is not stream-ordered: the calls that touched it must have run. */
+        if (res.units[lru].used_recorded)
+            prof.sync(res.units[lru].used);
+        unload_unit(lru);
     }
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
@@ -848,6 +863,9 @@ static void load_unit(int u, cudaStream_t stream)
         res.held_bytes += r->len;
         res.demand_bytes += r->size;
     }
+    prof.record(un->ready, stream);
+    un->ready_recorded = 1;
+    un->used_recorded = 0;
     if (res.held_bytes > res.peak_held_bytes)
         res.peak_held_bytes = res.held_bytes;
     un->loaded = 1;
@@ -866,6 +884,10 @@ static res_region_t *res_find(uint64_t addr)
 }
 
 /* The guard: every address a call touches is resident once this returns. */
+/* The units this thread's call touched, to record their `used` events behind it. */
+static __thread int touched[8], n_touched;
+static __thread cudaStream_t touched_stream;
+
 static void res_touch(const uint64_t *addrs, size_t n, cudaStream_t stream)
 {
     if (!__atomic_load_n(&res.active, __ATOMIC_RELAXED))
@@ -873,8 +895,40 @@ static void res_touch(const uint64_t *addrs, size_t n, cudaStream_t stream)
     /* res.lock is held: engine_enter took it for this call. */
     for (size_t i = 0; i < n; i++) {
         res_region_t *r = res_find(addrs[i]);
-        if (r != NULL && !res.units[r->unit].loaded)
-            load_unit(r->unit, stream);
+        if (r == NULL)
+            continue;
+        res_unit_t *un = &res.units[r->unit];
+        if (!un->loaded) {
+            res.misses++;
+            load_unit(r->unit, stream, -1);
+        }
+        /* A prefetch copied it on the side stream: this call waits for that copy. */
+        if (un->ready_recorded)
+            prof.wait(stream, un->ready, 0);
+        int seen = 0;
+        for (int k = 0; k < n_touched; k++)
+            seen |= touched[k] == r->unit;
+        if (!seen && n_touched < 8)
+            touched[n_touched++] = r->unit;
+    }
+    touched_stream = stream;
+}
+
+/* Prefetch: the pass has reached unit u's first launch; load the streamed units that
+ * follow it, as many as the other slots hold, on the side stream. */
+static void res_prefetch(int u, cudaStream_t stream)
+{
+    int ahead = res.slots - 1, n = res.n_units;
+    for (int step = 1; step < n && ahead > 0; step++) {
+        int w = (u + step) % n;
+        if (res.units[w].n == 0)
+            continue; /* resident */
+        ahead--;
+        if (!res.units[w].loaded) {
+            load_unit(w, res.side, u);
+            if (res.units[w].loaded)
+                res.prefetches++;
+        }
     }
 }
 
@@ -903,8 +957,14 @@ static int engine_enter(void)
 
 static void engine_leave(int held)
 {
-    if (held)
+    if (held) {
+        for (int k = 0; k < n_touched; k++) {
+            prof.record(res.units[touched[k]].used, touched_stream);
+            res.units[touched[k]].used_recorded = 1;
+        }
+        n_touched = 0;
         pthread_mutex_unlock(&res.lock);
+    }
     else if (!__atomic_load_n(&engine_off, __ATOMIC_RELAXED))
         atomic_fetch_sub(&unlocked, 1);
 }
@@ -987,10 +1047,24 @@ static void activate_locked(void)
         res.units[i].loaded = 0;
         evicted_units++;
     }
+    typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
+    stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
+    if (stream_create == NULL || stream_create(&res.side, cudaStreamNonBlocking) != cudaSuccess)
+        res.side = NULL; /* the legacy stream: correct, slower */
+    for (size_t i = 0; i < n; i++) {
+        res.units[i].first_launch = ft_disc_unit(disc, i)->first_launch;
+        if (prof.create(&res.units[i].used, cudaEventDisableTiming) != cudaSuccess ||
+            prof.create(&res.units[i].ready, cudaEventDisableTiming) != cudaSuccess) {
+            FT_WARN("residency: cannot create events; nothing offloaded");
+            __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
+            return;
+        }
+    }
     res.n_units = (int)n;
     res.slots = slots;
-    FT_INFO("residency: %d unit(s), %.1f MiB, moved to pinned host memory; loaded on demand, "
-            "at most %d at once", evicted_units, (double)moved / 1048576.0, slots);
+    FT_INFO("residency: %d unit(s), %.1f MiB, moved to pinned host memory; copied in ahead of "
+            "use (on demand after a miss), at most %d at once", evicted_units,
+            (double)moved / 1048576.0, slots);
 }
 
 /* FT_LOG_LEVEL=trace: the words of a kernel's first launch that look like device
@@ -1037,6 +1111,10 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     }
     if (res_on) {
         res_touch(set.ptr, set.n, stream);
+        long pos = ft_disc_track(disc, lane_id(), key, &set);
+        for (int u = 0; pos >= 0 && u < res.n_units; u++)
+            if (res.units[u].first_launch == (uint32_t)pos)
+                res_prefetch(u, stream);
         return;
     }
     if (!disc_on) {
@@ -1730,9 +1808,11 @@ void ft_hooks_report(void)
     if (disc == NULL)
         return;
     if (res.active)
-        FT_INFO("residency: %llu load(s) on demand (%.1f MiB copied in), %llu unload(s) with "
-                "write-back; at most %.1f MiB of streamed units held at once",
-                (unsigned long long)res.loads, (double)res.demand_bytes / 1048576.0,
+        FT_INFO("residency: %llu load(s), %llu of them prefetched and %llu on demand (misses), "
+                "%.1f MiB copied in; %llu unload(s) with write-back; at most %.1f MiB of "
+                "streamed units held at once",
+                (unsigned long long)res.loads, (unsigned long long)res.prefetches,
+                (unsigned long long)res.misses, (double)res.demand_bytes / 1048576.0,
                 (unsigned long long)res.unloads, (double)res.peak_held_bytes / 1048576.0);
     static const char *const state[] = { "waiting for the first launch", "observing", "done" };
     FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights",

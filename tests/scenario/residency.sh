@@ -1,7 +1,8 @@
-# The residency engine, first version (demand fetch): streamed units live in pinned
-# host memory and are loaded at their first use, at most `slots` at once; results are
-# those of a run without the shim, also with writes into an offloaded weight, several
-# threads, and streams that take real time (FTSIM_TIME_SCALE).
+# The residency engine, first version: streamed units live in pinned host memory and
+# are copied in ahead of use on a side stream (or on demand, on a miss), at most
+# `slots` at once; results are those of a run without the shim, also with writes into
+# an offloaded weight, several threads, and streams that take real time
+# (FTSIM_TIME_SCALE).
 . "$(dirname "$0")/lib.sh"
 ARGS=(--layers 6 --dim 512 --iters 12 --quiet)
 
@@ -14,7 +15,7 @@ run_pair() { # NAME EXTRA...
         || { sed 's/^/    | /' "$WORK/$name.err" >&2; fail "$name: model under the engine failed"; }
     cmp -s "$WORK/$name.plain" "$WORK/$name.shim" || fail "$name: output differs under the engine"
     expect_grep 'residency: 6 unit\(s\), 6\.0 MiB, moved to pinned host memory' "$WORK/$name.err" "$name: eviction"
-    expect_grep 'residency: [1-9][0-9]* load\(s\) on demand .* at most 4\.0 MiB of streamed units held at once' \
+    expect_grep 'residency: [1-9][0-9]* load\(s\), .* at most 4\.0 MiB of streamed units held at once' \
         "$WORK/$name.err" "$name: loads within the slots"
 }
 
@@ -24,3 +25,15 @@ run_pair poke --poke 9
 pass "a write into an offloaded weight is kept (written back before its memory goes)"
 run_pair threads --threads 3
 pass "3 threads on 3 streams: same output"
+
+# Prefetch: the streamed layers are copied in on a side stream ahead of use, so the
+# step (virtual clock) is within 10% of the pipeline model's prediction.
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB shim "$MODEL" "${ARGS[@]}" --iters 14 --time \
+    >"$WORK/t.out" 2>"$WORK/t.err" || fail "timed run failed"
+predicted=$(sed -n 's/.*predicted step \([0-9.]*\) us against.*/\1/p' "$WORK/t.err" | head -1)
+measured=$(sed -n 's/^iteration 13 step_us \([0-9.]*\)$/\1/p' "$WORK/t.out")
+[ -n "$predicted" ] && [ -n "$measured" ] || fail "no prediction or no measurement"
+expect_grep 'residency: [0-9]+ load\(s\), [1-9][0-9]* of them prefetched' "$WORK/t.err" "prefetches"
+awk -v m="$measured" -v p="$predicted" 'BEGIN { exit !(m <= 1.10 * p) }' \
+    || fail "step $measured us is more than 10% above the predicted $predicted us"
+pass "prefetch: step $measured us against $predicted us predicted (within 10%)"

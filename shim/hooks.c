@@ -68,6 +68,9 @@ static struct {
     CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
     CUresult (*unmap)(CUdeviceptr, size_t);
     CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    /* The driver's query: the runtime's may leave cudaErrorNotReady for the
+     * application's next cudaGetLastError. */
+    CUresult (*event_query)(CUevent);
 } drv;
 
 /* Kernel metadata, per handle (CUkernel, CUfunction, or a runtime stub address). */
@@ -225,6 +228,7 @@ static void resolve(void)
     drv.map = ft_shim_driver_proc("cuMemMap", 10020);
     drv.unmap = ft_shim_driver_proc("cuMemUnmap", 10020);
     drv.set_access = ft_shim_driver_proc("cuMemSetAccess", 10020);
+    drv.event_query = ft_shim_driver_proc("cuEventQuery", 2000);
     drv.get_kernel = (get_kernel_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetKernel");
 }
 
@@ -709,18 +713,22 @@ static void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
     pthread_mutex_unlock(&prof.lock);
 }
 
-/* --- the residency engine, first version: demand fetch ----------------------------------
+/* --- the residency engine: prefetch on a side stream -----------------------------------
  *
  * At the end of planning, each streamed unit's regions are copied out to pinned host
  * memory and their physical memory is unmapped and released; the addresses stay
- * reserved (DESIGN.md invariant 1). Before any launch, copy or set that touches an
- * evicted region, its unit is loaded on the caller's stream: physical memory is
- * created and mapped at the same addresses, and the bytes copied in. At most `slots`
- * streamed units are loaded at once; loading one more first unloads the least recently
- * loaded: the device is synchronised (its kernels must be done), its bytes are copied
- * back to the host store (nothing written is lost: invariant 2), and its memory is
- * released. No prefetch yet: every load is on the critical path (see
- * docs/residency.md for the engine this grows into). */
+ * reserved (DESIGN.md invariant 1). At each unit's first launch of a pass, the
+ * streamed units that follow it (as many as the other slots) are loaded on the side
+ * stream: physical memory is created and mapped at the same addresses, the bytes
+ * copied in, and an event recorded that every call touching the unit waits on. A call
+ * touching a unit that is not loaded (a miss) loads it on the caller's stream. At most
+ * `slots` streamed units are loaded at once; loading one more first unloads the least
+ * recently loaded: after the event behind its last use (its kernels must be done), its
+ * bytes are copied back to the host store (nothing written is lost: invariant 2) and
+ * its memory is released (see docs/residency.md for what comes next). */
+#define STEP_RING 8
+#define STEP_SAMPLES 1024     /* the latest ones, for the median */
+
 typedef struct {
     uint64_t va, size;        /* the region */
     size_t len;               /* mapped length (granularity) */
@@ -750,6 +758,12 @@ static struct {
     uint64_t loads, unloads, demand_bytes, prefetches, misses;
     cudaStream_t side;        /* prefetch copies and write-backs */
     uint64_t held_bytes, peak_held_bytes; /* physical bytes of loaded streamed units */
+    /* The measured step: an event at each pass's first launch; the time between two
+     * consecutive ones is read once the later has completed (never waited for). */
+    cudaEvent_t pass_ev[STEP_RING];
+    uint64_t passes, harvested;
+    float step_ms[STEP_SAMPLES];
+    uint64_t n_steps;
 } res = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static vmm_t *vmm_find(uint64_t va)
@@ -932,6 +946,40 @@ static void res_prefetch(int u, cudaStream_t stream)
     }
 }
 
+/* Reads the step times whose closing event has completed, oldest first. */
+static void step_harvest(void)
+{
+    while (res.harvested + 1 < res.passes) {
+        cudaEvent_t a = res.pass_ev[res.harvested % STEP_RING];
+        cudaEvent_t b = res.pass_ev[(res.harvested + 1) % STEP_RING];
+        float ms;
+        if (drv.event_query == NULL || drv.event_query((CUevent)b) != CUDA_SUCCESS)
+            return;
+        if (prof.elapsed(&ms, a, b) == cudaSuccess)
+            res.step_ms[res.n_steps++ % STEP_SAMPLES] = ms;
+        res.harvested++;
+    }
+}
+
+/* A pass begins on `stream` (res.lock held). */
+static void step_mark(cudaStream_t stream)
+{
+    if (res.pass_ev[0] == NULL)
+        return;
+    step_harvest();
+    /* The ring is full of pending events: the oldest interval is given up. */
+    if (res.passes - res.harvested >= STEP_RING)
+        res.harvested = res.passes - STEP_RING + 1;
+    if (prof.record(res.pass_ev[res.passes % STEP_RING], stream) == cudaSuccess)
+        res.passes++;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
 /* Launches, copies and sets run between engine_enter and engine_leave. Once the engine
  * is on (or about to be), they hold res.lock from the guard to the moment the real call
  * has been enqueued: an unload (device synchronised, then memory released) can then
@@ -1060,6 +1108,11 @@ static void activate_locked(void)
             return;
         }
     }
+    for (int i = 0; i < STEP_RING; i++)
+        if (prof.create(&res.pass_ev[i], cudaEventDefault) != cudaSuccess) {
+            res.pass_ev[0] = NULL; /* no measured step; the engine runs all the same */
+            break;
+        }
     res.n_units = (int)n;
     res.slots = slots;
     FT_INFO("residency: %d unit(s), %.1f MiB, moved to pinned host memory; copied in ahead of "
@@ -1112,6 +1165,8 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     if (res_on) {
         res_touch(set.ptr, set.n, stream);
         long pos = ft_disc_track(disc, lane_id(), key, &set);
+        if (pos == 0)
+            step_mark(stream);
         for (int u = 0; pos >= 0 && u < res.n_units; u++)
             if (res.units[u].first_launch == (uint32_t)pos)
                 res_prefetch(u, stream);
@@ -1814,6 +1869,24 @@ void ft_hooks_report(void)
                 (unsigned long long)res.loads, (unsigned long long)res.prefetches,
                 (unsigned long long)res.misses, (double)res.demand_bytes / 1048576.0,
                 (unsigned long long)res.unloads, (double)res.peak_held_bytes / 1048576.0);
+    /* A thread stopped inside a guarded call may hold the lock at exit: no wait. */
+    if (res.active && pthread_mutex_trylock(&res.lock) == 0) {
+        step_harvest();
+        uint64_t n = res.n_steps < STEP_SAMPLES ? res.n_steps : STEP_SAMPLES;
+        if (n > 0) {
+            float s[STEP_SAMPLES];
+            memcpy(s, res.step_ms, n * sizeof *s);
+            qsort(s, n, sizeof *s, cmp_float);
+            FT_INFO("residency: measured step %.1f us (median of %llu, first launch of a pass to "
+                    "the next, idle time between passes included); the plan predicted %.1f us, "
+                    "%.1f us all resident", s[n / 2] * 1000.0, (unsigned long long)n,
+                    plan.out.step_us, plan.out.all_resident_us);
+        } else {
+            FT_INFO("residency: no step measured (fewer than two passes completed since the "
+                    "engine started); the plan predicted %.1f us", plan.out.step_us);
+        }
+        pthread_mutex_unlock(&res.lock);
+    }
     static const char *const state[] = { "waiting for the first launch", "observing", "done" };
     FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights",
             state[ft_disc_state(disc)], ft_disc_iterations(disc), ft_disc_unit_count(disc),

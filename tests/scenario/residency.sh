@@ -37,3 +37,14 @@ expect_grep 'residency: [0-9]+ load\(s\), [1-9][0-9]* of them prefetched' "$WORK
 awk -v m="$measured" -v p="$predicted" 'BEGIN { exit !(m <= 1.10 * p) }' \
     || fail "step $measured us is more than 10% above the predicted $predicted us"
 pass "prefetch: step $measured us against $predicted us predicted (within 10%)"
+
+# The exit report's measured step (events at each pass's first launch, never waited
+# for) agrees with the model's own timing of its iterations.
+shim_step=$(sed -n 's/.*residency: measured step \([0-9.]*\) us (median of \([0-9]*\).*/\1 \2/p' "$WORK/t.err")
+[ -n "$shim_step" ] || fail "no measured step in the exit report"
+set -- $shim_step
+[ "$2" -ge 3 ] || fail "measured step from only $2 pass(es)"
+sed -n 's/^iteration \([0-9]*\) step_us \([0-9.]*\)$/\2/p' "$WORK/t.out" | sort -n >"$WORK/steps"
+awk -v s="$1" '{ v[NR] = $1 } END { exit !(NR > 0 && s >= 0.99 * v[1] && s <= 1.01 * v[NR]) }' "$WORK/steps" \
+    || fail "measured step $1 us outside the model's own step times ($(tr '\n' ' ' <"$WORK/steps"))"
+pass "exit report: measured step $1 us over $2 passes, within the model's own step times"

@@ -13,7 +13,7 @@
  * same checksum. Exit status 0 when every iteration of every thread agrees.
  *
  *   model [--layers L] [--dim N] [--iters I] [--threads T] [--ptr-arrays] [--mark]
- *         [--nvtx] [--pause N] [--quiet]
+ *         [--nvtx] [--pause N] [--poke N] [--time] [--usage] [--quiet]
  *
  *   --ptr-arrays  one more weight per layer, reached through a device table of
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
@@ -24,6 +24,8 @@
  *                 later forwards differ; the checksum printed is the last forward's
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
+ *   --usage       print ft_get_gpu_memory_usage() after the first and the last forward
+ *                 (on stderr: "usage: ..." or "usage: unavailable")
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
  */
 #define _GNU_SOURCE
@@ -39,6 +41,7 @@
 
 #include "examples/kernels.h"
 #include "examples/minblas.h"
+#include "shim/flextensor.h"
 
 /* Declared by nvcc's crt/device_functions.h for C++ only. */
 extern cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
@@ -66,6 +69,8 @@ static void (*profiling_suspend)(void);
 static int (*profiling_resume)(void);
 static int pause_forwards = 0;
 static int poke_after = -1;
+static int usage;
+static int (*get_usage)(ft_gpu_memory_usage_t *);
 static int timing = 0;
 static layer_t *model;
 static uint32_t *input;
@@ -182,6 +187,19 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     CHECK(cudaMemcpyAsync(out, a, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
 }
 
+/* On stderr: the output compared with a run without FlexTensor stays on stdout. */
+static void print_usage(int it)
+{
+    ft_gpu_memory_usage_t u;
+    if (get_usage == NULL || get_usage(&u) != 0) {
+        fprintf(stderr, "usage after %d: unavailable\n", it);
+        return;
+    }
+    fprintf(stderr, "usage after %d: total %llu resident %llu slots %llu other %llu unmapped %llu "
+            "budget %llu\n", it, u.total_bytes, u.resident_bytes, u.slots_bytes, u.other_bytes,
+            u.unmapped_bytes, u.budget_bytes);
+}
+
 static void *run_worker(void *arg)
 {
     worker_t *wk = arg;
@@ -216,6 +234,8 @@ static void *run_worker(void *arg)
         }
         if (!quiet && threads == 1)
             printf("iteration %d checksum %016" PRIx64 "\n", it, wk->checksum[it]);
+        if (usage && wk->id == 0 && (it == 0 || it == iters - 1))
+            print_usage(it);
     }
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
@@ -261,11 +281,14 @@ int main(int argc, char **argv)
             pause_forwards = parse_int(a, v, 0, 64), i++;
         else if (strcmp(a, "--time") == 0)
             timing = 1;
+        else if (strcmp(a, "--usage") == 0)
+            usage = 1;
         else if (strcmp(a, "--poke") == 0)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--time] [--quiet]\n");
+                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--time] [--usage] "
+                            "[--quiet]\n");
             return 2;
         }
     }
@@ -274,6 +297,7 @@ int main(int argc, char **argv)
     iteration_mark = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_iteration_mark");
     profiling_suspend = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_profiling_suspend");
     profiling_resume = (int (*)(void))dlsym(RTLD_DEFAULT, "ft_profiling_resume");
+    get_usage = (int (*)(ft_gpu_memory_usage_t *))dlsym(RTLD_DEFAULT, "ft_get_gpu_memory_usage");
     cudaKernel_t k_scale;
     CHECK(cudaGetKernel(&k_gemv, model_kernel_gemv()));
     CHECK(cudaGetKernel(&k_scale, model_kernel_scale()));

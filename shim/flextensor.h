@@ -24,6 +24,23 @@ void ft_iteration_mark(void);
 void ft_profiling_suspend(void);
 int ft_profiling_resume(void);
 
+/* Device memory the process holds through FlexTensor, in bytes as allocated (not
+ * rounded to the mapping granularity); unsigned long long fields, for
+ * ctypes.Structure. */
+typedef struct {
+    unsigned long long total_bytes;     /* all of it: the sum of the next four */
+    unsigned long long resident_bytes;  /* weights of the units kept resident */
+    unsigned long long slots_bytes;     /* streamed units loaded now */
+    unsigned long long other_bytes;     /* everything else: activations, caches, ... */
+    unsigned long long unmapped_bytes;  /* not counted above: streamed weights held in
+                                           pinned host memory now */
+    unsigned long long budget_bytes;    /* the plan's budget; 0: none (least memory) */
+} ft_gpu_memory_usage_t;
+
+/* Fills *out and returns 0 once the plan is made (inference); -1 before that, or when
+ * FlexTensor is not enabled. */
+int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,7 @@
 #include "core/regions.h"
 #include "core/scan.h"
 #include "core/trace.h"
+#include "shim/flextensor.h"
 
 /* Pointer arrays: regions this small (or a caching allocator's small-pool segment)
  * are read, PTR_PEEK_BYTES at the pointer, for device pointers one level down. */
@@ -610,7 +611,7 @@ static void make_plan(void)
                  : cfgp->strategy == FT_STRATEGY_GLOBAL ? FT_PLAN_GLOBAL : FT_PLAN_KNAPSACK;
     in->transfer = cfgp->transfer_mode == FT_TRANSFER_MODE_BLOCK ? FT_PLAN_PACKED : FT_PLAN_PER_UNIT;
     plan.rc = ft_plan_choose(in, &plan.out, &plan.min_budget);
-    plan.made = 1;
+    __atomic_store_n(&plan.made, 1, __ATOMIC_RELEASE); /* ft_get_gpu_memory_usage reads */
     char a[32], b[32], c[32];
     if (plan.rc == -ENOSPC) {
         FT_ERROR("plan: the memory budget %s cannot hold this model's non-weight memory (%s) "
@@ -1806,6 +1807,41 @@ FT_EXPORT void ft_iteration_mark(void)
 {
     if (ft_shim_active && disc != NULL)
         ft_disc_mark(disc, lane_id());
+}
+
+FT_EXPORT int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out)
+{
+    if (!ft_shim_active || out == NULL || disc == NULL || !__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) ||
+        plan.rc != 0)
+        return -1;
+    memset(out, 0, sizeof *out);
+    uint64_t weights = 0, streamed = 0;
+    for (size_t i = 0; i < plan.in.n; i++)
+        weights += ft_disc_unit(disc, i)->bytes;
+    pthread_mutex_lock(&res.lock);
+    if (res.active)
+        for (int i = 0; i < res.n_regions; i++) {
+            const res_region_t *r = &res.regions[i];
+            streamed += r->size; /* 0 once freed */
+            if (res.units[r->unit].loaded)
+                out->slots_bytes += r->size;
+            else
+                out->unmapped_bytes += r->size;
+        }
+    pthread_mutex_unlock(&res.lock);
+    uint64_t tracked = ft_regions_bytes(regions);
+    uint64_t held = tracked > out->unmapped_bytes ? tracked - out->unmapped_bytes : 0;
+    uint64_t resident = weights > streamed ? weights - streamed : 0;
+    /* Weights freed since the plan: no longer held. */
+    if (out->slots_bytes > held)
+        out->slots_bytes = held;
+    if (resident + out->slots_bytes > held)
+        resident = held - out->slots_bytes;
+    out->resident_bytes = resident;
+    out->other_bytes = held - resident - out->slots_bytes;
+    out->total_bytes = held;
+    out->budget_bytes = plan.in.budget_bytes;
+    return 0;
 }
 
 void ft_hooks_trace(void *trace_writer)

@@ -48,3 +48,19 @@ sed -n 's/^iteration \([0-9]*\) step_us \([0-9.]*\)$/\2/p' "$WORK/t.out" | sort 
 awk -v s="$1" '{ v[NR] = $1 } END { exit !(NR > 0 && s >= 0.99 * v[1] && s <= 1.01 * v[NR]) }' "$WORK/steps" \
     || fail "measured step $1 us outside the model's own step times ($(tr '\n' ' ' <"$WORK/steps"))"
 pass "exit report: measured step $1 us over $2 passes, within the model's own step times"
+
+# ft_get_gpu_memory_usage: -1 before the plan; after it, the parts add up, the streamed
+# weights are either loaded (at most the 2 slots) or in host memory, all within budget.
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB shim "$MODEL" "${ARGS[@]}" --usage \
+    >/dev/null 2>"$WORK/u.err" || fail "run with --usage failed"
+expect_grep '^usage after 0: unavailable$' "$WORK/u.err" "usage before the plan"
+line=$(grep '^usage after 11:' "$WORK/u.err") || fail "no usage after the last forward"
+awk '{ t=$5; r=$7; s=$9; o=$11; u=$13; b=$15
+       if (t != r + s + o) { print "parts do not add up: " $0; exit 1 }
+       if (s + u != 6 * 1048576) { print "streamed bytes not 6 MiB: " $0; exit 1 }
+       if (s > 2 * 1048576 || s == 0) { print "loaded streamed bytes not in 1..2 MiB: " $0; exit 1 }
+       if (b != 5 * 1048576 || t > b) { print "not within the 5 MiB budget: " $0; exit 1 } }' \
+    <<<"$line" >&2 || fail "ft_get_gpu_memory_usage"
+sim "$MODEL" "${ARGS[@]}" --usage >/dev/null 2>"$WORK/u0.err" || fail "run without the shim failed"
+expect_grep '^usage after 11: unavailable$' "$WORK/u0.err" "usage without FlexTensor"
+pass "ft_get_gpu_memory_usage: ${line#usage after 11: }"

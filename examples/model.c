@@ -24,8 +24,8 @@
  *                 later forwards differ; the checksum printed is the last forward's
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
- *   --usage       print ft_get_gpu_memory_usage() after the first and the last forward
- *                 (on stderr: "usage: ..." or "usage: unavailable")
+ *   --usage       print cudaMemGetInfo and ft_get_gpu_memory_usage() after the first
+ *                 and the last forward (on stderr: "meminfo ...", "usage ...")
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
  */
 #define _GNU_SOURCE
@@ -190,6 +190,17 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
 /* On stderr: the output compared with a run without FlexTensor stays on stdout. */
 static void print_usage(int it)
 {
+    size_t free_b = 0, total_b = 0;
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    fprintf(stderr, "meminfo after %d: free %zu total %zu\n", it, free_b, total_b);
+    /* The driver's view, resolved as a library resolves it (dlsym on libcuda). */
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int (*cu_mem_get_info)(size_t *, size_t *) =
+        cuda ? (int (*)(size_t *, size_t *))dlsym(cuda, "cuMemGetInfo_v2") : NULL;
+    if (cu_mem_get_info != NULL && cu_mem_get_info(&free_b, &total_b) == 0)
+        fprintf(stderr, "cumeminfo after %d: free %zu total %zu\n", it, free_b, total_b);
+    if (cuda != NULL)
+        dlclose(cuda);
     ft_gpu_memory_usage_t u;
     if (get_usage == NULL || get_usage(&u) != 0) {
         fprintf(stderr, "usage after %d: unavailable\n", it);

@@ -543,16 +543,24 @@ static char *human_bytes(uint64_t b, char *buf, size_t len)
 /* The memory budget: FT_GPU_MEM_LIMIT and FT_MAX_GPU_MEM_FRACTION x total (the smaller
  * when both), capped by what the device has free plus what this process already holds
  * through the shim. 0 = latency mode. */
-static uint64_t memory_budget(void)
+/* The budget the configuration asks for (FT_GPU_MEM_LIMIT, FT_MAX_GPU_MEM_FRACTION of
+ * total_b), 0 for none. */
+static uint64_t configured_budget(size_t total_b)
 {
     uint64_t budget = cfgp->gpu_mem_limit;
-    size_t free_b = 0, total_b = 0;
-    if (REAL(cudaMemGetInfo) == NULL || REAL(cudaMemGetInfo)(&free_b, &total_b) != cudaSuccess)
-        free_b = total_b = 0;
     if (cfgp->max_gpu_mem_fraction > 0 && total_b > 0) {
         uint64_t f = (uint64_t)(cfgp->max_gpu_mem_fraction * (double)total_b);
         budget = budget == 0 || f < budget ? f : budget;
     }
+    return budget;
+}
+
+static uint64_t memory_budget(void)
+{
+    size_t free_b = 0, total_b = 0;
+    if (REAL(cudaMemGetInfo) == NULL || REAL(cudaMemGetInfo)(&free_b, &total_b) != cudaSuccess)
+        free_b = total_b = 0;
+    uint64_t budget = configured_budget(total_b);
     uint64_t can = (uint64_t)free_b + ft_regions_bytes(regions);
     if (budget > 0 && total_b > 0 && budget > can) {
         char a[32], b[32];
@@ -1809,15 +1817,15 @@ FT_EXPORT void ft_iteration_mark(void)
         ft_disc_mark(disc, lane_id());
 }
 
-FT_EXPORT int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out)
+/* What the process holds on the device now (budget_bytes left 0). Before the plan
+ * every byte counts as `other`. */
+static void usage_now(ft_gpu_memory_usage_t *out)
 {
-    if (!ft_shim_active || out == NULL || disc == NULL || !__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) ||
-        plan.rc != 0)
-        return -1;
     memset(out, 0, sizeof *out);
     uint64_t weights = 0, streamed = 0;
-    for (size_t i = 0; i < plan.in.n; i++)
-        weights += ft_disc_unit(disc, i)->bytes;
+    if (__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0)
+        for (size_t i = 0; i < plan.in.n; i++)
+            weights += ft_disc_unit(disc, i)->bytes;
     pthread_mutex_lock(&res.lock);
     if (res.active)
         for (int i = 0; i < res.n_regions; i++) {
@@ -1832,16 +1840,57 @@ FT_EXPORT int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out)
     uint64_t tracked = ft_regions_bytes(regions);
     uint64_t held = tracked > out->unmapped_bytes ? tracked - out->unmapped_bytes : 0;
     uint64_t resident = weights > streamed ? weights - streamed : 0;
-    /* Weights freed since the plan: no longer held. */
     if (out->slots_bytes > held)
         out->slots_bytes = held;
+    /* Weights freed since the plan: no longer held. */
     if (resident + out->slots_bytes > held)
         resident = held - out->slots_bytes;
     out->resident_bytes = resident;
     out->other_bytes = held - resident - out->slots_bytes;
     out->total_bytes = held;
+}
+
+FT_EXPORT int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out)
+{
+    if (!ft_shim_active || out == NULL || disc == NULL || !__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) ||
+        plan.rc != 0)
+        return -1;
+    usage_now(out);
     out->budget_bytes = plan.in.budget_bytes;
     return 0;
+}
+
+/* With a budget, what the application sees of the device: the budget as total, what is
+ * left of it (never more than the device has free) as free -- so that frameworks that
+ * size caches from it see the truth. */
+static void budget_view(size_t *free_b, size_t *total_b)
+{
+    uint64_t budget = __atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0
+                    ? plan.in.budget_bytes : configured_budget(*total_b);
+    if (budget == 0 || budget >= *total_b || regions == NULL)
+        return;
+    ft_gpu_memory_usage_t u;
+    usage_now(&u);
+    uint64_t left = budget > u.total_bytes ? budget - u.total_bytes : 0;
+    *total_b = (size_t)budget;
+    if (left < *free_b)
+        *free_b = (size_t)left;
+}
+
+cudaError_t ft_hook_rt_mem_get_info(cudaMemGetInfo_fn_t real, size_t *free_b, size_t *total_b)
+{
+    cudaError_t err = real(free_b, total_b);
+    if (err == cudaSuccess && free_b != NULL && total_b != NULL)
+        budget_view(free_b, total_b);
+    return err;
+}
+
+CUresult ft_hook_drv_mem_get_info(cuMemGetInfo_v2_fn_t real, size_t *free_b, size_t *total_b)
+{
+    CUresult rc = real(free_b, total_b);
+    if (rc == CUDA_SUCCESS && free_b != NULL && total_b != NULL)
+        budget_view(free_b, total_b);
+    return rc;
 }
 
 void ft_hooks_trace(void *trace_writer)

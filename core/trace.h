@@ -39,6 +39,10 @@ typedef enum {
                                u64 slot bytes, u64 device bytes, u64 predicted step ns,
                                u64 all-resident ns, u32 n, then n x (u32 resident,
                                u32 slot (0xffffffff resident), u64 predicted stall ns) */
+    FT_TRACE_RESIDENCY = 12, /* u64 loads, u64 of them prefetched, u64 misses, u64 bytes
+                                copied in, u64 unloads, u64 peak bytes of streamed units
+                                held, u64 measured steps, u64 their median ns (0: none),
+                                u64 predicted step ns */
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
 

@@ -764,7 +764,7 @@ static struct {
     res_unit_t *units;
     int n_units, slots, loaded;
     uint64_t clock;
-    uint64_t loads, unloads, demand_bytes, prefetches, misses;
+    uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
     cudaStream_t side;        /* prefetch copies and write-backs */
     uint64_t held_bytes, peak_held_bytes; /* physical bytes of loaded streamed units */
     /* The measured step: an event at each pass's first launch; the time between two
@@ -884,7 +884,7 @@ static void load_unit(int u, cudaStream_t stream, int keep)
             continue;
         }
         res.held_bytes += r->len;
-        res.demand_bytes += r->size;
+        res.copied_in_bytes += r->size;
     }
     prof.record(un->ready, stream);
     un->ready_recorded = 1;
@@ -987,6 +987,25 @@ static int cmp_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
+}
+
+/* The median measured step in us, of *n samples (0: none). At exit: a thread stopped
+ * inside a guarded call may hold the lock, so no wait (none counted then). */
+static double step_median_us(uint64_t *n)
+{
+    *n = 0;
+    if (pthread_mutex_trylock(&res.lock) != 0)
+        return 0;
+    step_harvest();
+    uint64_t k = res.n_steps < STEP_SAMPLES ? res.n_steps : STEP_SAMPLES;
+    float s[STEP_SAMPLES];
+    memcpy(s, res.step_ms, k * sizeof *s);
+    pthread_mutex_unlock(&res.lock);
+    if (k == 0)
+        return 0;
+    qsort(s, k, sizeof *s, cmp_float);
+    *n = k;
+    return s[k / 2] * 1000.0;
 }
 
 /* Launches, copies and sets run between engine_enter and engine_leave. Once the engine
@@ -1931,6 +1950,21 @@ void ft_hooks_trace(void *trace_writer)
         }
         ft_trace_end(w);
     }
+    if (res.active) {
+        uint64_t n;
+        double us = step_median_us(&n);
+        ft_trace_begin(w, FT_TRACE_RESIDENCY);
+        ft_trace_put_u64(w, res.loads);
+        ft_trace_put_u64(w, res.prefetches);
+        ft_trace_put_u64(w, res.misses);
+        ft_trace_put_u64(w, res.copied_in_bytes);
+        ft_trace_put_u64(w, res.unloads);
+        ft_trace_put_u64(w, res.peak_held_bytes);
+        ft_trace_put_u64(w, n);
+        ft_trace_put_u64(w, (uint64_t)(us * 1000.0 + 0.5));
+        ft_trace_put_u64(w, (uint64_t)(plan.out.step_us * 1000.0 + 0.5));
+        ft_trace_end(w);
+    }
     if (bw.bytes > 0) {
         ft_trace_begin(w, FT_TRACE_BANDWIDTH);
         ft_trace_put_u64(w, bw.bytes);
@@ -1952,25 +1986,19 @@ void ft_hooks_report(void)
                 "%.1f MiB copied in; %llu unload(s) with write-back; at most %.1f MiB of "
                 "streamed units held at once",
                 (unsigned long long)res.loads, (unsigned long long)res.prefetches,
-                (unsigned long long)res.misses, (double)res.demand_bytes / 1048576.0,
+                (unsigned long long)res.misses, (double)res.copied_in_bytes / 1048576.0,
                 (unsigned long long)res.unloads, (double)res.peak_held_bytes / 1048576.0);
-    /* A thread stopped inside a guarded call may hold the lock at exit: no wait. */
-    if (res.active && pthread_mutex_trylock(&res.lock) == 0) {
-        step_harvest();
-        uint64_t n = res.n_steps < STEP_SAMPLES ? res.n_steps : STEP_SAMPLES;
-        if (n > 0) {
-            float s[STEP_SAMPLES];
-            memcpy(s, res.step_ms, n * sizeof *s);
-            qsort(s, n, sizeof *s, cmp_float);
+    if (res.active) {
+        uint64_t n;
+        double us = step_median_us(&n);
+        if (n > 0)
             FT_INFO("residency: measured step %.1f us (median of %llu, first launch of a pass to "
                     "the next, idle time between passes included); the plan predicted %.1f us, "
-                    "%.1f us all resident", s[n / 2] * 1000.0, (unsigned long long)n,
-                    plan.out.step_us, plan.out.all_resident_us);
-        } else {
+                    "%.1f us all resident", us, (unsigned long long)n, plan.out.step_us,
+                    plan.out.all_resident_us);
+        else
             FT_INFO("residency: no step measured (fewer than two passes completed since the "
                     "engine started); the plan predicted %.1f us", plan.out.step_us);
-        }
-        pthread_mutex_unlock(&res.lock);
     }
     static const char *const state[] = { "waiting for the first launch", "observing", "done" };
     FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights",

@@ -42,8 +42,8 @@ static const char *const source_text[] = { "the detector", "ft_iteration_mark",
                                            "the marker kernel" };
 static const char *const record_names[] = { "?", "PROCESS", "CONFIG", "CALLS", "DISCOVERY",
                                             "REGIONS", "KERNELS", "ITERATION", "UNITS",
-                                            "PROFILE", "BANDWIDTH", "PLAN" };
-#define N_RECORD_TYPES 12
+                                            "PROFILE", "BANDWIDTH", "PLAN", "RESIDENCY" };
+#define N_RECORD_TYPES 13
 
 typedef struct {
     const char *s;            /* into the file's bytes, not NUL-terminated */
@@ -119,6 +119,9 @@ typedef struct {
     uint64_t plan_budget, plan_other, plan_slot_bytes, plan_device, plan_step_ns, plan_all_ns;
     uint32_t *plan_resident, *plan_slot;
     uint64_t *plan_stall_ns;
+    /* loads, prefetched, misses, bytes in, unloads, peak held, steps, median ns,
+     * predicted ns */
+    uint64_t res[9];
 
     /* Derived once everything checks out. */
     uint64_t tracked_bytes, weight_bytes, unlisted_weight_bytes, late_bytes;
@@ -347,12 +350,26 @@ static int parse_plan(trace_t *t, ft_trace_cursor_t *c)
     return 0;
 }
 
+static int parse_residency(trace_t *t, ft_trace_cursor_t *c)
+{
+    for (uint32_t i = 0; i < 9; i++)
+        if (ft_trace_get_u64(c, &t->res[i]))
+            return short_payload(t, "residency field", i);
+    if (t->res[1] > t->res[0] || t->res[4] > t->res[0])
+        return bad(t, "%" PRIu64 " prefetched and %" PRIu64 " unloads of %" PRIu64 " loads",
+                   t->res[1], t->res[4], t->res[0]);
+    if ((t->res[6] == 0) != (t->res[7] == 0))
+        return bad(t, "%" PRIu64 " measured steps with a median of %" PRIu64 " ns", t->res[6],
+                   t->res[7]);
+    return 0;
+}
+
 static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
 {
     static int (*const parse[N_RECORD_TYPES])(trace_t *, ft_trace_cursor_t *) = {
         NULL, parse_process, parse_config, parse_calls, parse_discovery,
         parse_regions, parse_kernels, parse_iteration, parse_units, parse_profile,
-        parse_bandwidth, parse_plan,
+        parse_bandwidth, parse_plan, parse_residency,
     };
     trace_t *t = ctx;
     /* A newer writer's record this reader does not know: skipped, as the format allows
@@ -781,6 +798,17 @@ static void text_report(const trace_t *t, const char *path, size_t size)
                    (double)t->plan_stall_ns[i] / 1e3);
         }
     }
+    if (t->seen[FT_TRACE_RESIDENCY]) {
+        char a[32], b[32];
+        printf("\nresidency\n  %" PRIu64 " load(s), %" PRIu64 " prefetched, %" PRIu64 " on demand "
+               "(misses), %s copied in; %" PRIu64 " unload(s); at most %s of streamed units held\n",
+               t->res[0], t->res[1], t->res[2], human(t->res[3], a), t->res[4], human(t->res[5], b));
+        if (t->res[6] > 0)
+            printf("  measured step %.1f us (median of %" PRIu64 "), predicted %.1f us\n",
+                   (double)t->res[7] / 1e3, t->res[6], (double)t->res[8] / 1e3);
+        else
+            printf("  no step measured, predicted %.1f us\n", (double)t->res[8] / 1e3);
+    }
     if (t->seen[FT_TRACE_BANDWIDTH])
         printf("\ncopy bandwidth (pinned, %" PRIu64 " MiB copies)\n  host to device %.1f GB/s, "
                "device to host %.1f GB/s; both at once %.1f and %.1f GB/s\n", t->bw_bytes >> 20,
@@ -1009,6 +1037,13 @@ static void json_report(const trace_t *t, const char *path)
                    t->plan_resident[i] ? -1 : (int)t->plan_slot[i], t->plan_stall_ns[i]);
         printf("]}");
     }
+    if (t->seen[FT_TRACE_RESIDENCY])
+        printf(",\n  \"residency\": {\"loads\": %" PRIu64 ", \"prefetched\": %" PRIu64
+               ", \"misses\": %" PRIu64 ", \"bytes_in\": %" PRIu64 ", \"unloads\": %" PRIu64
+               ", \"peak_held_bytes\": %" PRIu64 ", \"measured_steps\": %" PRIu64
+               ", \"measured_step_ns\": %" PRIu64 ", \"predicted_step_ns\": %" PRIu64 "}",
+               t->res[0], t->res[1], t->res[2], t->res[3], t->res[4], t->res[5], t->res[6],
+               t->res[7], t->res[8]);
     if (t->seen[FT_TRACE_BANDWIDTH])
         printf(",\n  \"bandwidth\": {\"bytes\": %" PRIu64 ", \"h2d_gbps\": %.3f, \"d2h_gbps\": %.3f, "
                "\"h2d_both_gbps\": %.3f, \"d2h_both_gbps\": %.3f}", t->bw_bytes,

@@ -81,3 +81,43 @@ FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_MAX_GPU_MEM_FRACTION=0.5 shim "$MODEL" "${A
 grep -q "^meminfo after 0: free [0-9]* total $((plain_total / 2))$" "$WORK/f.err" \
     || fail "FT_MAX_GPU_MEM_FRACTION=0.5: $(grep '^meminfo after 0' "$WORK/f.err"), expected total $((plain_total / 2))"
 pass "cudaMemGetInfo / cuMemGetInfo: budget as total, free $left after the plan, 0 before; half the device with FT_MAX_GPU_MEM_FRACTION=0.5"
+
+# The trace's RESIDENCY record: what the exit report said, in text and JSON; a payload
+# whose counts disagree (more prefetched than loads) is refused.
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB FT_TRACE_FILE="$WORK/r.bin" \
+    shim "$MODEL" "${ARGS[@]}" >/dev/null 2>"$WORK/r.err" || fail "traced run failed"
+loads=$(sed -n 's/.*residency: \([0-9]*\) load(s), \([0-9]*\) of them prefetched and \([0-9]*\) on demand.*/\1 \2 \3/p' "$WORK/r.err")
+[ -n "$loads" ] || fail "no residency line in the exit report"
+"$BUILD/bin/ft-trace" "$WORK/r.bin" >"$WORK/r.txt" || fail "ft-trace on the residency trace"
+set -- $loads
+expect_grep "^  $1 load\(s\), $2 prefetched, $3 on demand \(misses\)" "$WORK/r.txt" "ft-trace residency"
+expect_grep '^  measured step [0-9.]+ us \(median of [1-9][0-9]*\), predicted 2125\.5 us$' "$WORK/r.txt" "ft-trace step"
+"$BUILD/bin/ft-trace" --json "$WORK/r.bin" >"$WORK/r.json" || fail "ft-trace --json"
+python3 - "$WORK/r.json" "$1" "$2" "$3" <<'PY' || fail "JSON residency differs from the exit report"
+import json, sys
+r = json.load(open(sys.argv[1]))["residency"]
+assert [r["loads"], r["prefetched"], r["misses"]] == [int(x) for x in sys.argv[2:5]], r
+assert r["measured_steps"] > 0 and r["measured_step_ns"] > 0 and r["predicted_step_ns"] == 2125453, r
+PY
+python3 - "$WORK/r.bin" "$WORK/bad.bin" <<'PY' || fail "patching the trace"
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+off = 16
+while True:
+    t, _, n = struct.unpack_from("<HHI", b, off)
+    if t == 12:
+        struct.pack_into("<Q", b, off + 16, 1 << 40)  # prefetched
+    if t == 0xFFFF:
+        struct.pack_into("<I", b, off + 16, zlib.crc32(bytes(b[:off])))
+        break
+    off += 8 + n
+open(sys.argv[2], "wb").write(b)
+PY
+set +e
+"$BUILD/bin/ft-trace" "$WORK/bad.bin" >"$WORK/bad.out" 2>"$WORK/bad.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && [ ! -s "$WORK/bad.out" ] || fail "inconsistent RESIDENCY record: exit $rc or a partial report"
+expect_grep 'inconsistent RESIDENCY record at byte [0-9]+: 1099511627776 prefetched and [0-9]+ unloads of [0-9]+ loads' \
+    "$WORK/bad.err" "inconsistent RESIDENCY record"
+pass "trace: RESIDENCY record as in the exit report ($1 loads, $2 prefetched, $3 misses); inconsistent counts refused"

@@ -1,0 +1,42 @@
+# Randomised residency scenarios: layer counts and sizes, budgets (from below the
+# smallest plan to above the model), threads on their own streams, pointer arrays,
+# writes into an offloaded weight. Every case must print what a run without the shim
+# prints. The cases come from a fixed seed (FT_TEST_SEED overrides it, FT_TEST_CASES
+# the count); a failure names the seed and the case's command.
+. "$(dirname "$0")/lib.sh"
+SEED=${FT_TEST_SEED:-20261129}
+CASES=${FT_TEST_CASES:-10}
+RANDOM=$SEED
+offloaded=0 refused=0 resident=0
+for ((i = 0; i < CASES; i++)); do
+    layers=$((2 + RANDOM % 7))
+    dim=$((512 + 256 * (RANDOM % 3)))
+    layer_bytes=$((dim * dim * 4 + 2 * dim * 4))
+    total=$((layers * layer_bytes))
+    # A slot holds a layer's weight mapped at the 2 MiB granularity; the budget goes
+    # from 1.5 slots (below the smallest plan, 2 slots) to a little over the model.
+    slot=$(((dim * dim * 4 + 2097151) / 2097152 * 2097152))
+    lo=$((slot * 3 / 2)) hi=$((total + layer_bytes))
+    budget=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo)))
+    threads=$((1 + RANDOM % 3))
+    extra=()
+    ((RANDOM % 3 == 0)) && extra+=(--ptr-arrays)
+    iters=$((12 + RANDOM % 5))
+    ((RANDOM % 3 == 0)) && extra+=(--poke $((9 + RANDOM % (iters - 9))))
+    args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
+    what="seed $SEED case $i: FT_GPU_MEM_LIMIT=$budget model ${args[*]}"
+    sim "$MODEL" "${args[@]}" >"$WORK/plain" || fail "$what: run without the shim failed"
+    FTSIM_TIME_SCALE=0.002 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=$budget \
+        shim "$MODEL" "${args[@]}" >"$WORK/shim" 2>"$WORK/err" \
+        || { sed 's/^/    | /' "$WORK/err" >&2; fail "$what: failed under the shim"; }
+    cmp -s "$WORK/plain" "$WORK/shim" \
+        || { diff "$WORK/plain" "$WORK/shim" | sed 's/^/    | /' >&2; fail "$what: output differs"; }
+    if grep -q 'residency: [0-9]* unit(s), .* moved to pinned host memory' "$WORK/err"; then
+        offloaded=$((offloaded + 1))
+    elif grep -q 'smallest budget that works' "$WORK/err"; then
+        refused=$((refused + 1))
+    else
+        resident=$((resident + 1))
+    fi
+done
+pass "$CASES random cases (seed $SEED): same output as without the shim; $offloaded offloaded, $refused under the smallest budget (kept resident), $resident fitting"

@@ -24,6 +24,8 @@
  *                 later forwards differ; the checksum printed is the last forward's
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
+ *   --drop N      after forward N, cudaFree the last layer (its weight, vectors) and run
+ *                 the later forwards without it (one thread only)
  *   --usage       print cudaMemGetInfo and ft_get_gpu_memory_usage() after the first
  *                 and the last forward (on stderr: "meminfo ...", "usage ...")
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
@@ -70,6 +72,7 @@ static int (*profiling_resume)(void);
 static int pause_forwards = 0;
 static int poke_after = -1;
 static int usage;
+static int drop_after = -1;
 static int (*get_usage)(ft_gpu_memory_usage_t *);
 static int timing = 0;
 static layer_t *model;
@@ -247,6 +250,14 @@ static void *run_worker(void *arg)
             printf("iteration %d checksum %016" PRIx64 "\n", it, wk->checksum[it]);
         if (usage && wk->id == 0 && (it == 0 || it == iters - 1))
             print_usage(it);
+        if (it == drop_after && layers > 1) {
+            layers--;
+            CHECK(cudaFree(model[layers].w));
+            CHECK(cudaFree(model[layers].bias));
+            CHECK(cudaFree(model[layers].s));
+            if (ptr_arrays)
+                CHECK(cudaFree(model[layers].pv));
+        }
     }
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
@@ -294,16 +305,22 @@ int main(int argc, char **argv)
             timing = 1;
         else if (strcmp(a, "--usage") == 0)
             usage = 1;
+        else if (strcmp(a, "--drop") == 0)
+            drop_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--poke") == 0)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--time] [--usage] "
+                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--drop N] [--time] [--usage] "
                             "[--quiet]\n");
             return 2;
         }
     }
 
+    if (drop_after >= 0 && threads > 1) {
+        fprintf(stderr, "model: --drop needs one thread\n");
+        return 2;
+    }
     /* The control API of FlexTensor, when it is preloaded (flextensor.h). */
     iteration_mark = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_iteration_mark");
     profiling_suspend = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_profiling_suspend");
@@ -337,7 +354,7 @@ int main(int argc, char **argv)
     int agree = 1;
     for (int t = 0; t < threads; t++)
         for (int it = 0; it < iters; it++)
-            agree &= poke_after >= 0 || wk[t].checksum[it] == wk[0].checksum[0];
+            agree &= poke_after >= 0 || drop_after >= 0 || wk[t].checksum[it] == wk[0].checksum[0];
     for (int l = 0; l < layers; l++) {
         CHECK(cudaFree(model[l].w));
         CHECK(cudaFree(model[l].bias));
@@ -347,7 +364,7 @@ int main(int argc, char **argv)
     }
     if (ptr_arrays)
         CHECK(cudaFree(ptr_table));
-    printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[poke_after >= 0 ? iters - 1 : 0],
+    printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[poke_after >= 0 || drop_after >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

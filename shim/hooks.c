@@ -847,13 +847,16 @@ static int unload_region(res_region_t *r, int write_back)
 static void unload_unit(int u)
 {
     res_unit_t *un = &res.units[u];
-    for (int k = 0; k < un->n; k++)
-        unload_region(&res.regions[un->first + k], 1);
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size == 0)
+            continue; /* freed by the application */
+        unload_region(r, 1);
+        res.held_bytes -= r->len;
+    }
     un->loaded = 0;
     res.loaded--;
     res.unloads++;
-    for (int k = 0; k < un->n; k++)
-        res.held_bytes -= res.regions[un->first + k].len;
 }
 
 /* Makes unit u resident for a call on `stream` (the lock held). */
@@ -878,6 +881,8 @@ static void load_unit(int u, cudaStream_t stream, int keep)
     }
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
+        if (r->size == 0)
+            continue; /* freed by the application */
         if (load_region(r, stream) != 0) {
             FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: cannot load a region of %s back; "
                           "its kernels will fault", ft_disc_unit(disc, (size_t)u)->name);
@@ -1061,6 +1066,58 @@ static void start_residency(void)
         __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
 }
 
+/* The host store of a streamed region: FT_PINNED_MEMORY (pinned or pageable) and
+ * FT_PINNED_MEMORY_MODE (cudaHostAlloc, or page-aligned memory registered in place). */
+typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
+typedef cudaError_t (*host_register_fn)(void *, size_t, unsigned int);
+typedef cudaError_t (*host_free_fn)(void *);
+
+static const char *host_store_kind(void)
+{
+    if (!cfgp->pinned_memory)
+        return "pageable host memory (FT_PINNED_MEMORY=false)";
+    return cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_HOST_REGISTER
+         ? "pinned host memory (registered in place)" : "pinned host memory";
+}
+
+static void *host_store_alloc(size_t size)
+{
+    void *p = NULL;
+    if (cfgp->pinned_memory && cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC) {
+        host_alloc_fn alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
+        return alloc != NULL && alloc(&p, size, cudaHostAllocDefault) == cudaSuccess ? p : NULL;
+    }
+    size_t page = 4096;
+    if (posix_memalign(&p, page, (size + page - 1) / page * page) != 0)
+        return NULL;
+    if (!cfgp->pinned_memory)
+        return p;
+    host_register_fn reg = (host_register_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostRegister");
+    if (reg == NULL || reg(p, size, cudaHostRegisterDefault) != cudaSuccess) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void host_store_free(void *p)
+{
+    if (p == NULL)
+        return;
+    if (cfgp->pinned_memory && cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC) {
+        host_free_fn f = (host_free_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaFreeHost");
+        if (f != NULL)
+            f(p);
+        return;
+    }
+    if (cfgp->pinned_memory) {
+        host_free_fn unreg = (host_free_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostUnregister");
+        if (unreg != NULL)
+            unreg(p);
+    }
+    free(p);
+}
+
 /* The switch, res.lock held: calls already past their guard finish enqueueing first,
  * then the device drains, then the streamed units are evicted. */
 static void activate_locked(void)
@@ -1086,8 +1143,9 @@ static void activate_locked(void)
         return;
     }
     REAL(cudaDeviceSynchronize)();
-    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
-    host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
+    if (!cfgp->pinned_memory)
+        FT_WARN("residency: FT_PINNED_MEMORY=false: streamed weights live in pageable host "
+                "memory; every copy in is staged and synchronous, several times slower");
     uint64_t moved = 0;
     int evicted_units = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1106,12 +1164,14 @@ static void activate_locked(void)
                 continue;
             res_region_t *r = &res.regions[res.n_regions++];
             *r = (res_region_t){ base, size, v->size, NULL, (int)i };
-            if (host_alloc == NULL || host_alloc(&r->host, size, cudaHostAllocDefault) != cudaSuccess)
+            if ((r->host = host_store_alloc(size)) == NULL)
                 ok = 0;
         }
         if (!ok || res.n_regions == first) {
             FT_WARN("residency: %s stays resident (%s)", u->name,
-                    ok ? "none of its regions is backed by virtual memory" : "no pinned host memory");
+                    ok ? "none of its regions is backed by virtual memory" : "no host memory for it");
+            for (int k = first; k < res.n_regions; k++)
+                host_store_free(res.regions[k].host);
             res.n_regions = first;
             continue;
         }
@@ -1143,9 +1203,9 @@ static void activate_locked(void)
         }
     res.n_units = (int)n;
     res.slots = slots;
-    FT_INFO("residency: %d unit(s), %.1f MiB, moved to pinned host memory; copied in ahead of "
-            "use (on demand after a miss), at most %d at once", evicted_units,
-            (double)moved / 1048576.0, slots);
+    FT_INFO("residency: %d unit(s), %.1f MiB, moved to %s; copied in ahead of use (on demand "
+            "after a miss), at most %d at once", evicted_units, (double)moved / 1048576.0,
+            host_store_kind(), slots);
 }
 
 /* FT_LOG_LEVEL=trace: the words of a kernel's first launch that look like device
@@ -1364,6 +1424,8 @@ static int vmm_free(void *p)
         if (mapped)
             res.held_bytes -= r->len;
         r->va = r->size = 0;
+        host_store_free(r->host);
+        r->host = NULL;
     }
     pthread_mutex_unlock(&res.lock);
     if (mapped) {

@@ -14,7 +14,7 @@ run_pair() { # NAME EXTRA...
         shim "$MODEL" "${ARGS[@]}" "$@" >"$WORK/$name.shim" 2>"$WORK/$name.err" \
         || { sed 's/^/    | /' "$WORK/$name.err" >&2; fail "$name: model under the engine failed"; }
     cmp -s "$WORK/$name.plain" "$WORK/$name.shim" || fail "$name: output differs under the engine"
-    expect_grep 'residency: 6 unit\(s\), 6\.0 MiB, moved to pinned host memory' "$WORK/$name.err" "$name: eviction"
+    expect_grep 'residency: 6 unit\(s\), 6\.0 MiB, moved to (pinned|pageable) host memory' "$WORK/$name.err" "$name: eviction"
     expect_grep 'residency: [1-9][0-9]* load\(s\), .* at most 4\.0 MiB of streamed units held at once' \
         "$WORK/$name.err" "$name: loads within the slots"
 }
@@ -25,6 +25,14 @@ run_pair poke --poke 9
 pass "a write into an offloaded weight is kept (written back before its memory goes)"
 run_pair threads --threads 3
 pass "3 threads on 3 streams: same output"
+run_pair drop --iters 14 --drop 11
+pass "the application frees a streamed layer mid-run: same output"
+FT_PINNED_MEMORY_MODE=host_register run_pair register
+expect_grep 'moved to pinned host memory \(registered in place\)' "$WORK/register.err" "host_register"
+pass "FT_PINNED_MEMORY_MODE=host_register: same output"
+FT_PINNED_MEMORY=0 run_pair pageable
+expect_grep 'FT_PINNED_MEMORY=false: streamed weights live in pageable host memory' "$WORK/pageable.err" "pageable warning"
+pass "FT_PINNED_MEMORY=0: same output, with a warning about speed"
 
 # Prefetch: the streamed layers are copied in on a side stream ahead of use, so the
 # step (virtual clock) is within 10% of the pipeline model's prediction.

@@ -1,8 +1,9 @@
 # Randomised residency scenarios: layer counts and sizes, budgets (from below the
 # smallest plan to above the model), threads on their own streams, pointer arrays,
-# writes into an offloaded weight. Every case must print what a run without the shim
-# prints. The cases come from a fixed seed (FT_TEST_SEED overrides it, FT_TEST_CASES
-# the count); a failure names the seed and the case's command.
+# writes into an offloaded weight, a layer freed mid-run, both pinning modes. Every
+# case must print what a run without the shim prints. The cases come from a fixed
+# seed (FT_TEST_SEED overrides it, FT_TEST_CASES the count); a failure names the seed
+# and the case's command.
 . "$(dirname "$0")/lib.sh"
 SEED=${FT_TEST_SEED:-20261129}
 CASES=${FT_TEST_CASES:-10}
@@ -23,11 +24,14 @@ for ((i = 0; i < CASES; i++)); do
     ((RANDOM % 3 == 0)) && extra+=(--ptr-arrays)
     iters=$((12 + RANDOM % 5))
     ((RANDOM % 3 == 0)) && extra+=(--poke $((9 + RANDOM % (iters - 9))))
+    ((threads == 1 && RANDOM % 3 == 0)) && extra+=(--drop $((9 + RANDOM % (iters - 9))))
+    modes=(alloc host_register)
+    mode=${modes[RANDOM % 2]}
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
-    what="seed $SEED case $i: FT_GPU_MEM_LIMIT=$budget model ${args[*]}"
+    what="seed $SEED case $i: FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode model ${args[*]}"
     sim "$MODEL" "${args[@]}" >"$WORK/plain" || fail "$what: run without the shim failed"
     FTSIM_TIME_SCALE=0.002 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=$budget \
-        shim "$MODEL" "${args[@]}" >"$WORK/shim" 2>"$WORK/err" \
+        FT_PINNED_MEMORY_MODE=$mode shim "$MODEL" "${args[@]}" >"$WORK/shim" 2>"$WORK/err" \
         || { sed 's/^/    | /' "$WORK/err" >&2; fail "$what: failed under the shim"; }
     cmp -s "$WORK/plain" "$WORK/shim" \
         || { diff "$WORK/plain" "$WORK/shim" | sed 's/^/    | /' >&2; fail "$what: output differs"; }

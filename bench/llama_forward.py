@@ -9,6 +9,7 @@ checkpoint load would do. Prints one JSON line with the timings and the paramete
 bytes.
 """
 import argparse
+import ctypes
 import json
 import time
 
@@ -60,8 +61,23 @@ def main():
             outs.append(logits.float().cpu())
     same = all(torch.equal(outs[0], o) for o in outs[1:])
     torch.save(outs, a.out)
+    free_b, total_b = torch.cuda.mem_get_info()
     print(json.dumps({"param_bytes": params, "build_s": round(t_build, 2),
-                      "forward_s": [round(x, 4) for x in times], "iterations_equal": same}))
+                      "forward_s": [round(x, 4) for x in times], "iterations_equal": same,
+                      "mem_get_info": [free_b, total_b], "ft_usage": ft_usage()}))
+
+
+def ft_usage():
+    """FlexTensor's ft_get_gpu_memory_usage when it is preloaded and has a plan."""
+    class Usage(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_ulonglong) for n in
+                    ("total", "resident", "slots", "other", "unmapped", "budget")]
+    try:
+        fn = ctypes.CDLL(None).ft_get_gpu_memory_usage
+    except AttributeError:
+        return None
+    u = Usage()
+    return {n: getattr(u, n) for n, _ in Usage._fields_} if fn(ctypes.byref(u)) == 0 else None
 
 
 if __name__ == "__main__":

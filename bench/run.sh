@@ -93,7 +93,7 @@ row "llama: one unit per layer + embed + head" "$r" "$(sed -n 's/.*\(units=[0-9]
 row "llama: >= 95% of parameter bytes in units" "$r" "${att:-?}%"
 
 # --- 2b. profiling, the plan under a budget of about a third of the weights, and the
-# first residency engine (demand fetch: streamed layers loaded at first use): the
+# residency engine (prefetch on a side stream, demand fetch after a miss): the
 # logits of every forward, offloaded ones included, must equal the plain run's
 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_MEM_LIMIT=2560MiB FT_LOG_DIAGNOSTICS=1 \
     FT_TRACE_FILE="$OUT/llama-plan.bin" LD_PRELOAD=$SHIM \
@@ -108,6 +108,10 @@ grep -q "bitwise_equal True" "$OUT/llama-plan.txt" && grep -q "plan (memory mode
 row "llama: planned and offloaded at 2.5 GiB" "$r" "$(grep -o 'predicted step [0-9.]* us against [0-9.]* us' "$OUT/llama-plan.txt" | head -1)"
 grep -o 'host to device [0-9.]* GB/s, device to host [0-9.]* GB/s; both at once [0-9.]* and [0-9.]* GB/s' \
     "$OUT/llama-plan.txt" | head -1 | sed 's/^/  bandwidth: /' >>"$OUT/summary-extra.txt"
+grep -o 'measured step [0-9.]* us (median of [0-9]*' "$OUT/llama-plan.txt" | head -1 \
+    | sed 's/^/  residency: /' >>"$OUT/summary-extra.txt"
+grep -o '"mem_get_info": \[[0-9]*, [0-9]*\]' "$OUT/llama-plan.txt" | head -1 \
+    | sed 's/^/  under the shim: /' >>"$OUT/summary-extra.txt"
 
 # --- 3a. per-launch host cost, C launcher (bench/launch_cost.c): five rounds, the
 # configurations interleaved in each, medians reported; launches pick among 256 weights

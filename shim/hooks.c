@@ -994,14 +994,15 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median measured step in us, of *n samples (0: none). At exit: a thread stopped
- * inside a guarded call may hold the lock, so no wait (none counted then). */
+/* The median measured step in us, of *n samples (0: none), from the intervals read at
+ * pass starts. For the exit report: no CUDA call (the runtime's own exit handler has
+ * run by then and the events may be gone), and no wait for the lock (a thread stopped
+ * inside a guarded call may hold it; none counted then). */
 static double step_median_us(uint64_t *n)
 {
     *n = 0;
     if (pthread_mutex_trylock(&res.lock) != 0)
         return 0;
-    step_harvest();
     uint64_t k = res.n_steps < STEP_SAMPLES ? res.n_steps : STEP_SAMPLES;
     float s[STEP_SAMPLES];
     memcpy(s, res.step_ms, k * sizeof *s);

@@ -4,7 +4,7 @@
 set -euo pipefail
 BUILD=${BUILD:-build}
 TRACE=$BUILD/demo-trace.bin
-ARGS=(--layers 16 --dim 2048 --iters 10)
+ARGS=(--layers 16 --dim 2048 --iters 12)
 # 256 MiB of weights under a 128 MiB budget: discovery, profiling, the plan, then the
 # streamed layers live in pinned host memory and are copied in ahead of use on a side
 # stream; the exit report gives the measured step next to the predicted one.

@@ -85,7 +85,13 @@ static double time_tol(double C)
 
 static double copy_time(const ft_plan_input_t *in, uint64_t bytes)
 {
-    return in->copy_latency_us + (double)bytes / in->h2d_bytes_per_us;
+    double t = in->copy_latency_us + (double)bytes / in->h2d_bytes_per_us;
+    return in->d2h_bytes_per_us > 0 ? t + (double)bytes / in->d2h_bytes_per_us : t;
+}
+
+static uint64_t unit_copy_bytes(const ft_plan_unit_t *u)
+{
+    return u->copy_bytes ? u->copy_bytes : u->bytes;
 }
 
 static uint64_t largest_streamed(const ft_plan_input_t *in, const int *resident)
@@ -104,7 +110,7 @@ static int make_groups(const ft_plan_input_t *in, const int *resident, int *grou
                        int *first, int *last, double *copy)
 {
     uint64_t cap = largest_streamed(in, resident);
-    uint64_t fill = 0;
+    uint64_t fill = 0, cfill = 0;
     int g = -1;
     for (size_t i = 0; i < in->n; i++) {
         if (resident[i]) {
@@ -114,16 +120,17 @@ static int make_groups(const ft_plan_input_t *in, const int *resident, int *grou
         uint64_t b = in->units[i].bytes;
         if (g < 0 || in->transfer != FT_PLAN_PACKED || fill + b > cap) {
             g++;
-            fill = 0;
+            fill = cfill = 0;
             if (first)
                 first[g] = (int)i;
         }
         fill += b;
+        cfill += unit_copy_bytes(&in->units[i]);
         group[i] = g;
         if (last)
             last[g] = (int)i;
         if (copy)
-            copy[g] = fill; /* bytes for now, time below */
+            copy[g] = (double)cfill; /* bytes for now, time below */
     }
     if (copy)
         for (int j = 0; j <= g; j++)
@@ -218,7 +225,7 @@ static double simulate(const ft_plan_input_t *in, ws_t *w, const int *resident, 
 static int input_ok(const ft_plan_input_t *in)
 {
     return in && (in->units || in->n == 0) && in->h2d_bytes_per_us > 0 &&
-           in->copy_latency_us >= 0;
+           in->copy_latency_us >= 0 && in->d2h_bytes_per_us >= 0;
 }
 
 static int any_streamed(const ft_plan_input_t *in, const int *resident)
@@ -637,7 +644,7 @@ static int knapsack(search_t *s, int wide)
     size_t K = 0;
     for (size_t j = 0; j < n; j++) {
         w[j] = (uint32_t)((it[j].bytes + g - 1) / g);
-        val[j] = copy_time(in, it[j].bytes);
+        val[j] = copy_time(in, unit_copy_bytes(&in->units[it[j].idx]));
         K += w[j];
     }
     size_t width = K / 8 + 1;
@@ -917,7 +924,7 @@ size_t ft_plan_format(const ft_plan_input_t *in, const ft_plan_t *plan, char *bu
         else
             snprintf(slot, sizeof slot, "%d", plan->slot[i]);
         at = append(buf, len, at, "%5zu  %-24s %12.2f %12.2f %10.2f %-9s %5s %12.2f\n", i, nm,
-                    mib(u->bytes), u->compute_us, copy_time(in, u->bytes),
+                    mib(u->bytes), u->compute_us, copy_time(in, unit_copy_bytes(u)),
                     r ? "resident" : "streamed", slot,
                     plan->unit_stall_us ? plan->unit_stall_us[i] : 0.0);
     }

@@ -18,7 +18,10 @@
  *             whose total bytes stay within slot_bytes.
  * slot_bytes = the largest streamed unit. Group j of a pass (j = 0..G-1) uses slot
  * j mod slots, the same in every pass. A group's copy time is
- * copy_latency_us + bytes / h2d_bytes_per_us. Event rules, all times in us:
+ * copy_latency_us + c / h2d_bytes_per_us, plus c / d2h_bytes_per_us when the write-back
+ * is modelled (d2h_bytes_per_us > 0), c the group's copy_bytes (a unit's copy_bytes may
+ * be below its bytes: memory is mapped in granules, copies move the regions' own
+ * sizes). Event rules, all times in us:
  *   - copy of group j starts at max(end of the previous copy in issue order, end of the
  *     compute of the last unit of the slot's previous occupant (the latest earlier
  *     group, this pass or the previous one, with the same slot));
@@ -45,6 +48,7 @@ typedef struct {
     const char *name;     /* for the table; NULL prints unit.<i> */
     uint64_t bytes;       /* device bytes it occupies (rounded as the runtime maps it) */
     double compute_us;    /* time of its kernel range in one pass */
+    uint64_t copy_bytes;  /* bytes a load copies (the regions' own sizes); 0: bytes */
 } ft_plan_unit_t;
 
 typedef enum { FT_PLAN_KNAPSACK, FT_PLAN_GREEDY, FT_PLAN_GLOBAL } ft_plan_strategy_t;
@@ -55,6 +59,9 @@ typedef struct {
     size_t n;                       /* in execution order; the pass repeats */
     double h2d_bytes_per_us;        /* measured copy bandwidth (> 0) */
     double copy_latency_us;         /* fixed cost of every copy (>= 0) */
+    /* > 0: before each copy in, the slot's previous content is copied back (the engine's
+     * write-back), modelled as the same bytes at this bandwidth; 0: no write-back. */
+    double d2h_bytes_per_us;
     uint64_t budget_bytes;          /* memory mode when > 0; 0 = latency mode */
     uint64_t other_bytes;           /* peak non-weight memory, counted in the budget */
     /* Latency mode: a plan is acceptable when the model, run with every unit's compute

@@ -592,15 +592,16 @@ static void make_plan(void)
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
         /* What the unit occupies on the device: regions backed by virtual memory are
          * mapped in whole granules. */
-        uint64_t bytes = 0;
+        uint64_t bytes = 0, copied = 0;
         for (uint32_t k = 0; k < u->n_regions; k++) {
             uint64_t base, size;
             if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0)
                 continue;
             vmm_t *v = vmm_find(base);
             bytes += v != NULL ? v->size : size;
+            copied += size;
         }
-        units[i] = (ft_plan_unit_t){ u->name, bytes, ft_prof_stat(prof.prof, i).median };
+        units[i] = (ft_plan_unit_t){ u->name, bytes, ft_prof_stat(prof.prof, i).median, copied };
         weights += bytes;
     }
     uint64_t tracked = ft_regions_bytes(regions);
@@ -610,6 +611,9 @@ static void make_plan(void)
     /* GB/s is bytes per ns: x 1000 for bytes per us. */
     in->h2d_bytes_per_us = bw.h2d > 0 ? bw.h2d * 1000.0 : 25000.0;
     in->copy_latency_us = 0;
+    /* The engine writes every unloaded unit back before the next copy in (no proof yet
+     * that a unit is unchanged): the model counts that copy too. */
+    in->d2h_bytes_per_us = bw.d2h > 0 ? bw.d2h * 1000.0 : 25000.0;
     in->budget_bytes = memory_budget();
     in->other_bytes = tracked > weights ? tracked - weights : 0;
     in->time_budget_factor = cfgp->time_budget_factor;
@@ -915,10 +919,17 @@ static res_region_t *res_find(uint64_t addr)
 /* The units this thread's call touched, to record their `used` events behind it. */
 static __thread int touched[8], n_touched;
 static __thread cudaStream_t touched_stream;
+/* A unit's first launch: the prefetch to run once the launch is enqueued (-1: none). */
+static __thread int prefetch_after = -1;
+
+/* This thread's call holds res.lock (engine_enter returned 1). A call that entered
+ * before the switch is not guarded even if it sees the engine on: the switch waits for
+ * it to be enqueued, then drains the device, before anything is evicted. */
+static __thread int engine_held;
 
 static void res_touch(const uint64_t *addrs, size_t n, cudaStream_t stream)
 {
-    if (!__atomic_load_n(&res.active, __ATOMIC_RELAXED))
+    if (!engine_held || !__atomic_load_n(&res.active, __ATOMIC_RELAXED))
         return;
     /* res.lock is held: engine_enter took it for this call. */
     for (size_t i = 0; i < n; i++) {
@@ -1034,6 +1045,7 @@ static int engine_enter(void)
     pthread_mutex_lock(&res.lock);
     if (res.pending && !res.active)
         activate_locked();
+    engine_held = 1;
     return 1;
 }
 
@@ -1045,6 +1057,11 @@ static void engine_leave(int held)
             res.units[touched[k]].used_recorded = 1;
         }
         n_touched = 0;
+        if (prefetch_after >= 0) {
+            res_prefetch(prefetch_after, touched_stream);
+            prefetch_after = -1;
+        }
+        engine_held = 0;
         pthread_mutex_unlock(&res.lock);
     }
     else if (!__atomic_load_n(&engine_off, __ATOMIC_RELAXED))
@@ -1232,7 +1249,7 @@ static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, s
 static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
 {
     int disc_on = __atomic_load_n(&discovering, __ATOMIC_RELAXED);
-    int res_on = __atomic_load_n(&res.active, __ATOMIC_RELAXED);
+    int res_on = engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
     if (!disc_on && !res_on && !__atomic_load_n(&profiling, __ATOMIC_RELAXED))
         return;
     kinfo_t *k = kinfo_get(key, is_stub);
@@ -1256,19 +1273,18 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         long pos = ft_disc_track(disc, lane_id(), key, &set);
         if (pos == 0)
             step_mark(stream);
+        /* After this launch is enqueued (engine_leave): an eviction waits on the host
+         * for the evicted unit's last use and its copy back, and the device should have
+         * this unit's first kernel to run meanwhile. */
         for (int u = 0; pos >= 0 && u < res.n_units; u++)
             if (res.units[u].first_launch == (uint32_t)pos)
-                res_prefetch(u, stream);
+                prefetch_after = u;
         return;
     }
     if (!disc_on) {
         long pos = ft_disc_track(disc, lane_id(), key, &set);
         if (pos >= 0)
             profile_launch(lane_id(), pos, stream);
-        /* The launch that ended profiling may have started the engine: it is guarded
-         * like any later one. */
-        if (__atomic_load_n(&res.active, __ATOMIC_RELAXED))
-            res_touch(set.ptr, set.n, stream);
         return;
     }
     if (set.n > 0)

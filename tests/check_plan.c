@@ -11,6 +11,10 @@
 
 #include "core/plan.h"
 
+/* The hand cases list units as {name, bytes, compute_us}: copy_bytes left 0 means
+ * "copies its bytes" (plan.h), which is what they mean. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #define MIB (1ull << 20)
 #define EPS 1e-6
 #define MAXN 12
@@ -59,6 +63,25 @@ START_TEST(one_streamed_unit_with_a_slow_copy_stalls_by_the_copy)
     /* A fixed cost per copy adds to that cycle. */
     in.copy_latency_us = 2.5;
     ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, NULL), 62.5, EPS);
+}
+END_TEST
+
+/* The same pipeline, as the engine runs it: s1 occupies 50 bytes of device memory but
+ * its load copies 30 (copy_bytes: granules against the regions' sizes), and before the
+ * copy in, the slot's previous content is written back at 3 bytes/us (10 us). The copy
+ * is then 30 + 10 = 40 us and the step 40 + 10 = 50. copy_bytes 0 means bytes. */
+START_TEST(copy_bytes_and_write_back_set_the_copy_time)
+{
+    ft_plan_unit_t u[] = {{"r0", 1, 10}, {"s1", 50, 10, 30}, {"r2", 1, 10}};
+    ft_plan_input_t in = hand(u, 3);
+    int res[] = {1, 0, 1};
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, NULL), 40.0, EPS);
+    in.d2h_bytes_per_us = 3.0;
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, NULL), 50.0, EPS);
+    u[1].copy_bytes = 0;
+    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, NULL), 60.0 + 50.0 / 3.0, EPS);
+    in.d2h_bytes_per_us = -1;
+    ck_assert_double_lt(ft_plan_predict(&in, res, 2, NULL), 0);
 }
 END_TEST
 
@@ -643,7 +666,7 @@ END_TEST
 
 START_TEST(format_lists_every_unit_and_the_totals)
 {
-    ft_plan_unit_t u[] = {{"embed", 4 * MIB, 10}, {NULL, 8 * MIB, 30}, {"head", 8 * MIB, 20}};
+    ft_plan_unit_t u[] = {{"embed", 4 * MIB, 10, 0}, {NULL, 8 * MIB, 30, 0}, {"head", 8 * MIB, 20, 0}};
     ft_plan_input_t in = hand(u, 3);
     in.h2d_bytes_per_us = (double)MIB / 10;
     in.budget_bytes = 20 * MIB;
@@ -678,6 +701,7 @@ Suite *plan_suite(void)
     TCase *tc = tcase_create("model");
     tcase_add_test(tc, everything_resident_is_the_sum_of_compute);
     tcase_add_test(tc, one_streamed_unit_with_a_slow_copy_stalls_by_the_copy);
+    tcase_add_test(tc, copy_bytes_and_write_back_set_the_copy_time);
     tcase_add_test(tc, slot_reuse_waits_for_the_previous_occupant);
     tcase_add_test(tc, steady_state_overlaps_the_wraparound);
     tcase_add_test(tc, packed_blocks_share_one_copy);

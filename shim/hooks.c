@@ -747,6 +747,7 @@ typedef struct {
     size_t len;               /* mapped length (granularity) */
     void *host;               /* its bytes while unloaded */
     int unit;
+    uint32_t id;              /* in the region table */
 } res_region_t;
 
 typedef struct {
@@ -756,6 +757,8 @@ typedef struct {
     cudaEvent_t used;         /* recorded behind every call that touched it */
     cudaEvent_t ready;        /* recorded behind its load's copies */
     int used_recorded, ready_recorded;
+    cudaStream_t waited;      /* a stream already waiting on `ready` since the load */
+    int waited_valid;
     uint32_t first_launch;    /* where its range starts in a pass */
 } res_unit_t;
 
@@ -765,6 +768,8 @@ static struct {
     int pending;              /* planned: the next guarded call switches the engine on */
     res_region_t *regions;
     int n_regions;
+    int *by_id;               /* region id -> index in regions, -1: not streamed */
+    uint32_t n_ids;
     res_unit_t *units;
     int n_units, slots, loaded;
     uint64_t clock;
@@ -825,21 +830,19 @@ static int load_region(res_region_t *r, cudaStream_t stream)
 
 /* Copies region r back to the host store and releases its physical memory. The
  * caller has synchronised the device. */
-static int unload_region(res_region_t *r, int write_back)
+static int unload_region(res_region_t *r)
 {
     vmm_t *v = vmm_find(r->va);
     if (v == NULL)
         return -1;
-    if (write_back) {
-        /* On the side stream, not the legacy one: a copy there would wait for all the
-         * application's work, not only the unit's. */
-        cudaError_t err = REAL(cudaMemcpyAsync)(r->host, (void *)(uintptr_t)r->va, r->size,
-                                                cudaMemcpyDeviceToHost, res.side);
-        if (err == cudaSuccess)
-            err = REAL(cudaStreamSynchronize)(res.side);
-        if (err != cudaSuccess)
-            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
-    }
+    /* On the side stream, not the legacy one: a copy there would wait for all the
+     * application's work, not only the unit's. */
+    cudaError_t err = REAL(cudaMemcpyAsync)(r->host, (void *)(uintptr_t)r->va, r->size,
+                                            cudaMemcpyDeviceToHost, res.side);
+    if (err == cudaSuccess)
+        err = REAL(cudaStreamSynchronize)(res.side);
+    if (err != cudaSuccess)
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
     CUresult rc = drv.unmap(r->va, r->len);
     if (rc == CUDA_SUCCESS)
         rc = drv.release(v->handle);
@@ -855,7 +858,7 @@ static void unload_unit(int u)
         res_region_t *r = &res.regions[un->first + k];
         if (r->size == 0)
             continue; /* freed by the application */
-        unload_region(r, 1);
+        unload_region(r);
         res.held_bytes -= r->len;
     }
     un->loaded = 0;
@@ -897,6 +900,7 @@ static void load_unit(int u, cudaStream_t stream, int keep)
     }
     prof.record(un->ready, stream);
     un->ready_recorded = 1;
+    un->waited_valid = 0;
     un->used_recorded = 0;
     if (res.held_bytes > res.peak_held_bytes)
         res.peak_held_bytes = res.held_bytes;
@@ -906,9 +910,10 @@ static void load_unit(int u, cudaStream_t stream, int keep)
     res.loads++;
 }
 
+/* By address, for cudaFree (the region has left the table by then); the guard looks
+ * regions up by id. */
 static res_region_t *res_find(uint64_t addr)
 {
-    /* Few streamed regions (tens to hundreds): a scan is enough for now. */
     for (int i = 0; i < res.n_regions; i++)
         if (addr >= res.regions[i].va && addr < res.regions[i].va + res.regions[i].size)
             return &res.regions[i];
@@ -927,23 +932,33 @@ static __thread int prefetch_after = -1;
  * it to be enqueued, then drains the device, before anything is evicted. */
 static __thread int engine_held;
 
-static void res_touch(const uint64_t *addrs, size_t n, cudaStream_t stream)
+static int guarding(void)
 {
-    if (!engine_held || !__atomic_load_n(&res.active, __ATOMIC_RELAXED))
+    return engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
+}
+
+/* ids: the regions a call touches (region table ids). */
+static void res_touch(const uint32_t *ids, size_t n, cudaStream_t stream)
+{
+    if (!guarding())
         return;
     /* res.lock is held: engine_enter took it for this call. */
     for (size_t i = 0; i < n; i++) {
-        res_region_t *r = res_find(addrs[i]);
-        if (r == NULL)
+        if (ids[i] >= res.n_ids || res.by_id[ids[i]] < 0)
             continue;
+        res_region_t *r = &res.regions[res.by_id[ids[i]]];
         res_unit_t *un = &res.units[r->unit];
         if (!un->loaded) {
             res.misses++;
             load_unit(r->unit, stream, -1);
         }
-        /* A prefetch copied it on the side stream: this call waits for that copy. */
-        if (un->ready_recorded)
+        /* A prefetch copied it on the side stream: this call waits for that copy (once
+         * per stream and load: later work on the stream is ordered behind the wait). */
+        if (un->ready_recorded && !(un->waited_valid && un->waited == stream)) {
             prof.wait(stream, un->ready, 0);
+            un->waited = stream;
+            un->waited_valid = 1;
+        }
         int seen = 0;
         for (int k = 0; k < n_touched; k++)
             seen |= touched[k] == r->unit;
@@ -951,6 +966,21 @@ static void res_touch(const uint64_t *addrs, size_t n, cudaStream_t stream)
             touched[n_touched++] = r->unit;
     }
     touched_stream = stream;
+}
+
+/* The unit whose range starts at pass position pos, or -1: a binary search, the units
+ * being in pass order. */
+static int unit_starting_at(uint32_t pos)
+{
+    int lo = 0, hi = res.n_units;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (res.units[mid].first_launch < pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < res.n_units && res.units[lo].first_launch == pos ? lo : -1;
 }
 
 /* Prefetch: the pass has reached unit u's first launch; load the streamed units that
@@ -1071,8 +1101,16 @@ static void engine_leave(int held)
 /* The guard for copies and sets: their device source and destination. */
 static void guard_copy(const void *dst, const void *src, cudaStream_t stream)
 {
-    uint64_t a[2] = { (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src };
-    res_touch(a, 2, stream);
+    if (!guarding())
+        return;
+    const void *p[2] = { dst, src };
+    uint32_t ids[2];
+    size_t n = 0;
+    ft_region_t r;
+    for (int i = 0; i < 2; i++)
+        if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
+            ids[n++] = r.id;
+    res_touch(ids, n, stream);
 }
 
 /* Planning is done: the next guarded call switches the engine on. */
@@ -1146,20 +1184,44 @@ static void activate_locked(void)
     int slots = plan.out.slots;
     size_t n = plan.in.n;
     int total = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!plan.out.resident[i])
-            total += (int)ft_disc_unit(disc, i)->n_regions;
+    for (size_t i = 0; i < n; i++) {
+        const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+        if (plan.out.resident[i])
+            continue;
+        total += (int)u->n_regions;
+        for (uint32_t k = 0; k < u->n_regions; k++)
+            if (u->region_ids[k] >= res.n_ids)
+                res.n_ids = u->region_ids[k] + 1;
+    }
     if (total == 0 || slots <= 0) {
         __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
         return;
     }
+    /* Everything that can fail comes before the first eviction: afterwards the engine
+     * must run, or evicted units would fault. */
     res.regions = calloc((size_t)total, sizeof *res.regions);
     res.units = calloc(n, sizeof *res.units);
-    if (res.regions == NULL || res.units == NULL) {
-        FT_WARN("residency: out of memory; nothing offloaded");
+    res.by_id = malloc(res.n_ids * sizeof *res.by_id);
+    int ok = res.regions != NULL && res.units != NULL && res.by_id != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = prof.create(&res.units[i].used, cudaEventDisableTiming) == cudaSuccess &&
+             prof.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess;
+    if (!ok) {
+        FT_WARN("residency: out of memory or events; nothing offloaded");
         __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
         return;
     }
+    for (uint32_t k = 0; k < res.n_ids; k++)
+        res.by_id[k] = -1;
+    for (int i = 0; i < STEP_RING; i++)
+        if (prof.create(&res.pass_ev[i], cudaEventDefault) != cudaSuccess) {
+            res.pass_ev[0] = NULL; /* no measured step; the engine runs all the same */
+            break;
+        }
+    typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
+    stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
+    if (stream_create == NULL || stream_create(&res.side, cudaStreamNonBlocking) != cudaSuccess)
+        res.side = NULL; /* the legacy stream: correct, slower */
     REAL(cudaDeviceSynchronize)();
     if (!cfgp->pinned_memory)
         FT_WARN("residency: FT_PINNED_MEMORY=false: streamed weights live in pageable host "
@@ -1169,10 +1231,12 @@ static void activate_locked(void)
     for (size_t i = 0; i < n; i++) {
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
         res.units[i].first = res.n_regions;
+        res.units[i].first_launch = u->first_launch;
         res.units[i].loaded = 1; /* resident units, and streamed ones we cannot evict */
         if (plan.out.resident[i])
             continue;
-        int ok = 1, first = res.n_regions;
+        int first = res.n_regions;
+        ok = 1;
         for (uint32_t k = 0; k < u->n_regions && ok; k++) {
             uint64_t base, size;
             vmm_t *v;
@@ -1181,44 +1245,29 @@ static void activate_locked(void)
             if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 || (v = vmm_find(base)) == NULL)
                 continue;
             res_region_t *r = &res.regions[res.n_regions++];
-            *r = (res_region_t){ base, size, v->size, NULL, (int)i };
+            *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k] };
+            res.by_id[r->id] = res.n_regions - 1;
             if ((r->host = host_store_alloc(size)) == NULL)
                 ok = 0;
         }
         if (!ok || res.n_regions == first) {
             FT_WARN("residency: %s stays resident (%s)", u->name,
                     ok ? "none of its regions is backed by virtual memory" : "no host memory for it");
-            for (int k = first; k < res.n_regions; k++)
+            for (int k = first; k < res.n_regions; k++) {
                 host_store_free(res.regions[k].host);
+                res.by_id[res.regions[k].id] = -1;
+            }
             res.n_regions = first;
             continue;
         }
         res.units[i].n = res.n_regions - first;
         for (int k = first; k < res.n_regions; k++) {
-            unload_region(&res.regions[k], 1);
+            unload_region(&res.regions[k]);
             moved += res.regions[k].size;
         }
         res.units[i].loaded = 0;
         evicted_units++;
     }
-    typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
-    stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
-    if (stream_create == NULL || stream_create(&res.side, cudaStreamNonBlocking) != cudaSuccess)
-        res.side = NULL; /* the legacy stream: correct, slower */
-    for (size_t i = 0; i < n; i++) {
-        res.units[i].first_launch = ft_disc_unit(disc, i)->first_launch;
-        if (prof.create(&res.units[i].used, cudaEventDisableTiming) != cudaSuccess ||
-            prof.create(&res.units[i].ready, cudaEventDisableTiming) != cudaSuccess) {
-            FT_WARN("residency: cannot create events; nothing offloaded");
-            __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
-            return;
-        }
-    }
-    for (int i = 0; i < STEP_RING; i++)
-        if (prof.create(&res.pass_ev[i], cudaEventDefault) != cudaSuccess) {
-            res.pass_ev[0] = NULL; /* no measured step; the engine runs all the same */
-            break;
-        }
     res.n_units = (int)n;
     res.slots = slots;
     FT_INFO("residency: %d unit(s), %.1f MiB, moved to %s; copied in ahead of use (on demand "
@@ -1269,16 +1318,15 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
     if (res_on) {
-        res_touch(set.ptr, set.n, stream);
+        res_touch(set.id, set.n, stream);
         long pos = ft_disc_track(disc, lane_id(), key, &set);
         if (pos == 0)
             step_mark(stream);
         /* After this launch is enqueued (engine_leave): an eviction waits on the host
          * for the evicted unit's last use and its copy back, and the device should have
          * this unit's first kernel to run meanwhile. */
-        for (int u = 0; pos >= 0 && u < res.n_units; u++)
-            if (res.units[u].first_launch == (uint32_t)pos)
-                prefetch_after = u;
+        if (pos >= 0)
+            prefetch_after = unit_starting_at((uint32_t)pos);
         return;
     }
     if (!disc_on) {

@@ -24,6 +24,8 @@
  *                 later forwards differ; the checksum printed is the last forward's
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
+ *   --zero N      after forward N, clear the middle layer's first weight row with the driver's
+ *                 cuMemsetD32 (resolved by dlsym on libcuda, as a library would)
  *   --drop N      after forward N, cudaFree the last layer (its weight, vectors) and run
  *                 the later forwards without it (one thread only)
  *   --usage       print cudaMemGetInfo and ft_get_gpu_memory_usage() after the first
@@ -73,6 +75,7 @@ static int pause_forwards = 0;
 static int poke_after = -1;
 static int usage;
 static int drop_after = -1;
+static int zero_after = -1;
 static int (*get_usage)(ft_gpu_memory_usage_t *);
 static int timing = 0;
 static layer_t *model;
@@ -190,6 +193,18 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     CHECK(cudaMemcpyAsync(out, a, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
 }
 
+static void zero_first_row(void)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int (*memset_d32)(unsigned long long, unsigned int, size_t) =
+        cuda ? (int (*)(unsigned long long, unsigned int, size_t))dlsym(cuda, "cuMemsetD32_v2") : NULL;
+    if (memset_d32 == NULL || memset_d32((unsigned long long)(uintptr_t)model[layers / 2].w, 0, (size_t)dim) != 0) {
+        fprintf(stderr, "model: cuMemsetD32 on layer %d failed\n", layers / 2);
+        exit(1);
+    }
+    dlclose(cuda);
+}
+
 /* On stderr: the output compared with a run without FlexTensor stays on stdout. */
 static void print_usage(int it)
 {
@@ -242,6 +257,8 @@ static void *run_worker(void *arg)
         wk->checksum[it] = fnv1a(out, (size_t)dim * sizeof *out);
         if (it + 1 == pause_forwards && profiling_resume != NULL)
             profiling_resume();
+        if (it == zero_after && wk->id == 0)
+            zero_first_row();
         if (it == poke_after && wk->id == 0) {
             uint32_t v = 0xdeadbeefu;
             CHECK(cudaMemcpy(model[0].w, &v, sizeof v, cudaMemcpyHostToDevice));
@@ -307,11 +324,14 @@ int main(int argc, char **argv)
             usage = 1;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
+        else if (strcmp(a, "--zero") == 0)
+            zero_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--poke") == 0)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--drop N] [--time] [--usage] "
+                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--usage] "
                             "[--quiet]\n");
             return 2;
         }
@@ -354,7 +374,7 @@ int main(int argc, char **argv)
     int agree = 1;
     for (int t = 0; t < threads; t++)
         for (int it = 0; it < iters; it++)
-            agree &= poke_after >= 0 || drop_after >= 0 || wk[t].checksum[it] == wk[0].checksum[0];
+            agree &= poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || wk[t].checksum[it] == wk[0].checksum[0];
     for (int l = 0; l < layers; l++) {
         CHECK(cudaFree(model[l].w));
         CHECK(cudaFree(model[l].bias));
@@ -364,7 +384,7 @@ int main(int argc, char **argv)
     }
     if (ptr_arrays)
         CHECK(cudaFree(ptr_table));
-    printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[poke_after >= 0 || drop_after >= 0 ? iters - 1 : 0],
+    printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

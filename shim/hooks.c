@@ -1113,6 +1113,18 @@ static void guard_copy(const void *dst, const void *src, cudaStream_t stream)
     res_touch(ids, n, stream);
 }
 
+static void observe_write(const void *dst);
+
+/* Every copy and set begins here: the engine's entry, the write seen by discovery, and
+ * the guard of its device destination and source (NULL where there is none). */
+static int copy_enter(const void *dst, const void *src, cudaStream_t stream)
+{
+    int held = engine_enter();
+    observe_write(dst);
+    guard_copy(dst, src, stream);
+    return held;
+}
+
 /* Planning is done: the next guarded call switches the engine on. */
 static void start_residency(void)
 {
@@ -1657,9 +1669,7 @@ static void observe_sync(void);
 cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, size_t n,
                               enum cudaMemcpyKind kind)
 {
-    int held = engine_enter();
-    observe_write(dst);
-    guard_copy(dst, src, 0);
+    int held = copy_enter(dst, src, 0);
     cudaError_t rc = real(dst, src, n, kind);
     engine_leave(held);
     if (kind == cudaMemcpyDeviceToHost)
@@ -1670,9 +1680,7 @@ cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, 
 cudaError_t ft_hook_rt_memcpy_async(cudaMemcpyAsync_fn_t real, void *dst, const void *src, size_t n,
                                     enum cudaMemcpyKind kind, cudaStream_t s)
 {
-    int held = engine_enter();
-    observe_write(dst);
-    guard_copy(dst, src, s);
+    int held = copy_enter(dst, src, s);
     cudaError_t r_ = real(dst, src, n, kind, s);
     engine_leave(held);
     return r_;
@@ -1681,9 +1689,7 @@ cudaError_t ft_hook_rt_memcpy_async(cudaMemcpyAsync_fn_t real, void *dst, const 
 cudaError_t ft_hook_rt_memcpy_2d(cudaMemcpy2D_fn_t real, void *dst, size_t dp, const void *src, size_t sp,
                                  size_t w, size_t h, enum cudaMemcpyKind kind)
 {
-    int held = engine_enter();
-    observe_write(dst);
-    guard_copy(dst, src, 0);
+    int held = copy_enter(dst, src, 0);
     cudaError_t r_ = real(dst, dp, src, sp, w, h, kind);
     engine_leave(held);
     return r_;
@@ -1693,9 +1699,7 @@ cudaError_t ft_hook_rt_memcpy_2d_async(cudaMemcpy2DAsync_fn_t real, void *dst, s
                                        size_t sp, size_t w, size_t h, enum cudaMemcpyKind kind,
                                        cudaStream_t s)
 {
-    int held = engine_enter();
-    observe_write(dst);
-    guard_copy(dst, src, s);
+    int held = copy_enter(dst, src, s);
     cudaError_t r_ = real(dst, dp, src, sp, w, h, kind, s);
     engine_leave(held);
     return r_;
@@ -1703,9 +1707,7 @@ cudaError_t ft_hook_rt_memcpy_2d_async(cudaMemcpy2DAsync_fn_t real, void *dst, s
 
 cudaError_t ft_hook_rt_memcpy_3d(cudaMemcpy3D_fn_t real, const struct cudaMemcpy3DParms *p)
 {
-    int held = engine_enter();
-    if (p != NULL)
-        observe_write(p->dstPtr.ptr);
+    int held = copy_enter(p != NULL ? p->dstPtr.ptr : NULL, p != NULL ? p->srcPtr.ptr : NULL, 0);
     cudaError_t r_ = real(p);
     engine_leave(held);
     return r_;
@@ -1714,9 +1716,7 @@ cudaError_t ft_hook_rt_memcpy_3d(cudaMemcpy3D_fn_t real, const struct cudaMemcpy
 cudaError_t ft_hook_rt_memcpy_3d_async(cudaMemcpy3DAsync_fn_t real, const struct cudaMemcpy3DParms *p,
                                        cudaStream_t s)
 {
-    int held = engine_enter();
-    if (p != NULL)
-        observe_write(p->dstPtr.ptr);
+    int held = copy_enter(p != NULL ? p->dstPtr.ptr : NULL, p != NULL ? p->srcPtr.ptr : NULL, s);
     cudaError_t r_ = real(p, s);
     engine_leave(held);
     return r_;
@@ -1725,9 +1725,7 @@ cudaError_t ft_hook_rt_memcpy_3d_async(cudaMemcpy3DAsync_fn_t real, const struct
 cudaError_t ft_hook_rt_memcpy_peer(cudaMemcpyPeer_fn_t real, void *dst, int dd, const void *src, int sd,
                                    size_t n)
 {
-    int held = engine_enter();
-    observe_write(dst);
-    guard_copy(dst, src, 0);
+    int held = copy_enter(dst, src, 0);
     cudaError_t r_ = real(dst, dd, src, sd, n);
     engine_leave(held);
     return r_;
@@ -1736,9 +1734,7 @@ cudaError_t ft_hook_rt_memcpy_peer(cudaMemcpyPeer_fn_t real, void *dst, int dd, 
 cudaError_t ft_hook_rt_memcpy_peer_async(cudaMemcpyPeerAsync_fn_t real, void *dst, int dd, const void *src,
                                          int sd, size_t n, cudaStream_t s)
 {
-    int held = engine_enter();
-    observe_write(dst);
-    guard_copy(dst, src, s);
+    int held = copy_enter(dst, src, s);
     cudaError_t r_ = real(dst, dd, src, sd, n, s);
     engine_leave(held);
     return r_;
@@ -1746,9 +1742,7 @@ cudaError_t ft_hook_rt_memcpy_peer_async(cudaMemcpyPeerAsync_fn_t real, void *ds
 
 cudaError_t ft_hook_rt_memset(cudaMemset_fn_t real, void *dst, int v, size_t n)
 {
-    int held = engine_enter();
-    observe_write(dst);
-    guard_copy(dst, NULL, 0);
+    int held = copy_enter(dst, NULL, 0);
     cudaError_t r_ = real(dst, v, n);
     engine_leave(held);
     return r_;
@@ -1756,9 +1750,7 @@ cudaError_t ft_hook_rt_memset(cudaMemset_fn_t real, void *dst, int v, size_t n)
 
 cudaError_t ft_hook_rt_memset_async(cudaMemsetAsync_fn_t real, void *dst, int v, size_t n, cudaStream_t s)
 {
-    int held = engine_enter();
-    observe_write(dst);
-    guard_copy(dst, NULL, s);
+    int held = copy_enter(dst, NULL, s);
     cudaError_t r_ = real(dst, v, n, s);
     engine_leave(held);
     return r_;
@@ -1766,8 +1758,7 @@ cudaError_t ft_hook_rt_memset_async(cudaMemsetAsync_fn_t real, void *dst, int v,
 
 cudaError_t ft_hook_rt_memset_2d(cudaMemset2D_fn_t real, void *dst, size_t pitch, int v, size_t w, size_t h)
 {
-    int held = engine_enter();
-    observe_write(dst);
+    int held = copy_enter(dst, NULL, 0);
     cudaError_t r_ = real(dst, pitch, v, w, h);
     engine_leave(held);
     return r_;
@@ -1776,8 +1767,7 @@ cudaError_t ft_hook_rt_memset_2d(cudaMemset2D_fn_t real, void *dst, size_t pitch
 cudaError_t ft_hook_rt_memset_2d_async(cudaMemset2DAsync_fn_t real, void *dst, size_t pitch, int v,
                                        size_t w, size_t h, cudaStream_t s)
 {
-    int held = engine_enter();
-    observe_write(dst);
+    int held = copy_enter(dst, NULL, s);
     cudaError_t r_ = real(dst, pitch, v, w, h, s);
     engine_leave(held);
     return r_;
@@ -1787,9 +1777,7 @@ cudaError_t ft_hook_rt_memset_2d_async(cudaMemset2DAsync_fn_t real, void *dst, s
 
 CUresult ft_hook_drv_memcpy(cuMemcpy_fn_t real, CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-    int held = engine_enter();
-    observe_write(DPTR(dst));
-    guard_copy(DPTR(dst), DPTR(src), 0);
+    int held = copy_enter(DPTR(dst), DPTR(src), 0);
     CUresult r_ = real(dst, src, n);
     engine_leave(held);
     return r_;
@@ -1798,9 +1786,7 @@ CUresult ft_hook_drv_memcpy(cuMemcpy_fn_t real, CUdeviceptr dst, CUdeviceptr src
 CUresult ft_hook_drv_memcpy_async(cuMemcpyAsync_fn_t real, CUdeviceptr dst, CUdeviceptr src, size_t n,
                                   CUstream s)
 {
-    int held = engine_enter();
-    observe_write(DPTR(dst));
-    guard_copy(DPTR(dst), DPTR(src), (cudaStream_t)s);
+    int held = copy_enter(DPTR(dst), DPTR(src), (cudaStream_t)s);
     CUresult r_ = real(dst, src, n, s);
     engine_leave(held);
     return r_;
@@ -1808,8 +1794,7 @@ CUresult ft_hook_drv_memcpy_async(cuMemcpyAsync_fn_t real, CUdeviceptr dst, CUde
 
 CUresult ft_hook_drv_memcpy_htod(cuMemcpyHtoD_v2_fn_t real, CUdeviceptr dst, const void *src, size_t n)
 {
-    int held = engine_enter();
-    observe_write(DPTR(dst));
+    int held = copy_enter(DPTR(dst), NULL, 0);
     CUresult r_ = real(dst, src, n);
     engine_leave(held);
     return r_;
@@ -1817,8 +1802,7 @@ CUresult ft_hook_drv_memcpy_htod(cuMemcpyHtoD_v2_fn_t real, CUdeviceptr dst, con
 
 CUresult ft_hook_drv_memcpy_dtoh(cuMemcpyDtoH_v2_fn_t real, void *dst, CUdeviceptr src, size_t n)
 {
-    int held = engine_enter();
-    guard_copy(NULL, DPTR(src), 0);
+    int held = copy_enter(NULL, DPTR(src), 0);
     CUresult r_ = real(dst, src, n);
     engine_leave(held);
     return r_;
@@ -1827,8 +1811,7 @@ CUresult ft_hook_drv_memcpy_dtoh(cuMemcpyDtoH_v2_fn_t real, void *dst, CUdevicep
 CUresult ft_hook_drv_memcpy_htod_async(cuMemcpyHtoDAsync_v2_fn_t real, CUdeviceptr dst, const void *src,
                                        size_t n, CUstream s)
 {
-    int held = engine_enter();
-    observe_write(DPTR(dst));
+    int held = copy_enter(DPTR(dst), NULL, (cudaStream_t)s);
     CUresult r_ = real(dst, src, n, s);
     engine_leave(held);
     return r_;
@@ -1837,8 +1820,7 @@ CUresult ft_hook_drv_memcpy_htod_async(cuMemcpyHtoDAsync_v2_fn_t real, CUdevicep
 CUresult ft_hook_drv_memcpy_dtoh_async(cuMemcpyDtoHAsync_v2_fn_t real, void *dst, CUdeviceptr src,
                                        size_t n, CUstream s)
 {
-    int held = engine_enter();
-    guard_copy(NULL, DPTR(src), (cudaStream_t)s);
+    int held = copy_enter(NULL, DPTR(src), (cudaStream_t)s);
     CUresult r_ = real(dst, src, n, s);
     engine_leave(held);
     return r_;
@@ -1846,8 +1828,7 @@ CUresult ft_hook_drv_memcpy_dtoh_async(cuMemcpyDtoHAsync_v2_fn_t real, void *dst
 
 CUresult ft_hook_drv_memset_d8(cuMemsetD8_v2_fn_t real, CUdeviceptr dst, unsigned char v, size_t n)
 {
-    int held = engine_enter();
-    observe_write(DPTR(dst));
+    int held = copy_enter(DPTR(dst), NULL, 0);
     CUresult r_ = real(dst, v, n);
     engine_leave(held);
     return r_;
@@ -1855,8 +1836,7 @@ CUresult ft_hook_drv_memset_d8(cuMemsetD8_v2_fn_t real, CUdeviceptr dst, unsigne
 
 CUresult ft_hook_drv_memset_d32(cuMemsetD32_v2_fn_t real, CUdeviceptr dst, unsigned int v, size_t n)
 {
-    int held = engine_enter();
-    observe_write(DPTR(dst));
+    int held = copy_enter(DPTR(dst), NULL, 0);
     CUresult r_ = real(dst, v, n);
     engine_leave(held);
     return r_;
@@ -1865,8 +1845,7 @@ CUresult ft_hook_drv_memset_d32(cuMemsetD32_v2_fn_t real, CUdeviceptr dst, unsig
 CUresult ft_hook_drv_memset_d8_async(cuMemsetD8Async_fn_t real, CUdeviceptr dst, unsigned char v, size_t n,
                                      CUstream s)
 {
-    int held = engine_enter();
-    observe_write(DPTR(dst));
+    int held = copy_enter(DPTR(dst), NULL, (cudaStream_t)s);
     CUresult r_ = real(dst, v, n, s);
     engine_leave(held);
     return r_;
@@ -1875,8 +1854,7 @@ CUresult ft_hook_drv_memset_d8_async(cuMemsetD8Async_fn_t real, CUdeviceptr dst,
 CUresult ft_hook_drv_memset_d32_async(cuMemsetD32Async_fn_t real, CUdeviceptr dst, unsigned int v,
                                       size_t n, CUstream s)
 {
-    int held = engine_enter();
-    observe_write(DPTR(dst));
+    int held = copy_enter(DPTR(dst), NULL, (cudaStream_t)s);
     CUresult r_ = real(dst, v, n, s);
     engine_leave(held);
     return r_;

@@ -25,6 +25,8 @@ run_pair poke --poke 9
 pass "a write into an offloaded weight is kept (written back before its memory goes)"
 run_pair threads --threads 3
 pass "3 threads on 3 streams: same output"
+run_pair zero --zero 9
+pass "a driver memset (cuMemsetD32, found by dlsym) into an evicted weight loads it first: same output"
 run_pair drop --iters 14 --drop 11
 pass "the application frees a streamed layer mid-run: same output"
 FT_PINNED_MEMORY_MODE=host_register run_pair register

@@ -1188,15 +1188,6 @@ uint64_t ft_disc_weight_bytes(ft_disc_t *d) { return d->weight_bytes; }
 
 /* --- trace ----------------------------------------------------------------------- */
 
-enum {
-    RF_VMM = 1u << 0,
-    RF_CANDIDATE = 1u << 1,
-    RF_WEIGHT = 1u << 2,
-    RF_WRITTEN = 1u << 3,
-    RF_CHANGED = 1u << 4,
-    RF_FREED = 1u << 5,
-};
-
 static int cmp_rinfo(const void *a, const void *b)
 {
     const rinfo_t *x = *(rinfo_t *const *)a, *y = *(rinfo_t *const *)b;
@@ -1225,11 +1216,11 @@ void ft_disc_trace(ft_disc_t *d, ft_trace_writer_t *w)
         ft_trace_put_u32(w, (uint32_t)nr);
         for (i = 0; i < nr; i++) {
             r = rv[i];
-            uint32_t f = ((r->flags & FT_REGION_VMM) ? RF_VMM : 0) | (r->candidate ? RF_CANDIDATE : 0) |
-                         (d->state == FT_DISC_DONE && r->unit >= 0 ? RF_WEIGHT : 0) |
-                         (r->written ? RF_WRITTEN : 0) |
-                         (r->changed || (d->iterations < 2 && r->changed_early) ? RF_CHANGED : 0) |
-                         (r->freed ? RF_FREED : 0);
+            uint32_t f = ((r->flags & FT_REGION_VMM) ? FT_TRACE_RF_VMM : 0) | (r->candidate ? FT_TRACE_RF_CANDIDATE : 0) |
+                         (d->state == FT_DISC_DONE && r->unit >= 0 ? FT_TRACE_RF_WEIGHT : 0) |
+                         (r->written ? FT_TRACE_RF_WRITTEN : 0) |
+                         (r->changed || (d->iterations < 2 && r->changed_early) ? FT_TRACE_RF_CHANGED : 0) |
+                         (r->freed ? FT_TRACE_RF_FREED : 0);
             ft_trace_put_u32(w, r->id);
             ft_trace_put_u64(w, r->base);
             ft_trace_put_u64(w, r->size);

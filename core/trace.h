@@ -46,6 +46,17 @@ typedef enum {
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
 
+/* Region flag bits of the REGIONS record (docs/trace-format.md). */
+enum {
+    FT_TRACE_RF_VMM = 1u << 0,
+    FT_TRACE_RF_CANDIDATE = 1u << 1,
+    FT_TRACE_RF_WEIGHT = 1u << 2,
+    FT_TRACE_RF_WRITTEN = 1u << 3,
+    FT_TRACE_RF_CHANGED = 1u << 4,
+    FT_TRACE_RF_FREED = 1u << 5,
+    FT_TRACE_RF_KNOWN = (1u << 6) - 1,
+};
+
 /* A growing in-memory trace; written out in one go by ft_trace_write_file. */
 typedef struct {
     unsigned char *buf;

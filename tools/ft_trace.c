@@ -22,16 +22,6 @@
 
 #include "core/trace.h"
 
-/* Region flag bits of the REGIONS record (docs/trace-format.md). */
-enum {
-    RF_VMM = 1u << 0,
-    RF_CANDIDATE = 1u << 1,
-    RF_WEIGHT = 1u << 2,
-    RF_WRITTEN = 1u << 3,
-    RF_CHANGED = 1u << 4,
-    RF_FREED = 1u << 5,
-    RF_KNOWN = (1u << 6) - 1,
-};
 #define NO_UNIT 0xffffffffu
 
 static const char *const flag_names[] = { "vmm", "candidate", "weight", "written", "changed",
@@ -237,9 +227,9 @@ static int parse_regions(trace_t *t, ft_trace_cursor_t *c)
         if (i > 0 && r->id <= t->regions[i - 1].id)
             return bad(t, "entry %u has region id %u after id %u (ids must increase)", i, r->id,
                        t->regions[i - 1].id);
-        if (r->flags & ~(uint32_t)RF_KNOWN)
+        if (r->flags & ~(uint32_t)FT_TRACE_RF_KNOWN)
             return bad(t, "region %u has unknown flag bits 0x%x", r->id,
-                       r->flags & ~(uint32_t)RF_KNOWN);
+                       r->flags & ~(uint32_t)FT_TRACE_RF_KNOWN);
     }
     return 0;
 }
@@ -456,7 +446,7 @@ static int analyse(trace_t *t)
             return bad(t, "region %u names unit %u, the trace has %u units", r->id, r->unit,
                        t->n_units);
         t->tracked_bytes += r->size;
-        if (r->flags & RF_WEIGHT) {
+        if (r->flags & FT_TRACE_RF_WEIGHT) {
             t->n_weights++;
             t->weight_bytes += r->size;
         }
@@ -505,9 +495,9 @@ static int analyse(trace_t *t)
             if (r == NULL)
                 return bad(t, "unit %u (%.*s) lists region %u, absent from the REGIONS record",
                            i, (int)u->name.n, u->name.s, id);
-            if (!(r->flags & RF_WEIGHT) || r->unit != i)
+            if (!(r->flags & FT_TRACE_RF_WEIGHT) || r->unit != i)
                 return bad(t, "unit %u (%.*s) lists region %u, which is %s", i, (int)u->name.n,
-                           u->name.s, id, !(r->flags & RF_WEIGHT) ? "not a weight"
+                           u->name.s, id, !(r->flags & FT_TRACE_RF_WEIGHT) ? "not a weight"
                            : "given to another unit");
             if (r->listed++)
                 return bad(t, "unit %u (%.*s) lists region %u twice", i, (int)u->name.n,
@@ -522,12 +512,12 @@ static int analyse(trace_t *t)
 
     for (uint32_t i = 0; i < t->n_regions; i++) {
         region_t *r = &t->regions[i];
-        if ((r->flags & RF_WEIGHT) && !r->listed)
+        if ((r->flags & FT_TRACE_RF_WEIGHT) && !r->listed)
             t->unlisted_weight_bytes += r->size;
-        if (!(r->flags & RF_CANDIDATE)) {
+        if (!(r->flags & FT_TRACE_RF_CANDIDATE)) {
             t->n_late++;
             t->late_bytes += r->size;
-        } else if (!(r->flags & RF_WEIGHT)) {
+        } else if (!(r->flags & FT_TRACE_RF_WEIGHT)) {
             t->n_not_weights++;
             t->not_weight_bytes += r->size;
         }
@@ -547,7 +537,7 @@ static int analyse(trace_t *t)
     for (uint32_t i = 0; i < t->n_iter; i++)
         for (uint32_t j = 0; j < t->iter[i].n_ids; j++) {
             region_t *r = find_region(t, t->iter_ids[t->iter[i].first_id + j]);
-            if (r != NULL && (r->flags & RF_WEIGHT))
+            if (r != NULL && (r->flags & FT_TRACE_RF_WEIGHT))
                 pairs[np++] = (uint64_t)t->iter[i].kernel << 32 | (uint64_t)(r - t->regions);
         }
     qsort(pairs, np, sizeof *pairs, cmp_u64);
@@ -566,7 +556,7 @@ static int analyse(trace_t *t)
         return -1;
     uint32_t n = 0;
     for (uint32_t i = 0; i < t->n_regions; i++)
-        if ((t->regions[i].flags & (RF_CANDIDATE | RF_WEIGHT)) == RF_CANDIDATE)
+        if ((t->regions[i].flags & (FT_TRACE_RF_CANDIDATE | FT_TRACE_RF_WEIGHT)) == FT_TRACE_RF_CANDIDATE)
             t->not_weight_order[n++] = i;
     qsort(t->not_weight_order, n, sizeof *t->not_weight_order, cmp_region_size);
     return 0;
@@ -620,11 +610,11 @@ static double share(uint64_t part, uint64_t whole)
 static int reasons(const trace_t *t, const region_t *r, const char *out[6])
 {
     int n = 0;
-    if (r->flags & RF_WRITTEN)
+    if (r->flags & FT_TRACE_RF_WRITTEN)
         out[n++] = "written";
-    if (r->flags & RF_CHANGED)
+    if (r->flags & FT_TRACE_RF_CHANGED)
         out[n++] = "changed";
-    if (r->flags & RF_FREED)
+    if (r->flags & FT_TRACE_RF_FREED)
         out[n++] = "freed";
     /* Before DONE there is no recorded iteration to have been touched in. */
     if (t->state != 2)
@@ -958,7 +948,7 @@ static void json_discovery(const trace_t *t)
     first = 1;
     for (uint32_t i = 0; i < t->n_regions; i++) {
         const region_t *r = &t->regions[i];
-        if (!(r->flags & RF_CANDIDATE) || (r->flags & RF_WEIGHT))
+        if (!(r->flags & FT_TRACE_RF_CANDIDATE) || (r->flags & FT_TRACE_RF_WEIGHT))
             continue;
         const char *why[6];
         reasons(t, r, why);

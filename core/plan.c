@@ -236,12 +236,16 @@ static int any_streamed(const ft_plan_input_t *in, const int *resident)
     return 0;
 }
 
+/* The arguments of ft_plan_predict and ft_plan_acceptable. */
+static int call_ok(const ft_plan_input_t *in, const int *resident, int slots)
+{
+    return input_ok(in) && resident && (slots >= 1 || !any_streamed(in, resident));
+}
+
 double ft_plan_predict(const ft_plan_input_t *in, const int *resident, int slots,
                        double *unit_stall_us)
 {
-    if (!input_ok(in) || !resident)
-        return -EINVAL;
-    if (slots < 1 && any_streamed(in, resident))
+    if (!call_ok(in, resident, slots))
         return -EINVAL;
     ws_t w;
     if (ws_init(&w, in->n) < 0)
@@ -291,9 +295,7 @@ static int acceptable_ws(const ft_plan_input_t *in, ws_t *w, const int *resident
 
 int ft_plan_acceptable(const ft_plan_input_t *in, const int *resident, int slots)
 {
-    if (!input_ok(in) || !resident)
-        return -EINVAL;
-    if (slots < 1 && any_streamed(in, resident))
+    if (!call_ok(in, resident, slots))
         return -EINVAL;
     ws_t w;
     if (ws_init(&w, in->n) < 0)

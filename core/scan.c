@@ -3,11 +3,14 @@
 
 #include <string.h>
 
-int ft_scan_set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr)
+/* unsure: found at a garbage word. An id found at any other word is sure. */
+static int set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr, int unsure)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (s->id[i] == id)
+        if (s->id[i] == id) {
+            s->unsure[i] &= (uint8_t)unsure;
             return 0;
+        }
     if (s->n == FT_SCAN_MAX_IDS) {
         s->dropped++;
         return 0;
@@ -15,31 +18,89 @@ int ft_scan_set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr)
     s->id[s->n] = id;
     s->ptr[s->n] = ptr;
     s->indirect[s->n] = 0;
+    s->unsure[s->n] = (uint8_t)unsure;
     s->n++;
     return 1;
 }
 
-/* The scan of one buffer, the region table's read lock held by the caller. */
-static size_t scan_held(ft_regions_t *t, const unsigned char *b, size_t len, ft_scan_set_t *out)
+int ft_scan_set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr)
+{
+    return set_add(s, id, ptr, 0);
+}
+
+void ft_scan_set_drop_unsure(ft_scan_set_t *s)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->unsure[i])
+            continue;
+        s->id[k] = s->id[i];
+        s->ptr[k] = s->ptr[i];
+        s->indirect[k] = s->indirect[i];
+        s->unsure[k] = 0;
+        k++;
+    }
+    s->n = k;
+}
+
+static int junk_has(const ft_scan_junk_t *j, size_t w)
+{
+    return j != NULL && w < FT_SCAN_WORDS &&
+           (__atomic_load_n(&j->bit[w / 64], __ATOMIC_RELAXED) >> (w % 64) & 1);
+}
+
+static void junk_mark(ft_scan_junk_t *j, size_t w)
+{
+    if (w < FT_SCAN_WORDS && !junk_has(j, w))
+        __atomic_fetch_or(&j->bit[w / 64], 1ull << (w % 64), __ATOMIC_RELAXED);
+}
+
+/* The scan of one buffer whose first word is word w0 of the kernel's arguments, the
+ * region table's read lock held by the caller. */
+static size_t scan_held(ft_regions_t *t, const unsigned char *b, size_t len, size_t w0,
+                        ft_scan_junk_t *junk, int learn, ft_scan_set_t *out)
 {
     size_t added = 0;
     for (size_t off = 0; off + 8 <= len; off += 8) {
         uint64_t v;
         memcpy(&v, b + off, 8); /* parameter buffers need not be 8-byte aligned in memory */
-        if (v < 4096)           /* sizes, counts, flags, NULL: the common case */
+        if (v == 0)
             continue;
+        size_t w = w0 + off / 8;
         ft_region_t r;
-        if (ft_regions_find_held(t, v, &r))
-            added += (size_t)ft_scan_set_add(out, r.id, v);
+        if (v >= 4096 && ft_regions_find_held(t, v, &r))
+            added += (size_t)set_add(out, r.id, v, junk_has(junk, w));
+        else if (learn && junk != NULL) /* sizes, counts, flags, host addresses */
+            junk_mark(junk, w);
     }
+    return added;
+}
+
+size_t ft_scan_bytes_junk(ft_regions_t *t, const void *p, size_t len, ft_scan_junk_t *junk,
+                          int learn, ft_scan_set_t *out)
+{
+    /* One read lock for the whole buffer: a cuBLAS parameter buffer is 215 words. */
+    ft_regions_read_begin(t);
+    size_t added = scan_held(t, p, len, 0, junk, learn, out);
+    ft_regions_read_end(t);
     return added;
 }
 
 size_t ft_scan_bytes(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *out)
 {
-    /* One read lock for the whole buffer: a cuBLAS parameter buffer is 215 words. */
+    return ft_scan_bytes_junk(t, p, len, NULL, 0, out);
+}
+
+size_t ft_scan_params_junk(ft_regions_t *t, void *const *params, const uint32_t *sizes, size_t n,
+                           ft_scan_junk_t *junk, int learn, ft_scan_set_t *out)
+{
+    size_t added = 0, w0 = 0;
     ft_regions_read_begin(t);
-    size_t added = scan_held(t, p, len, out);
+    for (size_t i = 0; i < n; i++) {
+        if (params[i] != NULL)
+            added += scan_held(t, params[i], sizes[i], w0, junk, learn, out);
+        w0 += (sizes[i] + 7) / 8;
+    }
     ft_regions_read_end(t);
     return added;
 }
@@ -47,13 +108,7 @@ size_t ft_scan_bytes(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *
 size_t ft_scan_params(ft_regions_t *t, void *const *params, const uint32_t *sizes, size_t n,
                       ft_scan_set_t *out)
 {
-    size_t added = 0;
-    ft_regions_read_begin(t);
-    for (size_t i = 0; i < n; i++)
-        if (params[i] != NULL)
-            added += scan_held(t, params[i], sizes[i], out);
-    ft_regions_read_end(t);
-    return added;
+    return ft_scan_params_junk(t, params, sizes, n, NULL, 0, out);
 }
 
 size_t ft_scan_indirect(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *out)
@@ -69,7 +124,7 @@ size_t ft_scan_indirect(ft_regions_t *t, const void *p, size_t len, ft_scan_set_
         ft_regions_read_begin(t);
         int found = ft_regions_find_held(t, v, &r);
         ft_regions_read_end(t);
-        if (found && ft_scan_set_add(out, r.id, v)) {
+        if (found && set_add(out, r.id, v, 0)) {
             out->indirect[out->n - 1] = 1;
             added++;
         }

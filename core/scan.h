@@ -21,6 +21,7 @@ typedef struct {
     uint32_t id[FT_SCAN_MAX_IDS];
     uint64_t ptr[FT_SCAN_MAX_IDS];  /* the pointer value first seen for that region */
     uint8_t indirect[FT_SCAN_MAX_IDS]; /* found one level down, in a pointer array */
+    uint8_t unsure[FT_SCAN_MAX_IDS];   /* found only at words that held garbage (below) */
     size_t n;
     size_t dropped;                  /* ids beyond FT_SCAN_MAX_IDS, counted not kept */
 } ft_scan_set_t;
@@ -33,6 +34,33 @@ static inline void ft_scan_set_clear(ft_scan_set_t *s)
 
 /* Adds id (with the pointer that led to it) unless present. 1 when added. */
 int ft_scan_set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr);
+
+/* Garbage words. A framework may pass a parameter struct whose padding or unused array
+ * tail still holds what an earlier launch left on the stack (PyTorch's elementwise
+ * kernels do: their offset calculators are fixed-size arrays filled up to the tensor's
+ * rank), so a region address can appear in a launch's arguments that the kernel never
+ * reads. A genuine pointer argument holds NULL or a region address at every launch;
+ * a word that has held anything else (a small integer, a host address) is garbage for
+ * that kernel. Per kernel, one bit per 8-byte word of its argument bytes (kernelParams
+ * laid end to end, each rounded up to whole words, or the `extra` buffer); words past
+ * FT_SCAN_WORDS are never marked. Bits are set with atomic ORs, so launches on several
+ * threads may learn at once. */
+#define FT_SCAN_WORDS 1024
+
+/* Removes the unsure ids from s, keeping the others' order. */
+void ft_scan_set_drop_unsure(ft_scan_set_t *s);
+
+typedef struct {
+    uint64_t bit[FT_SCAN_WORDS / 64];
+} ft_scan_junk_t;
+
+/* ft_scan_bytes and ft_scan_params with a kernel's garbage words: an id found only at
+ * words marked in *junk is flagged unsure in out; with learn set, the words that hold
+ * garbage at this launch are marked first. junk may be NULL (every id sure). */
+size_t ft_scan_bytes_junk(ft_regions_t *t, const void *p, size_t len, ft_scan_junk_t *junk,
+                          int learn, ft_scan_set_t *out);
+size_t ft_scan_params_junk(ft_regions_t *t, void *const *params, const uint32_t *sizes, size_t n,
+                           ft_scan_junk_t *junk, int learn, ft_scan_set_t *out);
 
 /* Pointer arrays hold allocation-aligned pointers: a word read from device data is
  * taken for a pointer only at this alignment, which keeps data that happens to look

@@ -12,6 +12,8 @@
  *   mixp  (uint32_t *y, const uint32_t *const *tbl, int n)
  *         y[i] += tbl[0][i] ^ 0x9e3779b9                    (a weight reached through a
  *                                                             pointer array, --ptr-arrays)
+ *   bump  (uint32_t *y, struct model_meta m)
+ *         y[i] ^= i * 2654435761 for i < m.n; m.tail is never read (--stale)
  */
 #ifndef MODEL_KERNELS_H
 #define MODEL_KERNELS_H
@@ -20,10 +22,19 @@
 extern "C" {
 #endif
 
+/* bump's parameter passed by value, with a tail the kernel never reads: as PyTorch's
+ * offset calculators (fixed-size arrays filled up to the tensor's rank), it holds
+ * whatever the caller left there, stale device pointers included. */
+struct model_meta {
+    uint32_t n, rank;
+    uint64_t tail[6];
+};
+
 const void *model_kernel_gemv(void);
 const void *model_kernel_mix(void);
 const void *model_kernel_scale(void);
 const void *model_kernel_mixp(void);
+const void *model_kernel_bump(void);
 
 /* Threads per block the launches use (the simulator ignores the shape). */
 #define MODEL_BLOCK 256

@@ -63,13 +63,22 @@ static void mixp(void **args, const simcuda_dims_t *dims)
         y[i] += v[i] ^ 0x9e3779b9u;
 }
 
+static void bump(void **args, const simcuda_dims_t *dims)
+{
+    uint32_t *y = *(uint32_t **)args[0];
+    const struct model_meta *m = args[1];
+    for (uint32_t i = 0; i < m->n; i++)
+        y[i] ^= i * 2654435761u;
+}
+
 /* The stubs only need distinct addresses, as nvcc's host stubs do. */
-static const char gemv_stub, mix_stub, scale_stub, mixp_stub;
+static const char gemv_stub, mix_stub, scale_stub, mixp_stub, bump_stub;
 
 const void *model_kernel_gemv(void) { return &gemv_stub; }
 const void *model_kernel_mix(void) { return &mix_stub; }
 const void *model_kernel_scale(void) { return &scale_stub; }
 const void *model_kernel_mixp(void) { return &mixp_stub; }
+const void *model_kernel_bump(void) { return &bump_stub; }
 
 __attribute__((constructor)) static void register_kernels(void)
 {
@@ -78,9 +87,12 @@ __attribute__((constructor)) static void register_kernels(void)
         { "_Z9model_mixPjPKji", mix, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
         { "_Z11model_scalePjPKji", scale, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
         { "_Z10model_mixpPjPKPKji", mixp, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
+        { "_Z10model_bumpPj10model_meta", bump, NULL, SIM_SMALL_KERNEL_NS, 2,
+          { 8, sizeof(struct model_meta) } },
     };
     simcudaRegisterKernel(&gemv_stub, &descs[0]);
     simcudaRegisterKernel(&mix_stub, &descs[1]);
     simcudaRegisterKernel(&scale_stub, &descs[2]);
     simcudaRegisterKernel(&mixp_stub, &descs[3]);
+    simcudaRegisterKernel(&bump_stub, &descs[4]);
 }

@@ -12,11 +12,14 @@
  * The arithmetic is 32-bit unsigned, so a GPU and the simulated device print the
  * same checksum. Exit status 0 when every iteration of every thread agrees.
  *
- *   model [--layers L] [--dim N] [--iters I] [--threads T] [--ptr-arrays] [--mark]
- *         [--nvtx] [--pause N] [--poke N] [--time] [--usage] [--quiet]
+ *   model [--layers L] [--dim N] [--iters I] [--threads T] [--ptr-arrays] [--stale]
+ *         [--mark] [--nvtx] [--pause N] [--poke N] [--time] [--usage] [--quiet]
  *
  *   --ptr-arrays  one more weight per layer, reached through a device table of
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
+ *   --stale       one more kernel per layer (bump, cudaLaunchKernel) whose by-value
+ *                 struct has a tail it never reads, left holding, as a framework's
+ *                 stack would, the address of another layer's weight or of host memory
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", and "layers.N" around each layer
  *   --time        print each forward's device time (CUDA events), "step_us"
@@ -66,7 +69,7 @@ typedef struct {
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
-           nvtx = 0;
+           nvtx = 0, stale = 0;
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
 static void (*iteration_mark)(void);
 static void (*profiling_suspend)(void);
@@ -181,6 +184,17 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             uint32_t **entry = ptr_table + l;
             void *mixp_args[] = { &b, &entry, &dim };
             CHECK(cudaLaunchKernel(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
+        }
+        if (stale) {
+            /* Even layers leave a far layer's weight in the tail, odd ones a host address:
+             * the word is garbage to the kernel either way. */
+            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+            meta.tail[0] = l % 2 == 0 ? (uint64_t)(uintptr_t)model[(l + layers / 2) % layers].w
+                                      : (uint64_t)(uintptr_t)&meta;
+            for (int k = 1; k < 6; k++)
+                meta.tail[k] = (uint64_t)(l * 6 + k);
+            void *bump_args[] = { &b, &meta };
+            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
         }
         uint32_t *t = a;
         a = b;
@@ -312,6 +326,8 @@ int main(int argc, char **argv)
             quiet = 1;
         else if (strcmp(a, "--ptr-arrays") == 0)
             ptr_arrays = 1;
+        else if (strcmp(a, "--stale") == 0)
+            stale = 1;
         else if (strcmp(a, "--mark") == 0)
             mark = 1;
         else if (strcmp(a, "--nvtx") == 0)
@@ -330,7 +346,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

@@ -288,6 +288,55 @@ START_TEST(stale_pointers_in_padding_do_not_move_weights)
 }
 END_TEST
 
+/* A by-value struct whose tail holds a stale weight address at one launch and a host
+ * address at another: once the second is seen, the first is unsure, while a word that
+ * only ever held region addresses (or NULL) stays sure; unsure ids can be dropped. */
+START_TEST(garbage_words_make_touches_unsure)
+{
+    uint64_t w0 = alloc_region(MIB), w1 = alloc_region(MIB), act = alloc_region(MIB);
+    static ft_scan_junk_t junk;
+    memset(&junk, 0, sizeof junk);
+    uint64_t p0[2] = { act, 0 }, tail[3];
+    void *params[2] = { p0, tail };
+    uint32_t sizes[2] = { 12, 24 }; /* 12 bytes: two words, the second half padding */
+    ft_scan_set_t set;
+
+    tail[0] = 16; tail[1] = w0; tail[2] = 0;
+    ft_scan_set_clear(&set);
+    ck_assert_uint_eq(ft_scan_params_junk(regions, params, sizes, 2, &junk, 1, &set), 2);
+    ck_assert(!set.unsure[0] && !set.unsure[1]); /* nothing learned yet at word 3 */
+
+    tail[1] = (uint64_t)(uintptr_t)&set;          /* a host address: garbage */
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, params, sizes, 2, &junk, 1, &set);
+    ck_assert_uint_eq(set.n, 1);
+    ck_assert(junk.bit[0] == (1ull << 2 | 1ull << 3)); /* tail words 0 and 1 */
+
+    tail[1] = w1;
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, params, sizes, 2, &junk, 0, &set);
+    ck_assert_uint_eq(set.n, 2);
+    ck_assert_uint_eq(set.id[1], id_of(w1));
+    ck_assert(!set.unsure[0] && set.unsure[1]);
+    /* Found at a sure word too (the activation's word), it is sure. */
+    p0[0] = w1;
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, params, sizes, 2, &junk, 0, &set);
+    ck_assert_uint_eq(set.n, 1);
+    ck_assert(!set.unsure[0]);
+    p0[0] = act;
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, params, sizes, 2, &junk, 0, &set);
+    ft_scan_set_drop_unsure(&set);
+    ck_assert_uint_eq(set.n, 1);
+    ck_assert_uint_eq(set.id[0], id_of(act));
+    /* Without a junk map, every id is sure (ft_scan_bytes). */
+    ft_scan_set_clear(&set);
+    ft_scan_bytes(regions, tail, sizeof tail, &set);
+    ck_assert(set.n == 1 && !set.unsure[0]);
+}
+END_TEST
+
 START_TEST(units_are_named_after_nvtx_ranges)
 {
     llama_t m;
@@ -574,6 +623,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, passes_align_on_the_embedding_despite_a_different_first_forward);
     tcase_add_test(tc, pointer_array_touches_do_not_reorder_the_pass);
     tcase_add_test(tc, stale_pointers_in_padding_do_not_move_weights);
+    tcase_add_test(tc, garbage_words_make_touches_unsure);
     tcase_add_test(tc, units_are_named_after_nvtx_ranges);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, activations_and_copies_are_not_weights);

@@ -29,6 +29,13 @@ run_pair zero --zero 9
 pass "a driver memset (cuMemsetD32, found by dlsym) into an evicted weight loads it first: same output"
 run_pair drop --iters 14 --drop 11
 pass "the application frees a streamed layer mid-run: same output"
+run_pair stale --stale
+expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/stale.err" "stale: prefetched"
+expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were found only at argument words that held garbage' \
+    "$WORK/stale.err" "stale: skipped touches"
+FT_STRICT_GUARD=1 run_pair strict --stale
+expect_grep 'residency: [0-9]+ load\(s\), 29 of them prefetched and (1[0-9]) on demand' "$WORK/strict.err" "strict: misses"
+pass "stale weight addresses in a struct's unused tail: units unchanged, nothing loaded for them, same output (FT_STRICT_GUARD=1 loads them: same output, more misses)"
 FT_PINNED_MEMORY_MODE=host_register run_pair register
 expect_grep 'moved to pinned host memory \(registered in place\)' "$WORK/register.err" "host_register"
 pass "FT_PINNED_MEMORY_MODE=host_register: same output"

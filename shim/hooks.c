@@ -38,6 +38,8 @@
 #include "core/log.h"
 #include "core/regions.h"
 #include "core/scan.h"
+#include "core/checksum.h"
+#include "core/checksum_ptx.h"
 #include "core/trace.h"
 #include "shim/flextensor.h"
 
@@ -118,6 +120,8 @@ static uint64_t vmm_min_bytes;
 static int profiling_iters;
 static int log_diagnostics;
 static const struct ft_config *cfgp; /* the process's configuration, alive forever */
+
+static int checksum_available(void);
 
 /* The plan chosen at the end of profiling (planning only: the residency engine that
  * carries it out comes next). */
@@ -614,9 +618,10 @@ static void make_plan(void)
     /* GB/s is bytes per ns: x 1000 for bytes per us. */
     in->h2d_bytes_per_us = bw.h2d > 0 ? bw.h2d * 1000.0 : 25000.0;
     in->copy_latency_us = 0;
-    /* The engine writes every unloaded unit back before the next copy in (no proof yet
-     * that a unit is unchanged): the model counts that copy too. */
-    in->d2h_bytes_per_us = bw.d2h > 0 ? bw.d2h * 1000.0 : 25000.0;
+    /* Without the device checksum, the engine writes every unloaded unit back before
+     * the next copy in: the model counts that copy too. With it, units are taken to
+     * be unchanged (weights are). */
+    in->d2h_bytes_per_us = checksum_available() ? 0 : bw.d2h > 0 ? bw.d2h * 1000.0 : 25000.0;
     in->budget_bytes = memory_budget();
     in->other_bytes = tracked > weights ? tracked - weights : 0;
     in->time_budget_factor = cfgp->time_budget_factor;
@@ -763,6 +768,18 @@ typedef struct {
     cudaStream_t waited;      /* a stream already waiting on `ready` since the load */
     int waited_valid;
     uint32_t first_launch;    /* where its range starts in a pass */
+    uint32_t last_launch;     /* and ends */
+    uint64_t uses;            /* `used` recordings, to tell a stale checksum */
+    /* The checksum issued behind its last launch of a pass (checksum_issue), ready
+     * when ck_done has completed and still valid while uses == ck_uses. */
+    cudaEvent_t ck_done;
+    int ck_pending;
+    uint64_t ck_uses;
+    /* The device checksum of its bytes as the host store holds them (ck below);
+     * ref_valid 0: not known, every eviction writes back. */
+    uint64_t ref;
+    int ref_valid;
+    unsigned changes;         /* evictions that found it changed */
 } res_unit_t;
 
 static struct {
@@ -777,6 +794,7 @@ static struct {
     int n_units, slots, loaded;
     uint64_t clock;
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
+    uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
     /* Unsure touches of units not loaded, left alone (res_touch); FT_STRICT_GUARD loads
      * them as misses instead. */
     uint64_t unsure_skipped;
@@ -835,19 +853,131 @@ static int load_region(res_region_t *r, cudaStream_t stream)
     return 0;
 }
 
-/* Copies region r back to the host store and releases its physical memory. The
- * caller has synchronised the device. */
-static int unload_region(res_region_t *r)
+/* The device checksum (core/checksum.h): at an eviction, it proves the unit's bytes
+ * equal to the host store's, so that the unit is dropped without a copy back
+ * (invariant 2). Loaded when the plan is made; without it (no driver JIT for the PTX,
+ * an error), every eviction writes back and the plan counts that copy. */
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, CUstream, void **, void **);
+static struct {
+    CUfunction fn;
+    launch_fn launch;
+    cudaStream_t stream;      /* its own: the side stream's queued copies are not waited for */
+    uint64_t *dev, *host;     /* per unit, the sum on the device and in pinned host memory */
+    unsigned blocks;
+} ck;
+
+static void checksum_init(void)
+{
+    typedef CUresult (*load_fn)(CUmodule *, const void *);
+    typedef CUresult (*get_fn)(CUfunction *, CUmodule, const char *);
+    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
+    typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
+    typedef cudaError_t (*attr_fn)(int *, enum cudaDeviceAttr, int);
+    typedef cudaError_t (*get_device_fn)(int *);
+    load_fn load = (load_fn)ft_shim_driver_proc("cuModuleLoadData", 2000);
+    get_fn get = (get_fn)ft_shim_driver_proc("cuModuleGetFunction", 2000);
+    host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
+    stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
+    attr_fn attr = (attr_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaDeviceGetAttribute");
+    get_device_fn get_device = (get_device_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
+    ck.launch = (launch_fn)ft_shim_driver_proc("cuLaunchKernel", 4000);
+    if (load == NULL || get == NULL || host_alloc == NULL || stream_create == NULL || ck.launch == NULL)
+        return;
+    CUmodule mod;
+    CUresult rc = load(&mod, ft_checksum_ptx);
+    if (rc == CUDA_SUCCESS)
+        rc = get(&ck.fn, mod, FT_CHECKSUM_KERNEL);
+    if (rc != CUDA_SUCCESS) {
+        ck.fn = NULL;
+        FT_WARN("residency: the device checksum kernel did not load (CUresult %d): every evicted "
+                "unit will be copied back to the host", (int)rc);
+        return;
+    }
+    int dev = 0, sms = 0;
+    if (get_device == NULL || get_device(&dev) != cudaSuccess || attr == NULL ||
+        attr(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
+        sms = 32;
+    ck.blocks = (unsigned)sms * 4;
+    size_t n = ft_disc_unit_count(disc);
+    if (stream_create(&ck.stream, cudaStreamNonBlocking) != cudaSuccess ||
+        REAL(cudaMalloc)((void **)&ck.dev, n * sizeof *ck.dev) != cudaSuccess ||
+        host_alloc((void **)&ck.host, n * sizeof *ck.host, cudaHostAllocDefault) != cudaSuccess) {
+        ck.fn = NULL;
+        FT_WARN("residency: no stream or memory for the device checksum: every evicted unit will "
+                "be copied back to the host");
+    }
+}
+
+/* Loads the checksum kernel on first call; 1 when it can be used. */
+static int checksum_available(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, checksum_init);
+    return ck.fn != NULL;
+}
+
+/* Enqueues the checksum of unit u's bytes on the device, behind the calls that have
+ * touched it so far, into ck.host[u]; ck_done marks its end. -1 when it cannot be had
+ * (no kernel, an error, a region whose size is not a whole number of words). */
+static int checksum_issue(int u)
+{
+    res_unit_t *un = &res.units[u];
+    un->ck_pending = 0;
+    if (ck.fn == NULL || un->ck_done == NULL)
+        return -1;
+    uint64_t *out = ck.dev + u;
+    if ((un->used_recorded && prof.wait(ck.stream, un->used, 0) != cudaSuccess) ||
+        REAL(cudaMemsetAsync)(out, 0, sizeof *out, ck.stream) != cudaSuccess)
+        return -1;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size == 0)
+            continue; /* freed by the application */
+        if (r->size % 8 != 0)
+            return -1;
+        uint64_t p = r->va, n = r->size / 8, salt = r->va / 8;
+        void *args[] = { &p, &n, &salt, &out };
+        if (ck.launch(ck.fn, ck.blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL) != CUDA_SUCCESS)
+            return -1;
+    }
+    if (REAL(cudaMemcpyAsync)(ck.host + u, out, sizeof *out, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
+        prof.record(un->ck_done, ck.stream) != cudaSuccess)
+        return -1;
+    un->ck_pending = 1;
+    un->ck_uses = un->uses;
+    return 0;
+}
+
+/* Unit u's checksum now: the one issued behind its last launch if nothing has touched
+ * it since, else a new one; waits for it on the host. -1 when it cannot be had. */
+static int unit_checksum(int u, uint64_t *sum)
+{
+    res_unit_t *un = &res.units[u];
+    if (!(un->ck_pending && un->ck_uses == un->uses) && checksum_issue(u) != 0)
+        return -1;
+    un->ck_pending = 0;
+    if (prof.sync(un->ck_done) != cudaSuccess)
+        return -1;
+    *sum = ck.host[u];
+    return 0;
+}
+
+/* Releases region r's physical memory, first copying its bytes back to the host store
+ * when write_back is set. The calls that touched it have run. */
+static int unload_region(res_region_t *r, int write_back)
 {
     vmm_t *v = vmm_find(r->va);
     if (v == NULL)
         return -1;
     /* On the side stream, not the legacy one: a copy there would wait for all the
      * application's work, not only the unit's. */
-    cudaError_t err = REAL(cudaMemcpyAsync)(r->host, (void *)(uintptr_t)r->va, r->size,
-                                            cudaMemcpyDeviceToHost, res.side);
-    if (err == cudaSuccess)
-        err = REAL(cudaStreamSynchronize)(res.side);
+    cudaError_t err = cudaSuccess;
+    if (write_back) {
+        err = REAL(cudaMemcpyAsync)(r->host, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost, res.side);
+        if (err == cudaSuccess)
+            err = REAL(cudaStreamSynchronize)(res.side);
+    }
     if (err != cudaSuccess)
         FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
     CUresult rc = drv.unmap(r->va, r->len);
@@ -861,13 +991,26 @@ static int unload_region(res_region_t *r)
 static void unload_unit(int u)
 {
     res_unit_t *un = &res.units[u];
+    /* Dropped without a copy back only when the device checksum proves it unchanged. */
+    uint64_t sum;
+    int write_back = 1;
+    if (un->ref_valid && unit_checksum(u, &sum) == 0) {
+        write_back = sum != un->ref;
+        un->ref = sum;
+    } else {
+        un->ref_valid = 0;
+    }
+    if (write_back && un->ref_valid && ++un->changes == 3)
+        FT_WARN("residency: %s changed between loads 3 times: it is copied back at each eviction",
+                ft_disc_unit(disc, (size_t)u)->name);
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size == 0)
             continue; /* freed by the application */
-        unload_region(r);
+        unload_region(r, write_back);
         res.held_bytes -= r->len;
     }
+    res.written_back += (uint64_t)write_back;
     un->loaded = 0;
     res.loaded--;
     res.unloads++;
@@ -933,6 +1076,8 @@ static __thread int touched[8], n_touched;
 static __thread cudaStream_t touched_stream;
 /* A unit's first launch: the prefetch to run once the launch is enqueued (-1: none). */
 static __thread int prefetch_after = -1;
+/* A unit's last launch: the unit whose checksum to issue once it is enqueued. */
+static __thread int checksum_after = -1;
 
 /* This thread's call holds res.lock (engine_enter returned 1). A call that entered
  * before the switch is not guarded even if it sees the engine on: the switch waits for
@@ -995,6 +1140,20 @@ static int unit_starting_at(uint32_t pos)
             hi = mid;
     }
     return lo < res.n_units && res.units[lo].first_launch == pos ? lo : -1;
+}
+
+/* The unit whose range ends at pass position pos, or -1. */
+static int unit_ending_at(uint32_t pos)
+{
+    int lo = 0, hi = res.n_units;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (res.units[mid].last_launch < pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < res.n_units && res.units[lo].last_launch == pos ? lo : -1;
 }
 
 /* Prefetch: the pass has reached unit u's first launch; load the streamed units that
@@ -1099,8 +1258,17 @@ static void engine_leave(int held)
         for (int k = 0; k < n_touched; k++) {
             prof.record(res.units[touched[k]].used, touched_stream);
             res.units[touched[k]].used_recorded = 1;
+            res.units[touched[k]].uses++;
         }
         n_touched = 0;
+        /* A streamed unit's last launch of the pass is enqueued: its checksum follows
+         * it at once, ready by the time the unit is evicted. */
+        if (checksum_after >= 0) {
+            if (res.units[checksum_after].loaded && res.units[checksum_after].n > 0 &&
+                res.units[checksum_after].ref_valid)
+                checksum_issue(checksum_after);
+            checksum_after = -1;
+        }
         if (prefetch_after >= 0) {
             res_prefetch(prefetch_after, touched_stream);
             prefetch_after = -1;
@@ -1232,7 +1400,8 @@ static void activate_locked(void)
     int ok = res.regions != NULL && res.units != NULL && res.by_id != NULL;
     for (size_t i = 0; ok && i < n; i++)
         ok = prof.create(&res.units[i].used, cudaEventDisableTiming) == cudaSuccess &&
-             prof.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess;
+             prof.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess &&
+             (ck.fn == NULL || prof.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
     if (!ok) {
         FT_WARN("residency: out of memory or events; nothing offloaded");
         __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
@@ -1259,6 +1428,7 @@ static void activate_locked(void)
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
         res.units[i].first = res.n_regions;
         res.units[i].first_launch = u->first_launch;
+        res.units[i].last_launch = u->last_launch;
         res.units[i].loaded = 1; /* resident units, and streamed ones we cannot evict */
         if (plan.out.resident[i])
             continue;
@@ -1288,8 +1458,9 @@ static void activate_locked(void)
             continue;
         }
         res.units[i].n = res.n_regions - first;
+        res.units[i].ref_valid = unit_checksum((int)i, &res.units[i].ref) == 0;
         for (int k = first; k < res.n_regions; k++) {
-            unload_region(&res.regions[k]);
+            unload_region(&res.regions[k], 1);
             moved += res.regions[k].size;
         }
         res.units[i].loaded = 0;
@@ -1355,8 +1526,10 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         /* After this launch is enqueued (engine_leave): an eviction waits on the host
          * for the evicted unit's last use and its copy back, and the device should have
          * this unit's first kernel to run meanwhile. */
-        if (pos >= 0)
+        if (pos >= 0) {
             prefetch_after = unit_starting_at((uint32_t)pos);
+            checksum_after = unit_ending_at((uint32_t)pos);
+        }
         return;
     }
     if (!disc_on) {
@@ -2106,11 +2279,13 @@ void ft_hooks_report(void)
         return;
     if (res.active)
         FT_INFO("residency: %llu load(s), %llu of them prefetched and %llu on demand (misses), "
-                "%.1f MiB copied in; %llu unload(s) with write-back; at most %.1f MiB of "
-                "streamed units held at once",
+                "%.1f MiB copied in; %llu unload(s), %llu of them copied back (changed, or "
+                "not proven unchanged by the device checksum); at most %.1f MiB of streamed "
+                "units held at once",
                 (unsigned long long)res.loads, (unsigned long long)res.prefetches,
                 (unsigned long long)res.misses, (double)res.copied_in_bytes / 1048576.0,
-                (unsigned long long)res.unloads, (double)res.peak_held_bytes / 1048576.0);
+                (unsigned long long)res.unloads, (unsigned long long)res.written_back,
+                (double)res.peak_held_bytes / 1048576.0);
     if (res.active && res.unsure_skipped > 0)
         FT_INFO("residency: %llu touch(es) of units not loaded were found only at argument words "
                 "that held garbage in discovery (stale pointers) and loaded nothing "

@@ -1,0 +1,49 @@
+/* checksum.h - the content checksum the residency engine computes on the device to
+ * prove that a streamed unit is unchanged before dropping it without a write-back
+ * (DESIGN.md, invariant 2).
+ *
+ * Over the 8-byte words w[i] of a buffer whose first word has index `salt` (the
+ * buffer's device address / 8, so that equal bytes at other addresses sum differently):
+ *
+ *     m = w[i] ^ ((salt + i) * 0x9e3779b97f4a7c15);  m ^= m >> 31;
+ *     m *= 0xbf58476d1ce4e5b9;  m ^= m >> 29;         sum += m   (mod 2^64)
+ *
+ * A sum of independent per-word mixes: any order of summation gives the same value,
+ * so the device computes it with one atomic add per warp, and a change of any word
+ * changes the sum except with probability about 2^-64. core/checksum.cu is the
+ * kernel (embedded as PTX in core/checksum_ptx.h, `make ptx` regenerates it); this
+ * header is its reference, which the simulated device runs and the tests compare
+ * against.
+ */
+#ifndef FT_CHECKSUM_H
+#define FT_CHECKSUM_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* The kernel's name in the PTX, and its parameters: (const uint64_t *p, uint64_t
+ * n_words, uint64_t salt, uint64_t *out), adding its sum to *out. */
+#define FT_CHECKSUM_KERNEL "ft_checksum"
+
+static inline uint64_t ft_checksum_mix(uint64_t w, uint64_t index)
+{
+    uint64_t m = w ^ (index * 0x9e3779b97f4a7c15ull);
+    m ^= m >> 31;
+    m *= 0xbf58476d1ce4e5b9ull;
+    m ^= m >> 29;
+    return m;
+}
+
+static inline uint64_t ft_checksum_host(const void *p, uint64_t n_words, uint64_t salt)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n_words; i++) {
+        uint64_t w;
+        memcpy(&w, b + i * 8, 8);
+        sum += ft_checksum_mix(w, salt + i);
+    }
+    return sum;
+}
+
+#endif

@@ -31,6 +31,7 @@ typedef struct {
     int hashed;
     uint64_t hash;
     int unit;                 /* index in units, -1 none */
+    int shared;               /* touched by launches outside its unit's range */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -724,6 +725,16 @@ static int build_units(ft_disc_t *d)
         }
         d->weight_bytes += u->bytes;
     }
+    /* A weight that launches outside its unit's range touch too (rotary tables, a
+     * caching-allocator segment holding every layer's norm weights) is needed by more
+     * than one unit: streaming it would load its unit once per user. */
+    for (size_t i = 0; i < r->n; i++)
+        for (uint32_t k = 0; k < r->l[i].n_ids; k++) {
+            rinfo_t *x = rinfo_get(d, r->ids[r->l[i].first_id + k] & ~ID_INDIRECT);
+            if (x != NULL && x->unit >= 0 &&
+                (i < d->units[x->unit].first_launch || i > d->units[x->unit].last_launch))
+                x->shared = 1;
+        }
     for (size_t j = 0; j < nc; j++) {
         ft_disc_unit_t *u = &d->units[j];
         u->offload = (d->p.n_include == 0 ||
@@ -1076,6 +1087,15 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
     }
     pthread_mutex_unlock(&d->lock);
     return pos;
+}
+
+int ft_disc_region_shared(ft_disc_t *d, uint32_t id)
+{
+    pthread_mutex_lock(&d->lock);
+    rinfo_t *x = rinfo_get(d, id);
+    int shared = x != NULL && x->shared;
+    pthread_mutex_unlock(&d->lock);
+    return shared;
 }
 
 int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size)

@@ -99,6 +99,10 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
 /* A region's address range by id (as listed in a unit). 0, or -1 when unknown. */
 int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size);
 
+/* 1 when launches outside the range of the region's unit touch it too, in the
+ * recorded pass (after DONE): the residency engine keeps such a weight resident. */
+int ft_disc_region_shared(ft_disc_t *d, uint32_t id);
+
 /* Launches in the recorded pass. */
 size_t ft_disc_pass_length(ft_disc_t *d);
 

@@ -602,7 +602,10 @@ static void make_plan(void)
         uint64_t bytes = 0, copied = 0;
         for (uint32_t k = 0; k < u->n_regions; k++) {
             uint64_t base, size;
-            if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0)
+            /* A weight other units use too stays resident (activate_locked): the plan
+             * counts it with the rest of the resident memory. */
+            if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 ||
+                ft_disc_region_shared(disc, u->region_ids[k]))
                 continue;
             vmm_t *v = vmm_find(base);
             bytes += v != NULL ? v->size : size;
@@ -927,7 +930,8 @@ static int checksum_issue(int u)
     if (ck.fn == NULL || un->ck_done == NULL)
         return -1;
     uint64_t *out = ck.dev + u;
-    if ((un->used_recorded && prof.wait(ck.stream, un->used, 0) != cudaSuccess) ||
+    if ((un->ready_recorded && prof.wait(ck.stream, un->ready, 0) != cudaSuccess) ||
+        (un->used_recorded && prof.wait(ck.stream, un->used, 0) != cudaSuccess) ||
         REAL(cudaMemsetAsync)(out, 0, sizeof *out, ck.stream) != cudaSuccess)
         return -1;
     for (int k = 0; k < un->n; k++) {
@@ -1031,7 +1035,10 @@ static void load_unit(int u, cudaStream_t stream, int keep)
                 lru = i;
         if (lru < 0)
             return; /* every slot holds a unit in use: no prefetch now */
-        /* Mapping is not stream-ordered: the calls that touched it must have run. */
+        /* Mapping is not stream-ordered: its copy in and the calls that touched it
+         * must have run. */
+        if (res.units[lru].ready_recorded)
+            prof.sync(res.units[lru].ready);
         if (res.units[lru].used_recorded)
             prof.sync(res.units[lru].used);
         unload_unit(lru);
@@ -1089,6 +1096,9 @@ static int guarding(void)
     return engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
 }
 
+/* The kernel of the launch being guarded, for messages ("?" for copies and sets). */
+static __thread const char *res_kernel_name = "?";
+
 /* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
  * found only at argument words that held garbage in discovery. An unsure touch of a
  * unit that is not loaded is taken for a stale pointer and loads nothing; of a loaded
@@ -1105,10 +1115,14 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         res_unit_t *un = &res.units[r->unit];
         if (!un->loaded && unsure != NULL && unsure[i] && !res.strict) {
             res.unsure_skipped++;
+            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u) loads nothing",
+                          res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i]);
             continue;
         }
         if (!un->loaded) {
             res.misses++;
+            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u)", res_kernel_name,
+                          ft_disc_unit(disc, (size_t)r->unit)->name, ids[i]);
             load_unit(r->unit, stream, -1);
         }
         /* A prefetch copied it on the side stream: this call waits for that copy (once
@@ -1422,7 +1436,7 @@ static void activate_locked(void)
     if (!cfgp->pinned_memory)
         FT_WARN("residency: FT_PINNED_MEMORY=false: streamed weights live in pageable host "
                 "memory; every copy in is staged and synchronous, several times slower");
-    uint64_t moved = 0;
+    uint64_t moved = 0, shared_resident = 0;
     int evicted_units = 0;
     for (size_t i = 0; i < n; i++) {
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
@@ -1441,6 +1455,12 @@ static void activate_locked(void)
              * stay resident (small by definition), the rest of the unit streams. */
             if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 || (v = vmm_find(base)) == NULL)
                 continue;
+            /* Touched from other units' ranges too: streaming it would load its unit
+             * once per user. */
+            if (ft_disc_region_shared(disc, u->region_ids[k])) {
+                shared_resident += size;
+                continue;
+            }
             res_region_t *r = &res.regions[res.n_regions++];
             *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k] };
             res.by_id[r->id] = res.n_regions - 1;
@@ -1471,6 +1491,9 @@ static void activate_locked(void)
     FT_INFO("residency: %d unit(s), %.1f MiB, moved to %s; copied in ahead of use (on demand "
             "after a miss), at most %d at once", evicted_units, (double)moved / 1048576.0,
             host_store_kind(), slots);
+    if (shared_resident > 0)
+        FT_INFO("residency: %.1f MiB of weights used by several units stay resident",
+                (double)shared_resident / 1048576.0);
 }
 
 /* FT_LOG_LEVEL=trace: the words of a kernel's first launch that look like device
@@ -1515,8 +1538,11 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     } else if (first) {
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
-    if (res_on)
+    if (res_on) {
+        res_kernel_name = k->name;
         res_touch(set.id, set.unsure, set.n, stream);
+        res_kernel_name = "?";
+    }
     /* Discovery and pass tracking see the touches the kernel is sure to make. */
     ft_scan_set_drop_unsure(&set);
     if (res_on) {

@@ -1089,6 +1089,17 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
     return pos;
 }
 
+int ft_disc_expected(ft_disc_t *d, long pos, uint64_t kernel)
+{
+    pthread_mutex_lock(&d->lock);
+    kinfo_t *k;
+    HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
+    int same = d->state == FT_DISC_DONE && pos >= 0 && (size_t)pos < d->last.n && k != NULL &&
+               d->last.l[pos].kernel == k->idx;
+    pthread_mutex_unlock(&d->lock);
+    return same;
+}
+
 int ft_disc_region_shared(ft_disc_t *d, uint32_t id)
 {
     pthread_mutex_lock(&d->lock);

@@ -99,6 +99,11 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
 /* A region's address range by id (as listed in a unit). 0, or -1 when unknown. */
 int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size);
 
+/* 1 when the recorded pass launched `kernel` at position pos: a pass whose launches
+ * differ (a prefill where discovery saw decode steps) can be told from one that
+ * follows the record. */
+int ft_disc_expected(ft_disc_t *d, long pos, uint64_t kernel);
+
 /* 1 when launches outside the range of the region's unit touch it too, in the
  * recorded pass (after DONE): the residency engine keeps such a weight resident. */
 int ft_disc_region_shared(ft_disc_t *d, uint32_t id);

@@ -20,6 +20,9 @@
  *   --stale       one more kernel per layer (bump, cudaLaunchKernel) whose by-value
  *                 struct has a tail it never reads, left holding, as a framework's
  *                 stack would, the address of another layer's weight or of host memory
+ *   --vary N      from forward N on, every other forward launches one more kernel per
+ *                 layer (bump, touching only activations): passes of two lengths, as a
+ *                 server alternating prefill and decode steps
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", and "layers.N" around each layer
  *   --time        print each forward's device time (CUDA events), "step_us"
@@ -69,7 +72,8 @@ typedef struct {
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
-           nvtx = 0, stale = 0;
+           nvtx = 0, stale = 0, vary_from = -1;
+static __thread int extra_kernels; /* this forward launches the --vary kernels */
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
 static void (*iteration_mark)(void);
 static void (*profiling_suspend)(void);
@@ -196,6 +200,11 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             void *bump_args[] = { &b, &meta };
             CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
         }
+        if (extra_kernels) {
+            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+            void *bump_args[] = { &b, &meta };
+            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
+        }
         uint32_t *t = a;
         a = b;
         b = t;
@@ -260,6 +269,7 @@ static void *run_worker(void *arg)
         if (it == 0 && pause_forwards > 0 && profiling_suspend != NULL)
             profiling_suspend();
         CHECK(cudaEventRecord(t0, stream));
+        extra_kernels = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
         forward(stream, a, b, out);
         CHECK(cudaEventRecord(t1, stream));
         CHECK(cudaStreamSynchronize(stream));
@@ -328,6 +338,8 @@ int main(int argc, char **argv)
             ptr_arrays = 1;
         else if (strcmp(a, "--stale") == 0)
             stale = 1;
+        else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
+            vary_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--mark") == 0)
             mark = 1;
         else if (strcmp(a, "--nvtx") == 0)
@@ -346,7 +358,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--vary N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

@@ -778,6 +778,7 @@ typedef struct {
     cudaEvent_t ck_done;
     int ck_pending;
     uint64_t ck_uses;
+    int touched_since_load;   /* its first touch after a load prefetches what follows */
     /* The device checksum of its bytes as the host store holds them (ck below);
      * ref_valid 0: not known, every eviction writes back. */
     uint64_t ref;
@@ -802,6 +803,9 @@ static struct {
      * them as misses instead. */
     uint64_t unsure_skipped;
     int strict;
+    /* The pass under way has left the recorded launch sequence: prefetches follow
+     * first touches only (res_touch), not positions, until the next pass. */
+    int off_script;
     cudaStream_t side;        /* prefetch copies and write-backs */
     uint64_t held_bytes, peak_held_bytes; /* physical bytes of loaded streamed units */
     /* The measured step: an event at each pass's first launch; the time between two
@@ -1057,6 +1061,7 @@ static void load_unit(int u, cudaStream_t stream, int keep)
     }
     prof.record(un->ready, stream);
     un->ready_recorded = 1;
+    un->touched_since_load = 0;
     un->waited_valid = 0;
     un->used_recorded = 0;
     if (res.held_bytes > res.peak_held_bytes)
@@ -1127,6 +1132,13 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         }
         /* A prefetch copied it on the side stream: this call waits for that copy (once
          * per stream and load: later work on the stream is ordered behind the wait). */
+        /* The first touch of a unit after its load: what follows it in the learned
+         * order is loaded next, whatever the launch's position in the pass. */
+        if (!un->touched_since_load) {
+            un->touched_since_load = 1;
+            if (prefetch_after < 0)
+                prefetch_after = r->unit;
+        }
         if (un->ready_recorded && !(un->waited_valid && un->waited == stream)) {
             prof.wait(stream, un->ready, 0);
             un->waited = stream;
@@ -1547,13 +1559,21 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     ft_scan_set_drop_unsure(&set);
     if (res_on) {
         long pos = ft_disc_track(disc, lane_id(), key, &set);
-        if (pos == 0)
+        if (pos == 0) {
             step_mark(stream);
+            res.off_script = 0;
+        }
+        if (pos >= 0 && !res.off_script && !ft_disc_expected(disc, pos, key))
+            res.off_script = 1;
+        if (res.off_script)
+            pos = -1;
         /* After this launch is enqueued (engine_leave): an eviction waits on the host
          * for the evicted unit's last use and its copy back, and the device should have
          * this unit's first kernel to run meanwhile. */
         if (pos >= 0) {
-            prefetch_after = unit_starting_at((uint32_t)pos);
+            int at = unit_starting_at((uint32_t)pos);
+            if (at >= 0)
+                prefetch_after = at;
             checksum_after = unit_ending_at((uint32_t)pos);
         }
         return;

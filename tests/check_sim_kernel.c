@@ -2,6 +2,9 @@
  * H200, cuGetProcAddress and the export list, devices and error reporting. */
 #include "sim_test.h"
 
+#include "core/checksum.h"
+#include "core/checksum_ptx.h"
+
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
@@ -142,6 +145,42 @@ START_TEST(test_launch_ex_and_cooperative)
     RT_OK(cudaLaunchCooperativeKernel(&axpy_stub, ONE, ONE, args, 0, s));
     RT_OK(cudaStreamSynchronize(s));
     check_y(b, 2.0f);
+}
+END_TEST
+
+/* FlexTensor's checksum kernel: its PTX names the entry the shim asks for, and loading
+ * it gives the simulated device's C reference, which adds the sum to *out (over two
+ * launches, the sum of both); a changed word changes it. */
+START_TEST(test_checksum_kernel_from_ptx)
+{
+    char entry[64];
+    snprintf(entry, sizeof entry, ".entry %s(", FT_CHECKSUM_KERNEL);
+    ck_assert_ptr_nonnull(strstr(ft_checksum_ptx, entry));
+    RT_OK(cudaFree(0));
+    CUmodule mod;
+    CUfunction f;
+    CU_OK(cuModuleLoadData(&mod, ft_checksum_ptx));
+    CU_OK(cuModuleGetFunction(&f, mod, FT_CHECKSUM_KERNEL));
+    enum { N = 4096 };
+    static uint64_t host[N];
+    for (int i = 0; i < N; i++)
+        host[i] = (uint64_t)i * 0x9e3779b97f4a7c15ull;
+    uint64_t *dev, *sum, got = 0;
+    RT_OK(cudaMalloc((void **)&dev, sizeof host));
+    RT_OK(cudaMalloc((void **)&sum, sizeof *sum));
+    RT_OK(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice));
+    RT_OK(cudaMemset(sum, 0, sizeof *sum));
+    uint64_t half = N / 2, salt = (uint64_t)(uintptr_t)dev / 8, salt2 = salt + half;
+    uint64_t *p2 = dev + half;
+    void *a1[] = {&dev, &half, &salt, &sum}, *a2[] = {&p2, &half, &salt2, &sum};
+    CU_OK(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, NULL, a1, NULL));
+    CU_OK(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, NULL, a2, NULL));
+    RT_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+    ck_assert_uint_eq(got, ft_checksum_host(host, N, salt));
+    host[17] ^= 1;
+    ck_assert_uint_ne(got, ft_checksum_host(host, N, salt));
+    RT_OK(cudaFree(dev));
+    RT_OK(cudaFree(sum));
 }
 END_TEST
 
@@ -582,6 +621,7 @@ Suite *sim_kernel_suite(void)
     tcase_add_test(tc, test_get_proc_address_and_exports);
     tcase_add_test(tc, test_runtime_does_not_link_driver);
     tcase_add_test(tc, test_export_lists);
+    tcase_add_test(tc, test_checksum_kernel_from_ptx);
     tcase_add_test(tc, test_devices_and_versions);
     tcase_add_test(tc, test_driver_needs_init_and_context);
     tcase_add_test(tc, test_error_strings_and_last_error);

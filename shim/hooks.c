@@ -808,6 +808,18 @@ static struct {
     int off_script;
     cudaStream_t side;        /* prefetch copies and write-backs */
     uint64_t held_bytes, peak_held_bytes; /* physical bytes of loaded streamed units */
+    /* Physical allocations of the unit just unloaded, kept for the unit loaded next
+     * (layers share their regions' sizes): cuMemCreate and cuMemRelease are host calls
+     * that cost far more than a map. Whatever load_unit does not reuse it releases. */
+    struct spare {
+        size_t len;
+        CUmemGenericAllocationHandle h;
+    } *spare;
+    int n_spare, cap_spare;
+    uint64_t reused, region_loads;
+    /* Host time of the loads (ns): waiting for the evicted unit (its copy in, its last
+     * use), unloading it (its checksum's wait included), mapping, issuing the copies. */
+    uint64_t ns_wait, ns_unmap, ns_map, ns_copy;
     /* The measured step: an event at each pass's first launch; the time between two
      * consecutive ones is read once the later has completed (never waited for). */
     cudaEvent_t pass_ev[STEP_RING];
@@ -826,6 +838,13 @@ static vmm_t *vmm_find(uint64_t va)
 }
 
 /* Maps new physical memory over region r and copies its bytes in on `stream`. */
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static int load_region(res_region_t *r, cudaStream_t stream)
 {
     CUdevice dev;
@@ -837,7 +856,17 @@ static int load_region(res_region_t *r, cudaStream_t stream)
     prop.location.id = dev;
     CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CUmemGenericAllocationHandle h;
-    CUresult rc = drv.create(&h, r->len, &prop, 0);
+    CUresult rc = CUDA_ERROR_NOT_FOUND;
+    for (int i = 0; i < res.n_spare; i++)
+        if (res.spare[i].len == r->len) {
+            h = res.spare[i].h;
+            res.spare[i] = res.spare[--res.n_spare];
+            res.reused++;
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    if (rc != CUDA_SUCCESS)
+        rc = drv.create(&h, r->len, &prop, 0);
     if (rc != CUDA_SUCCESS) {
         FT_DEBUG("residency: cuMemCreate(%zu) failed: %d", r->len, (int)rc);
         return -1;
@@ -856,7 +885,9 @@ static int load_region(res_region_t *r, cudaStream_t stream)
     vmm_t *v = vmm_find(r->va);
     if (v != NULL)
         v->handle = h;
+    uint64_t t = now_ns();
     REAL(cudaMemcpyAsync)((void *)(uintptr_t)r->va, r->host, r->size, cudaMemcpyHostToDevice, stream);
+    res.ns_copy += now_ns() - t;
     return 0;
 }
 
@@ -973,7 +1004,7 @@ static int unit_checksum(int u, uint64_t *sum)
 
 /* Releases region r's physical memory, first copying its bytes back to the host store
  * when write_back is set. The calls that touched it have run. */
-static int unload_region(res_region_t *r, int write_back)
+static int unload_region(res_region_t *r, int write_back, int keep)
 {
     vmm_t *v = vmm_find(r->va);
     if (v == NULL)
@@ -989,7 +1020,9 @@ static int unload_region(res_region_t *r, int write_back)
     if (err != cudaSuccess)
         FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
     CUresult rc = drv.unmap(r->va, r->len);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && keep && res.n_spare < res.cap_spare)
+        res.spare[res.n_spare++] = (struct spare){ r->len, v->handle };
+    else if (rc == CUDA_SUCCESS)
         rc = drv.release(v->handle);
     if (rc != CUDA_SUCCESS)
         FT_DEBUG("residency: unmapping %#llx failed: %d", (unsigned long long)r->va, (int)rc);
@@ -1015,7 +1048,7 @@ static void unload_unit(int u)
         res_region_t *r = &res.regions[un->first + k];
         if (r->size == 0)
             continue; /* freed by the application */
-        unload_region(r, write_back);
+        unload_region(r, write_back, 1);
         res.held_bytes -= r->len;
     }
     res.written_back += (uint64_t)write_back;
@@ -1041,12 +1074,17 @@ static void load_unit(int u, cudaStream_t stream, int keep)
             return; /* every slot holds a unit in use: no prefetch now */
         /* Mapping is not stream-ordered: its copy in and the calls that touched it
          * must have run. */
+        uint64_t t = now_ns();
         if (res.units[lru].ready_recorded)
             prof.sync(res.units[lru].ready);
         if (res.units[lru].used_recorded)
             prof.sync(res.units[lru].used);
+        uint64_t t1 = now_ns();
+        res.ns_wait += t1 - t;
         unload_unit(lru);
+        res.ns_unmap += now_ns() - t1;
     }
+    uint64_t t2 = now_ns(), copy0 = res.ns_copy;
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size == 0)
@@ -1058,7 +1096,11 @@ static void load_unit(int u, cudaStream_t stream, int keep)
         }
         res.held_bytes += r->len;
         res.copied_in_bytes += r->size;
+        res.region_loads++;
     }
+    while (res.n_spare > 0)
+        drv.release(res.spare[--res.n_spare].h);
+    res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
     prof.record(un->ready, stream);
     un->ready_recorded = 1;
     un->touched_since_load = 0;
@@ -1421,6 +1463,8 @@ static void activate_locked(void)
     /* Everything that can fail comes before the first eviction: afterwards the engine
      * must run, or evicted units would fault. */
     res.regions = calloc((size_t)total, sizeof *res.regions);
+    res.spare = calloc((size_t)total, sizeof *res.spare);
+    res.cap_spare = res.spare != NULL ? total : 0;
     res.units = calloc(n, sizeof *res.units);
     res.by_id = malloc(res.n_ids * sizeof *res.by_id);
     int ok = res.regions != NULL && res.units != NULL && res.by_id != NULL;
@@ -1492,7 +1536,7 @@ static void activate_locked(void)
         res.units[i].n = res.n_regions - first;
         res.units[i].ref_valid = unit_checksum((int)i, &res.units[i].ref) == 0;
         for (int k = first; k < res.n_regions; k++) {
-            unload_region(&res.regions[k], 1);
+            unload_region(&res.regions[k], 1, 0);
             moved += res.regions[k].size;
         }
         res.units[i].loaded = 0;
@@ -2332,6 +2376,13 @@ void ft_hooks_report(void)
                 (unsigned long long)res.misses, (double)res.copied_in_bytes / 1048576.0,
                 (unsigned long long)res.unloads, (unsigned long long)res.written_back,
                 (double)res.peak_held_bytes / 1048576.0);
+    if (res.active && res.loads > 0)
+        FT_INFO("residency: host time per load: %.1f us waiting for the evicted unit, %.1f us "
+                "unloading it (checksum wait included), %.1f us mapping, %.1f us issuing copies; "
+                "%llu of %llu regions mapped onto the physical memory of the unit unloaded before",
+                (double)res.ns_wait / 1e3 / (double)res.loads, (double)res.ns_unmap / 1e3 / (double)res.loads,
+                (double)res.ns_map / 1e3 / (double)res.loads, (double)res.ns_copy / 1e3 / (double)res.loads,
+                (unsigned long long)res.reused, (unsigned long long)res.region_loads);
     if (res.active && res.unsure_skipped > 0)
         FT_INFO("residency: %llu touch(es) of units not loaded were found only at argument words "
                 "that held garbage in discovery (stale pointers) and loaded nothing "

@@ -21,6 +21,8 @@ run_pair() { # NAME EXTRA...
 
 run_pair plain
 expect_grep 'unload\(s\), 0 of them copied back' "$WORK/plain.err" "plain: unchanged units dropped"
+expect_grep 'host time per load: .* [1-9][0-9]* of [0-9]+ regions mapped onto the physical memory of the unit unloaded before' \
+    "$WORK/plain.err" "plain: physical memory reused"
 pass "6 of 6 units offloaded under a 5 MiB budget (2 slots): same output; at most 2 units held; none copied back (device checksum)"
 run_pair poke --poke 9
 expect_grep 'unload\(s\), [1-9][0-9]* of them copied back' "$WORK/poke.err" "poke: changed unit copied back"

@@ -20,6 +20,9 @@
  *   --stale       one more kernel per layer (bump, cudaLaunchKernel) whose by-value
  *                 struct has a tail it never reads, left holding, as a framework's
  *                 stack would, the address of another layer's weight or of host memory
+ *   --shared      every layer's scale reads one more weight, a table as large as a
+ *                 layer's (as every layer reads a framework's rotary tables, or a
+ *                 caching-allocator segment holding all the norm weights)
  *   --vary N      from forward N on, every other forward launches one more kernel per
  *                 layer (bump, touching only activations): passes of two lengths, as a
  *                 server alternating prefill and decode steps
@@ -72,9 +75,10 @@ typedef struct {
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
-           nvtx = 0, stale = 0, vary_from = -1;
+           nvtx = 0, stale = 0, vary_from = -1, shared = 0;
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
+static uint32_t *shared_table; /* --shared: dim x dim words, every layer reads the first dim */
 static void (*iteration_mark)(void);
 static void (*profiling_suspend)(void);
 static int (*profiling_resume)(void);
@@ -147,6 +151,8 @@ static void load_weights(void)
         CHECK(cudaMemcpy(ptr_table, tbl, (size_t)layers * sizeof *tbl, cudaMemcpyHostToDevice));
         free(tbl);
     }
+    if (shared)
+        shared_table = upload(0x2545f4914f6cdd1dull, n * n, host);
     uint64_t seed = 42;
     for (size_t i = 0; i < n; i++)
         input[i] = (uint32_t)xorshift(&seed);
@@ -179,7 +185,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         void *mix_args[] = { &b, &model[l].bias, &dim };
         CHECK(cudaLaunchKernelExC(&cfg, k_mix, mix_args));
 
-        int rc = minblas_scale(stream, b, model[l].s, dim);
+        int rc = minblas_scale(stream, b, shared ? shared_table : model[l].s, dim);
         if (rc != 0) {
             fprintf(stderr, "model: minblas_scale failed: %d\n", rc);
             exit(1);
@@ -338,6 +344,8 @@ int main(int argc, char **argv)
             ptr_arrays = 1;
         else if (strcmp(a, "--stale") == 0)
             stale = 1;
+        else if (strcmp(a, "--shared") == 0)
+            shared = 1;
         else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
             vary_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--mark") == 0)
@@ -358,7 +366,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--vary N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -416,6 +424,8 @@ int main(int argc, char **argv)
     }
     if (ptr_arrays)
         CHECK(cudaFree(ptr_table));
+    if (shared)
+        CHECK(cudaFree(shared_table));
     printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);

@@ -40,6 +40,10 @@ expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were found o
 FT_STRICT_GUARD=1 run_pair strict --stale
 expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and ([1-9][0-9]+) on demand' "$WORK/strict.err" "strict: misses"
 pass "stale weight addresses in a struct's unused tail: units unchanged, nothing loaded for them, same output (FT_STRICT_GUARD=1 loads them: same output, more misses)"
+run_pair shared --shared
+expect_grep 'residency: 1\.0 MiB of weights used by several units stay resident' "$WORK/shared.err" "shared: resident"
+expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/shared.err" "shared: prefetched"
+pass "a weight every layer reads stays resident, the rest streams (without that, its unit is 3 MiB and 5 MiB holds no plan)"
 run_pair vary --iters 16 --vary 7
 expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and 1 on demand' "$WORK/vary.err" "vary: prefetched"
 pass "passes of two lengths (one more kernel per layer in every other forward): prefetches follow first touches where positions differ (1 miss; 15 when they followed positions only)"

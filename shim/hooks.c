@@ -97,6 +97,11 @@ typedef struct {
     uint64_t va;
     size_t size;              /* rounded to the granularity */
     CUmemGenericAllocationHandle handle;
+    /* FT_SPILL, before the plan: the allocation lives in host memory (`host`, no
+     * physical memory mapped) while `spilled`; `stamp` orders the last touches. */
+    int spilled;
+    void *host;
+    uint64_t stamp;
     UT_hash_handle hh;
 } vmm_t;
 
@@ -181,6 +186,8 @@ static int hash_failed(uint64_t base, cudaError_t err)
     return -1;
 }
 
+static int spilled_read(void *dst, uint64_t addr, size_t len);
+
 static int hash_region(void *ctx, uint64_t base, uint64_t size, uint64_t *out)
 {
     static unsigned char buf[4096];
@@ -201,7 +208,8 @@ static int hash_region(void *ctx, uint64_t base, uint64_t size, uint64_t *out)
     for (int i = 0; i < n; i++) {
         uint64_t off = n == 1 ? 0 : (size - chunk) * (uint64_t)i / (uint64_t)(n - 1);
         size_t len = size - off < chunk ? (size_t)(size - off) : chunk;
-        err = copy(buf, (void *)(uintptr_t)(base + off), len, cudaMemcpyDeviceToHost);
+        if (!spilled_read(buf, base + off, len))
+            err = copy(buf, (void *)(uintptr_t)(base + off), len, cudaMemcpyDeviceToHost);
         if (err != cudaSuccess)
             return hash_failed(base, err);
         size_t k = 0;
@@ -592,6 +600,8 @@ static void make_plan(void)
     if (units == NULL || !plan.out.resident || !plan.out.slot || !plan.out.unit_stall_us) {
         FT_WARN("plan: out of memory");
         free(units);
+        plan.rc = -ENOMEM;
+        start_residency();
         return;
     }
     uint64_t weights = 0;
@@ -642,10 +652,12 @@ static void make_plan(void)
                  "FT_MAX_GPU_MEM_FRACTION); nothing will be offloaded",
                  human_bytes(in->budget_bytes, a, sizeof a), human_bytes(in->other_bytes, b, sizeof b),
                  in->min_slots, human_bytes(plan.min_budget, c, sizeof c));
+        start_residency(); /* it will not start: FT_SPILL's moves are undone */
         return;
     }
     if (plan.rc != 0) {
         FT_WARN("plan: not made (error %d)", plan.rc);
+        start_residency();
         return;
     }
     size_t streamed = 0;
@@ -761,13 +773,20 @@ typedef struct {
     uint32_t id;              /* in the region table */
 } res_region_t;
 
+#define USE_STREAMS 8
+
 typedef struct {
     int first, n;             /* its regions in res.regions */
     int loaded;
     uint64_t stamp;           /* load order, for least-recently-loaded */
-    cudaEvent_t used;         /* recorded behind every call that touched it */
+    /* Recorded behind every call that touched it, one event per stream that did (an
+     * event re-recorded on another stream would forget the first stream's calls);
+     * past USE_STREAMS streams, use_overflow makes an eviction wait for the device. */
+    cudaEvent_t used[USE_STREAMS];
+    cudaStream_t used_on[USE_STREAMS];
+    int n_used, use_overflow;
     cudaEvent_t ready;        /* recorded behind its load's copies */
-    int used_recorded, ready_recorded;
+    int ready_recorded;
     cudaStream_t waited;      /* a stream already waiting on `ready` since the load */
     int waited_valid;
     uint32_t first_launch;    /* where its range starts in a pass */
@@ -955,6 +974,44 @@ static int checksum_available(void)
     return ck.fn != NULL;
 }
 
+/* A call on `stream` touched the unit: its use event for that stream is recorded. */
+static void unit_record_use(res_unit_t *un, cudaStream_t stream)
+{
+    int k = 0;
+    while (k < un->n_used && un->used_on[k] != stream)
+        k++;
+    if (k == USE_STREAMS) {
+        un->use_overflow = 1;
+        return;
+    }
+    if (k == un->n_used) {
+        un->used_on[k] = stream;
+        un->n_used++;
+    }
+    prof.record(un->used[k], stream);
+}
+
+/* The host waits for every call that touched the unit since its load. */
+static void unit_sync_used(res_unit_t *un)
+{
+    if (un->use_overflow)
+        REAL(cudaDeviceSynchronize)();
+    for (int k = 0; k < un->n_used; k++)
+        prof.sync(un->used[k]);
+}
+
+/* `stream` waits for every call that touched the unit since its load; -1 when it
+ * cannot (more streams than USE_STREAMS touched it, or an error). */
+static int unit_wait_used(res_unit_t *un, cudaStream_t stream)
+{
+    if (un->use_overflow)
+        return -1;
+    for (int k = 0; k < un->n_used; k++)
+        if (prof.wait(stream, un->used[k], 0) != cudaSuccess)
+            return -1;
+    return 0;
+}
+
 /* Enqueues the checksum of unit u's bytes on the device, behind the calls that have
  * touched it so far, into ck.host[u]; ck_done marks its end. -1 when it cannot be had
  * (no kernel, an error, a region whose size is not a whole number of words). */
@@ -966,7 +1023,7 @@ static int checksum_issue(int u)
         return -1;
     uint64_t *out = ck.dev + u;
     if ((un->ready_recorded && prof.wait(ck.stream, un->ready, 0) != cudaSuccess) ||
-        (un->used_recorded && prof.wait(ck.stream, un->used, 0) != cudaSuccess) ||
+        unit_wait_used(un, ck.stream) != 0 ||
         REAL(cudaMemsetAsync)(out, 0, sizeof *out, ck.stream) != cudaSuccess)
         return -1;
     for (int k = 0; k < un->n; k++) {
@@ -1077,8 +1134,7 @@ static void load_unit(int u, cudaStream_t stream, int keep)
         uint64_t t = now_ns();
         if (res.units[lru].ready_recorded)
             prof.sync(res.units[lru].ready);
-        if (res.units[lru].used_recorded)
-            prof.sync(res.units[lru].used);
+        unit_sync_used(&res.units[lru]);
         uint64_t t1 = now_ns();
         res.ns_wait += t1 - t;
         unload_unit(lru);
@@ -1105,7 +1161,8 @@ static void load_unit(int u, cudaStream_t stream, int keep)
     un->ready_recorded = 1;
     un->touched_since_load = 0;
     un->waited_valid = 0;
-    un->used_recorded = 0;
+    un->n_used = 0;
+    un->use_overflow = 0;
     if (res.held_bytes > res.peak_held_bytes)
         res.peak_held_bytes = res.held_bytes;
     un->loaded = 1;
@@ -1132,6 +1189,12 @@ static __thread cudaStream_t touched_stream;
 static __thread int prefetch_after = -1;
 /* A unit's last launch: the unit whose checksum to issue once it is enqueued. */
 static __thread int checksum_after = -1;
+
+/* FT_SPILL (the budget before the plan), below with the allocation code. */
+static int spill_engaged;
+static uint64_t spill_bytes;
+static void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream);
+static void spill_restore_all(const char *why);
 
 /* This thread's call holds res.lock (engine_enter returned 1). A call that entered
  * before the switch is not guarded even if it sees the engine on: the switch waits for
@@ -1310,7 +1373,8 @@ static int engine_enter(void)
     if (__atomic_load_n(&engine_off, __ATOMIC_RELAXED))
         return 0;
     atomic_fetch_add(&unlocked, 1);
-    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE))
+    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
         return 0;
     atomic_fetch_sub(&unlocked, 1);
     pthread_mutex_lock(&res.lock);
@@ -1324,8 +1388,7 @@ static void engine_leave(int held)
 {
     if (held) {
         for (int k = 0; k < n_touched; k++) {
-            prof.record(res.units[touched[k]].used, touched_stream);
-            res.units[touched[k]].used_recorded = 1;
+            unit_record_use(&res.units[touched[k]], touched_stream);
             res.units[touched[k]].uses++;
         }
         n_touched = 0;
@@ -1370,6 +1433,10 @@ static void observe_write(const void *dst);
 static int copy_enter(const void *dst, const void *src, cudaStream_t stream)
 {
     int held = engine_enter();
+    if (held && !res.active && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED)) {
+        uint64_t p[2] = { (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src };
+        spill_touch(p, 2, stream);
+    }
     observe_write(dst);
     guard_copy(dst, src, stream);
     return held;
@@ -1378,10 +1445,19 @@ static int copy_enter(const void *dst, const void *src, cudaStream_t stream)
 /* Planning is done: the next guarded call switches the engine on. */
 static void start_residency(void)
 {
-    if (plan.rc == 0 && plan.out.slots > 0)
+    if (plan.rc == 0 && plan.out.slots > 0) {
         __atomic_store_n(&res.pending, 1, __ATOMIC_RELEASE);
-    else
+    } else {
+        if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
+            if (!engine_held)
+                pthread_mutex_lock(&res.lock);
+            spill_restore_all("the plan streams nothing");
+            __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+            if (!engine_held)
+                pthread_mutex_unlock(&res.lock);
+        }
         __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
+    }
 }
 
 /* The host store of a streamed region: FT_PINNED_MEMORY (pinned or pageable) and
@@ -1469,8 +1545,10 @@ static void activate_locked(void)
     res.by_id = malloc(res.n_ids * sizeof *res.by_id);
     int ok = res.regions != NULL && res.units != NULL && res.by_id != NULL;
     for (size_t i = 0; ok && i < n; i++)
-        ok = prof.create(&res.units[i].used, cudaEventDisableTiming) == cudaSuccess &&
-             prof.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess &&
+        for (int k = 0; ok && k < USE_STREAMS; k++)
+            ok = prof.create(&res.units[i].used[k], cudaEventDisableTiming) == cudaSuccess;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = prof.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess &&
              (ck.fn == NULL || prof.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
     if (!ok) {
         FT_WARN("residency: out of memory or events; nothing offloaded");
@@ -1502,7 +1580,7 @@ static void activate_locked(void)
         res.units[i].loaded = 1; /* resident units, and streamed ones we cannot evict */
         if (plan.out.resident[i])
             continue;
-        int first = res.n_regions;
+        int first = res.n_regions, spilled_in_unit = 0;
         ok = 1;
         for (uint32_t k = 0; k < u->n_regions && ok; k++) {
             uint64_t base, size;
@@ -1520,23 +1598,41 @@ static void activate_locked(void)
             res_region_t *r = &res.regions[res.n_regions++];
             *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k] };
             res.by_id[r->id] = res.n_regions - 1;
-            if ((r->host = host_store_alloc(size)) == NULL)
+            /* Spilled before the plan (FT_SPILL): its host copy becomes the unit's. */
+            if (v->spilled) {
+                r->host = v->host;
+                v->host = NULL;
+                spilled_in_unit = 1;
+            } else if ((r->host = host_store_alloc(size)) == NULL) {
                 ok = 0;
+            }
         }
         if (!ok || res.n_regions == first) {
             FT_WARN("residency: %s stays resident (%s)", u->name,
                     ok ? "none of its regions is backed by virtual memory" : "no host memory for it");
             for (int k = first; k < res.n_regions; k++) {
-                host_store_free(res.regions[k].host);
+                vmm_t *v = vmm_find(res.regions[k].va);
+                if (v != NULL && v->spilled)
+                    v->host = res.regions[k].host; /* still spilled: brought back below */
+                else
+                    host_store_free(res.regions[k].host);
                 res.by_id[res.regions[k].id] = -1;
             }
             res.n_regions = first;
             continue;
         }
         res.units[i].n = res.n_regions - first;
-        res.units[i].ref_valid = unit_checksum((int)i, &res.units[i].ref) == 0;
+        /* A unit with a spilled region has no device copy to sum: its first eviction
+         * copies it back and takes the reference then. */
+        res.units[i].ref_valid = !spilled_in_unit && unit_checksum((int)i, &res.units[i].ref) == 0;
         for (int k = first; k < res.n_regions; k++) {
-            unload_region(&res.regions[k], 1, 0);
+            vmm_t *v = vmm_find(res.regions[k].va);
+            if (v != NULL && v->spilled) {
+                v->spilled = 0; /* the engine's from now on */
+                spill_bytes -= v->size;
+            } else {
+                unload_region(&res.regions[k], 1, 0);
+            }
             moved += res.regions[k].size;
         }
         res.units[i].loaded = 0;
@@ -1550,6 +1646,12 @@ static void activate_locked(void)
     if (shared_resident > 0)
         FT_INFO("residency: %.1f MiB of weights used by several units stay resident",
                 (double)shared_resident / 1048576.0);
+    /* FT_SPILL: what the plan keeps on the device comes back to it; the budget now
+     * has room for it, the streamed units having left. */
+    if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
+        spill_restore_all(NULL);
+        __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+    }
 }
 
 /* FT_LOG_LEVEL=trace: the words of a kernel's first launch that look like device
@@ -1594,6 +1696,8 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     } else if (first) {
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
+    if (!res_on && engine_held && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED))
+        spill_touch(set.ptr, set.n, stream);
     if (res_on) {
         res_kernel_name = k->name;
         res_touch(set.id, set.unsure, set.n, stream);
@@ -1697,6 +1801,181 @@ static int vmm_ready(CUdevice *dev)
     return 1;
 }
 
+/* --- the budget before the plan (FT_SPILL) -------------------------------------------
+ *
+ * With FT_SPILL and a budget, the budget holds from the first allocation. A
+ * virtual-memory allocation that the budget cannot hold starts in host memory: its
+ * addresses are reserved, nothing is mapped. A launch, copy or set that touches it
+ * faults it in first: it is mapped and its bytes copied in on the caller's stream,
+ * after the least recently touched mapped allocations are copied out to host memory
+ * and unmapped, until the budget holds it. While anything is spilled, launches,
+ * copies and sets hold res.lock from this guard until they are enqueued, as the
+ * residency engine's do. At the switch to the plan, spilled allocations of streamed
+ * units stay in host memory (their host copy becomes the unit's), the others are
+ * faulted in. */
+static uint64_t spill_clock;
+static uint64_t spill_faults, spill_evictions;
+static uint64_t spill_limit;  /* the budget, once known */
+
+static int spill_wanted(void)
+{
+    return cfgp->spill && !res.active && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&engine_off, __ATOMIC_RELAXED);
+}
+
+static uint64_t spill_budget(void)
+{
+    if (spill_limit == 0) {
+        size_t free_b = 0, total_b = 0;
+        if (REAL(cudaMemGetInfo) != NULL && REAL(cudaMemGetInfo)(&free_b, &total_b) == cudaSuccess)
+            spill_limit = configured_budget(total_b);
+    }
+    return spill_limit;
+}
+
+/* Device bytes held through the shim now. */
+static uint64_t spill_held(void)
+{
+    uint64_t tracked = ft_regions_bytes(regions);
+    return tracked > spill_bytes ? tracked - spill_bytes : 0;
+}
+
+static int map_fresh(uint64_t va, size_t len, CUmemGenericAllocationHandle *h)
+{
+    CUdevice dev;
+    if (drv.ctx_get_device(&dev) != CUDA_SUCCESS)
+        return -1;
+    CUmemAllocationProp prop = { 0 };
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    if (drv.create(h, len, &prop, 0) != CUDA_SUCCESS)
+        return -1;
+    if (drv.map(va, len, 0, *h, 0) != CUDA_SUCCESS) {
+        drv.release(*h);
+        return -1;
+    }
+    if (drv.set_access(va, len, &access, 1) != CUDA_SUCCESS) {
+        drv.unmap(va, len);
+        drv.release(*h);
+        return -1;
+    }
+    return 0;
+}
+
+/* Copies v out to host memory and unmaps it (res.lock held). 0 on success. */
+static int spill_out(vmm_t *v)
+{
+    if (v->host == NULL && (v->host = host_store_alloc(v->size)) == NULL)
+        return -1;
+    REAL(cudaDeviceSynchronize)();
+    if (REAL(cudaMemcpy)(v->host, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return -1;
+    if (drv.unmap(v->va, v->size) != CUDA_SUCCESS)
+        return -1;
+    drv.release(v->handle);
+    v->spilled = 1;
+    spill_bytes += v->size;
+    spill_evictions++;
+    return 0;
+}
+
+/* Maps v back and copies its bytes in, first making room under the budget
+ * by spilling the least recently touched allocations (never one touched at `stamp`,
+ * the call being guarded). Over the budget when nothing else can go: said once. */
+static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
+{
+    uint64_t budget = spill_budget();
+    while (budget > 0 && spill_held() + v->size > budget) {
+        vmm_t *lru = NULL, *x, *tmp;
+        pthread_mutex_lock(&vmm_lock);
+        HASH_ITER(hh, vmms, x, tmp)
+            if (!x->spilled && x->stamp != stamp && (lru == NULL || x->stamp < lru->stamp))
+                lru = x;
+        pthread_mutex_unlock(&vmm_lock);
+        if (lru == NULL || spill_out(lru) != 0) {
+            FT_WARN_CAPPED(1, "FT_SPILL: nothing more can leave the device; the budget is exceeded "
+                           "while a call needs more than it holds");
+            break;
+        }
+    }
+    CUmemGenericAllocationHandle h;
+    if (map_fresh(v->va, v->size, &h) != 0) {
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "FT_SPILL: cannot map %zu bytes back; the call will fault", v->size);
+        return;
+    }
+    v->handle = h;
+    v->spilled = 0;
+    spill_bytes -= v->size;
+    spill_faults++;
+    /* Synchronous: other threads' streams may touch it as soon as it is mapped. */
+    REAL(cudaMemcpy)((void *)(uintptr_t)v->va, v->host, v->size, cudaMemcpyHostToDevice);
+}
+
+/* The guard before the plan (res.lock held): the allocations behind `ptrs` are
+ * stamped, and the spilled ones faulted in. */
+static void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream)
+{
+    uint64_t stamp = ++spill_clock;
+    vmm_t *need[FT_SCAN_MAX_IDS + 2];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        ft_region_t r;
+        vmm_t *v;
+        if (ptrs[i] == 0 || !ft_regions_find(regions, ptrs[i], &r) || (v = vmm_find(r.base)) == NULL)
+            continue;
+        v->stamp = stamp;
+        if (v->spilled && m < sizeof need / sizeof *need)
+            need[m++] = v;
+    }
+    for (size_t i = 0; i < m; i++)
+        if (need[i]->spilled)
+            spill_in(need[i], stream, stamp);
+}
+
+/* Reads len bytes at addr from the host copy when addr lies in a spilled allocation
+ * (discovery's content hashes); 0 when it does not. */
+static int spilled_read(void *dst, uint64_t addr, size_t len)
+{
+    if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
+        return 0;
+    ft_region_t r;
+    vmm_t *v;
+    if (!ft_regions_find(regions, addr, &r) || (v = vmm_find(r.base)) == NULL || !v->spilled)
+        return 0;
+    memcpy(dst, (const char *)v->host + (addr - v->va), len);
+    return 1;
+}
+
+/* Every spilled allocation back on the device (res.lock held): the plan will not
+ * stream, so the budget cannot hold. */
+static void spill_restore_all(const char *why)
+{
+    if (!spill_engaged)
+        return;
+    vmm_t *x, *tmp;
+    uint64_t back = 0;
+    pthread_mutex_lock(&vmm_lock);
+    HASH_ITER(hh, vmms, x, tmp) {
+        CUmemGenericAllocationHandle h;
+        if (x->spilled && map_fresh(x->va, x->size, &h) == 0) {
+            x->handle = h;
+            x->spilled = 0;
+            spill_bytes -= x->size;
+            back += x->size;
+            REAL(cudaMemcpy)((void *)(uintptr_t)x->va, x->host, x->size, cudaMemcpyHostToDevice);
+        }
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    if (back > 0 && why != NULL)
+        FT_WARN("FT_SPILL: %s: %.1f MiB brought back to the device, over the budget",
+                why, (double)back / 1048576.0);
+    else if (back > 0)
+        FT_INFO("FT_SPILL: %.1f MiB that the plan keeps resident brought back to the device",
+                (double)back / 1048576.0);
+}
+
 /* Serves an allocation from virtual memory. cudaSuccess, cudaErrorMemoryAllocation,
  * or cudaErrorNotSupported (the caller then passes it through). */
 static cudaError_t vmm_alloc(void **out, size_t size)
@@ -1715,6 +1994,32 @@ static cudaError_t vmm_alloc(void **out, size_t size)
     CUresult rc = drv.reserve(&va, len, vmm_granularity, 0, 0);
     if (rc != CUDA_SUCCESS)
         goto fail;
+    /* FT_SPILL: over the budget, the allocation starts in host memory. */
+    void *host = NULL;
+    if (spill_wanted() && spill_budget() > 0 && spill_held() + len > spill_budget() &&
+        (host = host_store_alloc(len)) != NULL) {
+        vmm_t *v = calloc(1, sizeof *v);
+        if (v == NULL) {
+            host_store_free(host);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            goto fail_va;
+        }
+        *v = (vmm_t){ .va = va, .size = len, .spilled = 1, .host = host };
+        pthread_mutex_lock(&vmm_lock);
+        HASH_ADD(hh, vmms, va, sizeof v->va, v);
+        pthread_mutex_unlock(&vmm_lock);
+        pthread_mutex_lock(&res.lock);
+        spill_bytes += len;
+        if (!spill_engaged) {
+            char a[32];
+            FT_INFO("FT_SPILL: allocations past the budget (%s) start in host memory",
+                    human_bytes(spill_budget(), a, sizeof a));
+        }
+        __atomic_store_n(&spill_engaged, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&res.lock);
+        *out = (void *)(uintptr_t)va;
+        return cudaSuccess;
+    }
     rc = drv.create(&h, len, &prop, 0);
     if (rc != CUDA_SUCCESS)
         goto fail_va;
@@ -1772,8 +2077,14 @@ static int vmm_free(void *p)
         return 0;
     /* cudaFree synchronises the device before releasing; so do we. */
     REAL(cudaDeviceSynchronize)();
-    int mapped = 1;
+    int mapped = !v->spilled;
     pthread_mutex_lock(&res.lock);
+    if (v->spilled)
+        spill_bytes -= v->size;
+    if (v->host != NULL) { /* a streamed unit's host copy is its region's by now */
+        host_store_free(v->host);
+        v->host = NULL;
+    }
     res_region_t *r = res.active ? res_find(va) : NULL;
     if (r != NULL) {
         /* A streamed region: unmapped while its unit is not loaded; it leaves the
@@ -2243,6 +2554,8 @@ static void usage_now(ft_gpu_memory_usage_t *out)
         }
     pthread_mutex_unlock(&res.lock);
     uint64_t tracked = ft_regions_bytes(regions);
+    /* Before the plan (FT_SPILL), allocations may wait in host memory too. */
+    out->unmapped_bytes += __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
     uint64_t held = tracked > out->unmapped_bytes ? tracked - out->unmapped_bytes : 0;
     uint64_t resident = weights > streamed ? weights - streamed : 0;
     if (out->slots_bytes > held)

@@ -1091,14 +1091,18 @@ static void unload_unit(int u)
     res_unit_t *un = &res.units[u];
     /* Dropped without a copy back only when the device checksum proves it unchanged. */
     uint64_t sum;
-    int write_back = 1;
-    if (un->ref_valid && unit_checksum(u, &sum) == 0) {
-        write_back = sum != un->ref;
+    int write_back = 1, changed = 0;
+    if (unit_checksum(u, &sum) == 0) {
+        /* Without a reference yet (a unit that came from FT_SPILL's host memory), this
+         * copy back makes the host store match the sum, which becomes the reference. */
+        changed = un->ref_valid && sum != un->ref;
+        write_back = !un->ref_valid || changed;
         un->ref = sum;
+        un->ref_valid = 1;
     } else {
         un->ref_valid = 0;
     }
-    if (write_back && un->ref_valid && ++un->changes == 3)
+    if (changed && ++un->changes == 3)
         FT_WARN("residency: %s changed between loads 3 times: it is copied back at each eviction",
                 ft_disc_unit(disc, (size_t)u)->name);
     for (int k = 0; k < un->n; k++) {
@@ -1395,8 +1399,7 @@ static void engine_leave(int held)
         /* A streamed unit's last launch of the pass is enqueued: its checksum follows
          * it at once, ready by the time the unit is evicted. */
         if (checksum_after >= 0) {
-            if (res.units[checksum_after].loaded && res.units[checksum_after].n > 0 &&
-                res.units[checksum_after].ref_valid)
+            if (res.units[checksum_after].loaded && res.units[checksum_after].n > 0)
                 checksum_issue(checksum_after);
             checksum_after = -1;
         }

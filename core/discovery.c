@@ -575,6 +575,24 @@ static int build_units(ft_disc_t *d)
             if (is_weight(d, rinfo_get(d, id)))
                 wc[(id & ID_INDIRECT) ? r->n + i : i]++;
         }
+    /* The period of the launch sequence (the layers), found before the walk: a touch
+     * inside the repetition beats one outside it (in the embeddings' or the head's
+     * range), whatever their specificity. A layer weight's own GEMM runs inside; a
+     * stale copy of its address, left in the padding of a once-per-pass kernel before
+     * or after the layers, is outside -- and may come in a launch touching fewer
+     * weights than the GEMM, whose own padding can hold stale addresses too. */
+    uint64_t *ks = malloc((r->n ? r->n : 1) * sizeof *ks);
+    if (ks == NULL) {
+        free(t);
+        free(wc);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < r->n; i++)
+        ks[i] = r->l[i].kernel;
+    size_t p, s, run, nl = 0;
+    find_period(ks, r->n, &p, &s, &run);
+    free(ks);
+#define IN_PERIOD(i) (p > 0 && (i) >= s && (i) < s + run + p)
     rinfo_t *ri, *rt;
     HASH_ITER(hh, d->rmap, ri, rt) ri->unit = -2; /* -2: not yet seen in this walk */
     /* seen_direct[pass]: the first touch index that this pass added; a weight added
@@ -594,7 +612,9 @@ static int build_units(ft_disc_t *d)
             if (x->unit >= 0) {          /* seen: keep the more specific touch */
                 touch_t *prev = &t[x->unit];
                 size_t base = pass == 0 ? 0 : r->n;
-                if (prev->order >= seen_direct[pass] && wc[base + i] < wc[base + prev->pos])
+                int in = IN_PERIOD(i), prev_in = IN_PERIOD(prev->pos);
+                if (prev->order >= seen_direct[pass] &&
+                    ((in && !prev_in) || (in == prev_in && wc[base + i] < wc[base + prev->pos])))
                     prev->pos = (uint32_t)i;
                 continue;
             }
@@ -627,19 +647,12 @@ static int build_units(ft_disc_t *d)
      * what follows it (final norm, head) are units of their own. Each weight joins
      * the unit whose launch range holds its first touch. Without a repetition, each
      * weight is its own unit. Cuts are launch positions: unit j is [lcut[j], lcut[j+1]). */
+#undef IN_PERIOD
     size_t *lcut = malloc((r->n + 2) * sizeof *lcut);
-    uint64_t *ks = malloc((r->n ? r->n : 1) * sizeof *ks);
-    if (lcut == NULL || ks == NULL) {
+    if (lcut == NULL) {
         free(t);
-        free(lcut);
-        free(ks);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < r->n; i++)
-        ks[i] = r->l[i].kernel;
-    size_t p, s, run, nl = 0;
-    find_period(ks, r->n, &p, &s, &run);
-    free(ks);
     if (p > 0 && m > 0) {
         size_t end = s + run + p, f = s;
         for (size_t k = 0; k < m; k++) {

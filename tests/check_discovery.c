@@ -46,12 +46,16 @@ static int lazy_layers; /* layers of the next forward that run extra one-time la
 static int stray_touch; /* layer 0 reaches the last layer's gate through a pointer array */
 static int stale_padding; /* every layer's add carries pointers to later layers' weights */
 static int nvtx;          /* the forward emits NVTX ranges */
+static int stale_ends;    /* once-per-pass kernels before and after the layers carry
+                             stale addresses of layer weights, and the up GEMM's
+                             padding holds another layer's address */
 
 static void setup(void)
 {
     lazy_layers = 0;
     stray_touch = 0;
     stale_padding = 0;
+    stale_ends = 0;
     nvtx = 0;
     regions = ft_regions_new();
     next_base = 0x700000000000ull;
@@ -122,6 +126,8 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         ft_disc_range_push(d, lane, "embed_tokens");
     }
     launch(d, lane, "embedding", m->act, 3, m->embed, m->input, m->act);
+    if (stale_ends)
+        launch(d, lane, "cast", 0, 2, m->act, m->k[2]);
     if (nvtx)
         ft_disc_range_pop(d, lane);
     for (int l = 0; l < layers; l++) {
@@ -138,7 +144,10 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         launch(d, lane, "gemm", m->act, 3, m->act2, m->o[l], m->act);
         launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->ln2[l], m->act2);
         launch(d, lane, "gemm", m->act, 3, m->act2, m->gate[l], m->act);
-        launch(d, lane, "gemm", m->act, 3, m->act2, m->up[l], m->act);
+        if (stale_ends)
+            launch(d, lane, "gemm", m->act, 4, m->act2, m->up[l], m->act, m->q[(l + 1) % layers]);
+        else
+            launch(d, lane, "gemm", m->act, 3, m->act2, m->up[l], m->act);
         launch(d, lane, "silu_mul", m->act, 1, m->act);
         launch(d, lane, "gemm", m->act2, 3, m->act, m->down[l], m->act2);
         if (stale_padding) /* argument padding still holding two earlier pointers */
@@ -168,6 +177,8 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         ft_disc_range_push(d, lane, "lm_head");
     launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->norm, m->act2);
     launch(d, lane, "gemm_head", m->act, 3, m->act2, m->head, m->act);
+    if (stale_ends)
+        launch(d, lane, "to_float", 0, 2, m->act, m->up[1]);
     if (nvtx) {
         ft_disc_range_pop(d, lane);
         ft_disc_range_pop(d, lane);
@@ -334,6 +345,36 @@ START_TEST(garbage_words_make_touches_unsure)
     ft_scan_set_clear(&set);
     ft_scan_bytes(regions, tail, sizeof tail, &set);
     ck_assert(set.n == 1 && !set.unsure[0]);
+}
+END_TEST
+
+/* Stale addresses of layer weights in kernels that run once before and once after the
+ * layers, in launches touching fewer weights than the layer's own GEMM (whose padding
+ * holds another layer's address): each weight stays in its layer's unit. */
+START_TEST(stale_pointers_outside_the_layers_do_not_move_weights)
+{
+    llama_t m;
+    llama_alloc(&m, 4);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    stale_ends = 1;
+    for (int it = 0; it < 5 && ft_disc_state(d) != FT_DISC_DONE; it++)
+        llama_forward(d, 1, &m, 4);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_eq(ft_disc_unit_count(d), 6);
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->n_regions, 1); /* the embedding alone */
+    for (int l = 0; l < 4; l++) {
+        const ft_disc_unit_t *u = ft_disc_unit(d, (size_t)l + 1);
+        ck_assert_uint_eq(u->n_regions, 9);
+        int has_k = 0, has_up = 0;
+        for (uint32_t k = 0; k < u->n_regions; k++) {
+            has_k |= u->region_ids[k] == id_of(m.k[l]);
+            has_up |= u->region_ids[k] == id_of(m.up[l]);
+        }
+        ck_assert_msg(has_k && has_up, "layer %d lost its k or up weight", l);
+    }
+    ck_assert_uint_eq(ft_disc_unit(d, 5)->n_regions, 2); /* final norm and head */
+    ft_disc_free(d);
 }
 END_TEST
 
@@ -624,6 +665,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, pointer_array_touches_do_not_reorder_the_pass);
     tcase_add_test(tc, stale_pointers_in_padding_do_not_move_weights);
     tcase_add_test(tc, garbage_words_make_touches_unsure);
+    tcase_add_test(tc, stale_pointers_outside_the_layers_do_not_move_weights);
     tcase_add_test(tc, units_are_named_after_nvtx_ranges);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, activations_and_copies_are_not_weights);

@@ -137,6 +137,12 @@ static struct {
     uint64_t min_budget;
 } plan;
 
+/* Device time of FT_SPILL's moves in and out (ns): their bytes at the measured copy
+ * bandwidth, for the exit report. Profiling keeps them in the units' times: on the
+ * H200 they made the passes of a 13.5 GB model 650 ms and its plan pessimistic
+ * (docs/residency.md). */
+static uint64_t spill_ns;
+
 /* Profiling: CUDA events recorded before each unit's first launch and at the start of
  * the next pass, on the launching stream; read when a pass ends (a synchronisation,
  * allowed in this phase). The deciding lane's passes only (ft_disc_track). */
@@ -1867,6 +1873,12 @@ static int map_fresh(uint64_t va, size_t len, CUmemGenericAllocationHandle *h)
     return 0;
 }
 
+/* The device time of a copy of `bytes` at `gbps` (bytes per ns; 25 when unmeasured). */
+static uint64_t copy_ns(uint64_t bytes, double gbps)
+{
+    return (uint64_t)((double)bytes / (gbps > 0 ? gbps : 25.0));
+}
+
 /* Copies v out to host memory and unmaps it (res.lock held). 0 on success. */
 static int spill_out(vmm_t *v)
 {
@@ -1881,6 +1893,7 @@ static int spill_out(vmm_t *v)
     v->spilled = 1;
     spill_bytes += v->size;
     spill_evictions++;
+    __atomic_fetch_add(&spill_ns, copy_ns(v->size, bw.d2h), __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -1914,6 +1927,7 @@ static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
     spill_faults++;
     /* Synchronous: other threads' streams may touch it as soon as it is mapped. */
     REAL(cudaMemcpy)((void *)(uintptr_t)v->va, v->host, v->size, cudaMemcpyHostToDevice);
+    __atomic_fetch_add(&spill_ns, copy_ns(v->size, bw.h2d), __ATOMIC_RELAXED);
 }
 
 /* The guard before the plan (res.lock held): the allocations behind `ptrs` are
@@ -2692,6 +2706,11 @@ void ft_hooks_report(void)
                 (unsigned long long)res.misses, (double)res.copied_in_bytes / 1048576.0,
                 (unsigned long long)res.unloads, (unsigned long long)res.written_back,
                 (double)res.peak_held_bytes / 1048576.0);
+    if (spill_faults > 0 || spill_evictions > 0)
+        FT_INFO("FT_SPILL: before the plan, %llu allocation(s) moved in and %llu out "
+                "(%.1f ms of copies at the measured bandwidth)",
+                (unsigned long long)spill_faults, (unsigned long long)spill_evictions,
+                (double)__atomic_load_n(&spill_ns, __ATOMIC_RELAXED) / 1e6);
     if (res.active && res.loads > 0)
         FT_INFO("residency: host time per load: %.1f us waiting for the evicted unit, %.1f us "
                 "unloading it (checksum wait included), %.1f us mapping, %.1f us issuing copies; "

@@ -19,6 +19,7 @@ expect_grep 'residency: [0-9]+ unit\(s\), .* moved to pinned host memory' "$WORK
 # A unit that came from host memory is copied back at its first eviction (there is no
 # device checksum to compare with yet), which gives its reference; then it is dropped.
 expect_grep 'unload\(s\), 1 of them copied back' "$WORK/err" "copied back once"
+expect_grep 'FT_SPILL: before the plan, [1-9][0-9]* allocation\(s\) moved in and [1-9][0-9]* out' "$WORK/err" "moves reported"
 # Before the plan, the application already sees the budget, with room left in it.
 line=$(grep '^meminfo after 0:' "$WORK/err")
 awk '{ if (!($7 == 41943040 && $5 > 0)) exit 1 }' <<<"$line" || fail "meminfo before the plan: $line"

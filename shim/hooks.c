@@ -1248,8 +1248,9 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         /* A prefetch copied it on the side stream: this call waits for that copy (once
          * per stream and load: later work on the stream is ordered behind the wait). */
         /* The first touch of a unit after its load: what follows it in the learned
-         * order is loaded next, whatever the launch's position in the pass. */
-        if (!un->touched_since_load) {
+         * order is loaded next, whatever the launch's position in the pass. A stale
+         * address (unsure) says nothing of where the pass is. */
+        if (!un->touched_since_load && !(unsure != NULL && unsure[i])) {
             un->touched_since_load = 1;
             if (prefetch_after < 0)
                 prefetch_after = r->unit;

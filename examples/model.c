@@ -31,6 +31,8 @@
  *   --time        print each forward's device time (CUDA events), "step_us"
  *   --poke N      after forward N, write one word into layer 0's weight (cudaMemcpy):
  *                 later forwards differ; the checksum printed is the last forward's
+ *   --rewrite N   from forward N on, after every forward, write one word (a new value
+ *                 each time) into layer 0's weight: a weight that keeps changing
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
  *   --zero N      after forward N, clear the middle layer's first weight row with the driver's
@@ -84,6 +86,7 @@ static void (*profiling_suspend)(void);
 static int (*profiling_resume)(void);
 static int pause_forwards = 0;
 static int poke_after = -1;
+static int rewrite_from = -1;
 static int usage;
 static int drop_after = -1;
 static int zero_after = -1;
@@ -289,6 +292,10 @@ static void *run_worker(void *arg)
             profiling_resume();
         if (it == zero_after && wk->id == 0)
             zero_first_row();
+        if (rewrite_from >= 0 && it >= rewrite_from && wk->id == 0) {
+            uint32_t v = 0x5bd1e995u * (uint32_t)(it + 1);
+            CHECK(cudaMemcpy(model[0].w + 1, &v, sizeof v, cudaMemcpyHostToDevice));
+        }
         if (it == poke_after && wk->id == 0) {
             uint32_t v = 0xdeadbeefu;
             CHECK(cudaMemcpy(model[0].w, &v, sizeof v, cudaMemcpyHostToDevice));
@@ -346,6 +353,8 @@ int main(int argc, char **argv)
             stale = 1;
         else if (strcmp(a, "--shared") == 0)
             shared = 1;
+        else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
+            rewrite_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
             vary_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--mark") == 0)
@@ -366,7 +375,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -413,7 +422,8 @@ int main(int argc, char **argv)
             /* A forward with the --vary kernels equals the first such forward. */
             int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
             uint64_t want = varied ? wk[0].checksum[vary_from] : wk[0].checksum[0];
-            agree &= poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || wk[t].checksum[it] == want;
+            agree &= poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
+                     wk[t].checksum[it] == want;
         }
     for (int l = 0; l < layers; l++) {
         CHECK(cudaFree(model[l].w));
@@ -426,7 +436,8 @@ int main(int argc, char **argv)
         CHECK(cudaFree(ptr_table));
     if (shared)
         CHECK(cudaFree(shared_table));
-    printf("checksum %016" PRIx64 "%s\n", wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 ? iters - 1 : 0],
+    printf("checksum %016" PRIx64 "%s\n",
+           wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

@@ -780,6 +780,7 @@ typedef struct {
 } res_region_t;
 
 #define USE_STREAMS 8
+#define KEEP_AFTER_CHANGES 3
 
 typedef struct {
     int first, n;             /* its regions in res.regions */
@@ -804,6 +805,8 @@ typedef struct {
     int ck_pending;
     uint64_t ck_uses;
     int touched_since_load;   /* its first touch after a load prefetches what follows */
+    int pinned;               /* changed too often: never evicted once loaded again */
+    uint64_t bytes;           /* mapped bytes of its regions */
     /* The device checksum of its bytes as the host store holds them (ck below);
      * ref_valid 0: not known, every eviction writes back. */
     uint64_t ref;
@@ -1108,9 +1111,15 @@ static void unload_unit(int u)
     } else {
         un->ref_valid = 0;
     }
-    if (changed && ++un->changes == 3)
-        FT_WARN("residency: %s changed between loads 3 times: it is copied back at each eviction",
-                ft_disc_unit(disc, (size_t)u)->name);
+    /* Invariant 2: a unit that keeps changing stays on the device from its next load
+     * on, outside the slots (over the plan's memory by its size). */
+    if (changed && ++un->changes == KEEP_AFTER_CHANGES) {
+        un->pinned = 1;
+        char a[32];
+        FT_WARN("residency: %s changed between loads %d times: it stays on the device from its "
+                "next load on (%s over the plan)", ft_disc_unit(disc, (size_t)u)->name,
+                KEEP_AFTER_CHANGES, human_bytes(un->bytes, a, sizeof a));
+    }
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size == 0)
@@ -1134,11 +1143,13 @@ static void load_unit(int u, cudaStream_t stream, int keep)
         /* The least recently loaded unit, other than `keep` (the unit running now). */
         int lru = -1;
         for (int i = 0; i < res.n_units; i++)
-            if (res.units[i].loaded && res.units[i].n > 0 && i != u && i != keep &&
-                (lru < 0 || res.units[i].stamp < res.units[lru].stamp))
+            if (res.units[i].loaded && res.units[i].n > 0 && !res.units[i].pinned && i != u &&
+                i != keep && (lru < 0 || res.units[i].stamp < res.units[lru].stamp))
                 lru = i;
-        if (lru < 0)
+        if (lru < 0 && keep >= 0)
             return; /* every slot holds a unit in use: no prefetch now */
+        if (lru < 0)
+            goto load; /* a call needs it now: over the slots rather than a fault */
         /* Mapping is not stream-ordered: its copy in and the calls that touched it
          * must have run. */
         uint64_t t = now_ns();
@@ -1150,6 +1161,7 @@ static void load_unit(int u, cudaStream_t stream, int keep)
         unload_unit(lru);
         res.ns_unmap += now_ns() - t1;
     }
+load:;
     uint64_t t2 = now_ns(), copy0 = res.ns_copy;
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
@@ -1177,7 +1189,7 @@ static void load_unit(int u, cudaStream_t stream, int keep)
         res.peak_held_bytes = res.held_bytes;
     un->loaded = 1;
     un->stamp = ++res.clock;
-    res.loaded++;
+    res.loaded += !un->pinned; /* a pinned unit holds no slot */
     res.loads++;
 }
 
@@ -1607,6 +1619,7 @@ static void activate_locked(void)
             }
             res_region_t *r = &res.regions[res.n_regions++];
             *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k] };
+            res.units[i].bytes += v->size;
             res.by_id[r->id] = res.n_regions - 1;
             /* Spilled before the plan (FT_SPILL): its host copy becomes the unit's. */
             if (v->spilled) {

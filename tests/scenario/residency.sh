@@ -40,6 +40,16 @@ expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were found o
 FT_STRICT_GUARD=1 run_pair strict --stale
 expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and ([1-9][0-9]+) on demand' "$WORK/strict.err" "strict: misses"
 pass "stale weight addresses in a struct's unused tail: units unchanged, nothing loaded for them, same output (FT_STRICT_GUARD=1 loads them: same output, more misses)"
+# A weight written after every forward (cudaMemcpy of one word into layer 0): each
+# eviction finds it changed and copies it back; after the third, it stays loaded.
+sim "$MODEL" "${ARGS[@]}" --iters 16 --rewrite 8 >"$WORK/rw.plain" || fail "rewrite: model without shim failed"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB shim "$MODEL" "${ARGS[@]}" --iters 16 --rewrite 8 \
+    >"$WORK/rw.shim" 2>"$WORK/rw.err" || { sed 's/^/    | /' "$WORK/rw.err" >&2; fail "rewrite: failed"; }
+cmp -s "$WORK/rw.plain" "$WORK/rw.shim" || fail "rewrite: output differs"
+expect_grep 'unit\.0 changed between loads 3 times: it stays on the device from its next load on \(2\.0 MiB over the plan\)' \
+    "$WORK/rw.err" "rewrite: kept resident"
+expect_grep 'unload\(s\), 3 of them copied back' "$WORK/rw.err" "rewrite: three copies back"
+pass "a weight rewritten after every forward: copied back at each of 3 evictions, then kept on the device; same output"
 run_pair shared --shared
 expect_grep 'residency: 1\.0 MiB of weights used by several units stay resident' "$WORK/shared.err" "shared: resident"
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/shared.err" "shared: prefetched"

@@ -109,7 +109,7 @@ echo "weights ready after $((SECONDS - t0)) s"
 # MODES (default "plain shim accelerate") picks the runs; a run left out reuses the
 # results a previous call on the same machine kept in $BIG (the device machine stays
 # warm between calls, $OUT does not keep its files).
-MODES=${MODES:-plain shim accelerate}
+MODES=${MODES:-plain shim accelerate}   # also: overhead
 want() { case " $MODES " in *" $1 "*) rm -f "$BIG/offload-$1.pt"; return 0 ;; esac
          cp "$BIG"/offload-"$1"* "$BIG"/offload-smi"${2:-}".csv "$OUT"/ 2>/dev/null; return 1; }
 keep() { cp "$OUT"/offload-"$1"* "$OUT"/offload-smi"${2:-}".csv "$BIG"/ 2>/dev/null; }
@@ -143,6 +143,17 @@ if [ -x build/bin/ft-trace ] && [ -f "$OUT/offload-trace.bin" ]; then
 fi
 keep shim
 cp "$OUT"/offload-trace* "$BIG"/ 2>/dev/null
+fi
+
+# --- 2b. overhead: FlexTensor enabled with a budget above the model (the plan streams
+# nothing, the engine stays off): its cost against the all-resident run
+if want overhead; then
+t0=$SECONDS
+timeout 300 env FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_MEM_LIMIT=120GiB \
+    LD_PRELOAD="$SHIM" python3 $B shim "$OUT/offload-overhead.json" "${COMMON[@]}" --no-generate \
+    --tensors "$BIG/offload-overhead.pt" >"$OUT/offload-overhead.log" 2>&1
+echo "overhead: rc $?, $((SECONDS - t0)) s"
+keep overhead
 fi
 
 # --- 3. accelerate's CPU offload at the same budget (fewer iterations, no generate)
@@ -220,7 +231,7 @@ def smi_max(path):
         best = v if best is None else max(best, v)
     return best
 
-J = {m: last_json(os.path.join(out, f"offload-{m}.json")) for m in ("plain", "shim", "accelerate")}
+J = {m: last_json(os.path.join(out, f"offload-{m}.json")) for m in ("plain", "shim", "accelerate", "overhead")}
 cmp = last_json(os.path.join(out, "offload-compare.txt"))
 log = text(os.path.join(out, "offload-shim.log"))
 
@@ -307,6 +318,11 @@ if u:
 for l in log.splitlines():
     if l.startswith("flextensor: residency:") or l.startswith("flextensor: plan ("):
         lines.append("  " + l)
+for key, name in (("decode_ms_median", "decode"), ("prefill_ms_median", "prefill")):
+    o, pl = J["overhead"].get(key), J["plain"].get(key)
+    if o is not None and pl:
+        lines.append(f"overhead, FT_ENABLED=1 with a budget above the model: {name} {o:.2f} ms against "
+                     f"{pl:.2f} ms all resident ({100 * (o - pl) / pl:+.1f}%, target < 2%)")
 nw = sum(1 for l in log.splitlines() if l.startswith("flextensor: warning:"))
 ne = sum(1 for l in log.splitlines() if l.startswith("flextensor: error:"))
 lines.append(f"shim log: {nw} warning(s), {ne} error(s); exit codes: " +

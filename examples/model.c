@@ -33,6 +33,9 @@
  *                 later forwards differ; the checksum printed is the last forward's
  *   --rewrite N   from forward N on, after every forward, write one word (a new value
  *                 each time) into layer 0's weight: a weight that keeps changing
+ *   --peek N      after forward N, read the middle layer's first weight row back
+ *                 (cudaMemcpy) and print its hash ("peek ..."), then write one word of
+ *                 that row (later forwards differ)
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
  *   --zero N      after forward N, clear the middle layer's first weight row with the driver's
@@ -87,6 +90,7 @@ static int (*profiling_resume)(void);
 static int pause_forwards = 0;
 static int poke_after = -1;
 static int rewrite_from = -1;
+static int peek_after = -1;
 static int usage;
 static int drop_after = -1;
 static int zero_after = -1;
@@ -292,6 +296,16 @@ static void *run_worker(void *arg)
             profiling_resume();
         if (it == zero_after && wk->id == 0)
             zero_first_row();
+        if (it == peek_after && wk->id == 0) {
+            uint32_t *row = malloc((size_t)dim * sizeof *row);
+            if (row == NULL)
+                exit(1);
+            CHECK(cudaMemcpy(row, model[layers / 2].w, (size_t)dim * sizeof *row, cudaMemcpyDeviceToHost));
+            printf("peek %016" PRIx64 "\n", fnv1a(row, (size_t)dim * sizeof *row));
+            row[0] ^= 0x01234567u;
+            CHECK(cudaMemcpy(model[layers / 2].w, row, sizeof *row, cudaMemcpyHostToDevice));
+            free(row);
+        }
         if (rewrite_from >= 0 && it >= rewrite_from && wk->id == 0) {
             uint32_t v = 0x5bd1e995u * (uint32_t)(it + 1);
             CHECK(cudaMemcpy(model[0].w + 1, &v, sizeof v, cudaMemcpyHostToDevice));
@@ -353,6 +367,8 @@ int main(int argc, char **argv)
             stale = 1;
         else if (strcmp(a, "--shared") == 0)
             shared = 1;
+        else if (strcmp(a, "--peek") == 0 && i + 1 < argc)
+            peek_after = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
             rewrite_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
@@ -375,7 +391,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -422,7 +438,7 @@ int main(int argc, char **argv)
             /* A forward with the --vary kernels equals the first such forward. */
             int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
             uint64_t want = varied ? wk[0].checksum[vary_from] : wk[0].checksum[0];
-            agree &= poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
+            agree &= poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 || peek_after >= 0 ||
                      wk[t].checksum[it] == want;
         }
     for (int l = 0; l < layers; l++) {
@@ -437,7 +453,8 @@ int main(int argc, char **argv)
     if (shared)
         CHECK(cudaFree(shared_table));
     printf("checksum %016" PRIx64 "%s\n",
-           wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ? iters - 1 : 0],
+           wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
+                          peek_after >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

@@ -827,6 +827,7 @@ static struct {
     uint64_t clock;
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
     uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
+    uint64_t host_copies;     /* copies served from a host store (host_store_copy) */
     /* Unsure touches of units not loaded, left alone (res_touch); FT_STRICT_GUARD loads
      * them as misses instead. */
     uint64_t unsure_skipped;
@@ -2289,10 +2290,45 @@ CUresult ft_hook_drv_launch_coop(cuLaunchCooperativeKernel_fn_t real, CUfunction
 
 static void observe_sync(void);
 
+/* A copy between host memory and a streamed unit that is not loaded is served from
+ * the unit's host store, after the stream's earlier work, instead of loading the unit
+ * (res.lock held by the caller). A write makes the unit's checksum reference stale: its
+ * next eviction copies it back. 1 when served. */
+static int host_store_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    if (!res.active || n == 0 || (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost))
+        return 0;
+    uint64_t dev = (uint64_t)(uintptr_t)(kind == cudaMemcpyHostToDevice ? dst : src);
+    ft_region_t reg;
+    if (!ft_regions_find(regions, dev, &reg) || reg.id >= res.n_ids || res.by_id[reg.id] < 0)
+        return 0;
+    res_region_t *r = &res.regions[res.by_id[reg.id]];
+    res_unit_t *un = &res.units[r->unit];
+    if (un->loaded || r->host == NULL || dev < r->va || dev + n > r->va + r->size)
+        return 0;
+    if (REAL(cudaStreamSynchronize)(s) != cudaSuccess)
+        return 0;
+    char *h = (char *)r->host + (dev - r->va);
+    if (kind == cudaMemcpyHostToDevice) {
+        memcpy(h, src, n);
+        un->ref_valid = 0;
+    } else {
+        memcpy(dst, h, n);
+    }
+    res.host_copies++;
+    return 1;
+}
+
 cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, size_t n,
                               enum cudaMemcpyKind kind)
 {
-    int held = copy_enter(dst, src, 0);
+    int held = engine_enter();
+    if (held && host_store_copy(dst, src, n, kind, 0)) {
+        engine_leave(held);
+        return cudaSuccess;
+    }
+    engine_leave(held);
+    held = copy_enter(dst, src, 0);
     cudaError_t rc = real(dst, src, n, kind);
     engine_leave(held);
     if (kind == cudaMemcpyDeviceToHost)
@@ -2303,7 +2339,13 @@ cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, 
 cudaError_t ft_hook_rt_memcpy_async(cudaMemcpyAsync_fn_t real, void *dst, const void *src, size_t n,
                                     enum cudaMemcpyKind kind, cudaStream_t s)
 {
-    int held = copy_enter(dst, src, s);
+    int held = engine_enter();
+    if (held && host_store_copy(dst, src, n, kind, s)) {
+        engine_leave(held);
+        return cudaSuccess;
+    }
+    engine_leave(held);
+    held = copy_enter(dst, src, s);
     cudaError_t r_ = real(dst, src, n, kind, s);
     engine_leave(held);
     return r_;
@@ -2720,6 +2762,9 @@ void ft_hooks_report(void)
                 (unsigned long long)res.misses, (double)res.copied_in_bytes / 1048576.0,
                 (unsigned long long)res.unloads, (unsigned long long)res.written_back,
                 (double)res.peak_held_bytes / 1048576.0);
+    if (res.host_copies > 0)
+        FT_INFO("residency: %llu copy(ies) to or from units in host memory served there, "
+                "without loading them", (unsigned long long)res.host_copies);
     if (spill_faults > 0 || spill_evictions > 0)
         FT_INFO("FT_SPILL: before the plan, %llu allocation(s) moved in and %llu out "
                 "(%.1f ms of copies at the measured bandwidth)",

@@ -50,6 +50,9 @@ expect_grep 'unit\.0 changed between loads 3 times: it stays on the device from 
     "$WORK/rw.err" "rewrite: kept resident"
 expect_grep 'unload\(s\), 3 of them copied back' "$WORK/rw.err" "rewrite: three copies back"
 pass "a weight rewritten after every forward: copied back at each of 3 evictions, then kept on the device; same output"
+run_pair peek --peek 9
+expect_grep 'residency: 2 copy\(ies\) to or from units in host memory served there' "$WORK/peek.err" "peek: served"
+pass "a weight row read back and one word written, while its unit is in host memory: both served there, unit not loaded; same output"
 run_pair shared --shared
 expect_grep 'residency: 1\.0 MiB of weights used by several units stay resident' "$WORK/shared.err" "shared: resident"
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/shared.err" "shared: prefetched"

@@ -1,7 +1,8 @@
 # Randomised residency scenarios: layer counts and sizes, budgets (from below the
 # smallest plan to above the model), threads on their own streams, pointer arrays,
 # stale addresses in argument padding, a weight every layer reads, passes of two
-# lengths, writes into an offloaded weight, a layer freed mid-run, both pinning modes. Every
+# lengths, reads and writes of an offloaded weight, a layer freed mid-run, both pinning
+# modes. Every
 # case must print what a run without the shim prints. The cases come from a fixed
 # seed (FT_TEST_SEED overrides it, FT_TEST_CASES the count); a failure names the seed
 # and the case's command.
@@ -27,6 +28,7 @@ for ((i = 0; i < CASES; i++)); do
     ((RANDOM % 4 == 0)) && extra+=(--shared)
     iters=$((12 + RANDOM % 5))
     ((RANDOM % 3 == 0)) && extra+=(--vary $((7 + RANDOM % 3)))
+    ((RANDOM % 4 == 0)) && extra+=(--peek $((9 + RANDOM % (iters - 9))))
     ((RANDOM % 3 == 0)) && extra+=(--poke $((9 + RANDOM % (iters - 9))))
     ((threads == 1 && RANDOM % 3 == 0)) && extra+=(--drop $((9 + RANDOM % (iters - 9))))
     modes=(alloc host_register)

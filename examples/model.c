@@ -36,6 +36,8 @@
  *   --peek N      after forward N, read the middle layer's first weight row back
  *                 (cudaMemcpy) and print its hash ("peek ..."), then write one word of
  *                 that row (later forwards differ)
+ *   --scratch     each forward allocates a 2 MiB scratch buffer half-way through its
+ *                 layers (cleared with cudaMemsetAsync) and frees it at the end
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
  *   --zero N      after forward N, clear the middle layer's first weight row with the driver's
@@ -91,6 +93,7 @@ static int pause_forwards = 0;
 static int poke_after = -1;
 static int rewrite_from = -1;
 static int peek_after = -1;
+static int scratch;
 static int usage;
 static int drop_after = -1;
 static int zero_after = -1;
@@ -168,6 +171,7 @@ static void load_weights(void)
 
 static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
 {
+    void *scratch_buf = NULL;
     dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
     dim3 block = { MODEL_BLOCK, 1, 1 };
     if (mark && iteration_mark != NULL)
@@ -213,6 +217,10 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             void *bump_args[] = { &b, &meta };
             CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
         }
+        if (scratch && l == layers / 2) {
+            CHECK(cudaMalloc(&scratch_buf, 2u << 20));
+            CHECK(cudaMemsetAsync(scratch_buf, 0, 2u << 20, stream));
+        }
         if (extra_kernels) {
             struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
             void *bump_args[] = { &b, &meta };
@@ -227,6 +235,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     if (nvtx)
         nvtxRangePop();
     CHECK(cudaMemcpyAsync(out, a, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
+    if (scratch_buf != NULL)
+        CHECK(cudaFree(scratch_buf));
 }
 
 static void zero_first_row(void)
@@ -367,6 +377,8 @@ int main(int argc, char **argv)
             stale = 1;
         else if (strcmp(a, "--shared") == 0)
             shared = 1;
+        else if (strcmp(a, "--scratch") == 0)
+            scratch = 1;
         else if (strcmp(a, "--peek") == 0 && i + 1 < argc)
             peek_after = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
@@ -391,7 +403,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

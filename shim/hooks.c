@@ -137,6 +137,11 @@ static struct {
     uint64_t min_budget;
 } plan;
 
+/* The most bytes the region table held at once, from discovery's end to the plan:
+ * the plan leaves room for the peak of non-weight memory, not only what is allocated
+ * when it is made. */
+static uint64_t peak_tracked;
+
 /* Device time of FT_SPILL's moves in and out (ns): their bytes at the measured copy
  * bandwidth, for the exit report. Profiling keeps them in the units' times: on the
  * H200 they made the passes of a 13.5 GB model 650 ms and its plan pessimistic
@@ -500,6 +505,7 @@ static void measure_bandwidth(void)
 static void start_profiling(void)
 {
     size_t n = ft_disc_unit_count(disc);
+    __atomic_store_n(&peak_tracked, ft_regions_bytes(regions), __ATOMIC_RELAXED);
     prof.create = (event_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventCreateWithFlags");
     prof.record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
     prof.sync = (event_sync_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventSynchronize");
@@ -610,7 +616,7 @@ static void make_plan(void)
         start_residency();
         return;
     }
-    uint64_t weights = 0;
+    uint64_t weights = 0, weights_exact = 0; /* mapped (whole granules), and as allocated */
     for (size_t i = 0; i < n; i++) {
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
         /* What the unit occupies on the device: regions backed by virtual memory are
@@ -629,6 +635,7 @@ static void make_plan(void)
         }
         units[i] = (ft_plan_unit_t){ u->name, bytes, ft_prof_stat(prof.prof, i).median, copied };
         weights += bytes;
+        weights_exact += copied;
     }
     uint64_t tracked = ft_regions_bytes(regions);
     ft_plan_input_t *in = &plan.in;
@@ -642,7 +649,13 @@ static void make_plan(void)
      * be unchanged (weights are). */
     in->d2h_bytes_per_us = checksum_available() ? 0 : bw.d2h > 0 ? bw.d2h * 1000.0 : 25000.0;
     in->budget_bytes = memory_budget();
-    in->other_bytes = tracked > weights ? tracked - weights : 0;
+    /* Non-weight memory: its peak while profiling (activations freed before the plan
+     * come back in the next pass). */
+    uint64_t peak = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
+    if (peak > tracked)
+        tracked = peak;
+    /* The table counts allocations as asked for, so the weights are taken out at that size. */
+    in->other_bytes = tracked > weights_exact ? tracked - weights_exact : 0;
     in->time_budget_factor = cfgp->time_budget_factor;
     in->min_slots = cfgp->min_blocks;
     in->max_slots = cfgp->num_blocks;
@@ -1788,6 +1801,12 @@ static void track(void *p, size_t size, uint32_t flags)
     if (p == NULL || size == 0)
         return;
     int64_t id = ft_regions_insert(regions, (uint64_t)(uintptr_t)p, size, flags, 0);
+    if (id >= 0 && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
+        uint64_t now = ft_regions_bytes(regions), was = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
+        while (now > was && !__atomic_compare_exchange_n(&peak_tracked, &was, now, 1, __ATOMIC_RELAXED,
+                                                         __ATOMIC_RELAXED))
+            ;
+    }
     if (id < 0)
         FT_LOG_CAPPED(FT_LOG_WARN, 5, "region %p (%zu bytes) not tracked: %s", p, size,
                       id == -17 ? "overlaps a live region" : "out of memory");

@@ -10,7 +10,7 @@ run_pair() { # NAME EXTRA...
     local name=$1
     shift
     sim "$MODEL" "${ARGS[@]}" "$@" >"$WORK/$name.plain" || fail "$name: model without shim failed"
-    FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB \
+    FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=${LIMIT:-5MiB} \
         shim "$MODEL" "${ARGS[@]}" "$@" >"$WORK/$name.shim" 2>"$WORK/$name.err" \
         || { sed 's/^/    | /' "$WORK/$name.err" >&2; fail "$name: model under the engine failed"; }
     cmp -s "$WORK/$name.plain" "$WORK/$name.shim" || fail "$name: output differs under the engine"
@@ -53,10 +53,22 @@ pass "a weight rewritten after every forward: copied back at each of 3 evictions
 run_pair peek --peek 9
 expect_grep 'residency: 2 copy\(ies\) to or from units in host memory served there' "$WORK/peek.err" "peek: served"
 pass "a weight row read back and one word written, while its unit is in host memory: both served there, unit not loaded; same output"
-run_pair shared --shared
+# 6 MiB: 2 slots of 2 MiB and the shared table (1 MiB, counted with the non-weight
+# memory), which 5 MiB cannot hold.
+LIMIT=6MiB run_pair shared --shared
 expect_grep 'residency: 1\.0 MiB of weights used by several units stay resident' "$WORK/shared.err" "shared: resident"
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/shared.err" "shared: prefetched"
-pass "a weight every layer reads stays resident, the rest streams (without that, its unit is 3 MiB and 5 MiB holds no plan)"
+pass "a weight every layer reads stays resident, the rest streams (without that, its unit is 3 MiB and 6 MiB holds no plan)"
+
+# Non-weight memory at its peak while profiling: a 2 MiB scratch buffer allocated
+# half-way through each forward and freed at its end is not there when the plan is
+# made (a pass's first launch), yet the plan leaves room for it.
+LIMIT=7MiB run_pair scratch --scratch
+expect_grep 'plan \(memory mode' "$WORK/scratch.err" "scratch: plan"
+FT_LOG_DIAGNOSTICS=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=7MiB shim "$MODEL" "${ARGS[@]}" --scratch \
+    >/dev/null 2>"$WORK/scratch2.err" || fail "scratch: diagnostics run failed"
+expect_grep 'device [0-9.]+ MiB \(other 2\.0[0-9] MiB\)' "$WORK/scratch2.err" "scratch: counted in the plan"
+pass "a scratch buffer that lives only mid-pass is counted in the plan's non-weight memory (its peak while profiling)"
 run_pair vary --iters 16 --vary 7
 expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and 1 on demand' "$WORK/vary.err" "vary: prefetched"
 pass "passes of two lengths (one more kernel per layer in every other forward): prefetches follow first touches where positions differ (1 miss; 15 when they followed positions only)"

@@ -2010,13 +2010,18 @@ static void spill_restore_all(const char *why)
     pthread_mutex_lock(&vmm_lock);
     HASH_ITER(hh, vmms, x, tmp) {
         CUmemGenericAllocationHandle h;
-        if (x->spilled && map_fresh(x->va, x->size, &h) == 0) {
-            x->handle = h;
-            x->spilled = 0;
-            spill_bytes -= x->size;
-            back += x->size;
-            REAL(cudaMemcpy)((void *)(uintptr_t)x->va, x->host, x->size, cudaMemcpyHostToDevice);
+        if (!x->spilled)
+            continue;
+        if (map_fresh(x->va, x->size, &h) != 0) {
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "FT_SPILL: cannot bring %zu bytes at %#llx back to the "
+                          "device; kernels touching them will fault", x->size, (unsigned long long)x->va);
+            continue;
         }
+        x->handle = h;
+        x->spilled = 0;
+        spill_bytes -= x->size;
+        back += x->size;
+        REAL(cudaMemcpy)((void *)(uintptr_t)x->va, x->host, x->size, cudaMemcpyHostToDevice);
     }
     pthread_mutex_unlock(&vmm_lock);
     if (back > 0 && why != NULL)

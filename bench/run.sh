@@ -3,8 +3,13 @@
 # device machine. Builds there, runs the checks, writes logs under $OUT and prints a
 # short table last. Figures go to bench/RESULTS.md by hand, with date and command.
 #
-#   bash bench/run.sh            all checks
-#   BENCH_QUICK=1 bash ...    smaller Llama (4 layers) for a fast look
+#   bash bench/run.sh            all checks (about 9 minutes: close to one call's limit)
+#   BENCH_QUICK=1 bash ...    smaller Llama (4 layers), no 13.5 GB model, for a fast look
+#   OFFLOAD_MODES="plain shim accelerate overhead"   the 13.5 GB model's other runs too
+#                                                    (longer: better run offload.sh alone)
+#
+# Only 8 files come back from a device call's $OUT: the table (summary.txt,
+# offload/offload-summary.txt) and the logs to read first should be copied there.
 #
 # The build needs libinih and uthash headers; where the machine lacks them, the
 # caller carries them in .devdeps/ (bench/README.md).
@@ -147,6 +152,22 @@ base2=$(lo)
 echo "launch us: base $base/$base2 off $off discovery $disc discovery-nocupti $disc_nc no-discovery $skip no-discovery-no-vmm $novmm" | tee "$OUT/overhead.txt"
 row "torch add_ launch cost (us)" "info" "none $base/$base2 | off $off | discovery $disc (no CUPTI $disc_nc)"
 row "  same, discovery skipped (us)" "info" "$skip, and without VMM backing $novmm"
+
+# --- 4. the 13.5 GB Llama under a third of its size (bench/offload.sh; its accelerate
+# and overhead runs take longer: OFFLOAD_MODES="plain shim accelerate overhead", or
+# offload.sh alone)
+if [ -z "${BENCH_QUICK:-}" ]; then
+    OUT="$OUT/offload" MODES="${OFFLOAD_MODES:-plain shim}" timeout 330 bash bench/offload.sh \
+        >"$OUT/offload.txt" 2>&1
+    for step in decode prefill; do
+        l=$(grep -E "^$step [0-9x]+ ms" "$OUT/offload.txt" | head -1)
+        ratio=$(awk '{print $8}' <<<"$l")
+        [ -n "$ratio" ] && [ "$ratio" != "-" ] && r=$(awk -v x="$ratio" 'BEGIN{print (x <= 1.10) ? "ok" : "MISS"}') || r=FAIL
+        row "13.5 GB Llama at 4.5 GiB: $step / link bound" "$r" "$(awk '{print "FT " $5 " ms, link " $6 " ms, all resident " $4 " ms, ratio " $8}' <<<"$l")"
+    done
+    grep -q "bitwise shim = plain: decode True, prefill True, generate True" "$OUT/offload.txt" && r=ok || r=FAIL
+    row "13.5 GB Llama: shim = plain, bitwise" "$r" "$(grep -o 'bitwise shim = plain: [^;]*' "$OUT/offload.txt" | head -1)"
+fi
 
 echo
 echo "== FlexTensor GPU checks ($(head -1 "$OUT/env.txt"))"

@@ -38,6 +38,7 @@
  *                 that row (later forwards differ)
  *   --scratch     each forward allocates a 2 MiB scratch buffer half-way through its
  *                 layers (cleared with cudaMemsetAsync) and frees it at the end
+ *   --scratch-from N   the same from forward N on only (memory the plan never saw)
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
  *   --zero N      after forward N, clear the middle layer's first weight row with the driver's
@@ -93,7 +94,8 @@ static int pause_forwards = 0;
 static int poke_after = -1;
 static int rewrite_from = -1;
 static int peek_after = -1;
-static int scratch;
+static int scratch_from = -1;
+static __thread int cur_iter; /* the forward under way on this thread */
 static int usage;
 static int drop_after = -1;
 static int zero_after = -1;
@@ -217,7 +219,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             void *bump_args[] = { &b, &meta };
             CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
         }
-        if (scratch && l == layers / 2) {
+        if (scratch_from >= 0 && cur_iter >= scratch_from && l == layers / 2) {
             CHECK(cudaMalloc(&scratch_buf, 2u << 20));
             CHECK(cudaMemsetAsync(scratch_buf, 0, 2u << 20, stream));
         }
@@ -292,6 +294,7 @@ static void *run_worker(void *arg)
         if (it == 0 && pause_forwards > 0 && profiling_suspend != NULL)
             profiling_suspend();
         CHECK(cudaEventRecord(t0, stream));
+        cur_iter = it;
         extra_kernels = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
         forward(stream, a, b, out);
         CHECK(cudaEventRecord(t1, stream));
@@ -378,7 +381,9 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--shared") == 0)
             shared = 1;
         else if (strcmp(a, "--scratch") == 0)
-            scratch = 1;
+            scratch_from = 0;
+        else if (strcmp(a, "--scratch-from") == 0 && i + 1 < argc)
+            scratch_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--peek") == 0 && i + 1 < argc)
             peek_after = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
@@ -403,7 +408,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

@@ -841,6 +841,7 @@ static struct {
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
     uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
     uint64_t host_copies;     /* copies served from a host store (host_store_copy) */
+    uint64_t demoted;         /* resident units made to stream by allocations (demote_for) */
     /* Unsure touches of units not loaded, left alone (res_touch); FT_STRICT_GUARD loads
      * them as misses instead. */
     uint64_t unsure_skipped;
@@ -1548,6 +1549,139 @@ static void host_store_free(void *p)
     free(p);
 }
 
+/* Makes unit i stream (res.lock held, its calls done): its regions backed by virtual
+ * memory, other than shared ones, get a host store (or keep FT_SPILL's) and are copied
+ * out and unmapped. 0 on success; -1 when it stays resident (nothing evictable, no host
+ * memory). *moved and *shared add up bytes for the report. */
+static int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
+{
+    const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+    int first = res.n_regions, spilled_in_unit = 0, ok = 1;
+    res.units[i].first = first;
+    res.units[i].bytes = 0;
+    for (uint32_t k = 0; k < u->n_regions && ok; k++) {
+        uint64_t base, size;
+        vmm_t *v;
+        /* Regions below FT_VMM_MIN_SIZE are not backed by virtual memory: they
+         * stay resident (small by definition), the rest of the unit streams. */
+        if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 || (v = vmm_find(base)) == NULL)
+            continue;
+        /* Touched from other units' ranges too: streaming it would load its unit
+         * once per user. */
+        if (ft_disc_region_shared(disc, u->region_ids[k])) {
+            *shared_resident += size;
+            continue;
+        }
+        res_region_t *r = &res.regions[res.n_regions++];
+        *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k] };
+        res.units[i].bytes += v->size;
+        res.by_id[r->id] = res.n_regions - 1;
+        /* Spilled before the plan (FT_SPILL): its host copy becomes the unit's. */
+        if (v->spilled) {
+            r->host = v->host;
+            v->host = NULL;
+            spilled_in_unit = 1;
+        } else if ((r->host = host_store_alloc(size)) == NULL) {
+            ok = 0;
+        }
+    }
+    if (!ok || res.n_regions == first) {
+        FT_WARN("residency: %s stays resident (%s)", u->name,
+                ok ? "none of its regions is backed by virtual memory" : "no host memory for it");
+        for (int k = first; k < res.n_regions; k++) {
+            vmm_t *v = vmm_find(res.regions[k].va);
+            if (v != NULL && v->spilled)
+                v->host = res.regions[k].host; /* still spilled: brought back below */
+            else
+                host_store_free(res.regions[k].host);
+            res.by_id[res.regions[k].id] = -1;
+        }
+        res.n_regions = first;
+        return -1;
+    }
+    res.units[i].n = res.n_regions - first;
+    /* A unit with a spilled region has no device copy to sum: its first eviction
+     * copies it back and takes the reference then. */
+    res.units[i].ref_valid = !spilled_in_unit && unit_checksum((int)i, &res.units[i].ref) == 0;
+    for (int k = first; k < res.n_regions; k++) {
+        vmm_t *v = vmm_find(res.regions[k].va);
+        if (v != NULL && v->spilled) {
+            v->spilled = 0; /* the engine's from now on */
+            spill_bytes -= v->size;
+        } else {
+            unload_region(&res.regions[k], 1, 0);
+        }
+        *moved += res.regions[k].size;
+    }
+    res.units[i].loaded = 0;
+    return 0;
+}
+
+/* Device bytes the process holds through the shim (res.lock held): what the region
+ * table tracks, less what waits in host memory. */
+static uint64_t held_locked(void)
+{
+    uint64_t away = spill_bytes, tracked = ft_regions_bytes(regions);
+    for (int k = 0; k < res.n_regions; k++)
+        if (!res.units[res.regions[k].unit].loaded)
+            away += res.regions[k].size;
+    return tracked > away ? tracked - away : 0;
+}
+
+/* After the plan, an allocation of `size` would take the process past the budget (the
+ * plan made room for the non-weight memory profiling saw; a prefill after decode steps
+ * needs more): resident units are made to stream, the largest first, until it fits
+ * (res.lock held). 0 when it fits, -1 when nothing more can leave the device. */
+static int demote_for(uint64_t size)
+{
+    uint64_t budget = plan.in.budget_bytes;
+    int synced = 0;
+    while (held_locked() + size > budget) {
+        int best = -1;
+        for (int i = 0; i < res.n_units; i++)
+            if (plan.out.resident[i] && res.units[i].n == 0 && !res.units[i].pinned &&
+                (best < 0 || ft_disc_unit(disc, (size_t)i)->bytes > ft_disc_unit(disc, (size_t)best)->bytes))
+                best = i;
+        if (best < 0)
+            return -1;
+        if (!synced) { /* a resident unit's calls leave no events behind */
+            REAL(cudaDeviceSynchronize)();
+            synced = 1;
+        }
+        uint64_t moved = 0, shared = 0;
+        plan.out.resident[best] = 0;
+        char a[32], b[32], c[32], d[32];
+        if (evict_unit((size_t)best, &moved, &shared) != 0) {
+            res.units[best].pinned = 1; /* cannot stream: never tried again */
+            continue;
+        }
+        FT_WARN("residency: allocating %s would exceed the budget (%s, %s held): %s (%s) streams "
+                "from now on", human_bytes(size, a, sizeof a), human_bytes(budget, b, sizeof b),
+                human_bytes(held_locked() + moved, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
+                human_bytes(moved, d, sizeof d));
+        res.demoted++;
+    }
+    return 0;
+}
+
+/* The allocation guard after the plan: 0 when `size` bytes fit the budget (resident
+ * units made to stream if needed), -1 when they cannot. */
+static int budget_admit(uint64_t size)
+{
+    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) || plan.in.budget_bytes == 0)
+        return 0;
+    pthread_mutex_lock(&res.lock);
+    int rc = demote_for(size);
+    pthread_mutex_unlock(&res.lock);
+    if (rc != 0) {
+        char a[32], b[32];
+        FT_ERROR("an allocation of %s does not fit the memory budget (%s: FT_GPU_MEM_LIMIT or "
+                 "FT_MAX_GPU_MEM_FRACTION) even with every weight streamed: cudaErrorMemoryAllocation",
+                 human_bytes(size, a, sizeof a), human_bytes(plan.in.budget_bytes, b, sizeof b));
+    }
+    return rc;
+}
+
 /* The switch, res.lock held: calls already past their guard finish enqueueing first,
  * then the device drains, then the streamed units are evicted. */
 static void activate_locked(void)
@@ -1557,18 +1691,19 @@ static void activate_locked(void)
         sched_yield();
     int slots = plan.out.slots;
     size_t n = plan.in.n;
-    int total = 0;
+    int total = 0, streamed = 0;
     res.strict = cfgp->strict_guard;
+    /* Room for every unit's regions: a resident unit may be made to stream later
+     * (demote_for), when the application allocates past the budget. */
     for (size_t i = 0; i < n; i++) {
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
-        if (plan.out.resident[i])
-            continue;
         total += (int)u->n_regions;
+        streamed += plan.out.resident[i] ? 0 : (int)u->n_regions;
         for (uint32_t k = 0; k < u->n_regions; k++)
             if (u->region_ids[k] >= res.n_ids)
                 res.n_ids = u->region_ids[k] + 1;
     }
-    if (total == 0 || slots <= 0) {
+    if (streamed == 0 || slots <= 0) {
         __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
         return;
     }
@@ -1614,66 +1749,12 @@ static void activate_locked(void)
         res.units[i].first_launch = u->first_launch;
         res.units[i].last_launch = u->last_launch;
         res.units[i].loaded = 1; /* resident units, and streamed ones we cannot evict */
+    }
+    for (size_t i = 0; i < n; i++) {
         if (plan.out.resident[i])
             continue;
-        int first = res.n_regions, spilled_in_unit = 0;
-        ok = 1;
-        for (uint32_t k = 0; k < u->n_regions && ok; k++) {
-            uint64_t base, size;
-            vmm_t *v;
-            /* Regions below FT_VMM_MIN_SIZE are not backed by virtual memory: they
-             * stay resident (small by definition), the rest of the unit streams. */
-            if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 || (v = vmm_find(base)) == NULL)
-                continue;
-            /* Touched from other units' ranges too: streaming it would load its unit
-             * once per user. */
-            if (ft_disc_region_shared(disc, u->region_ids[k])) {
-                shared_resident += size;
-                continue;
-            }
-            res_region_t *r = &res.regions[res.n_regions++];
-            *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k] };
-            res.units[i].bytes += v->size;
-            res.by_id[r->id] = res.n_regions - 1;
-            /* Spilled before the plan (FT_SPILL): its host copy becomes the unit's. */
-            if (v->spilled) {
-                r->host = v->host;
-                v->host = NULL;
-                spilled_in_unit = 1;
-            } else if ((r->host = host_store_alloc(size)) == NULL) {
-                ok = 0;
-            }
-        }
-        if (!ok || res.n_regions == first) {
-            FT_WARN("residency: %s stays resident (%s)", u->name,
-                    ok ? "none of its regions is backed by virtual memory" : "no host memory for it");
-            for (int k = first; k < res.n_regions; k++) {
-                vmm_t *v = vmm_find(res.regions[k].va);
-                if (v != NULL && v->spilled)
-                    v->host = res.regions[k].host; /* still spilled: brought back below */
-                else
-                    host_store_free(res.regions[k].host);
-                res.by_id[res.regions[k].id] = -1;
-            }
-            res.n_regions = first;
-            continue;
-        }
-        res.units[i].n = res.n_regions - first;
-        /* A unit with a spilled region has no device copy to sum: its first eviction
-         * copies it back and takes the reference then. */
-        res.units[i].ref_valid = !spilled_in_unit && unit_checksum((int)i, &res.units[i].ref) == 0;
-        for (int k = first; k < res.n_regions; k++) {
-            vmm_t *v = vmm_find(res.regions[k].va);
-            if (v != NULL && v->spilled) {
-                v->spilled = 0; /* the engine's from now on */
-                spill_bytes -= v->size;
-            } else {
-                unload_region(&res.regions[k], 1, 0);
-            }
-            moved += res.regions[k].size;
-        }
-        res.units[i].loaded = 0;
-        evicted_units++;
+        if (evict_unit(i, &moved, &shared_resident) == 0)
+            evicted_units++;
     }
     res.n_units = (int)n;
     res.slots = slots;
@@ -2164,6 +2245,8 @@ static int vmm_free(void *p)
 
 cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
 {
+    if (budget_admit(size) != 0)
+        return cudaErrorMemoryAllocation;
     if (devPtr != NULL && vmm_min_bytes != 0 && size >= vmm_min_bytes) {
         cudaError_t rc = vmm_alloc(devPtr, size);
         if (rc == cudaSuccess) {
@@ -2190,6 +2273,8 @@ cudaError_t ft_hook_rt_free(cudaFree_fn_t real, void *devPtr)
 cudaError_t ft_hook_rt_malloc_async(cudaMallocAsync_fn_t real, void **devPtr, size_t size,
                                     cudaStream_t stream)
 {
+    if (budget_admit(size) != 0)
+        return cudaErrorMemoryAllocation;
     cudaError_t rc = real(devPtr, size, stream);
     if (rc == cudaSuccess)
         track(*devPtr, size, 0);
@@ -2199,6 +2284,8 @@ cudaError_t ft_hook_rt_malloc_async(cudaMallocAsync_fn_t real, void **devPtr, si
 cudaError_t ft_hook_rt_malloc_pool_async(cudaMallocFromPoolAsync_fn_t real, void **ptr, size_t size,
                                          cudaMemPool_t pool, cudaStream_t stream)
 {
+    if (budget_admit(size) != 0)
+        return cudaErrorMemoryAllocation;
     cudaError_t rc = real(ptr, size, pool, stream);
     if (rc == cudaSuccess)
         track(*ptr, size, 0);
@@ -2213,6 +2300,8 @@ cudaError_t ft_hook_rt_free_async(cudaFreeAsync_fn_t real, void *devPtr, cudaStr
 
 CUresult ft_hook_drv_malloc(cuMemAlloc_v2_fn_t real, CUdeviceptr *dptr, size_t n)
 {
+    if (budget_admit(n) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n);
     if (rc == CUDA_SUCCESS)
         track((void *)(uintptr_t)*dptr, n, 0);
@@ -2227,6 +2316,8 @@ CUresult ft_hook_drv_free(cuMemFree_v2_fn_t real, CUdeviceptr dptr)
 
 CUresult ft_hook_drv_malloc_async(cuMemAllocAsync_fn_t real, CUdeviceptr *dptr, size_t n, CUstream s)
 {
+    if (budget_admit(n) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n, s);
     if (rc == CUDA_SUCCESS)
         track((void *)(uintptr_t)*dptr, n, 0);

@@ -55,7 +55,23 @@ expect_grep 'residency: 2 copy\(ies\) to or from units in host memory served the
 pass "a weight row read back and one word written, while its unit is in host memory: both served there, unit not loaded; same output"
 # 6 MiB: 2 slots of 2 MiB and the shared table (1 MiB, counted with the non-weight
 # memory), which 5 MiB cannot hold.
-LIMIT=6MiB run_pair shared --shared
+LIMIT=6MiB # Memory the plan never saw (a 2 MiB scratch buffer from forward 9 on, 4 MiB layers):
+# a resident layer is made to stream so that the allocation fits the budget; when
+# even every layer streaming leaves no room, the application gets the error it would
+# get from a GPU that small, and FlexTensor names the budget.
+G=(--layers 6 --dim 1024 --iters 14 --quiet --scratch-from 9)
+sim "$MODEL" "${G[@]}" >"$WORK/g.plain" || fail "grow: model without shim failed"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=14MiB shim "$MODEL" "${G[@]}" >"$WORK/g.shim" 2>"$WORK/g.err" \
+    || { sed 's/^/    | /' "$WORK/g.err" >&2; fail "grow: failed"; }
+cmp -s "$WORK/g.plain" "$WORK/g.shim" || fail "grow: output differs"
+expect_grep 'allocating 2\.0 MiB would exceed the budget \(14\.0 MiB, 12\.1 MiB held\): unit\.0 \(4\.0 MiB\) streams from now on' \
+    "$WORK/g.err" "grow: demotion"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${G[@]}" >/dev/null 2>"$WORK/g2.err" \
+    && fail "grow: 10 MiB should not hold two 4 MiB slots and 2 MiB more"
+expect_grep 'an allocation of 2\.0 MiB does not fit the memory budget \(10\.0 MiB: FT_GPU_MEM_LIMIT' "$WORK/g2.err" "grow: budget named"
+expect_grep 'cudaMalloc.*out of memory' "$WORK/g2.err" "grow: the application sees cudaErrorMemoryAllocation"
+pass "an allocation past the budget after the plan: a resident layer streams from then on (same output); with nothing left to stream, cudaErrorMemoryAllocation and the budget named"
+run_pair shared --shared
 expect_grep 'residency: 1\.0 MiB of weights used by several units stay resident' "$WORK/shared.err" "shared: resident"
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/shared.err" "shared: prefetched"
 pass "a weight every layer reads stays resident, the rest streams (without that, its unit is 3 MiB and 6 MiB holds no plan)"

@@ -42,7 +42,11 @@ typedef enum {
     FT_TRACE_RESIDENCY = 12, /* u64 loads, u64 of them prefetched, u64 misses, u64 bytes
                                 copied in, u64 unloads, u64 peak bytes of streamed units
                                 held, u64 measured steps, u64 their median ns (0: none),
-                                u64 predicted step ns */
+                                u64 predicted step ns; since 2026-11-29 (absent from older
+                                traces) u64 unloads copied back, u64 stale addresses
+                                skipped, u64 copies served from host memory, u64 units
+                                made to stream by allocations, u64 FT_SPILL moves in,
+                                u64 FT_SPILL moves out */
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
 

@@ -2850,6 +2850,12 @@ void ft_hooks_trace(void *trace_writer)
         ft_trace_put_u64(w, n);
         ft_trace_put_u64(w, (uint64_t)(us * 1000.0 + 0.5));
         ft_trace_put_u64(w, (uint64_t)(plan.out.step_us * 1000.0 + 0.5));
+        ft_trace_put_u64(w, res.written_back);
+        ft_trace_put_u64(w, res.unsure_skipped);
+        ft_trace_put_u64(w, res.host_copies);
+        ft_trace_put_u64(w, res.demoted);
+        ft_trace_put_u64(w, spill_faults);
+        ft_trace_put_u64(w, spill_evictions);
         ft_trace_end(w);
     }
     if (bw.bytes > 0) {

@@ -111,7 +111,8 @@ typedef struct {
     uint64_t *plan_stall_ns;
     /* loads, prefetched, misses, bytes in, unloads, peak held, steps, median ns,
      * predicted ns */
-    uint64_t res[9];
+    uint64_t res[15];         /* 9 fields, then 6 that older traces lack */
+    int res_ext;              /* the 6 later fields are present */
 
     /* Derived once everything checks out. */
     uint64_t tracked_bytes, weight_bytes, unlisted_weight_bytes, late_bytes;
@@ -345,6 +346,15 @@ static int parse_residency(trace_t *t, ft_trace_cursor_t *c)
     for (uint32_t i = 0; i < 9; i++)
         if (ft_trace_get_u64(c, &t->res[i]))
             return short_payload(t, "residency field", i);
+    /* The later fields come together or not at all (a trace from before them). */
+    if (c->left > 0) {
+        for (uint32_t i = 9; i < 15; i++)
+            if (ft_trace_get_u64(c, &t->res[i]))
+                return short_payload(t, "residency field", i);
+        t->res_ext = 1;
+        if (t->res[9] > t->res[4])
+            return bad(t, "%" PRIu64 " copies back of %" PRIu64 " unloads", t->res[9], t->res[4]);
+    }
     if (t->res[1] > t->res[0] || t->res[4] > t->res[0])
         return bad(t, "%" PRIu64 " prefetched and %" PRIu64 " unloads of %" PRIu64 " loads",
                    t->res[1], t->res[4], t->res[0]);
@@ -798,6 +808,11 @@ static void text_report(const trace_t *t, const char *path, size_t size)
                    (double)t->res[7] / 1e3, t->res[6], (double)t->res[8] / 1e3);
         else
             printf("  no step measured, predicted %.1f us\n", (double)t->res[8] / 1e3);
+        if (t->res_ext)
+            printf("  %" PRIu64 " unload(s) copied back; %" PRIu64 " stale address(es) skipped; %" PRIu64
+                   " copy(ies) served from host memory; %" PRIu64 " unit(s) made to stream by "
+                   "allocations; FT_SPILL moves before the plan: %" PRIu64 " in, %" PRIu64 " out\n",
+                   t->res[9], t->res[10], t->res[11], t->res[12], t->res[13], t->res[14]);
     }
     if (t->seen[FT_TRACE_BANDWIDTH])
         printf("\ncopy bandwidth (pinned, %" PRIu64 " MiB copies)\n  host to device %.1f GB/s, "
@@ -1027,13 +1042,19 @@ static void json_report(const trace_t *t, const char *path)
                    t->plan_resident[i] ? -1 : (int)t->plan_slot[i], t->plan_stall_ns[i]);
         printf("]}");
     }
-    if (t->seen[FT_TRACE_RESIDENCY])
+    if (t->seen[FT_TRACE_RESIDENCY]) {
         printf(",\n  \"residency\": {\"loads\": %" PRIu64 ", \"prefetched\": %" PRIu64
                ", \"misses\": %" PRIu64 ", \"bytes_in\": %" PRIu64 ", \"unloads\": %" PRIu64
                ", \"peak_held_bytes\": %" PRIu64 ", \"measured_steps\": %" PRIu64
-               ", \"measured_step_ns\": %" PRIu64 ", \"predicted_step_ns\": %" PRIu64 "}",
+               ", \"measured_step_ns\": %" PRIu64 ", \"predicted_step_ns\": %" PRIu64,
                t->res[0], t->res[1], t->res[2], t->res[3], t->res[4], t->res[5], t->res[6],
                t->res[7], t->res[8]);
+        if (t->res_ext)
+            printf(", \"copied_back\": %" PRIu64 ", \"stale_skipped\": %" PRIu64 ", \"host_copies\": %" PRIu64
+                   ", \"made_to_stream\": %" PRIu64 ", \"spill_in\": %" PRIu64 ", \"spill_out\": %" PRIu64,
+                   t->res[9], t->res[10], t->res[11], t->res[12], t->res[13], t->res[14]);
+        printf("}");
+    }
     if (t->seen[FT_TRACE_BANDWIDTH])
         printf(",\n  \"bandwidth\": {\"bytes\": %" PRIu64 ", \"h2d_gbps\": %.3f, \"d2h_gbps\": %.3f, "
                "\"h2d_both_gbps\": %.3f, \"d2h_both_gbps\": %.3f}", t->bw_bytes,

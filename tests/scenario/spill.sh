@@ -11,7 +11,7 @@ FTSIM_DEVICE_MEM=41MiB sim "$MODEL" "${ARGS[@]}" >"$WORK/small" 2>&1 && fail "th
 grep -q 'out of memory' "$WORK/small" || fail "without FlexTensor: $(tail -1 "$WORK/small")"
 
 FTSIM_DEVICE_MEM=41MiB FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=40MiB \
-    shim "$MODEL" "${ARGS[@]}" --usage >"$WORK/out" 2>"$WORK/err" \
+    FT_TRACE_FILE="$WORK/spill.bin" shim "$MODEL" "${ARGS[@]}" --usage >"$WORK/out" 2>"$WORK/err" \
     || { sed 's/^/    | /' "$WORK/err" >&2; fail "under FT_SPILL: the model failed"; }
 cmp -s "$WORK/plain" "$WORK/out" || fail "under FT_SPILL: output differs"
 expect_grep 'FT_SPILL: allocations past the budget \(40\.0 MiB\) start in host memory' "$WORK/err" "spill announced"
@@ -23,7 +23,10 @@ expect_grep 'FT_SPILL: before the plan, [1-9][0-9]* allocation\(s\) moved in and
 # Before the plan, the application already sees the budget, with room left in it.
 line=$(grep '^meminfo after 0:' "$WORK/err")
 awk '{ if (!($7 == 41943040 && $5 > 0)) exit 1 }' <<<"$line" || fail "meminfo before the plan: $line"
-pass "64 MiB of weights on a 41 MiB device (40 MiB budget): loaded and run, same output; $line"
+moves=$(sed -n 's/.*FT_SPILL: before the plan, \([0-9]*\) allocation(s) moved in and \([0-9]*\) out.*/\1 in, \2 out/p' "$WORK/err")
+"$BUILD/bin/ft-trace" "$WORK/spill.bin" >"$WORK/spill.txt" || fail "ft-trace on the FT_SPILL trace"
+expect_grep "FT_SPILL moves before the plan: $moves\$" "$WORK/spill.txt" "moves in the trace"
+pass "64 MiB of weights on a 41 MiB device (40 MiB budget): loaded and run, same output; $line; moves $moves (trace too)"
 
 # Three threads on three streams: the moves before the plan are synchronous, and a
 # unit used by several streams waits for all of them before it goes (run a few times:

@@ -1,7 +1,11 @@
 /* hooks.c - what FlexTensor does in the interposed calls while it is active.
  *
  * Owns: the process's engine state (the region table, the discovery engine, the
- * kernel metadata cache, the virtual-memory backing of large allocations).
+ * kernel metadata cache, the virtual-memory backing of large allocations), profiling
+ * and the plan, and the residency engine (the streamed units' host stores, their
+ * loads and evictions, the device checksum that proves a unit unchanged, FT_SPILL's
+ * budget before the plan and the allocation guard after it). Each part begins with a
+ * section comment; docs/residency.md explains the engine's rules.
  *
  * Every hook runs with ft_intercept_depth raised, so the CUDA calls made here (and the
  * runtime's own calls into the driver) reach the real functions unobserved. The real
@@ -16,6 +20,8 @@
  *              the whole `extra` buffer) are scanned for region addresses, one level
  *              through small pointer arrays, and the launch is fed to discovery.
  *  copy, set   during discovery: the destination region is marked written.
+ *  after the plan: every launch, copy and set is guarded (the units it touches are
+ *              loaded first); allocations are held to the budget.
  */
 #define _GNU_SOURCE
 #include "shim/shim.h"

@@ -784,9 +784,10 @@ static void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
  * copied in, and an event recorded that every call touching the unit waits on. A call
  * touching a unit that is not loaded (a miss) loads it on the caller's stream. At most
  * `slots` streamed units are loaded at once; loading one more first unloads the least
- * recently loaded: after the event behind its last use (its kernels must be done), its
- * bytes are copied back to the host store (nothing written is lost: invariant 2) and
- * its memory is released (see docs/residency.md for what comes next). */
+ * recently loaded: after the events behind its copy in and its last uses (its kernels
+ * must be done), it is dropped when the device checksum proves it unchanged, else
+ * copied back to the host store (nothing written is lost: invariant 2), and its
+ * physical memory goes to the unit loaded next or is released (docs/residency.md). */
 #define STEP_RING 8
 #define STEP_SAMPLES 1024     /* the latest ones, for the median */
 

@@ -47,6 +47,10 @@ typedef enum {
                                 skipped, u64 copies served from host memory, u64 units
                                 made to stream by allocations, u64 FT_SPILL moves in,
                                 u64 FT_SPILL moves out */
+    FT_TRACE_MISSES = 13,   /* the residency engine's first misses: u32 n, then n x (u32
+                               unit, u64 pass, u64 position of the launch before + 1 (0:
+                               unknown), u32 pass off the recorded sequence, str kernel
+                               ("?" for a copy or set)) */
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
 

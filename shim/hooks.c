@@ -800,6 +800,7 @@ typedef struct {
 } res_region_t;
 
 #define USE_STREAMS 8
+#define MISS_LOG 32
 #define KEEP_AFTER_CHANGES 3
 
 typedef struct {
@@ -849,6 +850,15 @@ static struct {
     uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
     uint64_t host_copies;     /* copies served from a host store (host_store_copy) */
     uint64_t demoted;         /* resident units made to stream by allocations (demote_for) */
+    /* The first misses, for the trace: what missed, and where the pass was. */
+    struct miss {
+        char kernel[96];
+        int unit, off_script;
+        uint64_t pass;
+        long pos;
+    } miss_log[MISS_LOG];
+    int n_miss_log;
+    long last_pos;            /* the tracked position of the last guarded launch */
     /* Unsure touches of units not loaded, left alone (res_touch); FT_STRICT_GUARD loads
      * them as misses instead. */
     uint64_t unsure_skipped;
@@ -1275,6 +1285,14 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         }
         if (!un->loaded) {
             res.misses++;
+            if (res.n_miss_log < MISS_LOG) {
+                struct miss *m = &res.miss_log[res.n_miss_log++];
+                snprintf(m->kernel, sizeof m->kernel, "%s", res_kernel_name);
+                m->unit = r->unit;
+                m->off_script = res.off_script;
+                m->pass = res.passes;
+                m->pos = res.last_pos;
+            }
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u)", res_kernel_name,
                           ft_disc_unit(disc, (size_t)r->unit)->name, ids[i]);
             load_unit(r->unit, stream, -1);
@@ -1832,6 +1850,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     ft_scan_set_drop_unsure(&set);
     if (res_on) {
         long pos = ft_disc_track(disc, lane_id(), key, &set);
+        res.last_pos = pos;
         if (pos == 0) {
             step_mark(stream);
             res.off_script = 0;
@@ -2863,6 +2882,17 @@ void ft_hooks_trace(void *trace_writer)
         ft_trace_put_u64(w, res.demoted);
         ft_trace_put_u64(w, spill_faults);
         ft_trace_put_u64(w, spill_evictions);
+        ft_trace_end(w);
+        ft_trace_begin(w, FT_TRACE_MISSES);
+        ft_trace_put_u32(w, (uint32_t)res.n_miss_log);
+        for (int i = 0; i < res.n_miss_log; i++) {
+            const struct miss *m = &res.miss_log[i];
+            ft_trace_put_u32(w, (uint32_t)m->unit);
+            ft_trace_put_u64(w, m->pass);
+            ft_trace_put_u64(w, m->pos >= 0 ? (uint64_t)m->pos + 1 : 0);
+            ft_trace_put_u32(w, (uint32_t)m->off_script);
+            ft_trace_put_str(w, m->kernel);
+        }
         ft_trace_end(w);
     }
     if (bw.bytes > 0) {

@@ -32,8 +32,9 @@ static const char *const source_text[] = { "the detector", "ft_iteration_mark",
                                            "the marker kernel" };
 static const char *const record_names[] = { "?", "PROCESS", "CONFIG", "CALLS", "DISCOVERY",
                                             "REGIONS", "KERNELS", "ITERATION", "UNITS",
-                                            "PROFILE", "BANDWIDTH", "PLAN", "RESIDENCY" };
-#define N_RECORD_TYPES 13
+                                            "PROFILE", "BANDWIDTH", "PLAN", "RESIDENCY",
+                                            "MISSES" };
+#define N_RECORD_TYPES 14
 
 typedef struct {
     const char *s;            /* into the file's bytes, not NUL-terminated */
@@ -113,6 +114,12 @@ typedef struct {
      * predicted ns */
     uint64_t res[15];         /* 9 fields, then 6 that older traces lack */
     int res_ext;              /* the 6 later fields are present */
+    uint32_t n_miss;
+    struct miss_rec {
+        uint32_t unit, off_script;
+        uint64_t pass, pos1;
+        str_t kernel;
+    } *miss;
 
     /* Derived once everything checks out. */
     uint64_t tracked_bytes, weight_bytes, unlisted_weight_bytes, late_bytes;
@@ -364,12 +371,27 @@ static int parse_residency(trace_t *t, ft_trace_cursor_t *c)
     return 0;
 }
 
+static int parse_misses(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (get_count(t, c, 28, &t->n_miss) || (t->miss = alloc_array(t, t->n_miss, sizeof *t->miss)) == NULL)
+        return -1;
+    for (uint32_t i = 0; i < t->n_miss; i++) {
+        struct miss_rec *m = &t->miss[i];
+        if (ft_trace_get_u32(c, &m->unit) || ft_trace_get_u64(c, &m->pass) || ft_trace_get_u64(c, &m->pos1) ||
+            ft_trace_get_u32(c, &m->off_script) || get_str(c, &m->kernel))
+            return short_payload(t, "miss", i);
+        if (m->off_script > 1)
+            return bad(t, "miss %u: off-script flag %u", i, m->off_script);
+    }
+    return 0;
+}
+
 static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
 {
     static int (*const parse[N_RECORD_TYPES])(trace_t *, ft_trace_cursor_t *) = {
         NULL, parse_process, parse_config, parse_calls, parse_discovery,
         parse_regions, parse_kernels, parse_iteration, parse_units, parse_profile,
-        parse_bandwidth, parse_plan, parse_residency,
+        parse_bandwidth, parse_plan, parse_residency, parse_misses,
     };
     trace_t *t = ctx;
     /* A newer writer's record this reader does not know: skipped, as the format allows
@@ -582,6 +604,7 @@ static void trace_free(trace_t *t)
     free(t->iter);
     free(t->iter_ids);
     free(t->units);
+    free(t->miss);
     free(t->unit_ids);
     free(t->kernel_order);
     free(t->not_weight_order);
@@ -813,6 +836,21 @@ static void text_report(const trace_t *t, const char *path, size_t size)
                    " copy(ies) served from host memory; %" PRIu64 " unit(s) made to stream by "
                    "allocations; FT_SPILL moves before the plan: %" PRIu64 " in, %" PRIu64 " out\n",
                    t->res[9], t->res[10], t->res[11], t->res[12], t->res[13], t->res[14]);
+    }
+    if (t->seen[FT_TRACE_MISSES] && t->n_miss > 0) {
+        printf("\nmisses (the first %u: a unit loaded on demand by the call that touched it)\n"
+               "  %-20s %6s %9s %-10s %s\n", t->n_miss, "unit", "pass", "after", "sequence", "call");
+        for (uint32_t i = 0; i < t->n_miss; i++) {
+            const struct miss_rec *m = &t->miss[i];
+            str_t name = m->unit < t->n_units ? t->units[m->unit].name : (str_t){ "?", 1 };
+            char pos[24], nb[24], kb[64];
+            if (m->pos1 == 0)
+                snprintf(pos, sizeof pos, "-");
+            else
+                snprintf(pos, sizeof pos, "%" PRIu64, m->pos1 - 1);
+            printf("  %-20s %6" PRIu64 " %9s %-10s %s\n", clip(name, 20, nb), m->pass, pos,
+                   m->off_script ? "off" : "recorded", clip(m->kernel, 60, kb));
+        }
     }
     if (t->seen[FT_TRACE_BANDWIDTH])
         printf("\ncopy bandwidth (pinned, %" PRIu64 " MiB copies)\n  host to device %.1f GB/s, "
@@ -1054,6 +1092,21 @@ static void json_report(const trace_t *t, const char *path)
                    ", \"made_to_stream\": %" PRIu64 ", \"spill_in\": %" PRIu64 ", \"spill_out\": %" PRIu64,
                    t->res[9], t->res[10], t->res[11], t->res[12], t->res[13], t->res[14]);
         printf("}");
+    }
+    if (t->seen[FT_TRACE_MISSES]) {
+        printf(",\n  \"misses\": [");
+        for (uint32_t i = 0; i < t->n_miss; i++) {
+            const struct miss_rec *m = &t->miss[i];
+            printf("%s{\"unit\": %u, \"pass\": %" PRIu64 ", \"after_position\": ", i ? ", " : "", m->unit, m->pass);
+            if (m->pos1 == 0)
+                printf("null");
+            else
+                printf("%" PRIu64, m->pos1 - 1);
+            printf(", \"off_sequence\": %s, \"call\": ", m->off_script ? "true" : "false");
+            json_str(m->kernel.s, m->kernel.n);
+            printf("}");
+        }
+        printf("]");
     }
     if (t->seen[FT_TRACE_BANDWIDTH])
         printf(",\n  \"bandwidth\": {\"bytes\": %" PRIu64 ", \"h2d_gbps\": %.3f, \"d2h_gbps\": %.3f, "

@@ -39,6 +39,20 @@ expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were found o
     "$WORK/stale.err" "stale: skipped touches"
 FT_STRICT_GUARD=1 run_pair strict --stale
 expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and ([1-9][0-9]+) on demand' "$WORK/strict.err" "strict: misses"
+# The trace lists the first misses: the unit, the pass, where the pass was, the call.
+FT_STRICT_GUARD=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB FT_TRACE_FILE="$WORK/miss.bin" \
+    shim "$MODEL" "${ARGS[@]}" --stale >/dev/null 2>"$WORK/miss.err" || fail "strict traced run failed"
+nm=$(sed -n 's/.*prefetched and \([0-9]*\) on demand.*/\1/p' "$WORK/miss.err")
+[ -n "$nm" ] && [ "$nm" -gt 0 ] || fail "strict traced run: no misses"
+nm=$((nm < 32 ? nm : 32)) # the trace keeps the first 32
+"$BUILD/bin/ft-trace" "$WORK/miss.bin" >"$WORK/miss.txt" || fail "ft-trace on the misses"
+expect_grep "^misses \(the first $nm: a unit loaded on demand by the call that touched it\)" "$WORK/miss.txt" "misses table"
+expect_grep '^  unit\.[0-9]+ +[0-9]+ +[0-9]+ (recorded|off) +_Z10model_bumpPj10model_meta$' "$WORK/miss.txt" "a stale call's miss"
+"$BUILD/bin/ft-trace" --json "$WORK/miss.bin" | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["misses"]
+assert len(m) == int(sys.argv[1]) and all(x["call"].startswith("_Z10model_") for x in m), m' "$nm" \
+    || fail "misses in JSON"
 pass "stale weight addresses in a struct's unused tail: units unchanged, nothing loaded for them, same output (FT_STRICT_GUARD=1 loads them: same output, more misses)"
 # A weight written after every forward (cudaMemcpy of one word into layer 0): each
 # eviction finds it changed and copies it back; after the third, it stays loaded.

@@ -439,6 +439,7 @@ static void scan_extra(void **extra, kinfo_t *k, int learn, ft_scan_set_t *set, 
  * streams. GB/s, 0 when not measured. */
 static struct {
     double h2d, d2h, h2d_both, d2h_both;
+    double latency_us;        /* of a small host-to-device copy, for the plan */
     size_t bytes;
 } bw;
 
@@ -458,10 +459,16 @@ static void measure_bandwidth(void)
     void *host = NULL, *dev = NULL;
     cudaStream_t s1 = NULL, s2 = NULL;
     cudaEvent_t e[6];
-    int ok = host_alloc(&host, 2 * bytes, cudaHostAllocDefault) == cudaSuccess &&
-             REAL(cudaMalloc)(&dev, 2 * bytes) == cudaSuccess &&
-             stream_create(&s1, cudaStreamNonBlocking) == cudaSuccess &&
-             stream_create(&s2, cudaStreamNonBlocking) == cudaSuccess;
+    /* 64 MiB copies; 8 or 1 MiB where the device has no room for twice that more (a
+     * budget held by FT_SPILL fills it). */
+    int ok = host_alloc(&host, 2 * bytes, cudaHostAllocDefault) == cudaSuccess;
+    while (ok && REAL(cudaMalloc)(&dev, 2 * bytes) != cudaSuccess) {
+        dev = NULL;
+        ok = bytes > (1u << 20);
+        bytes /= 8;
+    }
+    ok = ok && stream_create(&s1, cudaStreamNonBlocking) == cudaSuccess &&
+         stream_create(&s2, cudaStreamNonBlocking) == cudaSuccess;
     for (int i = 0; ok && i < 6; i++)
         ok = prof.create(&e[i], cudaEventDefault) == cudaSuccess;
     cudaMemcpyAsync_fn_t copy = REAL(cudaMemcpyAsync);
@@ -492,8 +499,20 @@ static void measure_bandwidth(void)
         bw.d2h = ms[1] > 0 ? (double)bytes / (ms[1] * 1e6) : 0;
         bw.h2d_both = ms[2] > 0 ? (double)bytes / (ms[2] * 1e6) : 0;
         bw.d2h_both = ms[3] > 0 ? (double)bytes / (ms[3] * 1e6) : 0;
+        /* The fixed cost of a copy: 16 small ones back to back, less their bytes' time. */
+        enum { SMALL = 4096, N_SMALL = 16 };
+        float small_ms = 0;
+        prof.record(e[0], s1);
+        for (int i = 0; i < N_SMALL; i++)
+            copy(d + (size_t)i * SMALL, h + (size_t)i * SMALL, SMALL, cudaMemcpyHostToDevice, s1);
+        prof.record(e[1], s1);
+        if (prof.sync(e[1]) == cudaSuccess && prof.elapsed(&small_ms, e[0], e[1]) == cudaSuccess) {
+            double us = (double)small_ms * 1000.0 / N_SMALL - (bw.h2d > 0 ? SMALL / (bw.h2d * 1000.0) : 0);
+            bw.latency_us = us > 0 ? us : 0;
+        }
         FT_INFO("copy bandwidth (pinned, %zu MiB): host to device %.1f GB/s, device to host %.1f GB/s; "
-                "both at once %.1f and %.1f GB/s", bytes >> 20, bw.h2d, bw.d2h, bw.h2d_both, bw.d2h_both);
+                "both at once %.1f and %.1f GB/s; %.1f us per copy", bytes >> 20, bw.h2d, bw.d2h,
+                bw.h2d_both, bw.d2h_both, bw.latency_us);
     } else {
         FT_WARN("copy bandwidth not measured (could not set up pinned buffers and streams)");
     }
@@ -649,7 +668,7 @@ static void make_plan(void)
     in->n = n;
     /* GB/s is bytes per ns: x 1000 for bytes per us. */
     in->h2d_bytes_per_us = bw.h2d > 0 ? bw.h2d * 1000.0 : 25000.0;
-    in->copy_latency_us = 0;
+    in->copy_latency_us = bw.latency_us;
     /* Without the device checksum, the engine writes every unloaded unit back before
      * the next copy in: the model counts that copy too. With it, units are taken to
      * be unchanged (weights are). */

@@ -51,3 +51,11 @@ want = n / (2000 + n / 55.0)
 for k in ("h2d_gbps", "d2h_gbps", "h2d_both_gbps", "d2h_both_gbps"):
     assert abs(b[k] - want) < 0.01, (k, b[k], want)' || fail "bandwidth not the simulated 55 GB/s"
 pass "copy bandwidth measured on pinned memory (both directions, alone and together)"
+
+# The fixed cost of one copy, for the plan's model: the simulator's latency.
+for lat in 2000 10000; do
+    FTSIM_COPY_LATENCY_NS=$lat FT_ENABLED=1 FT_DISCOVERY_ITERS=2 shim "$MODEL" "${ARGS[@]}" --iters 6 \
+        >/dev/null 2>"$WORK/lat.err" || fail "latency run failed"
+    expect_grep "; $((lat / 1000))\.0 us per copy$" "$WORK/lat.err" "copy latency $lat ns"
+done
+pass "the fixed cost of a copy is measured (2 and 10 us on the simulator)"

@@ -24,6 +24,7 @@ static struct {
 } obs = { PTHREAD_MUTEX_INITIALIZER, FT_CUPTI_STATUS_OFF, NULL, NULL };
 
 static _Atomic uint64_t n_launch, n_copy, n_set, u_launch, u_copy, u_set;
+static void *cupti_lib;       /* dlopen handle, for the activity API */
 static atomic_flag first_taken = ATOMIC_FLAG_INIT;
 static char first_unseen[160];
 
@@ -99,6 +100,7 @@ ft_cupti_status_t ft_cupti_start(char *why, size_t len)
         pthread_mutex_unlock(&obs.lock);
         return obs.status;
     }
+    cupti_lib = h;
     subscribe_fn subscribe = (subscribe_fn)dlsym(h, "cuptiSubscribe");
     enable_cb_fn enable = (enable_cb_fn)dlsym(h, "cuptiEnableCallback");
     result_string_fn result_string = (result_string_fn)dlsym(h, "cuptiGetResultString");
@@ -165,4 +167,177 @@ void ft_cupti_get_stats(ft_cupti_stats_t *out)
     out->unseen_sets = atomic_load(&u_set);
     if (out->unseen_launches + out->unseen_copies + out->unseen_sets > 0)
         snprintf(out->first_unseen, sizeof out->first_unseen, "%s", first_unseen);
+}
+
+/* --- kernel timing (activity API) ---------------------------------------------------
+ *
+ * A tagged launch is bracketed by cuptiActivityPushExternalCorrelationId /
+ * PopExternalCorrelationId (CUSTOM0): CUPTI then writes an EXTERNAL_CORRELATION record
+ * tying the tag to the launching API call's correlation id, which the kernel's record
+ * carries too -- for a runtime launch and the driver call inside it alike, so both
+ * pairs are kept. The buffer callbacks run on CUPTI's threads: they only parse and
+ * append, under timing.lock. */
+typedef CUptiResult (*act_enable_fn)(CUpti_ActivityKind);
+typedef CUptiResult (*act_register_fn)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+typedef CUptiResult (*act_next_fn)(uint8_t *, size_t, CUpti_Activity **);
+typedef CUptiResult (*act_flush_fn)(uint32_t);
+typedef CUptiResult (*act_push_fn)(CUpti_ExternalCorrelationKind, uint64_t);
+typedef CUptiResult (*act_pop_fn)(CUpti_ExternalCorrelationKind, uint64_t *);
+
+#define TIMING_BUF (1u << 20)
+
+static struct {
+    pthread_mutex_t lock;
+    _Atomic int on;
+    act_enable_fn enable, disable;
+    act_next_fn next;
+    act_flush_fn flush;
+    act_push_fn push;
+    act_pop_fn pop;
+    /* correlation id -> tag, and kernels by correlation id, joined at collection */
+    struct { uint32_t corr; uint64_t tag; } *ext;
+    size_t n_ext, cap_ext;
+    struct { uint32_t corr; uint64_t start, end; } *k;
+    size_t n_k, cap_k;
+} timing = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = aligned_alloc(8, TIMING_BUF);
+    *size = *buffer != NULL ? TIMING_BUF : 0;
+    *max_records = 0;
+}
+
+static int grow(void **p, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 1024;
+    void *q = realloc(*p, c * elem);
+    if (q == NULL)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                      size_t valid)
+{
+    CUpti_Activity *rec = NULL;
+    pthread_mutex_lock(&timing.lock);
+    while (timing.next != NULL && timing.next(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+            const CUpti_ActivityExternalCorrelation *x = (const void *)rec;
+            if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 &&
+                grow((void **)&timing.ext, &timing.cap_ext, timing.n_ext, sizeof *timing.ext) == 0) {
+                timing.ext[timing.n_ext].corr = x->correlationId;
+                timing.ext[timing.n_ext++].tag = x->externalId;
+            }
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            const CUpti_ActivityKernel10 *k = (const void *)rec;
+            if (grow((void **)&timing.k, &timing.cap_k, timing.n_k, sizeof *timing.k) == 0) {
+                timing.k[timing.n_k].corr = k->correlationId;
+                timing.k[timing.n_k].start = k->start;
+                timing.k[timing.n_k++].end = k->end;
+            }
+        }
+    }
+    pthread_mutex_unlock(&timing.lock);
+    free(buffer);
+}
+
+int ft_cupti_timing_start(void)
+{
+    pthread_mutex_lock(&obs.lock);
+    int active = obs.status == FT_CUPTI_STATUS_ACTIVE && cupti_lib != NULL;
+    pthread_mutex_unlock(&obs.lock);
+    if (!active)
+        return -1;
+    timing.enable = (act_enable_fn)dlsym(cupti_lib, "cuptiActivityEnable");
+    timing.disable = (act_enable_fn)dlsym(cupti_lib, "cuptiActivityDisable");
+    timing.next = (act_next_fn)dlsym(cupti_lib, "cuptiActivityGetNextRecord");
+    timing.flush = (act_flush_fn)dlsym(cupti_lib, "cuptiActivityFlushAll");
+    timing.push = (act_push_fn)dlsym(cupti_lib, "cuptiActivityPushExternalCorrelationId");
+    timing.pop = (act_pop_fn)dlsym(cupti_lib, "cuptiActivityPopExternalCorrelationId");
+    act_register_fn reg = (act_register_fn)dlsym(cupti_lib, "cuptiActivityRegisterCallbacks");
+    if (!timing.enable || !timing.disable || !timing.next || !timing.flush || !timing.push ||
+        !timing.pop || !reg || reg(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
+        timing.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) != CUPTI_SUCCESS)
+        return -1;
+    if (timing.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+        timing.disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+        return -1;
+    }
+    /* CUPTI writes external correlation records for the API records it writes: the
+     * runtime's and the driver's are asked for too (the simulator needs neither and
+     * refuses them, which is fine). */
+    timing.enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+    timing.enable(CUPTI_ACTIVITY_KIND_DRIVER);
+    atomic_store(&timing.on, 1);
+    return 0;
+}
+
+void ft_cupti_tag_push(uint64_t tag)
+{
+    if (atomic_load_explicit(&timing.on, memory_order_relaxed))
+        timing.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, tag);
+}
+
+void ft_cupti_tag_pop(void)
+{
+    uint64_t last;
+    if (atomic_load_explicit(&timing.on, memory_order_relaxed))
+        timing.pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+}
+
+static int cmp_corr(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+size_t ft_cupti_timing_collect(ft_cupti_kernel_t *out, size_t max)
+{
+    if (!atomic_load(&timing.on))
+        return 0;
+    timing.flush(0);
+    pthread_mutex_lock(&timing.lock);
+    /* ext sorted by correlation id, for a binary search per kernel (the struct's first
+     * member is the id, so cmp_corr reads it) */
+    qsort(timing.ext, timing.n_ext, sizeof *timing.ext, cmp_corr);
+    size_t n = 0;
+    for (size_t i = 0; i < timing.n_k && n < max; i++) {
+        size_t lo = 0, hi = timing.n_ext;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (timing.ext[mid].corr < timing.k[i].corr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < timing.n_ext && timing.ext[lo].corr == timing.k[i].corr)
+            out[n++] = (ft_cupti_kernel_t){ timing.ext[lo].tag, timing.k[i].start, timing.k[i].end };
+    }
+    timing.n_ext = timing.n_k = 0;
+    pthread_mutex_unlock(&timing.lock);
+    return n;
+}
+
+void ft_cupti_timing_stop(void)
+{
+    if (!atomic_exchange(&timing.on, 0))
+        return;
+    timing.flush(0);
+    timing.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    timing.disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    timing.disable(CUPTI_ACTIVITY_KIND_RUNTIME);
+    timing.disable(CUPTI_ACTIVITY_KIND_DRIVER);
+    pthread_mutex_lock(&timing.lock);
+    free(timing.ext);
+    free(timing.k);
+    timing.ext = NULL;
+    timing.k = NULL;
+    timing.n_ext = timing.cap_ext = timing.n_k = timing.cap_k = 0;
+    pthread_mutex_unlock(&timing.lock);
 }

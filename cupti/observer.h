@@ -1,5 +1,6 @@
 /* observer.h - CUPTI as the observer: it confirms that every launch and copy the
- * driver executed was seen by the interposed functions, whatever path it took.
+ * driver executed was seen by the interposed functions, whatever path it took, and
+ * (during profiling) times the kernels the shim tags, from activity records.
  *
  * Owns: the CUPTI subscription (one per process before CUDA 13.3: when another
  * subscriber -- the PyTorch profiler, Nsight -- holds it, we say so once and carry on
@@ -42,5 +43,23 @@ typedef struct {
 } ft_cupti_stats_t;
 
 void ft_cupti_get_stats(ft_cupti_stats_t *out);
+
+/* Kernel timing from the activity API, for profiling. While on, the kernels launched
+ * between ft_cupti_tag_push(tag) and ft_cupti_tag_pop() on a thread are reported with
+ * that tag (an external correlation id) and their GPU start and end (ns). */
+typedef struct {
+    uint64_t tag;
+    uint64_t start, end;
+} ft_cupti_kernel_t;
+
+/* 0 when kernel timing is on (CUPTI subscribed by ft_cupti_start, activity enabled). */
+int ft_cupti_timing_start(void);
+/* Flushes the activity buffers and hands over the tagged kernels seen since the last
+ * call (at most max; the rest dropped). Not from inside a CUDA call. */
+size_t ft_cupti_timing_collect(ft_cupti_kernel_t *out, size_t max);
+void ft_cupti_timing_stop(void);
+/* Around a launch (cheap; nothing when timing is off). */
+void ft_cupti_tag_push(uint64_t tag);
+void ft_cupti_tag_pop(void);
 
 #endif

@@ -170,6 +170,15 @@ static struct {
     uint32_t *first;          /* each unit's first launch position in a pass */
     cudaEvent_t *ev;          /* n + 1: the last one marks the next pass's start */
     int *seen;                /* per unit: its event was recorded in this pass */
+    /* CUPTI activity timing (ft_cupti_timing_*): the kernels of a profiled pass carry
+     * the tag pass_seq << 20 | (unit + 1); unit times come from their GPU timestamps
+     * when every unit has some, else from the events. */
+    int cupti_timing;
+    uint64_t pass_seq;
+    int cur_unit;
+    ft_cupti_kernel_t *kern;
+    size_t kern_cap;
+    unsigned cupti_passes;    /* passes timed from activity records */
     int in_pass;
     uint64_t lane;            /* the thread whose pass is being timed */
     int foreign_starts;       /* passes other lanes began meanwhile */
@@ -562,6 +571,40 @@ static void start_profiling(void)
 }
 
 /* A pass ended (the next one starts at this launch): read its events. */
+/* The units' times in the pass just ended from CUPTI's kernel records: from a unit's
+ * first kernel's start to the next unit's, the last unit to its last kernel's end.
+ * 1 when every unit had kernels (us[] replaced), 0 otherwise (us[] untouched). */
+static int cupti_unit_times(double *us)
+{
+    size_t n = ft_cupti_timing_collect(prof.kern, prof.kern_cap);
+    uint64_t first[prof.n], last_end = 0;
+    for (size_t i = 0; i < prof.n; i++)
+        first[i] = UINT64_MAX;
+    for (size_t k = 0; k < n; k++) {
+        const ft_cupti_kernel_t *r = &prof.kern[k];
+        uint64_t unit = (r->tag & 0xfffff) - 1;
+        if (r->tag >> 20 != prof.pass_seq || unit >= prof.n)
+            continue;
+        if (r->start < first[unit])
+            first[unit] = r->start;
+        if (unit == prof.n - 1 && r->end > last_end)
+            last_end = r->end;
+    }
+    for (size_t i = 0; i < prof.n; i++)
+        if (first[i] == UINT64_MAX || (i > 0 && first[i] < first[i - 1]))
+            return 0;
+    for (size_t i = 0; i < prof.n; i++) {
+        uint64_t end = i + 1 < prof.n ? first[i + 1] : last_end;
+        if (end < first[i])
+            return 0;
+        us[i] = (double)(end - first[i]) / 1000.0;
+    }
+    return 1;
+}
+
+/* This thread pushed a CUPTI tag for its launch: popped once the launch is enqueued. */
+static __thread int tag_pushed;
+
 static void end_profiled_pass(void)
 {
     double us[prof.n];
@@ -578,6 +621,8 @@ static void end_profiled_pass(void)
             return;
         us[i] = (double)ms * 1000.0;
     }
+    if (prof.cupti_timing && cupti_unit_times(us))
+        prof.cupti_passes++;
     if (prof.epoch != ft_prof_epoch(prof.prof))
         return; /* suspended at some point during the pass */
     ft_prof_add_pass(prof.prof, us);
@@ -729,6 +774,13 @@ static void make_plan(void)
 static void finish_profiling(void)
 {
     __atomic_store_n(&profiling, 0, __ATOMIC_RELAXED);
+    if (prof.cupti_timing) {
+        prof.cupti_timing = 0;
+        ft_cupti_timing_stop();
+        ft_cupti_stop();
+        FT_INFO("profiling: %u of %d pass(es) timed from CUPTI activity records (GPU timestamps), "
+                "the others from CUDA events", prof.cupti_passes, ft_prof_passes(prof.prof));
+    }
     const char *names[prof.n];
     for (size_t i = 0; i < prof.n; i++)
         names[i] = ft_disc_unit(disc, i)->name;
@@ -777,6 +829,8 @@ static void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
             }
         }
         prof.in_pass = 1;
+        prof.pass_seq++;
+        prof.cur_unit = -1;
         prof.lane = lane;
         prof.foreign_starts = 0;
         prof.epoch = ft_prof_epoch(prof.prof);
@@ -785,9 +839,14 @@ static void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
     if (prof.in_pass && pos >= 0) {
         for (size_t i = 0; i < prof.n; i++) {
             if (prof.first[i] == (uint32_t)pos && !prof.seen[i]) {
+                prof.cur_unit = (int)i;
                 prof.record(prof.ev[i], stream);
                 prof.seen[i] = 1;
             }
+        }
+        if (prof.cupti_timing && prof.cur_unit >= 0 && lane == prof.lane) {
+            ft_cupti_tag_push(prof.pass_seq << 20 | (uint64_t)(prof.cur_unit + 1));
+            tag_pushed = 1;
         }
     }
     pthread_mutex_unlock(&prof.lock);
@@ -1468,6 +1527,10 @@ static int engine_enter(void)
 
 static void engine_leave(int held)
 {
+    if (tag_pushed) {
+        tag_pushed = 0;
+        ft_cupti_tag_pop();
+    }
     if (held) {
         for (int k = 0; k < n_touched; k++) {
             unit_record_use(&res.units[touched[k]], touched_stream);
@@ -1901,8 +1964,14 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     /* One thread wins the switch, however many see discovery done at once. */
     if (ft_disc_state(disc) == FT_DISC_DONE && __atomic_exchange_n(&discovering, 0, __ATOMIC_ACQ_REL)) {
         /* Release CUPTI so that a profiler started later can subscribe. */
-        ft_cupti_stop();
         start_profiling();
+        /* CUPTI stays for profiling when its activity API can time the kernels, and is
+         * released afterwards (a profiler started later can subscribe then). */
+        prof.cupti_timing = __atomic_load_n(&profiling, __ATOMIC_RELAXED) && ft_cupti_timing_start() == 0;
+        if (!prof.cupti_timing)
+            ft_cupti_stop();
+        else if ((prof.kern = malloc((prof.kern_cap = 1u << 16) * sizeof *prof.kern)) == NULL)
+            prof.cupti_timing = 0;
     }
 }
 

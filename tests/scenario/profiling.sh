@@ -4,11 +4,22 @@
 ARGS=(--layers 4 --dim 512 --quiet)
 profile() { "$BUILD/bin/ft-trace" --json "$1" | python3 -c "import json,sys; p=json.load(sys.stdin).get('profile'); print(json.dumps(p))"; }
 
-FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_TRACE_FILE="$WORK/p.bin" \
-    shim "$MODEL" "${ARGS[@]}" --iters 10 >"$WORK/out" 2>"$WORK/err" || fail "model under shim failed"
-[ "$(cat "$WORK/out")" = "$(sim "$MODEL" "${ARGS[@]}" --iters 10)" ] || fail "output changed"
-profile "$WORK/p.bin" >"$WORK/p.json"
-python3 - "$WORK/p.json" <<'PY' || fail "unit compute times are not the kernels' durations"
+# Two sources: CUPTI's activity records (kernel timestamps; the default when CUPTI is
+# there) and CUDA events at unit boundaries (FT_CUPTI=off). With events, the last
+# unit's range runs to the next pass; with kernel records it ends with its last kernel.
+for src in cupti events; do
+    env_cupti=(); [ $src = events ] && env_cupti=(FT_CUPTI=off)
+    env "${env_cupti[@]}" FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_TRACE_FILE="$WORK/p.bin" \
+        LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$SHIM" "$MODEL" "${ARGS[@]}" --iters 10 >"$WORK/out" 2>"$WORK/err" \
+        || fail "$src: model under shim failed"
+    [ "$(cat "$WORK/out")" = "$(sim "$MODEL" "${ARGS[@]}" --iters 10)" ] || fail "$src: output changed"
+    if [ $src = cupti ]; then
+        expect_grep 'profiling: 3 of 3 pass\(es\) timed from CUPTI activity records' "$WORK/err" "cupti: source"
+    else
+        grep -q 'timed from CUPTI activity records' "$WORK/err" && fail "events: CUPTI records used with FT_CUPTI=off"
+    fi
+    profile "$WORK/p.bin" >"$WORK/p.json"
+    python3 - "$WORK/p.json" "$src" <<'PY' || fail "$src: unit compute times are not the kernels' durations"
 import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["passes"] == 3, p
@@ -18,13 +29,14 @@ u = p["units"]
 assert [x["samples"] for x in u] == [3] * 4, u
 for x in u[:3]:
     assert x["min_ns"] == x["median_ns"] == x["max_ns"] == layer, (x, layer)
-# the last unit's range runs to the next pass: plus the output copied back to pinned
-# memory (2 us latency + 2 KiB at 55 GB/s) and the next input copied in from pageable
-# memory (2 us + 2 KiB at 7.7 GB/s)
-tail = (2000 + 2048 / 55.0) + (2000 + 2048 / 7.7)
+# events: the last unit's range runs to the next pass, so it also holds the output
+# copied back to pinned memory (2 us latency + 2 KiB at 55 GB/s) and the next input
+# copied in from pageable memory (2 us + 2 KiB at 7.7 GB/s)
+tail = (2000 + 2048 / 55.0) + (2000 + 2048 / 7.7) if sys.argv[2] == "events" else 0
 assert abs(u[3]["median_ns"] - (layer + tail)) <= 1, (u[3], layer + tail)
 PY
-pass "unit compute times equal the kernels' virtual durations (3 passes)"
+done
+pass "unit compute times equal the kernels' virtual durations (3 passes), from CUPTI activity records and from events"
 
 FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_TRACE_FILE="$WORK/s.bin" \
     shim "$MODEL" "${ARGS[@]}" --iters 10 --pause 10 >/dev/null 2>&1 || fail "suspended run failed"

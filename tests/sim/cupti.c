@@ -295,6 +295,8 @@ static unsigned kind_bit(CUpti_ActivityKind kind)
         return SIMCU_ACTMASK_MEMCPY;
     case CUPTI_ACTIVITY_KIND_MEMSET:
         return SIMCU_ACTMASK_MEMSET;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+        return SIMCU_ACTMASK_EXTCORR;
     default:
         return 0;
     }
@@ -356,6 +358,8 @@ static size_t record_size(uint32_t kind)
         return sizeof(CUpti_ActivityMemcpy6);
     case CUPTI_ACTIVITY_KIND_MEMSET:
         return sizeof(CUpti_ActivityMemset4);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+        return sizeof(CUpti_ActivityExternalCorrelation);
     default:
         return 0;
     }
@@ -426,6 +430,15 @@ static size_t write_record(uint8_t *p, const simcu_activity_t *a, int kernel_kin
         m->channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
         return sizeof *m;
     }
+    case SIMCU_ACT_EXTCORR: {
+        CUpti_ActivityExternalCorrelation *x = (CUpti_ActivityExternalCorrelation *)p;
+        memset(x, 0, sizeof *x);
+        x->kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+        x->externalKind = (CUpti_ExternalCorrelationKind)a->external_kind;
+        x->externalId = a->external_id;
+        x->correlationId = a->correlation_id;
+        return sizeof *x;
+    }
     }
     return 0;
 }
@@ -434,6 +447,7 @@ static size_t sim_record_size(const simcu_activity_t *a)
 {
     return a->kind == SIMCU_ACT_KERNEL ? sizeof(CUpti_ActivityKernel10)
          : a->kind == SIMCU_ACT_MEMCPY ? sizeof(CUpti_ActivityMemcpy6)
+         : a->kind == SIMCU_ACT_EXTCORR ? sizeof(CUpti_ActivityExternalCorrelation)
          : sizeof(CUpti_ActivityMemset4);
 }
 
@@ -538,6 +552,22 @@ CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivityGetAttribute(CUpti_ActivityAttrib
         return CUPTI_SUCCESS;
     }
     return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+}
+
+CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                                        uint64_t id)
+{
+    if (!ready())
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    return T->push_external((uint32_t)kind, id) == 0 ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                                       uint64_t *lastId)
+{
+    if (!ready())
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    return T->pop_external((uint32_t)kind, lastId) == 0 ? CUPTI_SUCCESS : CUPTI_ERROR_QUEUE_EMPTY;
 }
 
 CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableLatencyTimestamps(uint8_t enable) { return CUPTI_SUCCESS; }

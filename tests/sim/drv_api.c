@@ -203,6 +203,8 @@ static __thread int t_ctx_depth;
 static __thread int t_in_callback;
 static __thread int t_call_depth;
 static __thread uint32_t t_corr;
+static __thread uint64_t t_ext[SIMCU_EXT_KINDS][8];
+static __thread int t_ext_n[SIMCU_EXT_KINDS];
 
 struct CUctx_st *sim_current_ctx(void) { return t_ctx; }
 void sim_set_current_ctx(struct CUctx_st *ctx) { t_ctx = ctx; }
@@ -219,6 +221,26 @@ static int g_sub_taken;
 static uint8_t g_cb_driver[CUPTI_DRIVER_TRACE_CBID_SIZE];
 static uint8_t g_cb_runtime[CUPTI_RUNTIME_TRACE_CBID_SIZE];
 static uint32_t g_next_corr;
+
+/* An outermost API call on a thread with pushed external ids: one EXTCORR record per
+ * kind, tying the call's correlation id to the id on top of that kind's stack. */
+static void emit_external(uint32_t corr)
+{
+    simcu_activity_sink_t sink = g_sim.act_sink;
+    if (sink == NULL || !(g_sim.act_mask & SIMCU_ACTMASK_EXTCORR))
+        return;
+    for (uint32_t k = 0; k < SIMCU_EXT_KINDS; k++) {
+        if (t_ext_n[k] == 0)
+            continue;
+        simcu_activity_t a;
+        memset(&a, 0, sizeof a);
+        a.kind = SIMCU_ACT_EXTCORR;
+        a.correlation_id = corr;
+        a.external_kind = k;
+        a.external_id = t_ext[k][t_ext_n[k] - 1];
+        sink(&a);
+    }
+}
 
 static int cb_enabled(CUpti_CallbackDomain d, CUpti_CallbackId cbid)
 {
@@ -262,8 +284,10 @@ CUresult sim_api_enter(simcu_call_t *c, CUpti_CallbackDomain domain, CUpti_Callb
         return CUDA_ERROR_NOT_INITIALIZED;
     if (flags & SIMCU_CALL_QUIET)
         return CUDA_SUCCESS;
-    if (t_call_depth++ == 0)
+    if (t_call_depth++ == 0) {
         t_corr = __atomic_add_fetch(&g_next_corr, 1, __ATOMIC_RELAXED);
+        emit_external(t_corr);
+    }
     c->entered = 1;
     if (g_sub_fn && cb_enabled(domain, cbid)) {
         memset(&c->cb, 0, sizeof c->cb);
@@ -1020,6 +1044,24 @@ static void cupti_set_activity(unsigned mask, simcu_activity_sink_t sink)
 
 static uint64_t cupti_host_now(void) { return simcudaHostNow(); }
 
+static int cupti_push_external(uint32_t kind, uint64_t id)
+{
+    if (kind >= SIMCU_EXT_KINDS || t_ext_n[kind] == 8)
+        return -1;
+    t_ext[kind][t_ext_n[kind]++] = id;
+    return 0;
+}
+
+static int cupti_pop_external(uint32_t kind, uint64_t *id)
+{
+    if (kind >= SIMCU_EXT_KINDS || t_ext_n[kind] == 0)
+        return -1;
+    uint64_t v = t_ext[kind][--t_ext_n[kind]];
+    if (id)
+        *id = v;
+    return 0;
+}
+
 static uint32_t cupti_ctx_id(CUcontext ctx)
 {
     return ctx_valid(ctx) ? ((struct CUctx_st *)ctx)->id : 0;
@@ -1046,6 +1088,8 @@ static const simcu_cupti_table_t g_cupti_table = {
     .enable_callback = cupti_enable,
     .callback_state = cupti_cb_state,
     .set_activity = cupti_set_activity,
+    .push_external = cupti_push_external,
+    .pop_external = cupti_pop_external,
     .host_now = cupti_host_now,
     .context_id = cupti_ctx_id,
     .stream_id = cupti_stream_id,

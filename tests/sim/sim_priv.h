@@ -63,7 +63,7 @@ typedef struct simcu_rt_table {
 
 /* Neutral activity record the driver hands to libcupti when a GPU operation
  * completes; libcupti lays it out as the header's CUpti_Activity* struct. */
-typedef enum { SIMCU_ACT_KERNEL = 1, SIMCU_ACT_MEMCPY, SIMCU_ACT_MEMSET } simcu_act_kind_t;
+typedef enum { SIMCU_ACT_KERNEL = 1, SIMCU_ACT_MEMCPY, SIMCU_ACT_MEMSET, SIMCU_ACT_EXTCORR } simcu_act_kind_t;
 
 typedef struct simcu_activity {
     simcu_act_kind_t kind;
@@ -81,10 +81,18 @@ typedef struct simcu_activity {
     uint32_t memset_value;
     uint8_t memset_memkind;
     int async;
+    /* external correlation: the id pushed on the calling thread, and its kind */
+    uint64_t external_id;
+    uint32_t external_kind;
 } simcu_activity_t;
 
 /* Bits of the activity mask: which kinds the driver reports. */
-enum { SIMCU_ACTMASK_KERNEL = 1, SIMCU_ACTMASK_MEMCPY = 2, SIMCU_ACTMASK_MEMSET = 4 };
+enum { SIMCU_ACTMASK_KERNEL = 1, SIMCU_ACTMASK_MEMCPY = 2, SIMCU_ACTMASK_MEMSET = 4,
+       SIMCU_ACTMASK_EXTCORR = 8 };
+
+/* External correlation kinds the simulator keeps a stack for (CUpti_ExternalCorrelationKind
+ * values below this). */
+#define SIMCU_EXT_KINDS 8
 
 typedef void (*simcu_activity_sink_t)(const simcu_activity_t *rec);
 
@@ -102,6 +110,11 @@ typedef struct simcu_cupti_table {
     uint32_t (*context_id)(CUcontext ctx);
     uint32_t (*stream_id)(CUstream stream);
     uint32_t (*device_id)(CUcontext ctx);
+    /* cuptiActivityPush/PopExternalCorrelationId: a per-thread stack per kind; each API
+     * call the thread then makes (outermost only) yields an EXTCORR record for the top
+     * of every non-empty stack. 0, or -1 (bad kind, full or empty stack). */
+    int (*push_external)(uint32_t kind, uint64_t id);
+    int (*pop_external)(uint32_t kind, uint64_t *id);
 } simcu_cupti_table_t;
 
 #endif

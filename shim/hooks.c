@@ -452,17 +452,19 @@ static struct {
     size_t bytes;
 } bw;
 
+static void *host_store_alloc(size_t size);
+static void host_store_free(void *p);
+static const char *host_store_kind(void);
+
+/* Measured on memory from host_store_alloc: the kind the engine's host stores will be
+ * (FT_PINNED_MEMORY, FT_PINNED_MEMORY_MODE), so the plan gets their bandwidth. */
 static void measure_bandwidth(void)
 {
-    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
-    typedef cudaError_t (*free_host_fn)(void *);
     typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
     typedef cudaError_t (*stream_destroy_fn)(cudaStream_t);
-    host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
-    free_host_fn free_host = (free_host_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaFreeHost");
     stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
     stream_destroy_fn stream_destroy = (stream_destroy_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamDestroy");
-    if (!host_alloc || !free_host || !stream_create || !stream_destroy)
+    if (!stream_create || !stream_destroy)
         return;
     size_t bytes = 64u << 20;
     void *host = NULL, *dev = NULL;
@@ -470,7 +472,7 @@ static void measure_bandwidth(void)
     cudaEvent_t e[6];
     /* 64 MiB copies; 8 or 1 MiB where the device has no room for twice that more (a
      * budget held by FT_SPILL fills it). */
-    int ok = host_alloc(&host, 2 * bytes, cudaHostAllocDefault) == cudaSuccess;
+    int ok = (host = host_store_alloc(2 * bytes)) != NULL;
     while (ok && REAL(cudaMalloc)(&dev, 2 * bytes) != cudaSuccess) {
         dev = NULL;
         ok = bytes > (1u << 20);
@@ -519,11 +521,11 @@ static void measure_bandwidth(void)
             double us = (double)small_ms * 1000.0 / N_SMALL - (bw.h2d > 0 ? SMALL / (bw.h2d * 1000.0) : 0);
             bw.latency_us = us > 0 ? us : 0;
         }
-        FT_INFO("copy bandwidth (pinned, %zu MiB): host to device %.1f GB/s, device to host %.1f GB/s; "
-                "both at once %.1f and %.1f GB/s; %.1f us per copy", bytes >> 20, bw.h2d, bw.d2h,
-                bw.h2d_both, bw.d2h_both, bw.latency_us);
+        FT_INFO("copy bandwidth (%s, %zu MiB): host to device %.1f GB/s, device to host %.1f GB/s; "
+                "both at once %.1f and %.1f GB/s; %.1f us per copy", host_store_kind(), bytes >> 20,
+                bw.h2d, bw.d2h, bw.h2d_both, bw.d2h_both, bw.latency_us);
     } else {
-        FT_WARN("copy bandwidth not measured (could not set up pinned buffers and streams)");
+        FT_WARN("copy bandwidth not measured (could not set up host buffers and streams)");
     }
     if (s1)
         stream_destroy(s1);
@@ -532,7 +534,7 @@ static void measure_bandwidth(void)
     if (dev)
         REAL(cudaFree)(dev);
     if (host)
-        free_host(host);
+        host_store_free(host);
 }
 
 /* Discovery is done: set up the events for the units it found. */

@@ -853,7 +853,7 @@ static void text_report(const trace_t *t, const char *path, size_t size)
         }
     }
     if (t->seen[FT_TRACE_BANDWIDTH])
-        printf("\ncopy bandwidth (pinned, %" PRIu64 " MiB copies)\n  host to device %.1f GB/s, "
+        printf("\ncopy bandwidth (%" PRIu64 " MiB copies, host memory of the kind FT_PINNED_MEMORY asks for)\n  host to device %.1f GB/s, "
                "device to host %.1f GB/s; both at once %.1f and %.1f GB/s\n", t->bw_bytes >> 20,
                (double)t->bw[0] / 1e6, (double)t->bw[1] / 1e6, (double)t->bw[2] / 1e6,
                (double)t->bw[3] / 1e6);

@@ -32,6 +32,7 @@ typedef struct {
     uint64_t hash;
     int unit;                 /* index in units, -1 none */
     int shared;               /* touched by launches outside its unit's range */
+    int direct;               /* touched through a launch's own arguments in the pass */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -743,7 +744,10 @@ static int build_units(ft_disc_t *d)
      * than one unit: streaming it would load its unit once per user. */
     for (size_t i = 0; i < r->n; i++)
         for (uint32_t k = 0; k < r->l[i].n_ids; k++) {
-            rinfo_t *x = rinfo_get(d, r->ids[r->l[i].first_id + k] & ~ID_INDIRECT);
+            uint32_t raw = r->ids[r->l[i].first_id + k];
+            rinfo_t *x = rinfo_get(d, raw & ~ID_INDIRECT);
+            if (x != NULL && !(raw & ID_INDIRECT))
+                x->direct = 1;
             if (x != NULL && x->unit >= 0 &&
                 (i < d->units[x->unit].first_launch || i > d->units[x->unit].last_launch))
                 x->shared = 1;
@@ -1120,6 +1124,15 @@ int ft_disc_region_shared(ft_disc_t *d, uint32_t id)
     int shared = x != NULL && x->shared;
     pthread_mutex_unlock(&d->lock);
     return shared;
+}
+
+int ft_disc_region_indirect_only(ft_disc_t *d, uint32_t id)
+{
+    pthread_mutex_lock(&d->lock);
+    rinfo_t *x = rinfo_get(d, id);
+    int only = x != NULL && x->unit >= 0 && !x->direct;
+    pthread_mutex_unlock(&d->lock);
+    return only;
 }
 
 int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size)

@@ -108,6 +108,11 @@ int ft_disc_expected(ft_disc_t *d, long pos, uint64_t kernel);
  * recorded pass (after DONE): the residency engine keeps such a weight resident. */
 int ft_disc_region_shared(ft_disc_t *d, uint32_t id);
 
+/* 1 when the recorded pass reached the weight only through pointer arrays (never
+ * through a launch's own arguments): the residency guard, which does not read
+ * pointer arrays, could not load it, so the engine keeps it resident. */
+int ft_disc_region_indirect_only(ft_disc_t *d, uint32_t id);
+
 /* Launches in the recorded pass. */
 size_t ft_disc_pass_length(ft_disc_t *d);
 

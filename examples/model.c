@@ -17,6 +17,8 @@
  *
  *   --ptr-arrays  one more weight per layer, reached through a device table of
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
+ *   --big-tables  with --ptr-arrays: the weights behind the pointer table are as large
+ *                 as a layer's (backed by virtual memory, so they could be offloaded)
  *   --stale       one more kernel per layer (bump, cudaLaunchKernel) whose by-value
  *                 struct has a tail it never reads, left holding, as a framework's
  *                 stack would, the address of another layer's weight or of host memory
@@ -95,6 +97,7 @@ static int poke_after = -1;
 static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
+static int big_tables;
 static __thread int cur_iter; /* the forward under way on this thread */
 static int usage;
 static int drop_after = -1;
@@ -153,7 +156,7 @@ static void load_weights(void)
         model[l].bias = upload(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
         model[l].s = upload(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
         if (ptr_arrays)
-            model[l].pv = upload(0x94d049bb133111ebull * (uint64_t)(l + 1), n, host);
+            model[l].pv = upload(0x94d049bb133111ebull * (uint64_t)(l + 1), big_tables ? n * n : n, host);
     }
     if (ptr_arrays) {
         uint32_t **tbl = malloc((size_t)layers * sizeof *tbl);
@@ -380,6 +383,8 @@ int main(int argc, char **argv)
             stale = 1;
         else if (strcmp(a, "--shared") == 0)
             shared = 1;
+        else if (strcmp(a, "--big-tables") == 0)
+            big_tables = 1;
         else if (strcmp(a, "--scratch") == 0)
             scratch_from = 0;
         else if (strcmp(a, "--scratch-from") == 0 && i + 1 < argc)
@@ -408,7 +413,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

@@ -699,7 +699,8 @@ static void make_plan(void)
             /* A weight other units use too stays resident (activate_locked): the plan
              * counts it with the rest of the resident memory. */
             if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 ||
-                ft_disc_region_shared(disc, u->region_ids[k]))
+                ft_disc_region_shared(disc, u->region_ids[k]) ||
+                ft_disc_region_indirect_only(disc, u->region_ids[k]))
                 continue;
             vmm_t *v = vmm_find(base);
             bytes += v != NULL ? v->size : size;
@@ -1681,6 +1682,12 @@ static int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
             *shared_resident += size;
             continue;
         }
+        /* Reached only through pointer arrays: the guard reads no device memory, so
+         * it could not load it for the launch that uses it. */
+        if (ft_disc_region_indirect_only(disc, u->region_ids[k])) {
+            *shared_resident += size;
+            continue;
+        }
         res_region_t *r = &res.regions[res.n_regions++];
         *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k] };
         res.units[i].bytes += v->size;
@@ -1871,7 +1878,8 @@ static void activate_locked(void)
             "after a miss), at most %d at once", evicted_units, (double)moved / 1048576.0,
             host_store_kind(), slots);
     if (shared_resident > 0)
-        FT_INFO("residency: %.1f MiB of weights used by several units stay resident",
+        FT_INFO("residency: %.1f MiB of weights used by several units, or reached only through "
+                "pointer arrays, stay resident",
                 (double)shared_resident / 1048576.0);
     /* FT_SPILL: what the plan keeps on the device comes back to it; the budget now
      * has room for it, the streamed units having left. */

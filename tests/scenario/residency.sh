@@ -67,6 +67,20 @@ pass "a weight rewritten after every forward: copied back at each of 3 evictions
 run_pair peek --peek 9
 expect_grep 'residency: 2 copy\(ies\) to or from units in host memory served there' "$WORK/peek.err" "peek: served"
 pass "a weight row read back and one word written, while its unit is in host memory: both served there, unit not loaded; same output"
+# Weights reached only through a pointer table (--ptr-arrays, each as large as a layer
+# with --big-tables): the guard reads no device memory, so it could neither load them
+# nor wait for the kernels reading them before an eviction; they stay resident while
+# the rest of each layer streams.
+T=(--layers 6 --dim 512 --iters 12 --quiet --ptr-arrays --big-tables)
+sim "$MODEL" "${T[@]}" >"$WORK/pt.plain" || fail "pointer tables: model without shim failed"
+FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=13MiB shim "$MODEL" "${T[@]}" \
+    >"$WORK/pt.shim" 2>"$WORK/pt.err" || { sed 's/^/    | /' "$WORK/pt.err" >&2; fail "pointer tables: failed"; }
+cmp -s "$WORK/pt.plain" "$WORK/pt.shim" || fail "pointer tables: output differs"
+expect_grep 'residency: [1-9][0-9.]* MiB of weights used by several units, or reached only through pointer arrays, stay resident' \
+    "$WORK/pt.err" "pointer tables: resident"
+expect_grep 'residency: [1-9] unit\(s\), ' "$WORK/pt.err" "pointer tables: layers stream"
+pass "weights reached only through pointer arrays stay resident, the layers stream; same output"
+
 # 6 MiB: 2 slots of 2 MiB and the shared table (1 MiB, counted with the non-weight
 # memory), which 5 MiB cannot hold.
 LIMIT=6MiB # Memory the plan never saw (a 2 MiB scratch buffer from forward 9 on, 4 MiB layers):
@@ -86,7 +100,7 @@ expect_grep 'an allocation of 2\.0 MiB does not fit the memory budget \(10\.0 Mi
 expect_grep 'cudaMalloc.*out of memory' "$WORK/g2.err" "grow: the application sees cudaErrorMemoryAllocation"
 pass "an allocation past the budget after the plan: a resident layer streams from then on (same output); with nothing left to stream, cudaErrorMemoryAllocation and the budget named"
 run_pair shared --shared
-expect_grep 'residency: 1\.0 MiB of weights used by several units stay resident' "$WORK/shared.err" "shared: resident"
+expect_grep 'residency: 1\.0 MiB of weights used by several units, or reached only through pointer arrays, stay resident' "$WORK/shared.err" "shared: resident"
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/shared.err" "shared: prefetched"
 pass "a weight every layer reads stays resident, the rest streams (without that, its unit is 3 MiB and 6 MiB holds no plan)"
 

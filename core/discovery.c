@@ -1079,10 +1079,13 @@ static uint32_t range_intern(ft_disc_t *d, const char *path)
     return rg->id;
 }
 
-long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set)
+long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set,
+                   int *expected)
 {
     pthread_mutex_lock(&d->lock);
     long pos = -1;
+    if (expected != NULL)
+        *expected = 0;
     lane_t *ln = d->state == FT_DISC_DONE ? lane_get(d, lane) : NULL;
     /* Every lane that found its passes is followed: the lane that decided may stop
      * launching (a thread that finished its work) while others go on. */
@@ -1101,20 +1104,11 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
             ln->track_pos++;
         ln->track_mark = 0;
         pos = ln->track_pos;
+        if (expected != NULL)
+            *expected = pos >= 0 && (size_t)pos < d->last.n && k != NULL && d->last.l[pos].kernel == k->idx;
     }
     pthread_mutex_unlock(&d->lock);
     return pos;
-}
-
-int ft_disc_expected(ft_disc_t *d, long pos, uint64_t kernel)
-{
-    pthread_mutex_lock(&d->lock);
-    kinfo_t *k;
-    HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
-    int same = d->state == FT_DISC_DONE && pos >= 0 && (size_t)pos < d->last.n && k != NULL &&
-               d->last.l[pos].kernel == k->idx;
-    pthread_mutex_unlock(&d->lock);
-    return same;
 }
 
 int ft_disc_region_shared(ft_disc_t *d, uint32_t id)

@@ -94,15 +94,15 @@ int ft_disc_iterations(ft_disc_t *d);
 /* After DONE, following each lane's passes (profiling): where this launch of the lane
  * falls in its pass, 0 when it begins one (the lane's anchor recurred, or an explicit
  * mark preceded it); -1 before DONE, for a lane whose passes were never found, or
- * before a pass began. Positions are those of the units' first_launch / last_launch. */
-long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set);
+ * before a pass began. Positions are those of the units' first_launch / last_launch.
+ * *expected (may be NULL) is set to 1 when the recorded pass launched this kernel at
+ * that position: a pass whose launches differ (a prefill where discovery saw decode
+ * steps) can be told from one that follows the record. */
+long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set,
+                   int *expected);
 /* A region's address range by id (as listed in a unit). 0, or -1 when unknown. */
 int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size);
 
-/* 1 when the recorded pass launched `kernel` at position pos: a pass whose launches
- * differ (a prefill where discovery saw decode steps) can be told from one that
- * follows the record. */
-int ft_disc_expected(ft_disc_t *d, long pos, uint64_t kernel);
 
 /* 1 when launches outside the range of the region's unit touch it too, in the
  * recorded pass (after DONE): the residency engine keeps such a weight resident. */

@@ -1941,13 +1941,14 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     /* Discovery and pass tracking see the touches the kernel is sure to make. */
     ft_scan_set_drop_unsure(&set);
     if (res_on) {
-        long pos = ft_disc_track(disc, lane_id(), key, &set);
+        int expected;
+        long pos = ft_disc_track(disc, lane_id(), key, &set, &expected);
         res.last_pos = pos;
         if (pos == 0) {
             step_mark(stream);
             res.off_script = 0;
         }
-        if (pos >= 0 && !res.off_script && !ft_disc_expected(disc, pos, key))
+        if (pos >= 0 && !res.off_script && !expected)
             res.off_script = 1;
         if (res.off_script)
             pos = -1;
@@ -1963,7 +1964,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         return;
     }
     if (!disc_on) {
-        long pos = ft_disc_track(disc, lane_id(), key, &set);
+        long pos = ft_disc_track(disc, lane_id(), key, &set, NULL);
         if (pos >= 0)
             profile_launch(lane_id(), pos, stream);
         return;

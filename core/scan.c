@@ -61,17 +61,20 @@ static size_t scan_held(ft_regions_t *t, const unsigned char *b, size_t len, siz
                         ft_scan_junk_t *junk, int learn, ft_scan_set_t *out)
 {
     size_t added = 0;
+    int marking = learn && junk != NULL;
     for (size_t off = 0; off + 8 <= len; off += 8) {
         uint64_t v;
         memcpy(&v, b + off, 8); /* parameter buffers need not be 8-byte aligned in memory */
-        if (v == 0)
+        if (v < 4096) {         /* sizes, counts, flags, NULL: the common case */
+            if (v != 0 && marking)
+                junk_mark(junk, w0 + off / 8);
             continue;
-        size_t w = w0 + off / 8;
+        }
         ft_region_t r;
-        if (v >= 4096 && ft_regions_find_held(t, v, &r))
-            added += (size_t)set_add(out, r.id, v, junk_has(junk, w));
-        else if (learn && junk != NULL) /* sizes, counts, flags, host addresses */
-            junk_mark(junk, w);
+        if (ft_regions_find_held(t, v, &r))
+            added += (size_t)set_add(out, r.id, v, junk != NULL && junk_has(junk, w0 + off / 8));
+        else if (marking)      /* host addresses, other allocators' memory */
+            junk_mark(junk, w0 + off / 8);
     }
     return added;
 }

@@ -17,6 +17,7 @@
  *
  *   --ptr-arrays  one more weight per layer, reached through a device table of
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
+ *   --device N    run on device N (cudaSetDevice in every thread)
  *   --big-tables  with --ptr-arrays: the weights behind the pointer table are as large
  *                 as a layer's (backed by virtual memory, so they could be offloaded)
  *   --stale       one more kernel per layer (bump, cudaLaunchKernel) whose by-value
@@ -98,6 +99,7 @@ static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
 static int big_tables;
+static int device;
 static __thread int cur_iter; /* the forward under way on this thread */
 static int usage;
 static int drop_after = -1;
@@ -285,6 +287,7 @@ static void *run_worker(void *arg)
     worker_t *wk = arg;
     cudaStream_t stream = 0;
     uint32_t *a, *b, *out;
+    CHECK(cudaSetDevice(device));
     if (threads > 1)
         CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     CHECK(cudaMalloc((void **)&a, (size_t)dim * sizeof *a));
@@ -383,6 +386,8 @@ int main(int argc, char **argv)
             stale = 1;
         else if (strcmp(a, "--shared") == 0)
             shared = 1;
+        else if (strcmp(a, "--device") == 0 && i + 1 < argc)
+            device = parse_int(a, argv[++i], 0, 1023);
         else if (strcmp(a, "--big-tables") == 0)
             big_tables = 1;
         else if (strcmp(a, "--scratch") == 0)
@@ -413,7 +418,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -440,6 +445,7 @@ int main(int argc, char **argv)
     if (!quiet)
         printf("model: %d layers, dim %d, %.1f MiB of weights, %d iterations, %d thread(s)\n",
                layers, dim, mib, iters, threads);
+    CHECK(cudaSetDevice(device));
     load_weights();
 
     worker_t *wk = calloc((size_t)threads, sizeof *wk);

@@ -2238,6 +2238,31 @@ static void spill_restore_all(const char *why)
                 (double)back / 1048576.0);
 }
 
+/* FT_GPU_DEVICE: the one device whose allocations FlexTensor manages (-1: the device
+ * current at the first allocation). Others pass through, untracked, so their
+ * launches touch no region. */
+static int managed_dev = -2; /* -2: not decided yet */
+
+/* runtime: the caller is a runtime allocation, which makes the primary context
+ * current first (a driver caller has its own context current). */
+static int on_managed_device(int runtime)
+{
+    CUdevice dev;
+    resolve_driver();
+    if (drv.ctx_get_device == NULL || (runtime && REAL(cudaFree)(NULL) != cudaSuccess) ||
+        drv.ctx_get_device(&dev) != CUDA_SUCCESS)
+        return 1; /* cannot tell: managed, as before the option existed */
+    int want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
+    if (want == -2) {
+        int pick = cfgp->gpu_device >= 0 ? cfgp->gpu_device : (int)dev;
+        int unset = -2;
+        if (__atomic_compare_exchange_n(&managed_dev, &unset, pick, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            FT_INFO("managing device %d (FT_GPU_DEVICE%s)", pick, cfgp->gpu_device >= 0 ? "" : "=-1: the first allocation's");
+        want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
+    }
+    return (int)dev == want;
+}
+
 /* Serves an allocation from virtual memory. cudaSuccess, cudaErrorMemoryAllocation,
  * or cudaErrorNotSupported (the caller then passes it through). */
 static cudaError_t vmm_alloc(void **out, size_t size)
@@ -2370,6 +2395,8 @@ static int vmm_free(void *p)
 
 cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
 {
+    if (!on_managed_device(1))
+        return real(devPtr, size);
     if (budget_admit(size) != 0)
         return cudaErrorMemoryAllocation;
     if (devPtr != NULL && vmm_min_bytes != 0 && size >= vmm_min_bytes) {
@@ -2398,6 +2425,8 @@ cudaError_t ft_hook_rt_free(cudaFree_fn_t real, void *devPtr)
 cudaError_t ft_hook_rt_malloc_async(cudaMallocAsync_fn_t real, void **devPtr, size_t size,
                                     cudaStream_t stream)
 {
+    if (!on_managed_device(1))
+        return real(devPtr, size, stream);
     if (budget_admit(size) != 0)
         return cudaErrorMemoryAllocation;
     cudaError_t rc = real(devPtr, size, stream);
@@ -2409,6 +2438,8 @@ cudaError_t ft_hook_rt_malloc_async(cudaMallocAsync_fn_t real, void **devPtr, si
 cudaError_t ft_hook_rt_malloc_pool_async(cudaMallocFromPoolAsync_fn_t real, void **ptr, size_t size,
                                          cudaMemPool_t pool, cudaStream_t stream)
 {
+    if (!on_managed_device(1))
+        return real(ptr, size, pool, stream);
     if (budget_admit(size) != 0)
         return cudaErrorMemoryAllocation;
     cudaError_t rc = real(ptr, size, pool, stream);
@@ -2425,6 +2456,8 @@ cudaError_t ft_hook_rt_free_async(cudaFreeAsync_fn_t real, void *devPtr, cudaStr
 
 CUresult ft_hook_drv_malloc(cuMemAlloc_v2_fn_t real, CUdeviceptr *dptr, size_t n)
 {
+    if (!on_managed_device(0))
+        return real(dptr, n);
     if (budget_admit(n) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n);
@@ -2441,6 +2474,8 @@ CUresult ft_hook_drv_free(cuMemFree_v2_fn_t real, CUdeviceptr dptr)
 
 CUresult ft_hook_drv_malloc_async(cuMemAllocAsync_fn_t real, CUdeviceptr *dptr, size_t n, CUstream s)
 {
+    if (!on_managed_device(0))
+        return real(dptr, n, s);
     if (budget_admit(n) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n, s);

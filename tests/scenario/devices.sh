@@ -1,0 +1,36 @@
+# Several devices (issue 6's ground work, on the simulated device with two GPUs): the
+# shim manages one device per process -- FT_GPU_DEVICE, or by default the device
+# current at the process's first allocation -- and lets the others' allocations and
+# launches pass through. Two processes, one per device, each offload their own model
+# under their own budget at once, with the outputs of runs without the shim.
+. "$(dirname "$0")/lib.sh"
+ARGS=(--layers 6 --dim 512 --iters 12 --quiet)
+export FTSIM_DEVICE_COUNT=2
+sim "$MODEL" "${ARGS[@]}" >"$WORK/plain" || fail "model without shim failed"
+
+for dv in 0 1; do
+    FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB shim "$MODEL" "${ARGS[@]}" --device $dv \
+        >"$WORK/d$dv.out" 2>"$WORK/d$dv.err" &
+done
+wait %1 || fail "the process on device 0 failed"
+wait %2 || fail "the process on device 1 failed"
+for dv in 0 1; do
+    cmp -s "$WORK/plain" "$WORK/d$dv.out" || fail "device $dv: output differs"
+    expect_grep "managing device $dv \(FT_GPU_DEVICE=-1: the first allocation's\)" "$WORK/d$dv.err" "device $dv: managed"
+    expect_grep 'residency: 6 unit\(s\), 6\.0 MiB, moved to pinned host memory' "$WORK/d$dv.err" "device $dv: offloaded"
+done
+pass "two processes at once, one per device: each offloads its own layers under its own budget; same outputs"
+
+# FT_GPU_DEVICE names another device than the one the model runs on: nothing is
+# tracked, nothing offloaded, the model runs as without the shim.
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB FT_GPU_DEVICE=0 FT_TRACE_FILE="$WORK/o.bin" \
+    shim "$MODEL" "${ARGS[@]}" --device 1 >"$WORK/o.out" 2>"$WORK/o.err" || fail "FT_GPU_DEVICE=0 on device 1 failed"
+cmp -s "$WORK/plain" "$WORK/o.out" || fail "FT_GPU_DEVICE=0 on device 1: output differs"
+expect_grep 'managing device 0 \(FT_GPU_DEVICE\)' "$WORK/o.err" "explicit device"
+grep -q 'moved to pinned host memory' "$WORK/o.err" && fail "FT_GPU_DEVICE=0: device 1's layers were offloaded"
+"$BUILD/bin/ft-trace" --json "$WORK/o.bin" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["units"] == [] and all(r["size"] < 4096 for r in d["regions"]), (d["units"], d["regions"][:3])' \
+    || fail "FT_GPU_DEVICE=0: device 1's allocations were tracked"
+pass "FT_GPU_DEVICE=0 while the model runs on device 1: its allocations pass through untracked; same output"

@@ -160,7 +160,7 @@ START_TEST(defaults_from_empty_environment)
     ck_assert_uint_eq(diag.n, 0);
     ck_assert(!cfg.enabled);
     ck_assert(!ft_config_enabled_requested(&cfg));
-    ck_assert_int_eq(cfg.gpu_device, 0);
+    ck_assert_int_eq(cfg.gpu_device, -1); /* the first allocation's device */
     ck_assert(cfg.pinned_memory);
     ck_assert_int_eq(cfg.pinned_memory_mode, FT_PINNED_MEMORY_MODE_ALLOC);
     ck_assert(!cfg.shm_enabled);
@@ -353,8 +353,8 @@ START_TEST(integer_errors)
 
     ck_assert_int_lt(load_env(NULL, "FT_NUM_BLOCKS=100", NULL), 0);
     assert_error("FT_NUM_BLOCKS=100: out of range (accepted: integer 2..64)");
-    ck_assert_int_lt(load_env(NULL, "FT_GPU_DEVICE=-1", NULL), 0);
-    assert_error("FT_GPU_DEVICE=-1: out of range (accepted: integer 0..1023)");
+    ck_assert_int_lt(load_env(NULL, "FT_GPU_DEVICE=-2", NULL), 0);
+    assert_error("FT_GPU_DEVICE=-2: out of range (accepted: integer -1..1023)");
     ck_assert_int_lt(load_env(NULL, "FT_DISCOVERY_ITERS=2.5", NULL), 0);
     assert_error("FT_DISCOVERY_ITERS=2.5: not an integer");
     ck_assert_int_lt(load_env(NULL, "FT_PROFILING_ITERS=99999999999999999999", NULL), 0);

@@ -52,7 +52,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
 	           $(DESTDIR)$(PREFIX)/lib/flextensor/sim $(DESTDIR)$(PREFIX)/include \
 	           $(DESTDIR)$(PREFIX)/share/doc/flextensor
-	install -m 755 $(BUILD)/libflextensor.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libflextensor.so $(BUILD)/libflextensor-nvtx.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/bin/ft-run $(BUILD)/bin/ft-trace $(DESTDIR)$(PREFIX)/bin/
 	cp -P $(BUILD)/sim/*.so* $(DESTDIR)$(PREFIX)/lib/flextensor/sim/
 	install -m 644 shim/flextensor.h $(DESTDIR)$(PREFIX)/include/

@@ -41,6 +41,13 @@ typedef struct {
  * FlexTensor is not enabled. */
 int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out);
 
+/* A named range opens / closes on this thread: units are named after the innermost
+ * range enclosing their launches. libflextensor-nvtx.so (the NVTX injection library,
+ * NVTX_INJECTION64_PATH) calls these for nvtxRangePush / nvtxRangePop; a program
+ * without NVTX may call them itself. */
+void ft_nvtx_range_push(const char *name);
+void ft_nvtx_range_pop(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2829,17 +2829,17 @@ cudaError_t ft_hook_rt_event_sync(cudaEventSynchronize_fn_t real, cudaEvent_t ev
     return rc;
 }
 
-/* --- NVTX ranges (shim/nvtx.c) name the units ---------------------------------------- */
+/* --- NVTX ranges name the units (libflextensor-nvtx.so, shim/nvtx.c, calls these) --- */
 
-void ft_hooks_range_push(const char *name)
+FT_EXPORT void ft_nvtx_range_push(const char *name)
 {
-    if (__atomic_load_n(&discovering, __ATOMIC_RELAXED))
-        ft_disc_range_push(disc, lane_id(), name);
+    if (ft_shim_active && __atomic_load_n(&discovering, __ATOMIC_RELAXED))
+        ft_disc_range_push(disc, lane_id(), name != NULL ? name : "?");
 }
 
-void ft_hooks_range_pop(void)
+FT_EXPORT void ft_nvtx_range_pop(void)
 {
-    if (__atomic_load_n(&discovering, __ATOMIC_RELAXED))
+    if (ft_shim_active && __atomic_load_n(&discovering, __ATOMIC_RELAXED))
         ft_disc_range_pop(disc, lane_id());
 }
 

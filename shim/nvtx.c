@@ -1,16 +1,27 @@
-/* nvtx.c - FlexTensor as an NVTX injection library: the ranges an application pushes
- * (nvtxRangePushA, nvtxDomainRangePushEx, ...) name the units discovery finds.
+/* nvtx.c - libflextensor-nvtx.so, FlexTensor's NVTX injection library: the ranges an
+ * application pushes (nvtxRangePushA, nvtxDomainRangePushEx, ...) name the units
+ * discovery finds.
  *
  * NVTX 3 is header-only in the application; at its first call it dlopens the library
  * named by NVTX_INJECTION64_PATH and calls InitializeInjectionNvtx2 with a way to
- * reach its function tables. ft-run sets the variable to libflextensor.so unless
- * another tool (Nsight) already did; by hand: NVTX_INJECTION64_PATH=<libflextensor.so>.
- * The callbacks run on the application's thread and only record the range stack.
+ * reach its function tables. That entry point is this library's only export, so that
+ * libflextensor.so exports nothing beyond the CUDA API and ft_*: the ranges reach the
+ * shim through its control API (ft_nvtx_range_push / _pop), looked up in the process.
+ * ft-run sets the variable to this library unless another tool (Nsight) already did;
+ * by hand: NVTX_INJECTION64_PATH=<libflextensor-nvtx.so>, with libflextensor.so
+ * preloaded. The callbacks run on the application's thread and only record the range
+ * stack.
  */
-#include "shim/shim.h"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
 
 #include <nvtx3/nvToolsExt.h>
 
+#define NVTX_EXPORT __attribute__((visibility("default")))
+
+static void (*push_fn)(const char *);
+static void (*pop_fn)(void);
 static __thread int depth;
 
 static const char *message_of(const nvtxEventAttributes_t *a)
@@ -22,19 +33,19 @@ static const char *message_of(const nvtxEventAttributes_t *a)
 
 static int NVTX_API range_push_a(const char *message)
 {
-    ft_hooks_range_push(message ? message : "?");
+    push_fn(message ? message : "?");
     return depth++;
 }
 
 static int NVTX_API range_push_ex(const nvtxEventAttributes_t *attr)
 {
-    ft_hooks_range_push(message_of(attr));
+    push_fn(message_of(attr));
     return depth++;
 }
 
 static int NVTX_API range_pop(void)
 {
-    ft_hooks_range_pop();
+    pop_fn();
     return depth > 0 ? --depth : -1;
 }
 
@@ -55,11 +66,16 @@ static void set_slot(NvtxFunctionTable table, unsigned size, unsigned id, NvtxFu
         *table[id] = fn;
 }
 
-FT_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table)
+NVTX_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
+
+NVTX_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table)
 {
-    ft_shim_ensure_init();
-    if (!ft_shim_active || get_export_table == NULL)
-        return 0; /* "no tool": NVTX turns its calls into no-ops */
+    /* FlexTensor preloaded and enabled, or "no tool": NVTX turns its calls into no-ops. */
+    int (*enabled)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "ft_enabled");
+    push_fn = (void (*)(const char *))dlsym(RTLD_DEFAULT, "ft_nvtx_range_push");
+    pop_fn = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_nvtx_range_pop");
+    if (enabled == NULL || push_fn == NULL || pop_fn == NULL || !enabled() || get_export_table == NULL)
+        return 0;
     const NvtxExportTableCallbacks *cb =
         (const NvtxExportTableCallbacks *)get_export_table(NVTX_ETID_CALLBACKS);
     if (cb == NULL || cb->GetModuleFunctionTable == NULL)

@@ -94,7 +94,5 @@ void ft_hooks_trace(void *trace_writer);
 /* The exit summary lines (FT_INFO). */
 void ft_hooks_report(void);
 /* NVTX ranges opened and closed on the calling thread (nvtx.c). */
-void ft_hooks_range_push(const char *name);
-void ft_hooks_range_pop(void);
 
 #endif

@@ -1,7 +1,7 @@
 # shim/: libflextensor.so, the only place that exports symbols. shim.def is the one
 # list of exports; the version script is generated from it.
 SHIM_SRCS := $(wildcard shim/*.c)
-SHIM_SRCS := $(filter-out shim/exports.c,$(SHIM_SRCS))
+SHIM_SRCS := $(filter-out shim/exports.c shim/nvtx.c,$(SHIM_SRCS))
 SHIM_OBJS := $(SHIM_SRCS:%.c=$(BUILD)/%.o)
 
 $(BUILD)/shim/exports.map: shim/exports.c shim/shim.def
@@ -14,3 +14,13 @@ $(BUILD)/libflextensor.so: $(SHIM_OBJS) $(CUPTI_OBJS) $(CORE_OBJS) $(CONFIG_OBJS
 	    -Wl,-z,defs -Wl,--no-undefined $(FT_LDFLAGS) -ldl
 
 all: $(BUILD)/libflextensor.so
+
+# libflextensor-nvtx.so: the NVTX injection library (shim/nvtx.c), apart so that the
+# shim exports nothing but the CUDA API and ft_*; it exports InitializeInjectionNvtx2
+# alone and reaches the shim through ft_nvtx_range_push / _pop.
+$(BUILD)/libflextensor-nvtx.so: shim/nvtx.c shim/nvtx.map
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -shared -o $@ shim/nvtx.c -Wl,--version-script=shim/nvtx.map \
+	    -Wl,-z,defs $(FT_LDFLAGS) -ldl
+
+all: $(BUILD)/libflextensor-nvtx.so

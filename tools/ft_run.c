@@ -181,8 +181,14 @@ int main(int argc, char **argv)
         setenv(name, explicit_settings[i].value, 1);
     }
     prepend_env("LD_PRELOAD", lib, ':');
-    /* NVTX ranges name the units; a tool that already injects NVTX (Nsight) keeps it. */
-    setenv("NVTX_INJECTION64_PATH", lib, 0);
+    /* NVTX ranges name the units (libflextensor-nvtx.so, beside the shim); a tool that
+     * already injects NVTX (Nsight) keeps it. */
+    char nvtx[PATH_MAX];
+    const char *slash = strrchr(lib, '/');
+    if (slash != NULL &&
+        snprintf(nvtx, sizeof nvtx, "%.*s/libflextensor-nvtx.so", (int)(slash - lib), lib) < (int)sizeof nvtx &&
+        access(nvtx, R_OK) == 0)
+        setenv("NVTX_INJECTION64_PATH", nvtx, 0);
     execvp(argv[optind], argv + optind);
     fprintf(stderr, "ft-run: cannot run %s: %s\n", argv[optind], strerror(errno));
     return 127;

@@ -2,7 +2,7 @@
 # and the simulated device beside it.
 . "$(dirname "$0")/lib.sh"
 make -s install PREFIX=/opt/ft DESTDIR="$WORK/root" BUILD="$BUILD" >"$WORK/log" 2>&1 || { cat "$WORK/log"; fail "make install failed"; }
-for f in bin/ft-run bin/ft-trace lib/libflextensor.so include/flextensor.h lib/flextensor/sim/libcudart.so.13; do
+for f in bin/ft-run bin/ft-trace lib/libflextensor.so lib/libflextensor-nvtx.so include/flextensor.h lib/flextensor/sim/libcudart.so.13; do
     [ -e "$WORK/root/opt/ft/$f" ] || fail "make install did not install $f"
 done
 FT_LOG_LEVEL=info "$WORK/root/opt/ft/bin/ft-run" --sim -- "$MODEL" --layers 1 --dim 16 --iters 1 >"$WORK/out" 2>"$WORK/err" \

@@ -1577,15 +1577,20 @@ static void observe_write(const void *dst);
 
 /* Every copy and set begins here: the engine's entry, the write seen by discovery, and
  * the guard of its device destination and source (NULL where there is none). */
-static int copy_enter(const void *dst, const void *src, cudaStream_t stream)
+static void copy_guard(int held, const void *dst, const void *src, cudaStream_t stream)
 {
-    int held = engine_enter();
     if (held && !res.active && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED)) {
         uint64_t p[2] = { (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src };
         spill_touch(p, 2, stream);
     }
     observe_write(dst);
     guard_copy(dst, src, stream);
+}
+
+static int copy_enter(const void *dst, const void *src, cudaStream_t stream)
+{
+    int held = engine_enter();
+    copy_guard(held, dst, src, stream);
     return held;
 }
 
@@ -1735,13 +1740,13 @@ static int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
 
 /* Device bytes the process holds through the shim (res.lock held): what the region
  * table tracks, less what waits in host memory. */
+static void usage_locked(ft_gpu_memory_usage_t *out);
+
 static uint64_t held_locked(void)
 {
-    uint64_t away = spill_bytes, tracked = ft_regions_bytes(regions);
-    for (int k = 0; k < res.n_regions; k++)
-        if (!res.units[res.regions[k].unit].loaded)
-            away += res.regions[k].size;
-    return tracked > away ? tracked - away : 0;
+    ft_gpu_memory_usage_t u;
+    usage_locked(&u);
+    return u.total_bytes;
 }
 
 /* After the plan, an allocation of `size` would take the process past the budget (the
@@ -1861,7 +1866,6 @@ static void activate_locked(void)
     int evicted_units = 0;
     for (size_t i = 0; i < n; i++) {
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
-        res.units[i].first = res.n_regions;
         res.units[i].first_launch = u->first_launch;
         res.units[i].last_launch = u->last_launch;
         res.units[i].loaded = 1; /* resident units, and streamed ones we cannot evict */
@@ -2602,8 +2606,7 @@ cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, 
         engine_leave(held);
         return cudaSuccess;
     }
-    engine_leave(held);
-    held = copy_enter(dst, src, 0);
+    copy_guard(held, dst, src, 0);
     cudaError_t rc = real(dst, src, n, kind);
     engine_leave(held);
     if (kind == cudaMemcpyDeviceToHost)
@@ -2619,8 +2622,7 @@ cudaError_t ft_hook_rt_memcpy_async(cudaMemcpyAsync_fn_t real, void *dst, const 
         engine_leave(held);
         return cudaSuccess;
     }
-    engine_leave(held);
-    held = copy_enter(dst, src, s);
+    copy_guard(held, dst, src, s);
     cudaError_t r_ = real(dst, src, n, kind, s);
     engine_leave(held);
     return r_;
@@ -2883,14 +2885,14 @@ FT_EXPORT void ft_iteration_mark(void)
 
 /* What the process holds on the device now (budget_bytes left 0). Before the plan
  * every byte counts as `other`. */
-static void usage_now(ft_gpu_memory_usage_t *out)
+/* The breakdown, res.lock held. */
+static void usage_locked(ft_gpu_memory_usage_t *out)
 {
     memset(out, 0, sizeof *out);
     uint64_t weights = 0, streamed = 0;
     if (__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0)
         for (size_t i = 0; i < plan.in.n; i++)
             weights += ft_disc_unit(disc, i)->bytes;
-    pthread_mutex_lock(&res.lock);
     if (res.active)
         for (int i = 0; i < res.n_regions; i++) {
             const res_region_t *r = &res.regions[i];
@@ -2900,7 +2902,6 @@ static void usage_now(ft_gpu_memory_usage_t *out)
             else
                 out->unmapped_bytes += r->size;
         }
-    pthread_mutex_unlock(&res.lock);
     uint64_t tracked = ft_regions_bytes(regions);
     /* Before the plan (FT_SPILL), allocations may wait in host memory too. */
     out->unmapped_bytes += __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
@@ -2914,6 +2915,13 @@ static void usage_now(ft_gpu_memory_usage_t *out)
     out->resident_bytes = resident;
     out->other_bytes = held - resident - out->slots_bytes;
     out->total_bytes = held;
+}
+
+static void usage_now(ft_gpu_memory_usage_t *out)
+{
+    pthread_mutex_lock(&res.lock);
+    usage_locked(out);
+    pthread_mutex_unlock(&res.lock);
 }
 
 FT_EXPORT int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out)

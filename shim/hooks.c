@@ -908,6 +908,7 @@ typedef struct {
     uint64_t ck_uses;
     int touched_since_load;   /* its first touch after a load prefetches what follows */
     int pinned;               /* changed too often: never evicted once loaded again */
+    int unstreamable;         /* resident, and demote_for found it cannot stream */
     uint64_t bytes;           /* mapped bytes of its regions */
     /* The device checksum of its bytes as the host store holds them (ck below);
      * ref_valid 0: not known, every eviction writes back. */
@@ -1760,7 +1761,7 @@ static int demote_for(uint64_t size)
     while (held_locked() + size > budget) {
         int best = -1;
         for (int i = 0; i < res.n_units; i++)
-            if (plan.out.resident[i] && res.units[i].n == 0 && !res.units[i].pinned &&
+            if (plan.out.resident[i] && res.units[i].n == 0 && !res.units[i].unstreamable &&
                 (best < 0 || ft_disc_unit(disc, (size_t)i)->bytes > ft_disc_unit(disc, (size_t)best)->bytes))
                 best = i;
         if (best < 0)
@@ -1773,7 +1774,8 @@ static int demote_for(uint64_t size)
         plan.out.resident[best] = 0;
         char a[32], b[32], c[32], d[32];
         if (evict_unit((size_t)best, &moved, &shared) != 0) {
-            res.units[best].pinned = 1; /* cannot stream: never tried again */
+            plan.out.resident[best] = 1;
+            res.units[best].unstreamable = 1; /* never tried again */
             continue;
         }
         FT_WARN("residency: allocating %s would exceed the budget (%s, %s held): %s (%s) streams "

@@ -109,7 +109,7 @@ echo "weights ready after $((SECONDS - t0)) s"
 # MODES (default "plain shim accelerate") picks the runs; a run left out reuses the
 # results a previous call on the same machine kept in $BIG (the device machine stays
 # warm between calls, $OUT does not keep its files).
-MODES=${MODES:-plain shim accelerate}   # also: overhead
+MODES=${MODES:-plain shim accelerate}   # also: overhead, spill
 want() { case " $MODES " in *" $1 "*) rm -f "$BIG/offload-$1.pt"; return 0 ;; esac
          cp "$BIG"/offload-"$1"* "$BIG"/offload-smi"${2:-}".csv "$OUT"/ 2>/dev/null; return 1; }
 keep() { cp "$OUT"/offload-"$1"* "$OUT"/offload-smi"${2:-}".csv "$BIG"/ 2>/dev/null; }
@@ -156,6 +156,20 @@ echo "overhead: rc $?, $((SECONDS - t0)) s"
 keep overhead
 fi
 
+# --- 2c. FT_SPILL=1: the budget holds from the first allocation (the weights past it
+# are loaded into host memory), the same workload otherwise
+if want spill -spill; then
+t0=$SECONDS
+smi_start -spill
+timeout 400 env FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 \
+    FT_GPU_MEM_LIMIT="$BUDGET" FT_LOG_DIAGNOSTICS=1 LD_PRELOAD="$SHIM" \
+    python3 $B shim "$OUT/offload-spill.json" "${COMMON[@]}" \
+    --tensors "$BIG/offload-spill.pt" >"$OUT/offload-spill.log" 2>&1
+echo "spill: rc $?, $((SECONDS - t0)) s"
+smi_stop
+keep spill -spill
+fi
+
 # --- 3. accelerate's CPU offload at the same budget (fewer iterations, no generate)
 if want accelerate -accelerate; then
 t0=$SECONDS
@@ -178,9 +192,9 @@ def load(mode):
     p = os.path.join(sys.argv[1], f"offload-{mode}.pt")
     return torch.load(p, weights_only=True) if os.path.exists(p) else None
 
-plain, shim, acc = load("plain"), load("shim"), load("accelerate")
+plain, shim, acc, spill = load("plain"), load("shim"), load("accelerate"), load("spill")
 r = {}
-for name, o in (("shim", shim), ("accelerate", acc)):
+for name, o in (("shim", shim), ("accelerate", acc), ("spill", spill)):
     if plain is None or o is None:
         continue
     for k in ("decode_logits", "prefill_logits"):
@@ -231,7 +245,8 @@ def smi_max(path):
         best = v if best is None else max(best, v)
     return best
 
-J = {m: last_json(os.path.join(out, f"offload-{m}.json")) for m in ("plain", "shim", "accelerate", "overhead")}
+J = {m: last_json(os.path.join(out, f"offload-{m}.json"))
+     for m in ("plain", "shim", "accelerate", "overhead", "spill")}
 cmp = last_json(os.path.join(out, "offload-compare.txt"))
 log = text(os.path.join(out, "offload-shim.log"))
 
@@ -305,8 +320,10 @@ def peak(tag):
     return proc, gpu
 ps, gs = peak("")
 verdict = "-" if ps is None else ("within" if ps <= budget_mib else "OVER")
+ctx = J["shim"].get("context_mib")
 lines.append(f"peak device memory, nvidia-smi every 200 ms (MiB): FlexTensor {f(ps, 0)} vs budget "
-             f"{budget_mib:.0f} ({verdict}; GPU-wide less idle {f(gs, 0)})")
+             f"{budget_mib:.0f} ({verdict}; GPU-wide less idle {f(gs, 0)}); context and library "
+             f"code outside the budget {f(ctx, 0)}")
 for tag, name in (("-plain", "all-resident"), ("-accelerate", "accelerate")):
     pp, gg = peak(tag)
     lines.append(f"  {name}: {f(pp, 0)} (GPU-wide less idle {f(gg, 0)})")
@@ -323,6 +340,21 @@ for key, name in (("decode_ms_median", "decode"), ("prefill_ms_median", "prefill
     if o is not None and pl:
         lines.append(f"overhead, FT_ENABLED=1 with a budget above the model: {name} {o:.2f} ms against "
                      f"{pl:.2f} ms all resident ({100 * (o - pl) / pl:+.1f}%, target < 2%)")
+if J["spill"]:
+    sp, _ = peak("-spill")
+    sl = text(os.path.join(out, "offload-spill.log"))
+    lines.append(f"FT_SPILL=1: decode {f(J['spill'].get('decode_ms_median'))} ms, prefill "
+                 f"{f(J['spill'].get('prefill_ms_median'))} ms; bitwise = plain: decode "
+                 f"{b('spill_decode_logits_equal')}, prefill {b('spill_prefill_logits_equal')}, "
+                 f"generate {b('spill_tokens_equal')}; peak {f(sp, 0)} MiB (nvidia-smi, "
+                 f"context included) vs budget {budget_mib:.0f}")
+    us = J["spill"].get("ft_usage")
+    if us:
+        lines.append("  FT_SPILL ft_get_gpu_memory_usage at exit (MiB): " +
+                     ", ".join(f"{k} {v / 1048576:.0f}" for k, v in us.items()))
+    for l in sl.splitlines():
+        if l.startswith("flextensor: residency:") or l.startswith("flextensor: spill"):
+            lines.append("  [spill] " + l[:220])
 nw = sum(1 for l in log.splitlines() if l.startswith("flextensor: warning:"))
 ne = sum(1 for l in log.splitlines() if l.startswith("flextensor: error:"))
 lines.append(f"shim log: {nw} warning(s), {ne} error(s); exit codes: " +

@@ -170,11 +170,37 @@ def ft_usage():
     return {n: getattr(u, n) for n, _ in Usage._fields_} if fn(ctypes.byref(u)) == 0 else None
 
 
+def gpu_used_mib():
+    """GPU 0's memory in use (MiB) from NVML, no CUDA call; None without NVML."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used / 1048576
+    except Exception:
+        return None
+
+
+def context_mib(idle):
+    """Device memory the process holds outside PyTorch's allocator (the context and the
+    libraries' code) after a small bf16 product and attention: in use less idle less
+    reserved."""
+    w = torch.ones(256, 256, dtype=torch.bfloat16, device="cuda")
+    torch.nn.functional.scaled_dot_product_attention(
+        w.view(1, 1, 256, 256), w.view(1, 1, 256, 256), w.view(1, 1, 256, 256), is_causal=True)
+    torch.cuda.synchronize()
+    used = gpu_used_mib()
+    r = None if used is None or idle is None else used - idle - torch.cuda.memory_reserved() / 1048576
+    del w
+    return None if r is None else round(r, 1)
+
+
 def bench(a, cfg):
+    idle = gpu_used_mib()
+    ctx = context_mib(idle)
     t0 = time.time()
     model = load(a, cfg)
     res = {"mode": a.mode, "param_bytes": param_bytes(model), "layers": a.layers,
-           "hidden": a.hidden, "load_s": round(time.time() - t0, 2)}
+           "hidden": a.hidden, "load_s": round(time.time() - t0, 2), "context_mib": ctx}
     t0 = time.time()
     if a.mode == "accelerate":
         budget = int(a.budget_gib * (1 << 30))

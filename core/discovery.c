@@ -147,7 +147,14 @@ struct ft_disc {
     size_t n_units;
     uint32_t *unit_ids;       /* region ids of all units, back to back */
     uint64_t weight_bytes;
+    int restart_pending;      /* the passes found hold no weight: start over */
+    int restarts;
 };
+
+/* Passes found among launches that touch no weight (a framework's warm-up kernels,
+ * a communicator's first all-reduce, before the model is loaded) make discovery start
+ * over, at most this many times, from the regions alive then. */
+#define MAX_RESTARTS 4
 
 static int rec_push_launch(record_t *r, uint32_t kernel, uint32_t range, const uint32_t *ids, size_t n)
 {
@@ -784,6 +791,14 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         HASH_ITER(hh, d->lanes, l, lt) l->track_pos = -1;
         if (build_units(d) != 0)
             FT_WARN("discovery: out of memory building units; nothing will be offloaded");
+        if (d->n_units == 0 && d->restarts < MAX_RESTARTS) {
+            FT_INFO("discovery: %d iteration(s) of %zu launches touch no weight (regions "
+                    "allocated after the first launch are not weights); starting over at the "
+                    "next launch, with the regions alive then (%d of %d)",
+                    ln->iterations, d->last.n, d->restarts + 1, MAX_RESTARTS);
+            d->restart_pending = 1;
+            return;
+        }
         d->state = FT_DISC_DONE;
         FT_INFO("discovery: %d iteration(s) of %zu launches, %zu units, %.1f MiB of weights",
                 ln->iterations, d->last.n, d->n_units, (double)d->weight_bytes / 1048576.0);
@@ -956,6 +971,39 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
     pr->last = j;
 }
 
+/* Discovery from scratch (restart_pending): what was learned about regions, passes and
+ * units goes; kernels, NVTX ranges and the counts stay. */
+static void restart(ft_disc_t *d)
+{
+    rinfo_t *r, *rt;
+    HASH_ITER(hh, d->rmap, r, rt) {
+        HASH_DEL(d->rmap, r);
+        free(r);
+    }
+    lane_t *ln, *lt;
+    HASH_ITER(hh, d->lanes, ln, lt) {
+        drop_pairs(ln);
+        rec_free(&ln->cur);
+        ln->sync_pending = ln->skip_boundary = ln->anchored = ln->mark_pending = 0;
+        ln->iterations = 0;
+        ln->anchor = 0;
+        ln->track_pos = -1;
+        ln->track_mark = 0;
+    }
+    rec_free(&d->last);
+    free(d->units);
+    free(d->unit_ids);
+    d->units = NULL;
+    d->unit_ids = NULL;
+    d->n_units = 0;
+    d->weight_bytes = 0;
+    d->iterations = 0;
+    d->deciding_lane = 0;
+    d->restart_pending = 0;
+    d->restarts++;
+    d->state = FT_DISC_WAITING;
+}
+
 int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *name,
                    const ft_scan_set_t *set)
 {
@@ -964,6 +1012,8 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         pthread_mutex_unlock(&d->lock);
         return 0;
     }
+    if (d->restart_pending)
+        restart(d);
     if (d->state == FT_DISC_WAITING)
         start_observing(d);
     kinfo_t *k = kinfo_get(d, kernel, name);

@@ -29,6 +29,10 @@
  *   --vary N      from forward N on, every other forward launches one more kernel per
  *                 layer (bump, touching only activations): passes of two lengths, as a
  *                 server alternating prefill and decode steps
+ *   --prologue    before the weights exist, a 2 MiB buffer (a caching allocator's small
+ *                 segment) gets a few kernels (a framework's warm-up, an NCCL
+ *                 communicator's first all-reduce), and every layer of every forward
+ *                 adds its input to it (mix: small activations reusing the segment)
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", and "layers.N" around each layer
  *   --time        print each forward's device time (CUDA events), "step_us"
@@ -99,6 +103,8 @@ static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
 static int big_tables;
+static int prologue;
+static uint32_t *warm; /* --prologue's buffer */
 static int device;
 static __thread int cur_iter; /* the forward under way on this thread */
 static int usage;
@@ -227,6 +233,11 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         if (scratch_from >= 0 && cur_iter >= scratch_from && l == layers / 2) {
             CHECK(cudaMalloc(&scratch_buf, 2u << 20));
             CHECK(cudaMemsetAsync(scratch_buf, 0, 2u << 20, stream));
+        }
+        if (prologue) {
+            /* warm += a: its content changes every pass, as activations do */
+            void *warm_args[] = { &warm, &a, &dim };
+            CHECK(cudaLaunchKernelExC(&cfg, k_mix, warm_args));
         }
         if (extra_kernels) {
             struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
@@ -388,6 +399,8 @@ int main(int argc, char **argv)
             shared = 1;
         else if (strcmp(a, "--device") == 0 && i + 1 < argc)
             device = parse_int(a, argv[++i], 0, 1023);
+        else if (strcmp(a, "--prologue") == 0)
+            prologue = 1;
         else if (strcmp(a, "--big-tables") == 0)
             big_tables = 1;
         else if (strcmp(a, "--scratch") == 0)
@@ -418,7 +431,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -446,6 +459,21 @@ int main(int argc, char **argv)
         printf("model: %d layers, dim %d, %.1f MiB of weights, %d iterations, %d thread(s)\n",
                layers, dim, mib, iters, threads);
     CHECK(cudaSetDevice(device));
+    if (prologue) {
+        /* Warm-up kernels before any weight exists (mix: warm += warm). */
+        CHECK(cudaMalloc((void **)&warm, 2u << 20));
+        CHECK(cudaMemset(warm, 0, 2u << 20));
+        dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+        dim3 block = { MODEL_BLOCK, 1, 1 };
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        void *warm_args[] = { &warm, &warm, &dim };
+        for (int i = 0; i < 4; i++)
+            CHECK(cudaLaunchKernelExC(&cfg, k_mix, warm_args));
+        CHECK(cudaDeviceSynchronize());
+    }
     load_weights();
 
     worker_t *wk = calloc((size_t)threads, sizeof *wk);
@@ -480,6 +508,8 @@ int main(int argc, char **argv)
         CHECK(cudaFree(ptr_table));
     if (shared)
         CHECK(cudaFree(shared_table));
+    if (prologue)
+        CHECK(cudaFree(warm));
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
                           peek_after >= 0 ? iters - 1 : 0],

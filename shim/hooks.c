@@ -1330,7 +1330,7 @@ static __thread int checksum_after = -1;
 static int spill_engaged;
 static uint64_t spill_bytes;
 static void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream);
-static void spill_restore_all(const char *why);
+static uint64_t spill_restore_all(const char *why);
 
 /* This thread's call holds res.lock (engine_enter returned 1). A call that entered
  * before the switch is not guarded even if it sees the engine on: the switch waits for
@@ -1604,10 +1604,14 @@ static void start_residency(void)
         if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
             if (!engine_held)
                 pthread_mutex_lock(&res.lock);
-            spill_restore_all("the plan streams nothing");
-            __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+            /* What the device cannot take back stays spilled, faulted in on use. */
+            int keep = spill_restore_all("the plan streams nothing") > 0;
+            if (!keep)
+                __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
             if (!engine_held)
                 pthread_mutex_unlock(&res.lock);
+            if (keep)
+                return;
         }
         __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
     }
@@ -1919,7 +1923,9 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
 {
     int disc_on = __atomic_load_n(&discovering, __ATOMIC_RELAXED);
     int res_on = engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
-    if (!disc_on && !res_on && !__atomic_load_n(&profiling, __ATOMIC_RELAXED))
+    /* FT_SPILL's faults go on whatever discovery found (nothing, after its restarts). */
+    int spill_on = !res_on && engine_held && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED);
+    if (!disc_on && !res_on && !spill_on && !__atomic_load_n(&profiling, __ATOMIC_RELAXED))
         return;
     kinfo_t *k = kinfo_get(key, is_stub);
     if (k == NULL)
@@ -1937,7 +1943,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     } else if (first) {
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
-    if (!res_on && engine_held && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED))
+    if (spill_on)
         spill_touch(set.ptr, set.n, stream);
     if (res_on) {
         res_kernel_name = k->name;
@@ -1970,6 +1976,8 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         return;
     }
     if (!disc_on) {
+        if (!__atomic_load_n(&profiling, __ATOMIC_RELAXED))
+            return; /* only FT_SPILL's faults were wanted */
         long pos = ft_disc_track(disc, lane_id(), key, &set, NULL);
         if (pos >= 0)
             profile_launch(lane_id(), pos, stream);
@@ -2213,20 +2221,19 @@ static int spilled_read(void *dst, uint64_t addr, size_t len)
 
 /* Every spilled allocation back on the device (res.lock held): the plan will not
  * stream, so the budget cannot hold. */
-static void spill_restore_all(const char *why)
+static uint64_t spill_restore_all(const char *why)
 {
     if (!spill_engaged)
-        return;
+        return 0;
     vmm_t *x, *tmp;
-    uint64_t back = 0;
+    uint64_t back = 0, left = 0;
     pthread_mutex_lock(&vmm_lock);
     HASH_ITER(hh, vmms, x, tmp) {
         CUmemGenericAllocationHandle h;
         if (!x->spilled)
             continue;
         if (map_fresh(x->va, x->size, &h) != 0) {
-            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "FT_SPILL: cannot bring %zu bytes at %#llx back to the "
-                          "device; kernels touching them will fault", x->size, (unsigned long long)x->va);
+            left += x->size;
             continue;
         }
         x->handle = h;
@@ -2242,6 +2249,13 @@ static void spill_restore_all(const char *why)
     else if (back > 0)
         FT_INFO("FT_SPILL: %.1f MiB that the plan keeps resident brought back to the device",
                 (double)back / 1048576.0);
+    if (left > 0)
+        FT_LOG(why != NULL ? FT_LOG_WARN : FT_LOG_ERROR,
+               "FT_SPILL: the device has no room for %.1f MiB more%s", (double)left / 1048576.0,
+               why != NULL ? ": it stays in host memory and is brought in on use, one "
+                             "allocation at a time (slow)"
+                           : "; kernels touching it will fault");
+    return left;
 }
 
 /* FT_GPU_DEVICE: the one device whose allocations FlexTensor manages (-1: the device

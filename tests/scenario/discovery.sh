@@ -55,6 +55,29 @@ for variant in "plain::3:_Z11model_scalePjPKji:detector" \
     pass "$name: 6 units of the right regions, sizes and launch ranges; same output"
 done
 
+# Kernels before the weights exist (a framework's warm-up, a communicator's first
+# all-reduce) on a buffer every layer then reuses: the passes first found touch no
+# weight, so discovery starts over and finds the layers; with marks too.
+sim "$MODEL" "${ARGS[@]}" --prologue >"$WORK/pro.plain" || fail "prologue: model without shim failed"
+for extra in "" "--mark" "--threads 4"; do
+    # shellcheck disable=SC2086
+    FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_TRACE_FILE="$WORK/pro.bin" \
+        shim "$MODEL" "${ARGS[@]}" --prologue $extra >"$WORK/pro.shim" 2>"$WORK/pro.err" \
+        || fail "prologue $extra: model under shim failed"
+    [ -z "$extra" ] && { cmp -s "$WORK/pro.plain" "$WORK/pro.shim" || fail "prologue: output differs"; }
+    expect_grep 'touch no weight .*starting over at the next launch' "$WORK/pro.err" "prologue $extra: restart said"
+    "$BUILD/bin/ft-trace" --json "$WORK/pro.bin" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+regs = {r["id"]: r for r in d["regions"]}
+u = d["units"]
+assert [x["name"] for x in u] == [f"unit.{i}" for i in range(6)], [x["name"] for x in u]
+for x in u:
+    sizes = sorted(regs[r]["size"] for r in x["regions"])
+    assert sizes == [2048, 2048, 512 * 512 * 4], sizes' || fail "prologue $extra: units differ from the model's layers"
+done
+pass "warm-up kernels before the weights exist: discovery starts over and finds the 6 layers (detector, marks, 4 threads)"
+
 # A marker kernel: one gemv per pass with one layer.
 FT_ENABLED=1 FT_LOG_LEVEL=warn FT_ITERATION_MARKER='*model_gemv*' FT_TRACE_FILE="$WORK/m.bin" \
     shim "$MODEL" --layers 1 --dim 512 --iters 4 --quiet >/dev/null 2>&1 || fail "marker run failed"

@@ -48,3 +48,24 @@ FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=6MiB \
 cmp -s "$WORK/plain" "$WORK/out4" || fail "infeasible budget: output differs"
 expect_grep 'FT_SPILL: the plan streams nothing: [0-9.]+ MiB brought back to the device, over the budget' "$WORK/err4" "restore warning"
 pass "a budget no plan fits: the spilled weights come back with a warning, same output"
+
+# The same with the device too small for what the plan would keep: what does not fit
+# stays in host memory, brought in on use.
+FTSIM_DEVICE_MEM=41MiB FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=6MiB \
+    shim "$MODEL" "${ARGS[@]}" >"$WORK/out5" 2>"$WORK/err5" \
+    || { sed 's/^/    | /' "$WORK/err5" >&2; fail "infeasible budget, small device: failed"; }
+cmp -s "$WORK/plain" "$WORK/out5" || fail "infeasible budget, small device: output differs"
+expect_grep 'FT_SPILL: the device has no room for [0-9.]+ MiB more: it stays in host memory' "$WORK/err5" "stays-spilled warning"
+[ "$(grep -c 'plan: the memory budget' "$WORK/err5")" = 1 ] || fail "infeasible budget, small device: planned more than once"
+pass "a budget no plan fits on a device too small for the model: what cannot come back stays in host memory, same output"
+
+# Warm-up kernels before the weights exist (discovery starts over): the faults go on
+# until the plan, then the engine streams.
+sim "$MODEL" "${ARGS[@]}" --prologue >"$WORK/plain6" || fail "--prologue without the shim"
+FTSIM_DEVICE_MEM=43MiB FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=40MiB \
+    shim "$MODEL" "${ARGS[@]}" --prologue >"$WORK/out6" 2>"$WORK/err6" \
+    || { sed 's/^/    | /' "$WORK/err6" >&2; fail "--prologue under FT_SPILL: failed"; }
+cmp -s "$WORK/plain6" "$WORK/out6" || fail "--prologue under FT_SPILL: output differs"
+expect_grep 'starting over at the next launch' "$WORK/err6" "restart"
+expect_grep 'residency: [0-9]+ unit\(s\), .* moved to pinned host memory' "$WORK/err6" "streamed after the plan"
+pass "warm-up kernels before the weights, under FT_SPILL: discovery starts over, the model streams, same output"

@@ -1,0 +1,115 @@
+/* map_cost.c - host cost of what a FlexTensor load does to an address range:
+ * cuMemMap of an existing physical allocation, cuMemSetAccess, and cuMemUnmap, for a
+ * few sizes; then the same after peer access to every other GPU is enabled (as NCCL
+ * does in a multi-GPU job). Medians of 50 rounds, in microseconds. A diagnostic for
+ * bench/RESULTS.md, not a test.
+ *
+ *   cc -O2 -I/usr/local/cuda/include bench/map_cost.c -L/usr/local/cuda/lib64 -lcuda -o map_cost
+ *   ./map_cost [device]
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CK(x)                                                                            \
+    do {                                                                                 \
+        CUresult r_ = (x);                                                               \
+        if (r_ != CUDA_SUCCESS) {                                                        \
+            const char *s_ = NULL;                                                       \
+            cuGetErrorString(r_, &s_);                                                   \
+            fprintf(stderr, "map_cost: %s failed: %s\n", #x, s_ ? s_ : "?");            \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define ROUNDS 50
+
+static void measure(CUdevice dev, size_t size, const char *label)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    size_t gran = 0;
+    CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size = (size + gran - 1) / gran * gran;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    CK(cuMemCreate(&h, size, &prop, 0));
+    CK(cuMemAddressReserve(&va, size, 0, 0, 0));
+    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    double map[ROUNDS], set[ROUNDS], unmap[ROUNDS];
+    for (int i = 0; i < ROUNDS; i++) {
+        double t0 = now_us();
+        CK(cuMemMap(va, size, 0, h, 0));
+        double t1 = now_us();
+        CK(cuMemSetAccess(va, size, &acc, 1));
+        double t2 = now_us();
+        CK(cuMemsetD8(va, (unsigned char)i, 4096));
+        CK(cuCtxSynchronize());
+        double t3 = now_us();
+        CK(cuMemUnmap(va, size));
+        double t4 = now_us();
+        map[i] = t1 - t0;
+        set[i] = t2 - t1;
+        unmap[i] = t4 - t3;
+    }
+    qsort(map, ROUNDS, sizeof *map, cmp);
+    qsort(set, ROUNDS, sizeof *set, cmp);
+    qsort(unmap, ROUNDS, sizeof *unmap, cmp);
+    printf("%-22s %9.1f MiB  map %8.1f  set_access %8.1f  unmap %8.1f us (medians of %d)\n", label,
+           size / 1048576.0, map[ROUNDS / 2], set[ROUNDS / 2], unmap[ROUNDS / 2], ROUNDS);
+    CK(cuMemAddressFree(va, size));
+    CK(cuMemRelease(h));
+}
+
+int main(int argc, char **argv)
+{
+    int d = argc > 1 ? atoi(argv[1]) : 0, n = 0;
+    CK(cuInit(0));
+    CK(cuDeviceGetCount(&n));
+    CUdevice dev;
+    CK(cuDeviceGet(&dev, d));
+    CUcontext ctx;
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    size_t sizes[] = { 2u << 20, 32u << 20, 196u << 20 };
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        measure(dev, sizes[i], "alone");
+    int peers = 0;
+    for (int o = 0; o < n; o++) {
+        if (o == d)
+            continue;
+        CUdevice od;
+        int can = 0;
+        CK(cuDeviceGet(&od, o));
+        CK(cuDeviceCanAccessPeer(&can, dev, od));
+        if (!can)
+            continue;
+        CUcontext octx;
+        CK(cuDevicePrimaryCtxRetain(&octx, od));
+        CK(cuCtxEnablePeerAccess(octx, 0));
+        peers++;
+    }
+    printf("%d device(s), peer access enabled to %d\n", n, peers);
+    if (peers > 0)
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+            measure(dev, sizes[i], "peer access on");
+    return 0;
+}

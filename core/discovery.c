@@ -33,6 +33,10 @@ typedef struct {
     int unit;                 /* index in units, -1 none */
     int shared;               /* touched by launches outside its unit's range */
     int direct;               /* touched through a launch's own arguments in the pass */
+    int kernel_born;          /* allocated after the first launch and first touched by
+                                 a launch, not a copy: an activation (a caching
+                                 allocator's segment), never a weight, also after a
+                                 restart (its content can repeat pass after pass) */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -971,12 +975,19 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
     pr->last = j;
 }
 
-/* Discovery from scratch (restart_pending): what was learned about regions, passes and
- * units goes; kernels, NVTX ranges and the counts stay. */
+/* Discovery from scratch (restart_pending): what was learned about passes and units
+ * goes, and so does what was learned about regions, except which ones were born as
+ * activations (kernel_born: they stay out of the candidates); kernels, NVTX ranges and
+ * the counts stay. */
 static void restart(ft_disc_t *d)
 {
     rinfo_t *r, *rt;
     HASH_ITER(hh, d->rmap, r, rt) {
+        if (r->kernel_born && !r->freed) { /* stays out of the candidates */
+            *r = (rinfo_t){ .id = r->id, .base = r->base, .size = r->size, .flags = r->flags,
+                            .unit = -1, .kernel_born = 1, .hh = r->hh };
+            continue;
+        }
         HASH_DEL(d->rmap, r);
         free(r);
     }
@@ -1030,8 +1041,10 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
         ft_region_t reg;
         /* Allocated after the first launch: observed, never a weight. */
-        if (rinfo_get(d, ids[i]) == NULL && ft_regions_find(d->regions, set->ptr[i], &reg))
-            rinfo_add(d, &reg, 0);
+        rinfo_t *x;
+        if (rinfo_get(d, ids[i]) == NULL && ft_regions_find(d->regions, set->ptr[i], &reg) &&
+            (x = rinfo_add(d, &reg, 0)) != NULL)
+            x->kernel_born = 1;
     }
     if (n == 0)
         d->launches_unattributed++;
@@ -1089,6 +1102,12 @@ void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set)
     if (d->state == FT_DISC_OBSERVING) {
         for (size_t i = 0; i < set->n; i++) {
             rinfo_t *r = rinfo_get(d, set->id[i]);
+            ft_region_t reg;
+            /* Allocated after the first launch and loaded by a copy (a weight loaded
+             * after warm-up kernels): not a weight in this round; a restart can make
+             * it one. */
+            if (r == NULL && ft_regions_find(d->regions, set->ptr[i], &reg))
+                r = rinfo_add(d, &reg, 0);
             if (r != NULL)
                 r->written = 1;
         }

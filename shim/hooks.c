@@ -962,6 +962,7 @@ static struct {
     /* Host time of the loads (ns): waiting for the evicted unit (its copy in, its last
      * use), unloading it (its checksum's wait included), mapping, issuing the copies. */
     uint64_t ns_wait, ns_unmap, ns_map, ns_copy;
+    uint64_t ns_create, ns_release; /* parts of ns_map: new physical memory, spares let go */
     /* The measured step: an event at each pass's first launch; the time between two
      * consecutive ones is read once the later has completed (never waited for). */
     cudaEvent_t pass_ev[STEP_RING];
@@ -1007,8 +1008,11 @@ static int load_region(res_region_t *r, cudaStream_t stream)
             rc = CUDA_SUCCESS;
             break;
         }
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS) {
+        uint64_t t0 = now_ns();
         rc = drv.create(&h, r->len, &prop, 0);
+        res.ns_create += now_ns() - t0;
+    }
     if (rc != CUDA_SUCCESS) {
         FT_DEBUG("residency: cuMemCreate(%zu) failed: %d", r->len, (int)rc);
         return -1;
@@ -1290,8 +1294,10 @@ load:;
         res.copied_in_bytes += r->size;
         res.region_loads++;
     }
+    uint64_t t3 = now_ns();
     while (res.n_spare > 0)
         drv.release(res.spare[--res.n_spare].h);
+    res.ns_release += now_ns() - t3;
     res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
     prof.record(un->ready, stream);
     un->ready_recorded = 1;
@@ -3093,6 +3099,13 @@ void ft_hooks_report(void)
                 (double)res.ns_wait / 1e3 / (double)res.loads, (double)res.ns_unmap / 1e3 / (double)res.loads,
                 (double)res.ns_map / 1e3 / (double)res.loads, (double)res.ns_copy / 1e3 / (double)res.loads,
                 (unsigned long long)res.reused, (unsigned long long)res.region_loads);
+    if (res.active && res.loads > 0)
+        FT_INFO("residency: of the mapping per load, %.1f us creating physical memory (for %llu "
+                "region(s) in all, no unloaded one matching their size), %.1f us releasing what "
+                "was not reused",
+                (double)res.ns_create / 1e3 / (double)res.loads,
+                (unsigned long long)(res.region_loads - res.reused),
+                (double)res.ns_release / 1e3 / (double)res.loads);
     if (res.active && res.unsure_skipped > 0)
         FT_INFO("residency: %llu touch(es) of units not loaded were found only at argument words "
                 "that held garbage in discovery (stale pointers) and loaded nothing "

@@ -269,10 +269,18 @@ def run(a, cfg):
         torch.cuda.synchronize()
         tensors["tokens"] = seq[0, prompt.shape[1]:].tolist()
         res["generate_ms"] = round((time.perf_counter() - t) * 1e3, 3)
+    torch.cuda.synchronize()
     used = gpu_used_mib(local)
+    usage = ft_usage()
+    # what the process holds outside the budget once every kernel has run (lazily
+    # loaded modules included): in use less PyTorch's reserved memory, or less what
+    # FlexTensor holds under it
+    held = usage["total"] if usage else torch.cuda.memory_reserved()
     res.update(max_memory_allocated=torch.cuda.max_memory_allocated(),
-               mem_get_info=list(torch.cuda.mem_get_info()), ft_usage=ft_usage(),
-               end_used_mib=None if used is None or idle is None else round(used - idle, 1))
+               max_memory_reserved=torch.cuda.max_memory_reserved(),
+               mem_get_info=list(torch.cuda.mem_get_info()), ft_usage=usage,
+               end_used_mib=None if used is None or idle is None else round(used - idle, 1),
+               outside_mib=None if used is None or idle is None else round(used - idle - held / 1048576, 1))
     os.makedirs(a.outdir, exist_ok=True)
     torch.save(tensors, os.path.join(a.outdir, f"{a.tag}-rank{rank}.pt"))
     line = json.dumps(res)

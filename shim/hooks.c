@@ -909,6 +909,7 @@ typedef struct {
     int touched_since_load;   /* its first touch after a load prefetches what follows */
     int pinned;               /* changed too often: never evicted once loaded again */
     int unstreamable;         /* resident, and demote_for found it cannot stream */
+    int demoted;              /* planned resident, made to stream by demote_for */
     uint64_t bytes;           /* mapped bytes of its regions */
     /* The device checksum of its bytes as the host store holds them (ck below);
      * ref_valid 0: not known, every eviction writes back. */
@@ -1788,6 +1789,7 @@ static int demote_for(uint64_t size)
             res.units[best].unstreamable = 1; /* never tried again */
             continue;
         }
+        res.units[best].demoted = 1;
         FT_WARN("residency: allocating %s would exceed the budget (%s, %s held): %s (%s) streams "
                 "from now on", human_bytes(size, a, sizeof a), human_bytes(budget, b, sizeof b),
                 human_bytes(held_locked() + moved, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
@@ -3020,8 +3022,11 @@ void ft_hooks_trace(void *trace_writer)
         ft_trace_put_u64(w, (uint64_t)(plan.out.step_us * 1000.0 + 0.5));
         ft_trace_put_u64(w, (uint64_t)(plan.out.all_resident_us * 1000.0 + 0.5));
         ft_trace_put_u32(w, (uint32_t)plan.in.n);
+        /* The plan as made: units made to stream later (demote_for) are counted in the
+         * RESIDENCY record. */
         for (size_t i = 0; i < plan.in.n; i++) {
-            ft_trace_put_u32(w, (uint32_t)plan.out.resident[i]);
+            int demoted = res.units != NULL && (int)i < res.n_units && res.units[i].demoted;
+            ft_trace_put_u32(w, (uint32_t)(plan.out.resident[i] || demoted));
             ft_trace_put_u32(w, (uint32_t)plan.out.slot[i]);
             ft_trace_put_u64(w, (uint64_t)(plan.out.unit_stall_us[i] * 1000.0 + 0.5));
         }

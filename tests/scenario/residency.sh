@@ -89,9 +89,13 @@ LIMIT=6MiB # Memory the plan never saw (a 2 MiB scratch buffer from forward 9 on
 # get from a GPU that small, and FlexTensor names the budget.
 G=(--layers 6 --dim 1024 --iters 14 --quiet --scratch-from 9)
 sim "$MODEL" "${G[@]}" >"$WORK/g.plain" || fail "grow: model without shim failed"
-FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=14MiB shim "$MODEL" "${G[@]}" >"$WORK/g.shim" 2>"$WORK/g.err" \
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=14MiB FT_TRACE_FILE="$WORK/g.bin" \
+    shim "$MODEL" "${G[@]}" >"$WORK/g.shim" 2>"$WORK/g.err" \
     || { sed 's/^/    | /' "$WORK/g.err" >&2; fail "grow: failed"; }
 cmp -s "$WORK/g.plain" "$WORK/g.shim" || fail "grow: output differs"
+# The trace keeps the plan as made; the unit made to stream is counted apart.
+"$BUILD/bin/ft-trace" "$WORK/g.bin" >"$WORK/g.txt" 2>&1 || { cat "$WORK/g.txt" >&2; fail "grow: ft-trace refused the trace"; }
+expect_grep ' 1 unit\(s\) made to stream' "$WORK/g.txt" "grow: demotion in the trace"
 expect_grep 'allocating 2\.0 MiB would exceed the budget \(14\.0 MiB, 12\.1 MiB held\): unit\.0 \(4\.0 MiB\) streams from now on' \
     "$WORK/g.err" "grow: demotion"
 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${G[@]}" >/dev/null 2>"$WORK/g2.err" \

@@ -320,10 +320,11 @@ def peak(tag):
     return proc, gpu
 ps, gs = peak("")
 verdict = "-" if ps is None else ("within" if ps <= budget_mib else "OVER")
-ctx = J["shim"].get("context_mib")
+ctx = max((v for v in (J["shim"].get("context_mib"), J["shim"].get("outside_mib")) if v is not None),
+          default=None)
 lines.append(f"peak device memory, nvidia-smi every 200 ms (MiB): FlexTensor {f(ps, 0)} vs budget "
              f"{budget_mib:.0f} ({verdict}; GPU-wide less idle {f(gs, 0)}); context and library "
-             f"code outside the budget {f(ctx, 0)}")
+             f"code outside the budget {f(ctx, 0)} (the larger of before the weights and at the end)")
 for tag, name in (("-plain", "all-resident"), ("-accelerate", "accelerate")):
     pp, gg = peak(tag)
     lines.append(f"  {name}: {f(pp, 0)} (GPU-wide less idle {f(gg, 0)})")

@@ -241,6 +241,12 @@ def bench(a, cfg):
             res.update(generate_ms=round(ms, 3), generate_tokens=len(tensors["tokens"]))
 
     free_b, total_b = torch.cuda.mem_get_info()
+    # what the process holds outside the budget once every kernel has run (modules load
+    # lazily): in use less what FlexTensor holds under it (or PyTorch's reserved)
+    torch.cuda.synchronize()
+    used, usage = gpu_used_mib(), ft_usage()
+    held = usage["total"] if usage else torch.cuda.memory_reserved()
+    res["outside_mib"] = None if used is None or idle is None else round(used - idle - held / 1048576, 1)
     res.update(max_memory_allocated=torch.cuda.max_memory_allocated(),
                max_memory_reserved=torch.cuda.max_memory_reserved(),
                mem_get_info=[free_b, total_b], ft_usage=ft_usage(),

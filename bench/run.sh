@@ -7,6 +7,7 @@
 #   BENCH_QUICK=1 bash ...    smaller Llama (4 layers), no 13.5 GB model, for a fast look
 #   OFFLOAD_MODES="plain shim accelerate overhead"   the 13.5 GB model's other runs too
 #                                                    (longer: better run offload.sh alone)
+#   BENCH_TP=1                on a machine with two GPUs, bench/tp.sh too (TP_MODES)
 #
 # Only 8 files come back from a device call's $OUT: the table (summary.txt,
 # offload/offload-summary.txt) and the logs to read first should be copied there.
@@ -167,6 +168,18 @@ if [ -z "${BENCH_QUICK:-}" ]; then
     done
     grep -q "bitwise shim = plain: decode True, prefill True, generate True" "$OUT/offload.txt" && r=ok || r=FAIL
     row "13.5 GB Llama: shim = plain, bitwise" "$r" "$(grep -o 'bitwise shim = plain: [^;]*' "$OUT/offload.txt" | head -1)"
+fi
+
+# --- 5. tensor parallel under torchrun, when the machine has two GPUs and BENCH_TP=1
+# (bench/tp.sh; about 3 minutes more, which a full run.sh does not leave in one call)
+if [ -n "${BENCH_TP:-}" ] && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+    OUT="$OUT/tp" MODES="${TP_MODES:-plain shim}" timeout 300 bash bench/tp.sh >"$OUT/tp.txt" 2>&1
+    for mode in shim spill; do
+        lines=$(grep -E "^ +[0-9]+ +$mode " "$OUT/tp/tp-summary.txt" 2>/dev/null)
+        [ -z "$lines" ] && continue
+        grep -qv "yes/yes/yes" <<<"$lines" && r=FAIL || r=ok
+        row "tensor parallel, 2 processes, $mode: = plain" "$r" "$(awk '{printf "rank %s %s ms decode (link %s); ", $1, $4, $6}' <<<"$lines")"
+    done
 fi
 
 echo

@@ -2628,21 +2628,33 @@ static void observe_sync(void);
  * the unit's host store, after the stream's earlier work, instead of loading the unit
  * (res.lock held by the caller). A write makes the unit's checksum reference stale: its
  * next eviction copies it back. 1 when served. */
-static int host_store_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+/* Where the host store holds [dev, dev + n) of a streamed unit that is not loaded, once
+ * the stream's earlier work is done; NULL when it does not (the call then loads the
+ * unit as usual). res.lock held. */
+static char *host_store_at(uint64_t dev, size_t n, cudaStream_t s, res_unit_t **unit)
 {
-    if (!res.active || n == 0 || (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost))
-        return 0;
-    uint64_t dev = (uint64_t)(uintptr_t)(kind == cudaMemcpyHostToDevice ? dst : src);
     ft_region_t reg;
-    if (!ft_regions_find(regions, dev, &reg) || reg.id >= res.n_ids || res.by_id[reg.id] < 0)
-        return 0;
+    if (!res.active || n == 0 || !ft_regions_find(regions, dev, &reg) || reg.id >= res.n_ids ||
+        res.by_id[reg.id] < 0)
+        return NULL;
     res_region_t *r = &res.regions[res.by_id[reg.id]];
     res_unit_t *un = &res.units[r->unit];
     if (un->loaded || r->host == NULL || dev < r->va || dev + n > r->va + r->size)
-        return 0;
+        return NULL;
     if (REAL(cudaStreamSynchronize)(s) != cudaSuccess)
+        return NULL;
+    *unit = un;
+    return (char *)r->host + (dev - r->va);
+}
+
+static int host_store_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost)
         return 0;
-    char *h = (char *)r->host + (dev - r->va);
+    res_unit_t *un;
+    char *h = host_store_at((uint64_t)(uintptr_t)(kind == cudaMemcpyHostToDevice ? dst : src), n, s, &un);
+    if (h == NULL)
+        return 0;
     if (kind == cudaMemcpyHostToDevice) {
         memcpy(h, src, n);
         un->ref_valid = 0;
@@ -2652,6 +2664,39 @@ static int host_store_copy(void *dst, const void *src, size_t n, enum cudaMemcpy
     res.host_copies++;
     return 1;
 }
+
+/* A memset of count elements of `width` bytes (1 or 4) into a streamed unit that is not
+ * loaded, done on its host store (the next load copies it in; the checksum reference
+ * is stale, so its next eviction copies it back). 1 when served. */
+static int host_store_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s)
+{
+    res_unit_t *un;
+    char *h = host_store_at(dev, count * (size_t)width, s, &un);
+    if (h == NULL)
+        return 0;
+    if (width == 1) {
+        memset(h, (int)(v & 0xff), count);
+    } else {
+        uint32_t w = v;
+        for (size_t i = 0; i < count; i++)
+            memcpy(h + 4 * i, &w, 4);
+    }
+    un->ref_valid = 0;
+    res.host_copies++;
+    return 1;
+}
+
+/* The memset wrappers: served on the host store, or guarded and forwarded. */
+#define MEMSET_BODY(dst, v, width, count, s, call)                                      \
+    int held = engine_enter();                                                          \
+    if (held && host_store_set((uint64_t)(uintptr_t)(dst), (unsigned)(v), width, count, s)) { \
+        engine_leave(held);                                                             \
+        return 0; /* cudaSuccess, CUDA_SUCCESS */                                       \
+    }                                                                                   \
+    copy_guard(held, (const void *)(uintptr_t)(dst), NULL, s);                          \
+    __typeof__(call) r_ = call;                                                         \
+    engine_leave(held);                                                                 \
+    return r_
 
 cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, size_t n,
                               enum cudaMemcpyKind kind)
@@ -2739,18 +2784,12 @@ cudaError_t ft_hook_rt_memcpy_peer_async(cudaMemcpyPeerAsync_fn_t real, void *ds
 
 cudaError_t ft_hook_rt_memset(cudaMemset_fn_t real, void *dst, int v, size_t n)
 {
-    int held = copy_enter(dst, NULL, 0);
-    cudaError_t r_ = real(dst, v, n);
-    engine_leave(held);
-    return r_;
+    MEMSET_BODY(dst, v, 1, n, (cudaStream_t)0, real(dst, v, n));
 }
 
 cudaError_t ft_hook_rt_memset_async(cudaMemsetAsync_fn_t real, void *dst, int v, size_t n, cudaStream_t s)
 {
-    int held = copy_enter(dst, NULL, s);
-    cudaError_t r_ = real(dst, v, n, s);
-    engine_leave(held);
-    return r_;
+    MEMSET_BODY(dst, v, 1, n, s, real(dst, v, n, s));
 }
 
 cudaError_t ft_hook_rt_memset_2d(cudaMemset2D_fn_t real, void *dst, size_t pitch, int v, size_t w, size_t h)
@@ -2825,36 +2864,24 @@ CUresult ft_hook_drv_memcpy_dtoh_async(cuMemcpyDtoHAsync_v2_fn_t real, void *dst
 
 CUresult ft_hook_drv_memset_d8(cuMemsetD8_v2_fn_t real, CUdeviceptr dst, unsigned char v, size_t n)
 {
-    int held = copy_enter(DPTR(dst), NULL, 0);
-    CUresult r_ = real(dst, v, n);
-    engine_leave(held);
-    return r_;
+    MEMSET_BODY(dst, v, 1, n, (cudaStream_t)0, real(dst, v, n));
 }
 
 CUresult ft_hook_drv_memset_d32(cuMemsetD32_v2_fn_t real, CUdeviceptr dst, unsigned int v, size_t n)
 {
-    int held = copy_enter(DPTR(dst), NULL, 0);
-    CUresult r_ = real(dst, v, n);
-    engine_leave(held);
-    return r_;
+    MEMSET_BODY(dst, v, 4, n, (cudaStream_t)0, real(dst, v, n));
 }
 
 CUresult ft_hook_drv_memset_d8_async(cuMemsetD8Async_fn_t real, CUdeviceptr dst, unsigned char v, size_t n,
                                      CUstream s)
 {
-    int held = copy_enter(DPTR(dst), NULL, (cudaStream_t)s);
-    CUresult r_ = real(dst, v, n, s);
-    engine_leave(held);
-    return r_;
+    MEMSET_BODY(dst, v, 1, n, (cudaStream_t)s, real(dst, v, n, s));
 }
 
 CUresult ft_hook_drv_memset_d32_async(cuMemsetD32Async_fn_t real, CUdeviceptr dst, unsigned int v,
                                       size_t n, CUstream s)
 {
-    int held = copy_enter(DPTR(dst), NULL, (cudaStream_t)s);
-    CUresult r_ = real(dst, v, n, s);
-    engine_leave(held);
-    return r_;
+    MEMSET_BODY(dst, v, 4, n, (cudaStream_t)s, real(dst, v, n, s));
 }
 
 /* --- synchronisation: where the host waits is a hint of where a pass ends ------------ */
@@ -3121,7 +3148,7 @@ void ft_hooks_report(void)
                 (unsigned long long)res.unloads, (unsigned long long)res.written_back,
                 (double)res.peak_held_bytes / 1048576.0);
     if (res.host_copies > 0)
-        FT_INFO("residency: %llu copy(ies) to or from units in host memory served there, "
+        FT_INFO("residency: %llu copy(ies) or set(s) to or from units in host memory served there, "
                 "without loading them", (unsigned long long)res.host_copies);
     if (spill_faults > 0 || spill_evictions > 0)
         FT_INFO("FT_SPILL: before the plan, %llu allocation(s) moved in and %llu out "

@@ -833,7 +833,7 @@ static void text_report(const trace_t *t, const char *path, size_t size)
             printf("  no step measured, predicted %.1f us\n", (double)t->res[8] / 1e3);
         if (t->res_ext)
             printf("  %" PRIu64 " unload(s) copied back; %" PRIu64 " stale address(es) skipped; %" PRIu64
-                   " copy(ies) served from host memory; %" PRIu64 " unit(s) made to stream by "
+                   " copy(ies) or set(s) served from host memory; %" PRIu64 " unit(s) made to stream by "
                    "allocations; FT_SPILL moves before the plan: %" PRIu64 " in, %" PRIu64 " out\n",
                    t->res[9], t->res[10], t->res[11], t->res[12], t->res[13], t->res[14]);
     }

@@ -30,7 +30,8 @@ pass "a write into an offloaded weight is kept (the device checksum finds it cha
 run_pair threads --threads 3
 pass "3 threads on 3 streams: same output"
 run_pair zero --zero 9
-pass "a driver memset (cuMemsetD32, found by dlsym) into an evicted weight loads it first: same output"
+expect_grep 'residency: 1 copy\(ies\) or set\(s\) to or from units in host memory served there' "$WORK/zero.err" "zero: served"
+pass "a driver memset (cuMemsetD32, found by dlsym) into an evicted weight is done on its host store, the unit not loaded: same output"
 run_pair drop --iters 14 --drop 11
 pass "the application frees a streamed layer mid-run: same output"
 run_pair stale --stale
@@ -65,7 +66,7 @@ expect_grep 'unit\.0 changed between loads 3 times: it stays on the device from 
 expect_grep 'unload\(s\), 3 of them copied back' "$WORK/rw.err" "rewrite: three copies back"
 pass "a weight rewritten after every forward: copied back at each of 3 evictions, then kept on the device; same output"
 run_pair peek --peek 9
-expect_grep 'residency: 2 copy\(ies\) to or from units in host memory served there' "$WORK/peek.err" "peek: served"
+expect_grep 'residency: 2 copy\(ies\) or set\(s\) to or from units in host memory served there' "$WORK/peek.err" "peek: served"
 pass "a weight row read back and one word written, while its unit is in host memory: both served there, unit not loaded; same output"
 # Weights reached only through a pointer table (--ptr-arrays, each as large as a layer
 # with --big-tables): the guard reads no device memory, so it could neither load them
@@ -211,7 +212,7 @@ expect_grep "^  $1 load\(s\), $2 prefetched, $3 on demand \(misses\)" "$WORK/r.t
 pred=$(sed -n 's/.*predicted step \([0-9.]*\) us against.*/\1/p' "$WORK/r.err" | head -1)
 [ -n "$pred" ] || fail "no prediction in the log"
 expect_grep "^  measured step [0-9.]+ us \(median of [1-9][0-9]*\), predicted ${pred//./\\.} us\$" "$WORK/r.txt" "ft-trace step"
-expect_grep '^  0 unload\(s\) copied back; 0 stale address\(es\) skipped; 0 copy\(ies\) served from host memory; 0 unit\(s\) made to stream by allocations; FT_SPILL moves before the plan: 0 in, 0 out$' \
+expect_grep '^  0 unload\(s\) copied back; 0 stale address\(es\) skipped; 0 copy\(ies\) or set\(s\) served from host memory; 0 unit\(s\) made to stream by allocations; FT_SPILL moves before the plan: 0 in, 0 out$' \
     "$WORK/r.txt" "ft-trace residency counts"
 "$BUILD/bin/ft-trace" --json "$WORK/r.bin" >"$WORK/r.json" || fail "ft-trace --json"
 python3 - "$WORK/r.json" "$1" "$2" "$3" "$pred" <<'PY' || fail "JSON residency differs from the exit report"

@@ -981,6 +981,7 @@ static struct {
      * use), unloading it (its checksum's wait included), mapping, issuing the copies. */
     uint64_t ns_wait, ns_unmap, ns_map, ns_copy;
     uint64_t ns_create, ns_release; /* parts of ns_map: new physical memory, spares let go */
+    uint64_t ns_map_call, ns_access; /* parts of ns_map: cuMemMap, cuMemSetAccess */
     /* The measured step: an event at each pass's first launch; the time between two
      * consecutive ones is read once the later has completed (never waited for). */
     cudaEvent_t pass_ev[STEP_RING];
@@ -1035,13 +1036,18 @@ static int load_region(res_region_t *r, cudaStream_t stream)
         FT_DEBUG("residency: cuMemCreate(%zu) failed: %d", r->len, (int)rc);
         return -1;
     }
+    uint64_t t0 = now_ns();
     rc = drv.map(r->va, r->len, 0, h, 0);
+    uint64_t t1 = now_ns();
+    res.ns_map_call += t1 - t0;
     if (rc != CUDA_SUCCESS) {
         FT_DEBUG("residency: cuMemMap(%#llx, %zu) failed: %d", (unsigned long long)r->va, r->len, (int)rc);
         drv.release(h);
         return -1;
     }
-    if (drv.set_access(r->va, r->len, &access, 1) != CUDA_SUCCESS) {
+    rc = drv.set_access(r->va, r->len, &access, 1);
+    res.ns_access += now_ns() - t1;
+    if (rc != CUDA_SUCCESS) {
         drv.unmap(r->va, r->len);
         drv.release(h);
         return -1;
@@ -3163,9 +3169,11 @@ void ft_hooks_report(void)
                 (double)res.ns_map / 1e3 / (double)res.loads, (double)res.ns_copy / 1e3 / (double)res.loads,
                 (unsigned long long)res.reused, (unsigned long long)res.region_loads);
     if (res.active && res.loads > 0)
-        FT_INFO("residency: of the mapping per load, %.1f us creating physical memory (for %llu "
-                "region(s) in all, no unloaded one matching their size), %.1f us releasing what "
-                "was not reused",
+        FT_INFO("residency: of the mapping per load, %.1f us in cuMemMap, %.1f us in "
+                "cuMemSetAccess, %.1f us creating physical memory (for %llu region(s) in all, no "
+                "unloaded one matching their size), %.1f us releasing what was not reused",
+                (double)res.ns_map_call / 1e3 / (double)res.loads,
+                (double)res.ns_access / 1e3 / (double)res.loads,
                 (double)res.ns_create / 1e3 / (double)res.loads,
                 (unsigned long long)(res.region_loads - res.reused),
                 (double)res.ns_release / 1e3 / (double)res.loads);

@@ -1,7 +1,9 @@
 /* map_cost.c - host cost of what a FlexTensor load does to an address range:
  * cuMemMap of an existing physical allocation, cuMemSetAccess, and cuMemUnmap, for a
  * few sizes; then the same after peer access to every other GPU is enabled (as NCCL
- * does in a multi-GPU job). Medians of 50 rounds, in microseconds. A diagnostic for
+ * does in a multi-GPU job); then with a host-to-device copy of 256 MiB in flight on
+ * another stream at each round (as when the engine maps the next unit while the
+ * previous one is copied in). Medians of 50 rounds, in microseconds. A diagnostic for
  * bench/RESULTS.md, not a test.
  *
  *   cc -O2 -I/usr/local/cuda/include bench/map_cost.c -L/usr/local/cuda/lib64 -lcuda -o map_cost
@@ -39,6 +41,13 @@ static int cmp(const void *a, const void *b)
 
 #define ROUNDS 50
 
+/* With copy_src set, each round starts a 256 MiB host-to-device copy on copy_stream
+ * first and waits for it after the unmap. */
+static void *copy_src;
+static CUdeviceptr copy_dst;
+static CUstream copy_stream;
+#define COPY_BYTES (256u << 20)
+
 static void measure(CUdevice dev, size_t size, const char *label)
 {
     CUmemAllocationProp prop;
@@ -56,6 +65,8 @@ static void measure(CUdevice dev, size_t size, const char *label)
     CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     double map[ROUNDS], set[ROUNDS], unmap[ROUNDS];
     for (int i = 0; i < ROUNDS; i++) {
+        if (copy_src != NULL)
+            CK(cuMemcpyHtoDAsync(copy_dst, copy_src, COPY_BYTES, copy_stream));
         double t0 = now_us();
         CK(cuMemMap(va, size, 0, h, 0));
         double t1 = now_us();
@@ -66,6 +77,8 @@ static void measure(CUdevice dev, size_t size, const char *label)
         double t3 = now_us();
         CK(cuMemUnmap(va, size));
         double t4 = now_us();
+        if (copy_src != NULL)
+            CK(cuStreamSynchronize(copy_stream));
         map[i] = t1 - t0;
         set[i] = t2 - t1;
         unmap[i] = t4 - t3;
@@ -111,5 +124,10 @@ int main(int argc, char **argv)
     if (peers > 0)
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
             measure(dev, sizes[i], "peer access on");
+    CK(cuMemAllocHost(&copy_src, COPY_BYTES));
+    CK(cuMemAlloc(&copy_dst, COPY_BYTES));
+    CK(cuStreamCreate(&copy_stream, CU_STREAM_NON_BLOCKING));
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        measure(dev, sizes[i], "copy in flight");
     return 0;
 }

@@ -2692,17 +2692,16 @@ static int host_store_set(uint64_t dev, unsigned v, int width, size_t count, cud
     return 1;
 }
 
-/* The memset wrappers: served on the host store, or guarded and forwarded. */
-#define MEMSET_BODY(dst, v, width, count, s, call)                                      \
-    int held = engine_enter();                                                          \
-    if (held && host_store_set((uint64_t)(uintptr_t)(dst), (unsigned)(v), width, count, s)) { \
-        engine_leave(held);                                                             \
-        return 0; /* cudaSuccess, CUDA_SUCCESS */                                       \
-    }                                                                                   \
-    copy_guard(held, (const void *)(uintptr_t)(dst), NULL, s);                          \
-    __typeof__(call) r_ = call;                                                         \
-    engine_leave(held);                                                                 \
-    return r_
+/* A memset's entry (the engine held or not): 1 when it was served on a host store (the
+ * caller returns success without forwarding), 0 when it is guarded and must be
+ * forwarded. */
+static int set_enter(int held, uint64_t dst, unsigned v, int width, size_t count, cudaStream_t s)
+{
+    if (held && host_store_set(dst, v, width, count, s))
+        return 1;
+    copy_guard(held, (const void *)(uintptr_t)dst, NULL, s);
+    return 0;
+}
 
 cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, size_t n,
                               enum cudaMemcpyKind kind)
@@ -2790,12 +2789,22 @@ cudaError_t ft_hook_rt_memcpy_peer_async(cudaMemcpyPeerAsync_fn_t real, void *ds
 
 cudaError_t ft_hook_rt_memset(cudaMemset_fn_t real, void *dst, int v, size_t n)
 {
-    MEMSET_BODY(dst, v, 1, n, (cudaStream_t)0, real(dst, v, n));
+    int held = engine_enter();
+    cudaError_t r_ = cudaSuccess;
+    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 1, n, (cudaStream_t)0))
+        r_ = real(dst, v, n);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memset_async(cudaMemsetAsync_fn_t real, void *dst, int v, size_t n, cudaStream_t s)
 {
-    MEMSET_BODY(dst, v, 1, n, s, real(dst, v, n, s));
+    int held = engine_enter();
+    cudaError_t r_ = cudaSuccess;
+    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 1, n, s))
+        r_ = real(dst, v, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 cudaError_t ft_hook_rt_memset_2d(cudaMemset2D_fn_t real, void *dst, size_t pitch, int v, size_t w, size_t h)
@@ -2870,24 +2879,44 @@ CUresult ft_hook_drv_memcpy_dtoh_async(cuMemcpyDtoHAsync_v2_fn_t real, void *dst
 
 CUresult ft_hook_drv_memset_d8(cuMemsetD8_v2_fn_t real, CUdeviceptr dst, unsigned char v, size_t n)
 {
-    MEMSET_BODY(dst, v, 1, n, (cudaStream_t)0, real(dst, v, n));
+    int held = engine_enter();
+    CUresult r_ = CUDA_SUCCESS;
+    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 1, n, (cudaStream_t)0))
+        r_ = real(dst, v, n);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memset_d32(cuMemsetD32_v2_fn_t real, CUdeviceptr dst, unsigned int v, size_t n)
 {
-    MEMSET_BODY(dst, v, 4, n, (cudaStream_t)0, real(dst, v, n));
+    int held = engine_enter();
+    CUresult r_ = CUDA_SUCCESS;
+    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 4, n, (cudaStream_t)0))
+        r_ = real(dst, v, n);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memset_d8_async(cuMemsetD8Async_fn_t real, CUdeviceptr dst, unsigned char v, size_t n,
                                      CUstream s)
 {
-    MEMSET_BODY(dst, v, 1, n, (cudaStream_t)s, real(dst, v, n, s));
+    int held = engine_enter();
+    CUresult r_ = CUDA_SUCCESS;
+    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 1, n, (cudaStream_t)s))
+        r_ = real(dst, v, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_memset_d32_async(cuMemsetD32Async_fn_t real, CUdeviceptr dst, unsigned int v,
                                       size_t n, CUstream s)
 {
-    MEMSET_BODY(dst, v, 4, n, (cudaStream_t)s, real(dst, v, n, s));
+    int held = engine_enter();
+    CUresult r_ = CUDA_SUCCESS;
+    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 4, n, (cudaStream_t)s))
+        r_ = real(dst, v, n, s);
+    engine_leave(held);
+    return r_;
 }
 
 /* --- synchronisation: where the host waits is a hint of where a pass ends ------------ */

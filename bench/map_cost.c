@@ -3,7 +3,8 @@
  * few sizes; then the same after peer access to every other GPU is enabled (as NCCL
  * does in a multi-GPU job); then with a host-to-device copy of 256 MiB in flight on
  * another stream at each round (as when the engine maps the next unit while the
- * previous one is copied in). Medians of 50 rounds, in microseconds. A diagnostic for
+ * previous one is copied in); then with a kernel spinning for about 5 ms instead (a
+ * layer computing). Medians of 50 rounds, in microseconds. A diagnostic for
  * bench/RESULTS.md, not a test.
  *
  *   cc -O2 -I/usr/local/cuda/include bench/map_cost.c -L/usr/local/cuda/lib64 -lcuda -o map_cost
@@ -47,6 +48,17 @@ static void *copy_src;
 static CUdeviceptr copy_dst;
 static CUstream copy_stream;
 #define COPY_BYTES (256u << 20)
+/* With spin set instead, each round starts a kernel that spins for spin_cycles. */
+static CUfunction spin;
+static unsigned long long spin_cycles;
+
+static const char spin_ptx[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n"
+    ".visible .entry spin(.param .u64 cycles)\n{\n"
+    "  .reg .u64 %t0, %t1, %c, %d;\n  .reg .pred %p;\n"
+    "  ld.param.u64 %c, [cycles];\n  mov.u64 %t0, %clock64;\n"
+    "LOOP:\n  mov.u64 %t1, %clock64;\n  sub.u64 %d, %t1, %t0;\n"
+    "  setp.lt.u64 %p, %d, %c;\n  @%p bra LOOP;\n  ret;\n}\n";
 
 static void measure(CUdevice dev, size_t size, const char *label)
 {
@@ -67,6 +79,10 @@ static void measure(CUdevice dev, size_t size, const char *label)
     for (int i = 0; i < ROUNDS; i++) {
         if (copy_src != NULL)
             CK(cuMemcpyHtoDAsync(copy_dst, copy_src, COPY_BYTES, copy_stream));
+        if (spin != NULL) {
+            void *args[] = { &spin_cycles };
+            CK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, copy_stream, args, NULL));
+        }
         double t0 = now_us();
         CK(cuMemMap(va, size, 0, h, 0));
         double t1 = now_us();
@@ -77,7 +93,7 @@ static void measure(CUdevice dev, size_t size, const char *label)
         double t3 = now_us();
         CK(cuMemUnmap(va, size));
         double t4 = now_us();
-        if (copy_src != NULL)
+        if (copy_src != NULL || spin != NULL)
             CK(cuStreamSynchronize(copy_stream));
         map[i] = t1 - t0;
         set[i] = t2 - t1;
@@ -129,5 +145,16 @@ int main(int argc, char **argv)
     CK(cuStreamCreate(&copy_stream, CU_STREAM_NON_BLOCKING));
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         measure(dev, sizes[i], "copy in flight");
+    copy_src = NULL;
+    CUmodule mod;
+    int clock_khz = 0;
+    CK(cuDeviceGetAttribute(&clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev));
+    if (cuModuleLoadData(&mod, spin_ptx) != CUDA_SUCCESS || cuModuleGetFunction(&spin, mod, "spin") != CUDA_SUCCESS) {
+        printf("kernel in flight: the spin kernel does not load here (skipped)\n");
+        return 0;
+    }
+    spin_cycles = (unsigned long long)clock_khz * 5; /* about 5 ms */
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        measure(dev, sizes[i], "kernel in flight");
     return 0;
 }

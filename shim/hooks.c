@@ -1433,33 +1433,21 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
     touched_stream = stream;
 }
 
-/* The unit whose range starts at pass position pos, or -1: a binary search, the units
- * being in pass order. */
-static int unit_starting_at(uint32_t pos)
+/* The unit whose range starts (end 0) or ends (end 1) at pass position pos, or -1: a
+ * binary search, the units being in pass order (their ranges do not overlap). */
+static int unit_bound_at(uint32_t pos, int end)
 {
     int lo = 0, hi = res.n_units;
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (res.units[mid].first_launch < pos)
+        if ((end ? res.units[mid].last_launch : res.units[mid].first_launch) < pos)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < res.n_units && res.units[lo].first_launch == pos ? lo : -1;
-}
-
-/* The unit whose range ends at pass position pos, or -1. */
-static int unit_ending_at(uint32_t pos)
-{
-    int lo = 0, hi = res.n_units;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (res.units[mid].last_launch < pos)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < res.n_units && res.units[lo].last_launch == pos ? lo : -1;
+    if (lo == res.n_units)
+        return -1;
+    return (end ? res.units[lo].last_launch : res.units[lo].first_launch) == pos ? lo : -1;
 }
 
 /* Prefetch: the pass has reached unit u's first launch; load the streamed units that
@@ -1999,10 +1987,10 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
          * for the evicted unit's last use and its copy back, and the device should have
          * this unit's first kernel to run meanwhile. */
         if (pos >= 0) {
-            int at = unit_starting_at((uint32_t)pos);
+            int at = unit_bound_at((uint32_t)pos, 0);
             if (at >= 0)
                 prefetch_after = at;
-            checksum_after = unit_ending_at((uint32_t)pos);
+            checksum_after = unit_bound_at((uint32_t)pos, 1);
         }
         return;
     }

@@ -9,12 +9,13 @@ checkpoint load would do. Prints one JSON line with the timings and the paramete
 bytes.
 """
 import argparse
-import ctypes
 import json
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
+
+from ftbench import ft_usage, llama_config
 
 
 def main():
@@ -26,10 +27,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=128)
     a = ap.parse_args()
 
-    cfg = LlamaConfig(hidden_size=a.hidden, intermediate_size=int(a.hidden * 2.6875) // 256 * 256,
-                      num_hidden_layers=a.layers, num_attention_heads=a.hidden // 128,
-                      num_key_value_heads=a.hidden // 128, vocab_size=32000,
-                      max_position_embeddings=4096, tie_word_embeddings=False)
+    cfg = llama_config(a.layers, a.hidden)
     t0 = time.time()
     with torch.device("meta"):
         model = LlamaForCausalLM(cfg)
@@ -65,19 +63,6 @@ def main():
     print(json.dumps({"param_bytes": params, "build_s": round(t_build, 2),
                       "forward_s": [round(x, 4) for x in times], "iterations_equal": same,
                       "mem_get_info": [free_b, total_b], "ft_usage": ft_usage()}))
-
-
-def ft_usage():
-    """FlexTensor's ft_get_gpu_memory_usage when it is preloaded and has a plan."""
-    class Usage(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_ulonglong) for n in
-                    ("total", "resident", "slots", "other", "unmapped", "budget")]
-    try:
-        fn = ctypes.CDLL(None).ft_get_gpu_memory_usage
-    except AttributeError:
-        return None
-    u = Usage()
-    return {n: getattr(u, n) for n, _ in Usage._fields_} if fn(ctypes.byref(u)) == 0 else None
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ timings (ms), the parameter bytes and the memory figures is printed and written 
 OUT.json.
 """
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -46,17 +45,12 @@ import sys
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
+
+from ftbench import ft_usage, gpu_used_mib, llama_config
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
-
-
-def config(layers, hidden):
-    return LlamaConfig(hidden_size=hidden, intermediate_size=int(hidden * 2.6875) // 256 * 256,
-                       num_hidden_layers=layers, num_attention_heads=hidden // 128,
-                       num_key_value_heads=hidden // 128, vocab_size=32000,
-                       max_position_embeddings=4096, tie_word_embeddings=False)
 
 
 def empty_model(cfg):
@@ -155,29 +149,6 @@ def run_forwards(model, ids, warmup, iters, last_only):
             equal = equal and torch.equal(out, ref)
         (warm if i < warmup else times).append(round(ms, 3))
     return out.float().cpu(), warm, times, equal
-
-
-def ft_usage():
-    """FlexTensor's ft_get_gpu_memory_usage when it is preloaded and has a plan."""
-    class Usage(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_ulonglong) for n in
-                    ("total", "resident", "slots", "other", "unmapped", "budget")]
-    try:
-        fn = ctypes.CDLL(None).ft_get_gpu_memory_usage
-    except AttributeError:
-        return None
-    u = Usage()
-    return {n: getattr(u, n) for n, _ in Usage._fields_} if fn(ctypes.byref(u)) == 0 else None
-
-
-def gpu_used_mib():
-    """GPU 0's memory in use (MiB) from NVML, no CUDA call; None without NVML."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used / 1048576
-    except Exception:
-        return None
 
 
 def context_mib(idle):
@@ -283,7 +254,7 @@ def main():
     if a.tensors is None:
         a.tensors = os.path.splitext(a.out)[0] + ".pt"
 
-    cfg = config(a.layers, a.hidden)
+    cfg = llama_config(a.layers, a.hidden)
     res = make(a, cfg) if a.mode == "make" else bench(a, cfg)
     line = json.dumps(res)
     with open(a.out, "w") as f:

@@ -22,7 +22,6 @@ under FlexTensor (LD_PRELOAD, FT_GPU_MEM_LIMIT per process) the same script runs
 unchanged.
 """
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -31,17 +30,11 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from transformers import LlamaConfig
+
+from ftbench import ft_usage, gpu_used_mib, llama_config
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
-
-
-def config(layers, hidden):
-    return LlamaConfig(hidden_size=hidden, intermediate_size=int(hidden * 2.6875) // 256 * 256,
-                       num_hidden_layers=layers, num_attention_heads=hidden // 128,
-                       num_key_value_heads=hidden // 128, vocab_size=32000,
-                       max_position_embeddings=4096, rope_theta=10000.0)
 
 
 class Shard:
@@ -166,32 +159,6 @@ def run_forwards(m, ids, world, warmup, iters):
     return out.float().cpu(), warm, times, equal
 
 
-def ft_usage():
-    """FlexTensor's ft_get_gpu_memory_usage when it is preloaded and has a plan."""
-    class Usage(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_ulonglong) for n in
-                    ("total", "resident", "slots", "other", "unmapped", "budget")]
-    try:
-        fn = ctypes.CDLL(None).ft_get_gpu_memory_usage
-    except AttributeError:
-        return None
-    u = Usage()
-    return {n: getattr(u, n) for n, _ in Usage._fields_} if fn(ctypes.byref(u)) == 0 else None
-
-
-def gpu_used_mib(local):
-    """Device-wide memory in use (MiB) from NVML, the figure nvidia-smi shows; None
-    where NVML is missing. No CUDA call (it must run before the context exists):
-    NVML's index is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID, which bench/tp.sh sets."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(local)
-        return pynvml.nvmlDeviceGetMemoryInfo(h).used / 1048576
-    except Exception:
-        return None
-
-
 def shard_path(a, rank, world):
     return os.path.join(a.weights, f"tp-L{a.layers}-H{a.hidden}-w{world}-r{rank}.pt")
 
@@ -304,7 +271,7 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--tag", default="run")
     a = ap.parse_args()
-    cfg = config(a.layers, a.hidden)
+    cfg = llama_config(a.layers, a.hidden, rope_theta=10000.0)
     (make if a.mode == "make" else run)(a, cfg)
 
 

@@ -82,9 +82,7 @@ expect_grep 'residency: [1-9][0-9.]* MiB of weights used by several units, or re
 expect_grep 'residency: [1-9] unit\(s\), ' "$WORK/pt.err" "pointer tables: layers stream"
 pass "weights reached only through pointer arrays stay resident, the layers stream; same output"
 
-# 6 MiB: 2 slots of 2 MiB and the shared table (1 MiB, counted with the non-weight
-# memory), which 5 MiB cannot hold.
-LIMIT=6MiB # Memory the plan never saw (a 2 MiB scratch buffer from forward 9 on, 4 MiB layers):
+# Memory the plan never saw (a 2 MiB scratch buffer from forward 9 on, 4 MiB layers):
 # a resident layer is made to stream so that the allocation fits the budget; when
 # even every layer streaming leaves no room, the application gets the error it would
 # get from a GPU that small, and FlexTensor names the budget.
@@ -104,6 +102,9 @@ FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${G[@]}"
 expect_grep 'an allocation of 2\.0 MiB does not fit the memory budget \(10\.0 MiB: FT_GPU_MEM_LIMIT' "$WORK/g2.err" "grow: budget named"
 expect_grep 'cudaMalloc.*out of memory' "$WORK/g2.err" "grow: the application sees cudaErrorMemoryAllocation"
 pass "an allocation past the budget after the plan: a resident layer streams from then on (same output); with nothing left to stream, cudaErrorMemoryAllocation and the budget named"
+# 6 MiB: 2 slots of 2 MiB and the shared table (1 MiB, counted with the non-weight
+# memory), which 5 MiB cannot hold.
+LIMIT=6MiB
 run_pair shared --shared
 expect_grep 'residency: 1\.0 MiB of weights used by several units, or reached only through pointer arrays, stay resident' "$WORK/shared.err" "shared: resident"
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/shared.err" "shared: prefetched"

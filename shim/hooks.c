@@ -948,8 +948,7 @@ static struct {
     uint64_t clock;
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
     uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
-    uint64_t host_copies;     /* copies served from a host store (host_store_copy) */
-    uint64_t demoted;         /* resident units made to stream by allocations (demote_for) */
+    uint64_t host_copies;     /* copies and sets served on a host store (host_store_at) */
     /* The first misses, for the trace: what missed, and where the pass was. */
     struct miss {
         char kernel[96];
@@ -999,7 +998,6 @@ static vmm_t *vmm_find(uint64_t va)
     return v;
 }
 
-/* Maps new physical memory over region r and copies its bytes in on `stream`. */
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -1007,6 +1005,8 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Maps physical memory over region r (an unloaded unit's, when one matches its size,
+ * else new) and copies its bytes in on `stream`. */
 static int load_region(res_region_t *r, cudaStream_t stream)
 {
     CUdevice dev;
@@ -1805,7 +1805,6 @@ static int demote_for(uint64_t size)
                 "from now on", human_bytes(size, a, sizeof a), human_bytes(budget, b, sizeof b),
                 human_bytes(held_locked() + moved, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
                 human_bytes(moved, d, sizeof d));
-        res.demoted++;
     }
     return 0;
 }
@@ -3129,7 +3128,10 @@ void ft_hooks_trace(void *trace_writer)
         ft_trace_put_u64(w, res.written_back);
         ft_trace_put_u64(w, res.unsure_skipped);
         ft_trace_put_u64(w, res.host_copies);
-        ft_trace_put_u64(w, res.demoted);
+        uint64_t demoted = 0;
+        for (int i = 0; i < res.n_units; i++)
+            demoted += (uint64_t)res.units[i].demoted;
+        ft_trace_put_u64(w, demoted);
         ft_trace_put_u64(w, spill_faults);
         ft_trace_put_u64(w, spill_evictions);
         ft_trace_end(w);

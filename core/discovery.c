@@ -29,6 +29,7 @@ typedef struct {
                                  so this counts only when one boundary is all we have */
     int freed;
     int hashed;
+    int compared;             /* its hash was compared with an earlier one at least once */
     uint64_t hash;
     int unit;                 /* index in units, -1 none */
     int shared;               /* touched by launches outside its unit's range */
@@ -371,12 +372,16 @@ static void snapshot_hashes(ft_disc_t *d, int early)
             r->changed = 1;
             continue;
         }
+        /* Only the first comparison (with the snapshot at the first launch) can be
+         * early: with several threads, every lane's first boundary asks for an early
+         * snapshot, and a change between two of those is a change within the passes. */
         if (r->hashed && h != r->hash) {
-            if (early)
+            if (early && !r->compared)
                 r->changed_early = 1;
             else
                 r->changed = 1;
         }
+        r->compared = r->hashed;
         r->hash = h;
         r->hashed = 1;
     }

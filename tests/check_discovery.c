@@ -20,6 +20,7 @@
 static ft_regions_t *regions;
 static uint64_t next_base;
 static uint64_t version[4096];
+static unsigned hash_calls[4096]; /* snapshots that read each region */
 
 static uint64_t alloc_region(uint64_t size)
 {
@@ -38,6 +39,7 @@ static uint32_t id_of(uint64_t ptr)
 
 static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
 {
+    hash_calls[id_of(base)]++;
     *h = version[id_of(base)] * 31 + size;
     return 0;
 }
@@ -60,6 +62,7 @@ static void setup(void)
     regions = ft_regions_new();
     next_base = 0x700000000000ull;
     memset(version, 0, sizeof version);
+    memset(hash_calls, 0, sizeof hash_calls);
     ft_log_set_threshold(FT_LOG_ERROR);
 }
 
@@ -506,6 +509,40 @@ START_TEST(activation_equal_at_every_boundary_is_not_a_weight)
 }
 END_TEST
 
+static void small_pass(ft_disc_t *d, uint64_t lane, uint64_t w1, uint64_t w2, uint64_t w3,
+                       uint64_t s)
+{
+    launch(d, lane, "k1", 0, 1, w1);
+    launch(d, lane, "k2", 0, 2, w2, s);
+    launch(d, lane, "k3", 0, 1, w3);
+}
+
+START_TEST(change_between_two_lanes_first_boundaries_counts)
+{
+    /* A region written once, after lane 1's first boundary and before lane 2's: both
+     * boundaries ask for an "early" snapshot, but only a change since the snapshot at
+     * the first launch is excused as initialisation; this one happened within the
+     * passes, so the region is not a weight. */
+    uint64_t w1 = alloc_region(MIB), w2 = alloc_region(MIB), w3 = alloc_region(MIB);
+    uint64_t s = alloc_region(64 * KIB);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int i = 0; i < 64 && ft_disc_iterations(d) < 1; i++)
+        small_pass(d, 1, w1, w2, w3, s);
+    ck_assert_int_eq(ft_disc_iterations(d), 1);
+    version[id_of(s)]++;
+    unsigned before = hash_calls[id_of(s)];
+    for (int i = 0; i < 64 && hash_calls[id_of(s)] == before; i++)
+        small_pass(d, 2, w1, w2, w3, s);
+    ck_assert_uint_gt(hash_calls[id_of(s)], before); /* lane 2's first boundary */
+    for (int i = 0; i < 64 && ft_disc_state(d) != FT_DISC_DONE; i++)
+        small_pass(d, 1, w1, w2, w3, s);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), 3 * MIB);
+    ft_disc_free(d);
+}
+END_TEST
+
 START_TEST(late_allocations_and_freed_regions)
 {
     uint64_t w1 = alloc_region(MIB), w2 = alloc_region(MIB), gone = alloc_region(MIB);
@@ -671,6 +708,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, activations_and_copies_are_not_weights);
     tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);
     tcase_add_test(tc, activation_equal_at_every_boundary_is_not_a_weight);
+    tcase_add_test(tc, change_between_two_lanes_first_boundaries_counts);
     tcase_add_test(tc, late_allocations_and_freed_regions);
     tcase_add_test(tc, explicit_marks_define_iterations);
     tcase_add_test(tc, marker_kernel_defines_iterations);

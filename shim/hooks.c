@@ -1005,6 +1005,48 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Pinned memory on device dev: what every physical allocation of the shim is. */
+static CUmemAllocationProp device_prop(CUdevice dev)
+{
+    CUmemAllocationProp prop = { 0 };
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    return prop;
+}
+
+/* Maps physical memory of dev over [va, va + len), readable and writable from dev: *h
+ * when `given`, else a new allocation (stored in *h). On failure nothing stays mapped
+ * and the handle, given or new, is released. ns (NULL: not timed) adds the host time
+ * of creating, mapping and setting access, in that order. */
+static CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h,
+                             int given, uint64_t ns[3])
+{
+    CUmemAllocationProp prop = device_prop(dev);
+    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    uint64_t t0 = ns != NULL ? now_ns() : 0;
+    CUresult rc = given ? CUDA_SUCCESS : drv.create(h, len, &prop, 0);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t t1 = ns != NULL ? now_ns() : 0;
+    if ((rc = drv.map(va, len, 0, *h, 0)) != CUDA_SUCCESS) {
+        drv.release(*h);
+        return rc;
+    }
+    uint64_t t2 = ns != NULL ? now_ns() : 0;
+    if ((rc = drv.set_access(va, len, &access, 1)) != CUDA_SUCCESS) {
+        drv.unmap(va, len);
+        drv.release(*h);
+        return rc;
+    }
+    if (ns != NULL) {
+        ns[0] += t1 - t0;
+        ns[1] += t2 - t1;
+        ns[2] += now_ns() - t2;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* Maps physical memory over region r (an unloaded unit's, when one matches its size,
  * else new) and copies its bytes in on `stream`. */
 static int load_region(res_region_t *r, cudaStream_t stream)
@@ -1012,44 +1054,22 @@ static int load_region(res_region_t *r, cudaStream_t stream)
     CUdevice dev;
     if (drv.ctx_get_device(&dev) != CUDA_SUCCESS)
         return -1;
-    CUmemAllocationProp prop = { 0 };
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    CUmemGenericAllocationHandle h;
-    CUresult rc = CUDA_ERROR_NOT_FOUND;
-    for (int i = 0; i < res.n_spare; i++)
+    CUmemGenericAllocationHandle h = 0;
+    int given = 0;
+    for (int i = 0; i < res.n_spare && !given; i++)
         if (res.spare[i].len == r->len) {
             h = res.spare[i].h;
             res.spare[i] = res.spare[--res.n_spare];
             res.reused++;
-            rc = CUDA_SUCCESS;
-            break;
+            given = 1;
         }
+    uint64_t ns[3] = { 0, 0, 0 };
+    CUresult rc = map_physical(dev, r->va, r->len, &h, given, ns);
+    res.ns_create += ns[0];
+    res.ns_map_call += ns[1];
+    res.ns_access += ns[2];
     if (rc != CUDA_SUCCESS) {
-        uint64_t t0 = now_ns();
-        rc = drv.create(&h, r->len, &prop, 0);
-        res.ns_create += now_ns() - t0;
-    }
-    if (rc != CUDA_SUCCESS) {
-        FT_DEBUG("residency: cuMemCreate(%zu) failed: %d", r->len, (int)rc);
-        return -1;
-    }
-    uint64_t t0 = now_ns();
-    rc = drv.map(r->va, r->len, 0, h, 0);
-    uint64_t t1 = now_ns();
-    res.ns_map_call += t1 - t0;
-    if (rc != CUDA_SUCCESS) {
-        FT_DEBUG("residency: cuMemMap(%#llx, %zu) failed: %d", (unsigned long long)r->va, r->len, (int)rc);
-        drv.release(h);
-        return -1;
-    }
-    rc = drv.set_access(r->va, r->len, &access, 1);
-    res.ns_access += now_ns() - t1;
-    if (rc != CUDA_SUCCESS) {
-        drv.unmap(r->va, r->len);
-        drv.release(h);
+        FT_DEBUG("residency: mapping %zu bytes at %#llx failed: %d", r->len, (unsigned long long)r->va, (int)rc);
         return -1;
     }
     vmm_t *v = vmm_find(r->va);
@@ -2067,10 +2087,7 @@ static int vmm_ready(CUdevice *dev)
     if (REAL(cudaFree)(NULL) != cudaSuccess || drv.ctx_get_device(dev) != CUDA_SUCCESS)
         return 0;
     if (vmm_granularity == 0) {
-        CUmemAllocationProp prop = { 0 };
-        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id = *dev;
+        CUmemAllocationProp prop = device_prop(*dev);
         size_t g = 0;
         if (drv.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) {
             FT_WARN("virtual memory management unavailable; allocations are not evictable");
@@ -2126,23 +2143,7 @@ static int map_fresh(uint64_t va, size_t len, CUmemGenericAllocationHandle *h)
     CUdevice dev;
     if (drv.ctx_get_device(&dev) != CUDA_SUCCESS)
         return -1;
-    CUmemAllocationProp prop = { 0 };
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    if (drv.create(h, len, &prop, 0) != CUDA_SUCCESS)
-        return -1;
-    if (drv.map(va, len, 0, *h, 0) != CUDA_SUCCESS) {
-        drv.release(*h);
-        return -1;
-    }
-    if (drv.set_access(va, len, &access, 1) != CUDA_SUCCESS) {
-        drv.unmap(va, len);
-        drv.release(*h);
-        return -1;
-    }
-    return 0;
+    return map_physical(dev, va, len, h, 0, NULL) == CUDA_SUCCESS ? 0 : -1;
 }
 
 /* The device time of a copy of `bytes` at `gbps` (bytes per ns; 25 when unmeasured). */
@@ -2323,11 +2324,6 @@ static cudaError_t vmm_alloc(void **out, size_t size)
     if (!vmm_ready(&dev))
         return cudaErrorNotSupported;
     size_t len = (size + vmm_granularity - 1) / vmm_granularity * vmm_granularity;
-    CUmemAllocationProp prop = { 0 };
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CUdeviceptr va = 0;
     CUmemGenericAllocationHandle h = 0;
     CUresult rc = drv.reserve(&va, len, vmm_granularity, 0, 0);
@@ -2359,15 +2355,9 @@ static cudaError_t vmm_alloc(void **out, size_t size)
         *out = (void *)(uintptr_t)va;
         return cudaSuccess;
     }
-    rc = drv.create(&h, len, &prop, 0);
+    rc = map_physical(dev, va, len, &h, 0, NULL);
     if (rc != CUDA_SUCCESS)
         goto fail_va;
-    rc = drv.map(va, len, 0, h, 0);
-    if (rc != CUDA_SUCCESS)
-        goto fail_handle;
-    rc = drv.set_access(va, len, &access, 1);
-    if (rc != CUDA_SUCCESS)
-        goto fail_map;
     vmm_t *v = calloc(1, sizeof *v);
     if (v == NULL) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -2390,7 +2380,6 @@ static cudaError_t vmm_alloc(void **out, size_t size)
 
 fail_map:
     drv.unmap(va, len);
-fail_handle:
     drv.release(h);
 fail_va:
     drv.address_free(va, len);

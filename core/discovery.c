@@ -106,6 +106,7 @@ typedef struct {
     uint32_t range;
     int skip_boundary;        /* the pass under way does not count (confirm_period) */
     long track_pos;           /* after DONE: position in the pass under way, -1 before */
+    uint64_t since_start;     /* after DONE: launches since the last pass start */
     int track_mark;           /* after DONE, with explicit marks: a mark is pending */
     size_t n_seq, cap_seq;
     period_cand_t cands[MAX_PERIOD_CANDS];
@@ -154,6 +155,14 @@ struct ft_disc {
     uint64_t weight_bytes;
     int restart_pending;      /* the passes found hold no weight: start over */
     int restarts;
+    /* Once DONE (without explicit marks), every lane's passes are followed from the
+     * first launch of the recorded pass whose (kernel, weight regions) pair no other
+     * launch of it repeats: its key (weights only: the other regions a launch touches,
+     * such as the caching-allocator segment holding the input, can differ from pass to
+     * pass) and its position. track_key 0: the lanes' own anchors. */
+    uint64_t track_key;
+    uint32_t track_start;
+    int track_lost_warned;    /* the pass start has not recurred: said once */
 };
 
 /* Passes found among launches that touch no weight (a framework's warm-up kernels,
@@ -781,6 +790,53 @@ static int build_units(ft_disc_t *d)
     return 0;
 }
 
+static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, size_t n,
+                         int weights_only, uint32_t *minid);
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Discovery is done: where passes start from now on (track_key, track_start). The
+ * detector's anchor hashes every candidate region its launch touched, the input's
+ * segment too; once the weights are known, a pass start is recognised by its weights
+ * alone. Without a launch whose weight pair is unique in the pass, the lanes' anchors
+ * stay. */
+static void choose_track_start(ft_disc_t *d)
+{
+    const record_t *r = &d->last;
+    d->track_key = 0;
+    if (d->explicit_marks || r->n == 0)
+        return;
+    uint64_t *keys = malloc(r->n * sizeof *keys), *sorted = malloc(r->n * sizeof *sorted);
+    if (keys == NULL || sorted == NULL) {
+        free(keys);
+        free(sorted);
+        return;
+    }
+    uint32_t minid;
+    for (size_t i = 0; i < r->n; i++)
+        keys[i] = sorted[i] = pair_key(d, r->l[i].kernel, r->ids + r->l[i].first_id, r->l[i].n_ids, 1, &minid);
+    qsort(sorted, r->n, sizeof *sorted, cmp_u64);
+    for (size_t i = 0; i < r->n; i++) {
+        if (keys[i] == 0)
+            continue;
+        uint64_t *at = bsearch(&keys[i], sorted, r->n, sizeof *sorted, cmp_u64);
+        int unique = (at == sorted || at[-1] != keys[i]) && (at + 1 == sorted + r->n || at[1] != keys[i]);
+        if (unique) {
+            d->track_key = keys[i];
+            d->track_start = (uint32_t)i;
+            FT_DEBUG("discovery: passes are followed from launch %zu of %zu (%s), by its weights",
+                     i, r->n, d->kv[r->l[i].kernel]->name);
+            break;
+        }
+    }
+    free(keys);
+    free(sorted);
+}
+
 /* --- events ---------------------------------------------------------------------- */
 
 static void end_iteration(ft_disc_t *d, lane_t *ln)
@@ -809,6 +865,7 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
             return;
         }
         d->state = FT_DISC_DONE;
+        choose_track_start(d);
         FT_INFO("discovery: %d iteration(s) of %zu launches, %zu units, %.1f MiB of weights",
                 ln->iterations, d->last.n, d->n_units, (double)d->weight_bytes / 1048576.0);
     }
@@ -816,16 +873,17 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
 
 /* A launch as the detector sees it: its kernel and every region alive at the first
  * launch that it touches, in argument order (a buffer preallocated for activations
- * is the same in every layer; the weights beside it are not). 0: no such region. */
+ * is the same in every layer; the weights beside it are not). 0: no such region.
+ * weights_only (once DONE): the weight regions only. */
 static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, size_t n,
-                         uint32_t *minid)
+                         int weights_only, uint32_t *minid)
 {
     uint64_t h = 1469598103934665603ull;
     int any = 0;
     *minid = UINT32_MAX;
     for (size_t i = 0; i < n; i++) {
         rinfo_t *r = (ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, ids[i]);
-        if (r == NULL || !r->candidate)
+        if (r == NULL || !(weights_only ? r->unit >= 0 : r->candidate))
             continue;
         any = 1;
         h = (h ^ r->id) * 1099511628211ull;
@@ -1016,6 +1074,7 @@ static void restart(ft_disc_t *d)
     d->iterations = 0;
     d->deciding_lane = 0;
     d->restart_pending = 0;
+    d->track_key = 0;
     d->restarts++;
     d->state = FT_DISC_WAITING;
 }
@@ -1074,7 +1133,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         }
     } else {
         uint32_t minid;
-        uint64_t key = pair_key(d, k->idx, ids, n, &minid);
+        uint64_t key = pair_key(d, k->idx, ids, n, 0, &minid);
         if (key != 0 && ln->anchored)
             boundary = key == ln->anchor;
         else if (key != 0) {
@@ -1163,19 +1222,34 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
     lane_t *ln = d->state == FT_DISC_DONE ? lane_get(d, lane) : NULL;
     /* Every lane that found its passes is followed: the lane that decided may stop
      * launching (a thread that finished its work) while others go on. */
-    if (ln != NULL && (ln->anchored || d->explicit_marks)) {
+    if (ln != NULL && (ln->anchored || d->explicit_marks || d->track_key != 0)) {
         kinfo_t *k;
         HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
         uint32_t ids[FT_SCAN_MAX_IDS], minid;
         for (size_t i = 0; i < set->n; i++)
             ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
-        uint64_t key = k != NULL ? pair_key(d, k->idx, ids, set->n, &minid) : 0;
+        int by_weights = d->track_key != 0;
+        uint64_t key = k != NULL ? pair_key(d, k->idx, ids, set->n, by_weights, &minid) : 0;
         int marker = k != NULL && d->p.marker_glob && d->p.marker_glob[0] &&
                      fnmatch(d->p.marker_glob, k->name, 0) == 0;
-        if (d->explicit_marks ? (ln->track_mark || marker) : (key != 0 && key == ln->anchor))
-            ln->track_pos = 0;
-        else if (ln->track_pos >= 0)
-            ln->track_pos++;
+        int start = d->explicit_marks ? (ln->track_mark || marker)
+                                      : key != 0 && key == (by_weights ? d->track_key : ln->anchor);
+        if (start) {
+            ln->track_pos = by_weights ? (long)d->track_start : 0;
+            ln->since_start = 0;
+        } else if (ln->track_pos >= 0) {
+            /* The launches before a start other than the pass's first come after the
+             * previous pass's last. */
+            if (++ln->track_pos == (long)d->last.n && by_weights && d->track_start > 0)
+                ln->track_pos = 0;
+            if (++ln->since_start == 4 * (uint64_t)d->last.n + 4 && !d->track_lost_warned) {
+                d->track_lost_warned = 1;
+                FT_WARN("discovery: the launch that starts a pass has not recurred in %llu launches "
+                        "(thread %#llx); profiling and prefetching by position wait for it "
+                        "(FT_ITERATION_MARKER or ft_iteration_mark() mark passes explicitly)",
+                        (unsigned long long)ln->since_start, (unsigned long long)ln->lane);
+            }
+        }
         ln->track_mark = 0;
         pos = ln->track_pos;
         if (expected != NULL)

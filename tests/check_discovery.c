@@ -52,8 +52,19 @@ static int stale_ends;    /* once-per-pass kernels before and after the layers c
                              stale addresses of layer weights, and the up GEMM's
                              padding holds another layer's address */
 
+static int input_first;   /* the input is allocated before the weights */
+static int copy_in;       /* each forward starts with a launch touching the input only */
+/* After discovery: launches go to ft_disc_track, their positions to track_log. */
+static int tracking;
+static long track_log[1024];
+static size_t n_track;
+
 static void setup(void)
 {
+    input_first = 0;
+    copy_in = 0;
+    tracking = 0;
+    n_track = 0;
     lazy_layers = 0;
     stray_touch = 0;
     stale_padding = 0;
@@ -87,6 +98,12 @@ static int launch(ft_disc_t *d, uint64_t lane, const char *name, uint64_t writte
     if (written)
         version[id_of(written)]++;
     /* The kernel's identity: its name's address is stable for string literals. */
+    if (tracking) {
+        long pos = ft_disc_track(d, lane, (uint64_t)(uintptr_t)name, &set, NULL);
+        if (n_track < sizeof track_log / sizeof *track_log)
+            track_log[n_track++] = pos;
+        return pos == 0;
+    }
     return ft_disc_launch(d, lane, (uint64_t)(uintptr_t)name, name, &set);
 }
 
@@ -97,6 +114,8 @@ typedef struct {
 
 static void llama_alloc(llama_t *m, int layers)
 {
+    if (input_first)
+        m->input = alloc_region(4 * KIB);
     m->embed = alloc_region(64 * MIB);
     for (int l = 0; l < layers; l++) {
         m->ln1[l] = alloc_region(8 * KIB);
@@ -113,7 +132,8 @@ static void llama_alloc(llama_t *m, int layers)
     m->head = alloc_region(64 * MIB);
     m->act = alloc_region(2 * MIB);
     m->act2 = alloc_region(2 * MIB);
-    m->input = alloc_region(4 * KIB);
+    if (!input_first)
+        m->input = alloc_region(4 * KIB);
 }
 
 /* One forward: an embedding lookup, layers of norm / projections / attention / MLP,
@@ -128,6 +148,8 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         ft_disc_range_push(d, lane, "model");
         ft_disc_range_push(d, lane, "embed_tokens");
     }
+    if (copy_in)
+        launch(d, lane, "copy_in", m->act2, 2, m->input, m->act2);
     launch(d, lane, "embedding", m->act, 3, m->embed, m->input, m->act);
     if (stale_ends)
         launch(d, lane, "cast", 0, 2, m->act, m->k[2]);
@@ -421,6 +443,54 @@ START_TEST(prologue_of_init_kernels_is_skipped)
 }
 END_TEST
 
+/* After discovery, positions in the pass come from ft_disc_track. The detector's
+ * anchor (the embedding, or a launch before it touching the earliest-allocated region:
+ * the input) also hashes the input's region; on the GPU the input moved to another
+ * caching-allocator segment after discovery and no pass ever started again. Passes are
+ * followed by their weights: two tracked forwards with the input elsewhere, with the
+ * pass starting at the embedding (0) or one launch before it (1). */
+static void check_tracking_with_a_moved_input(int with_copy_in)
+{
+    input_first = 1;
+    copy_in = with_copy_in;
+    llama_t m;
+    llama_alloc(&m, 4);
+    uint64_t moved = alloc_region(4 * KIB); /* alive at the first launch, like the input */
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 3; it++)
+        llama_forward(d, 1, &m, 4);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_eq(ft_disc_unit_count(d), 6);
+    size_t n = ft_disc_pass_length(d);
+    ck_assert_uint_eq(n, 55u + (unsigned)with_copy_in);
+    m.input = moved;
+    tracking = 1;
+    llama_forward(d, 1, &m, 4);
+    llama_forward(d, 1, &m, 4);
+    ck_assert_uint_eq(n_track, 2 * n);
+    /* The first tracked forward: from the embedding on (the copy_in before it is not
+     * known to start a pass yet). */
+    ck_assert_int_eq(track_log[0], with_copy_in ? -1 : 0);
+    for (size_t i = (size_t)with_copy_in; i < n; i++)
+        ck_assert_int_eq(track_log[i], (long)i);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(track_log[n + i], (long)i);
+    ft_disc_free(d);
+}
+
+START_TEST(pass_start_survives_a_moved_input)
+{
+    check_tracking_with_a_moved_input(0);
+}
+END_TEST
+
+START_TEST(pass_start_before_the_first_weight_survives_a_moved_input)
+{
+    check_tracking_with_a_moved_input(1);
+}
+END_TEST
+
 START_TEST(activations_and_copies_are_not_weights)
 {
     uint64_t w = alloc_region(4 * MIB), cache = alloc_region(4 * MIB);
@@ -705,6 +775,8 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, stale_pointers_outside_the_layers_do_not_move_weights);
     tcase_add_test(tc, units_are_named_after_nvtx_ranges);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
+    tcase_add_test(tc, pass_start_survives_a_moved_input);
+    tcase_add_test(tc, pass_start_before_the_first_weight_survives_a_moved_input);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
     tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);
     tcase_add_test(tc, activation_equal_at_every_boundary_is_not_a_weight);

@@ -156,13 +156,17 @@ struct ft_disc {
     int restart_pending;      /* the passes found hold no weight: start over */
     int restarts;
     /* Once DONE (without explicit marks), every lane's passes are followed from the
-     * first launch of the recorded pass whose (kernel, weight regions) pair no other
-     * launch of it repeats: its key (weights only: the other regions a launch touches,
-     * such as the caching-allocator segment holding the input, can differ from pass to
-     * pass) and its position. track_key 0: the lanes' own anchors. */
-    uint64_t track_key;
-    uint32_t track_start;
+     * first launch of the recorded pass that touches a weight of the unit it runs in
+     * and whose kernel touches that region nowhere else in the pass: that kernel and
+     * region, and the launch's position. A launch's other regions can differ from pass
+     * to pass: the caching-allocator segment holding the input, a stale address in an
+     * unused argument word (seen on the GPU in PyTorch's embedding kernel, pointing at
+     * a later layer's weight during discovery only). track_set 0: the lanes' own
+     * anchors (the detector's pair key). */
+    int track_set;
+    uint32_t track_kernel, track_region, track_start;
     int track_lost_warned;    /* the pass start has not recurred: said once */
+    unsigned track_misses;    /* launches of the start's kernel that did not start a pass */
 };
 
 /* Passes found among launches that touch no weight (a framework's warm-up kernels,
@@ -790,51 +794,62 @@ static int build_units(ft_disc_t *d)
     return 0;
 }
 
-static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, size_t n,
-                         int weights_only, uint32_t *minid);
-
-static int cmp_u64(const void *a, const void *b)
+/* The unit whose launch range holds pass position pos, or -1. */
+static int unit_at(const ft_disc_t *d, size_t pos)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+    for (size_t j = 0; j < d->n_units; j++)
+        if (pos >= d->units[j].first_launch && pos <= d->units[j].last_launch)
+            return (int)j;
+    return -1;
 }
 
-/* Discovery is done: where passes start from now on (track_key, track_start). The
- * detector's anchor hashes every candidate region its launch touched, the input's
- * segment too; once the weights are known, a pass start is recognised by its weights
- * alone. Without a launch whose weight pair is unique in the pass, the lanes' anchors
- * stay. */
+/* The region of unit u that launch i of record r touches first through its own
+ * arguments, or UINT32_MAX. */
+static uint32_t own_weight(ft_disc_t *d, const record_t *r, size_t i, int u)
+{
+    for (uint32_t k = 0; k < r->l[i].n_ids; k++) {
+        uint32_t raw = r->ids[r->l[i].first_id + k];
+        rinfo_t *x = (raw & ID_INDIRECT) ? NULL : rinfo_get(d, raw);
+        if (x != NULL && x->unit == u)
+            return raw;
+    }
+    return UINT32_MAX;
+}
+
+static int touches(const record_t *r, size_t i, uint32_t id)
+{
+    for (uint32_t k = 0; k < r->l[i].n_ids; k++)
+        if (r->ids[r->l[i].first_id + k] == id)
+            return 1;
+    return 0;
+}
+
+/* Discovery is done: where passes start from now on (track_*). Without a launch whose
+ * own weight and kernel meet nowhere else in the pass, the lanes' anchors stay. */
 static void choose_track_start(ft_disc_t *d)
 {
     const record_t *r = &d->last;
-    d->track_key = 0;
-    if (d->explicit_marks || r->n == 0)
+    d->track_set = 0;
+    if (d->explicit_marks)
         return;
-    uint64_t *keys = malloc(r->n * sizeof *keys), *sorted = malloc(r->n * sizeof *sorted);
-    if (keys == NULL || sorted == NULL) {
-        free(keys);
-        free(sorted);
-        return;
-    }
-    uint32_t minid;
-    for (size_t i = 0; i < r->n; i++)
-        keys[i] = sorted[i] = pair_key(d, r->l[i].kernel, r->ids + r->l[i].first_id, r->l[i].n_ids, 1, &minid);
-    qsort(sorted, r->n, sizeof *sorted, cmp_u64);
     for (size_t i = 0; i < r->n; i++) {
-        if (keys[i] == 0)
+        int u = unit_at(d, i);
+        uint32_t w = u >= 0 ? own_weight(d, r, i, u) : UINT32_MAX;
+        if (w == UINT32_MAX)
             continue;
-        uint64_t *at = bsearch(&keys[i], sorted, r->n, sizeof *sorted, cmp_u64);
-        int unique = (at == sorted || at[-1] != keys[i]) && (at + 1 == sorted + r->n || at[1] != keys[i]);
-        if (unique) {
-            d->track_key = keys[i];
-            d->track_start = (uint32_t)i;
-            FT_DEBUG("discovery: passes are followed from launch %zu of %zu (%s), by its weights",
-                     i, r->n, d->kv[r->l[i].kernel]->name);
-            break;
-        }
+        int unique = 1;
+        for (size_t j = 0; j < r->n && unique; j++)
+            unique = j == i || r->l[j].kernel != r->l[i].kernel || !touches(r, j, w);
+        if (!unique)
+            continue;
+        d->track_set = 1;
+        d->track_kernel = r->l[i].kernel;
+        d->track_region = w;
+        d->track_start = (uint32_t)i;
+        FT_DEBUG("discovery: passes are followed from launch %zu of %zu: %s on region %u (%s)", i, r->n,
+                 d->kv[r->l[i].kernel]->name, w, d->units[u].name);
+        return;
     }
-    free(keys);
-    free(sorted);
 }
 
 /* --- events ---------------------------------------------------------------------- */
@@ -873,17 +888,16 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
 
 /* A launch as the detector sees it: its kernel and every region alive at the first
  * launch that it touches, in argument order (a buffer preallocated for activations
- * is the same in every layer; the weights beside it are not). 0: no such region.
- * weights_only (once DONE): the weight regions only. */
+ * is the same in every layer; the weights beside it are not). 0: no such region. */
 static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, size_t n,
-                         int weights_only, uint32_t *minid)
+                         uint32_t *minid)
 {
     uint64_t h = 1469598103934665603ull;
     int any = 0;
     *minid = UINT32_MAX;
     for (size_t i = 0; i < n; i++) {
         rinfo_t *r = (ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, ids[i]);
-        if (r == NULL || !(weights_only ? r->unit >= 0 : r->candidate))
+        if (r == NULL || !r->candidate)
             continue;
         any = 1;
         h = (h ^ r->id) * 1099511628211ull;
@@ -1074,7 +1088,7 @@ static void restart(ft_disc_t *d)
     d->iterations = 0;
     d->deciding_lane = 0;
     d->restart_pending = 0;
-    d->track_key = 0;
+    d->track_set = 0;
     d->restarts++;
     d->state = FT_DISC_WAITING;
 }
@@ -1133,7 +1147,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         }
     } else {
         uint32_t minid;
-        uint64_t key = pair_key(d, k->idx, ids, n, 0, &minid);
+        uint64_t key = pair_key(d, k->idx, ids, n, &minid);
         if (key != 0 && ln->anchored)
             boundary = key == ln->anchor;
         else if (key != 0) {
@@ -1212,6 +1226,30 @@ static uint32_t range_intern(ft_disc_t *d, const char *path)
     return rg->id;
 }
 
+/* FT_LOG_LEVEL=debug: a launch of the pass start's kernel that did not start a pass,
+ * its regions against the start's. */
+static void debug_start_miss(ft_disc_t *d, const uint32_t *ids, size_t n)
+{
+    if (!FT_LOG_ENABLED(FT_LOG_DEBUG))
+        return;
+    const launch_t *l = &d->last.l[d->track_start];
+    char now[256] = "", then[256] = "";
+    size_t a = 0, b = 0;
+    for (size_t i = 0; i < n && a < sizeof now; i++) {
+        rinfo_t *r = rinfo_get(d, ids[i] & ~ID_INDIRECT);
+        a += (size_t)snprintf(now + a, sizeof now - a, " %u%s%s", ids[i] & ~ID_INDIRECT,
+                              (ids[i] & ID_INDIRECT) ? "i" : "", r != NULL && r->unit >= 0 ? "w" : "");
+    }
+    for (uint32_t i = 0; i < l->n_ids && b < sizeof then; i++) {
+        uint32_t raw = d->last.ids[l->first_id + i];
+        rinfo_t *r = rinfo_get(d, raw & ~ID_INDIRECT);
+        b += (size_t)snprintf(then + b, sizeof then - b, " %u%s%s", raw & ~ID_INDIRECT,
+                              (raw & ID_INDIRECT) ? "i" : "", r != NULL && r->unit >= 0 ? "w" : "");
+    }
+    FT_DEBUG("discovery: %s did not start a pass: regions%s, at the start%s (w: weight, i: through "
+             "a pointer array)", d->kv[l->kernel]->name, n ? now : " none", l->n_ids ? then : " none");
+}
+
 long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set,
                    int *expected)
 {
@@ -1222,30 +1260,38 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
     lane_t *ln = d->state == FT_DISC_DONE ? lane_get(d, lane) : NULL;
     /* Every lane that found its passes is followed: the lane that decided may stop
      * launching (a thread that finished its work) while others go on. */
-    if (ln != NULL && (ln->anchored || d->explicit_marks || d->track_key != 0)) {
+    if (ln != NULL && (ln->anchored || d->explicit_marks || d->track_set)) {
         kinfo_t *k;
         HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
         uint32_t ids[FT_SCAN_MAX_IDS], minid;
         for (size_t i = 0; i < set->n; i++)
             ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
-        int by_weights = d->track_key != 0;
-        uint64_t key = k != NULL ? pair_key(d, k->idx, ids, set->n, by_weights, &minid) : 0;
-        int marker = k != NULL && d->p.marker_glob && d->p.marker_glob[0] &&
-                     fnmatch(d->p.marker_glob, k->name, 0) == 0;
-        int start = d->explicit_marks ? (ln->track_mark || marker)
-                                      : key != 0 && key == (by_weights ? d->track_key : ln->anchor);
+        int start;
+        if (d->explicit_marks) {
+            start = ln->track_mark || (k != NULL && d->p.marker_glob && d->p.marker_glob[0] &&
+                                       fnmatch(d->p.marker_glob, k->name, 0) == 0);
+        } else if (d->track_set) {
+            start = 0;
+            for (size_t i = 0; k != NULL && k->idx == d->track_kernel && i < set->n && !start; i++)
+                start = ids[i] == d->track_region;
+        } else {
+            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, set->n, &minid) : 0;
+            start = key != 0 && key == ln->anchor;
+        }
         if (start) {
-            ln->track_pos = by_weights ? (long)d->track_start : 0;
+            ln->track_pos = d->track_set ? (long)d->track_start : 0;
             ln->since_start = 0;
-        } else if (ln->track_pos >= 0) {
+        } else {
             /* The launches before a start other than the pass's first come after the
              * previous pass's last. */
-            if (++ln->track_pos == (long)d->last.n && by_weights && d->track_start > 0)
+            if (ln->track_pos >= 0 && ++ln->track_pos == (long)d->last.n && d->track_set && d->track_start > 0)
                 ln->track_pos = 0;
-            if (++ln->since_start == 4 * (uint64_t)d->last.n + 4 && !d->track_lost_warned) {
+            if (d->track_set && k != NULL && k->idx == d->track_kernel && d->track_misses++ < 3)
+                debug_start_miss(d, ids, set->n);
+            if (++ln->since_start == 4 * (uint64_t)d->last.n + 4 && ln->anchored && !d->track_lost_warned) {
                 d->track_lost_warned = 1;
-                FT_WARN("discovery: the launch that starts a pass has not recurred in %llu launches "
-                        "(thread %#llx); profiling and prefetching by position wait for it "
+                FT_WARN("discovery: no pass has started in the last %llu launches (thread %#llx); "
+                        "profiling and prefetching by position wait for a pass start "
                         "(FT_ITERATION_MARKER or ft_iteration_mark() mark passes explicitly)",
                         (unsigned long long)ln->since_start, (unsigned long long)ln->lane);
             }

@@ -616,8 +616,11 @@ static __thread int tag_pushed;
 static void end_profiled_pass(void)
 {
     double us[prof.n];
-    if (prof.sync(prof.ev[prof.n]) != cudaSuccess)
+    cudaError_t err = prof.sync(prof.ev[prof.n]);
+    if (err != cudaSuccess) {
+        FT_DEBUG("profiling: pass dropped, waiting for its end failed (cudaError %d)", (int)err);
         return;
+    }
     for (size_t i = 0; i < prof.n; i++) {
         if (!prof.seen[i]) {
             FT_DEBUG("profiling: pass dropped, %s not seen at launch %u", ft_disc_unit(disc, i)->name,
@@ -625,14 +628,20 @@ static void end_profiled_pass(void)
             return; /* the pass did not run every unit where discovery saw them */
         }
         float ms = 0;
-        if (prof.elapsed(&ms, prof.ev[i], i + 1 < prof.n ? prof.ev[i + 1] : prof.ev[prof.n]) != cudaSuccess)
+        err = prof.elapsed(&ms, prof.ev[i], i + 1 < prof.n ? prof.ev[i + 1] : prof.ev[prof.n]);
+        if (err != cudaSuccess) {
+            FT_DEBUG("profiling: pass dropped, timing %s failed (cudaError %d)", ft_disc_unit(disc, i)->name,
+                     (int)err);
             return;
+        }
         us[i] = (double)ms * 1000.0;
     }
     if (prof.cupti_timing && cupti_unit_times(us))
         prof.cupti_passes++;
-    if (prof.epoch != ft_prof_epoch(prof.prof))
-        return; /* suspended at some point during the pass */
+    if (prof.epoch != ft_prof_epoch(prof.prof)) {
+        FT_DEBUG("profiling: pass dropped, profiling was suspended during it");
+        return;
+    }
     for (size_t i = 0; i < prof.n; i++) {
         double moved = (double)__atomic_load_n(&prof.moves_ns[i], __ATOMIC_RELAXED) / 1e3;
         double kept = us[i] - moved > 1.0 ? us[i] - moved : 1.0;
@@ -640,6 +649,7 @@ static void end_profiled_pass(void)
         us[i] = kept;
     }
     ft_prof_add_pass(prof.prof, us);
+    FT_DEBUG("profiling: pass %d of %d timed", ft_prof_passes(prof.prof), profiling_iters);
 }
 
 static char *human_bytes(uint64_t b, char *buf, size_t len)

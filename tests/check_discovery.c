@@ -54,6 +54,8 @@ static int stale_ends;    /* once-per-pass kernels before and after the layers c
 
 static int input_first;   /* the input is allocated before the weights */
 static int copy_in;       /* each forward starts with a launch touching the input only */
+static int stale_start;   /* the embedding carries a stale address of a layer's weight in
+                             discovery (not after, when tracking) */
 /* After discovery: launches go to ft_disc_track, their positions to track_log. */
 static int tracking;
 static long track_log[1024];
@@ -63,6 +65,7 @@ static void setup(void)
 {
     input_first = 0;
     copy_in = 0;
+    stale_start = 0;
     tracking = 0;
     n_track = 0;
     lazy_layers = 0;
@@ -150,7 +153,8 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
     }
     if (copy_in)
         launch(d, lane, "copy_in", m->act2, 2, m->input, m->act2);
-    launch(d, lane, "embedding", m->act, 3, m->embed, m->input, m->act);
+    launch(d, lane, "embedding", m->act, stale_start && !tracking ? 4 : 3, m->embed, m->input, m->act,
+           m->gate[layers - 1]);
     if (stale_ends)
         launch(d, lane, "cast", 0, 2, m->act, m->k[2]);
     if (nvtx)
@@ -447,12 +451,15 @@ END_TEST
  * anchor (the embedding, or a launch before it touching the earliest-allocated region:
  * the input) also hashes the input's region; on the GPU the input moved to another
  * caching-allocator segment after discovery and no pass ever started again. Passes are
- * followed by their weights: two tracked forwards with the input elsewhere, with the
- * pass starting at the embedding (0) or one launch before it (1). */
-static void check_tracking_with_a_moved_input(int with_copy_in)
+ * followed by a weight of the starting launch's own unit: two tracked forwards with the
+ * input elsewhere, the pass starting at the embedding or one launch before it; or with
+ * the embedding carrying, in discovery only, a stale address of the last layer's gate
+ * (PyTorch's embedding kernel on the GPU). */
+static void check_tracking_with_a_moved_input(int with_copy_in, int with_stale_start)
 {
     input_first = 1;
     copy_in = with_copy_in;
+    stale_start = with_stale_start;
     llama_t m;
     llama_alloc(&m, 4);
     uint64_t moved = alloc_region(4 * KIB); /* alive at the first launch, like the input */
@@ -481,13 +488,19 @@ static void check_tracking_with_a_moved_input(int with_copy_in)
 
 START_TEST(pass_start_survives_a_moved_input)
 {
-    check_tracking_with_a_moved_input(0);
+    check_tracking_with_a_moved_input(0, 0);
 }
 END_TEST
 
 START_TEST(pass_start_before_the_first_weight_survives_a_moved_input)
 {
-    check_tracking_with_a_moved_input(1);
+    check_tracking_with_a_moved_input(1, 0);
+}
+END_TEST
+
+START_TEST(pass_start_survives_a_stale_address_seen_in_discovery)
+{
+    check_tracking_with_a_moved_input(0, 1);
 }
 END_TEST
 
@@ -777,6 +790,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, pass_start_survives_a_moved_input);
     tcase_add_test(tc, pass_start_before_the_first_weight_survives_a_moved_input);
+    tcase_add_test(tc, pass_start_survives_a_stale_address_seen_in_discovery);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
     tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);
     tcase_add_test(tc, activation_equal_at_every_boundary_is_not_a_weight);

@@ -23,6 +23,9 @@
  *   --stale       one more kernel per layer (bump, cudaLaunchKernel) whose by-value
  *                 struct has a tail it never reads, left holding, as a framework's
  *                 stack would, the address of another layer's weight or of host memory
+ *   --stale-from N  one more bump kernel per layer whose tail word holds 0 until forward
+ *                 N, then another layer's weight (garbage learned too late: it looks
+ *                 like a pointer; PyTorch's cat metadata did this on the GPU)
  *   --shared      every layer's scale reads one more weight, a table as large as a
  *                 layer's (as every layer reads a framework's rotary tables, or a
  *                 caching-allocator segment holding all the norm weights)
@@ -90,7 +93,7 @@ typedef struct {
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
-           nvtx = 0, stale = 0, vary_from = -1, shared = 0;
+           nvtx = 0, stale = 0, stale_from = -1, vary_from = -1, shared = 0;
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
 static uint32_t *shared_table; /* --shared: dim x dim words, every layer reads the first dim */
@@ -218,6 +221,16 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             uint32_t **entry = ptr_table + l;
             void *mixp_args[] = { &b, &entry, &dim };
             CHECK(cudaLaunchKernel(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
+        }
+        if (stale_from >= 0) {
+            /* From forward stale_from on, every layer leaves a far layer's weight in the
+             * tail of a word that held 0 before (in discovery): no garbage was learned
+             * there, as with PyTorch's cat metadata on the GPU. */
+            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+            if (cur_iter >= stale_from)
+                meta.tail[0] = (uint64_t)(uintptr_t)model[(l + layers / 2) % layers].w;
+            void *bump_args[] = { &b, &meta };
+            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
         }
         if (stale) {
             /* Even layers leave a far layer's weight in the tail, odd ones a host address:
@@ -395,6 +408,8 @@ int main(int argc, char **argv)
             ptr_arrays = 1;
         else if (strcmp(a, "--stale") == 0)
             stale = 1;
+        else if (strcmp(a, "--stale-from") == 0 && i + 1 < argc)
+            stale_from = atoi(argv[++i]);
         else if (strcmp(a, "--shared") == 0)
             shared = 1;
         else if (strcmp(a, "--device") == 0 && i + 1 < argc)
@@ -431,7 +446,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

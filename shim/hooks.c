@@ -971,6 +971,7 @@ static struct {
     /* Unsure touches of units not loaded, left alone (res_touch); FT_STRICT_GUARD loads
      * them as misses instead. */
     uint64_t unsure_skipped;
+    uint64_t out_of_range_skipped; /* of those, the ones outside their unit's range */
     int strict;
     /* The pass under way has left the recorded launch sequence: prefetches follow
      * first touches only (res_touch), not positions, until the next pass. */
@@ -1406,10 +1407,15 @@ static int guarding(void)
 static __thread const char *res_kernel_name = "?";
 
 /* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
- * found only at argument words that held garbage in discovery. An unsure touch of a
- * unit that is not loaded is taken for a stale pointer and loads nothing; of a loaded
- * unit, it is a touch like any other (a wait costs nothing there). */
-static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream)
+ * found only at argument words that held garbage in discovery. pos: the launch's
+ * position in a pass that follows the recorded one, else -1; a streamed unit touched
+ * outside its range of positions is touched there by no launch of the recorded pass
+ * (a weight touched outside its unit's range in discovery stays resident), so the
+ * address is stale too: a word that held NULL in discovery, later garbage that looks
+ * like a pointer. An unsure or stale touch of a unit that is not loaded loads nothing
+ * (FT_STRICT_GUARD=1: it does); of a loaded unit, it is a touch like any other (a wait
+ * costs nothing there). */
+static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream, long pos)
 {
     if (!guarding())
         return;
@@ -1419,10 +1425,14 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
             continue;
         res_region_t *r = &res.regions[res.by_id[ids[i]]];
         res_unit_t *un = &res.units[r->unit];
-        if (!un->loaded && unsure != NULL && unsure[i] && !res.strict) {
+        int out_of_range = pos >= 0 && ((uint32_t)pos < un->first_launch || (uint32_t)pos > un->last_launch);
+        int stale = (unsure != NULL && unsure[i]) || out_of_range;
+        if (!un->loaded && stale && !res.strict) {
             res.unsure_skipped++;
-            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u) loads nothing",
-                          res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i]);
+            res.out_of_range_skipped += (uint64_t)(out_of_range && !(unsure != NULL && unsure[i]));
+            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u%s) loads nothing",
+                          res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
+                          out_of_range ? ", outside its unit's range of the pass" : "");
             continue;
         }
         if (!un->loaded) {
@@ -1444,7 +1454,7 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         /* The first touch of a unit after its load: what follows it in the learned
          * order is loaded next, whatever the launch's position in the pass. A stale
          * address (unsure) says nothing of where the pass is. */
-        if (!un->touched_since_load && !(unsure != NULL && unsure[i])) {
+        if (!un->touched_since_load && !stale) {
             un->touched_since_load = 1;
             if (prefetch_after < 0)
                 prefetch_after = r->unit;
@@ -1619,7 +1629,7 @@ static void guard_copy(const void *dst, const void *src, cudaStream_t stream)
     for (int i = 0; i < 2; i++)
         if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
             ids[n++] = r.id;
-    res_touch(ids, NULL, n, stream);
+    res_touch(ids, NULL, n, stream, -1);
 }
 
 static void observe_write(const void *dst);
@@ -1994,15 +2004,11 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     if (spill_on)
         spill_touch(set.ptr, set.n, stream);
     if (res_on) {
-        res_kernel_name = k->name;
-        res_touch(set.id, set.unsure, set.n, stream);
-        res_kernel_name = "?";
-    }
-    /* Discovery and pass tracking see the touches the kernel is sure to make. */
-    ft_scan_set_drop_unsure(&set);
-    if (res_on) {
+        /* Pass tracking sees the touches the kernel is sure to make; the guard all. */
+        ft_scan_set_t sure = set;
+        ft_scan_set_drop_unsure(&sure);
         int expected;
-        long pos = ft_disc_track(disc, lane_id(), key, &set, &expected);
+        long pos = ft_disc_track(disc, lane_id(), key, &sure, &expected);
         res.last_pos = pos;
         if (pos == 0) {
             step_mark(stream);
@@ -2012,6 +2018,9 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
             res.off_script = 1;
         if (res.off_script)
             pos = -1;
+        res_kernel_name = k->name;
+        res_touch(set.id, set.unsure, set.n, stream, pos);
+        res_kernel_name = "?";
         /* After this launch is enqueued (engine_leave): an eviction waits on the host
          * for the evicted unit's last use and its copy back, and the device should have
          * this unit's first kernel to run meanwhile. */
@@ -2023,6 +2032,8 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         }
         return;
     }
+    /* Discovery and pass tracking see the touches the kernel is sure to make. */
+    ft_scan_set_drop_unsure(&set);
     if (!disc_on) {
         if (!__atomic_load_n(&profiling, __ATOMIC_RELAXED))
             return; /* only FT_SPILL's faults were wanted */
@@ -3196,9 +3207,12 @@ void ft_hooks_report(void)
                 (unsigned long long)(res.region_loads - res.reused),
                 (double)res.ns_release / 1e3 / (double)res.loads);
     if (res.active && res.unsure_skipped > 0)
-        FT_INFO("residency: %llu touch(es) of units not loaded were found only at argument words "
-                "that held garbage in discovery (stale pointers) and loaded nothing "
-                "(FT_STRICT_GUARD=1 loads them)", (unsigned long long)res.unsure_skipped);
+        FT_INFO("residency: %llu touch(es) of units not loaded were taken for stale pointers and "
+                "loaded nothing: %llu found only at argument words that held garbage in discovery, "
+                "%llu at a position of the pass outside their unit's range (FT_STRICT_GUARD=1 "
+                "loads them)", (unsigned long long)res.unsure_skipped,
+                (unsigned long long)(res.unsure_skipped - res.out_of_range_skipped),
+                (unsigned long long)res.out_of_range_skipped);
     if (res.active) {
         uint64_t n;
         double us = step_median_us(&n);

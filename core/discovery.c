@@ -46,6 +46,7 @@ typedef struct {
     uint32_t idx;
     char *name;
     uint64_t launches;
+    int in_pass;              /* launched in the recorded pass (set when DONE) */
     UT_hash_handle hh;
 } kinfo_t;
 
@@ -157,13 +158,14 @@ struct ft_disc {
     int restarts;
     /* Once DONE (without explicit marks), every lane's passes are followed from the
      * first launch of the recorded pass that touches a weight of the unit it runs in
-     * and whose kernel touches that region nowhere else in the pass: that kernel and
-     * region, and the launch's position. A launch's other regions can differ from pass
+     * that no other launch touches (a kernel not in the pass touching it starts one
+     * too), or failing that, whose kernel touches it nowhere else in the pass: that
+     * kernel and region, and the launch's position. A launch's other regions can differ from pass
      * to pass: the caching-allocator segment holding the input, a stale address in an
      * unused argument word (seen on the GPU in PyTorch's embedding kernel, pointing at
      * a later layer's weight during discovery only). track_set 0: the lanes' own
      * anchors (the detector's pair key). */
-    int track_set;
+    int track_set, track_any_kernel;
     uint32_t track_kernel, track_region, track_start;
     int track_lost_warned;    /* the pass start has not recurred: said once */
     unsigned track_misses;    /* launches of the start's kernel that did not start a pass */
@@ -824,31 +826,41 @@ static int touches(const record_t *r, size_t i, uint32_t id)
     return 0;
 }
 
-/* Discovery is done: where passes start from now on (track_*). Without a launch whose
- * own weight and kernel meet nowhere else in the pass, the lanes' anchors stay. */
+/* Discovery is done: where passes start from now on (track_*). Best, a launch whose
+ * own weight no other launch of the pass touches: then a kernel that did not run in
+ * the recorded pass also starts one by touching it (a prefill's embedding kernel is
+ * not a decode step's; a kernel of the pass touching it elsewhere carries a stale
+ * address). Else one whose own weight and kernel meet nowhere else in the pass.
+ * Without either, the lanes' anchors stay. */
 static void choose_track_start(ft_disc_t *d)
 {
     const record_t *r = &d->last;
     d->track_set = 0;
+    for (size_t i = 0; i < r->n; i++)
+        d->kv[r->l[i].kernel]->in_pass = 1;
     if (d->explicit_marks)
         return;
-    for (size_t i = 0; i < r->n; i++) {
-        int u = unit_at(d, i);
-        uint32_t w = u >= 0 ? own_weight(d, r, i, u) : UINT32_MAX;
-        if (w == UINT32_MAX)
-            continue;
-        int unique = 1;
-        for (size_t j = 0; j < r->n && unique; j++)
-            unique = j == i || r->l[j].kernel != r->l[i].kernel || !touches(r, j, w);
-        if (!unique)
-            continue;
-        d->track_set = 1;
-        d->track_kernel = r->l[i].kernel;
-        d->track_region = w;
-        d->track_start = (uint32_t)i;
-        FT_DEBUG("discovery: passes are followed from launch %zu of %zu: %s on region %u (%s)", i, r->n,
-                 d->kv[r->l[i].kernel]->name, w, d->units[u].name);
-        return;
+    for (int any_kernel = 1; any_kernel >= 0; any_kernel--) {
+        for (size_t i = 0; i < r->n; i++) {
+            int u = unit_at(d, i);
+            uint32_t w = u >= 0 ? own_weight(d, r, i, u) : UINT32_MAX;
+            if (w == UINT32_MAX)
+                continue;
+            int unique = 1;
+            for (size_t j = 0; j < r->n && unique; j++)
+                unique = j == i || (!any_kernel && r->l[j].kernel != r->l[i].kernel) || !touches(r, j, w);
+            if (!unique)
+                continue;
+            d->track_set = 1;
+            d->track_any_kernel = any_kernel;
+            d->track_kernel = r->l[i].kernel;
+            d->track_region = w;
+            d->track_start = (uint32_t)i;
+            FT_DEBUG("discovery: passes are followed from launch %zu of %zu: %s on region %u (%s)%s", i,
+                     r->n, d->kv[r->l[i].kernel]->name, w, d->units[u].name,
+                     any_kernel ? ", or a kernel not in the pass touching that region" : "");
+            return;
+        }
     }
 }
 
@@ -1272,7 +1284,9 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
                                        fnmatch(d->p.marker_glob, k->name, 0) == 0);
         } else if (d->track_set) {
             start = 0;
-            for (size_t i = 0; k != NULL && k->idx == d->track_kernel && i < set->n && !start; i++)
+            int kernel_ok = k != NULL && k->idx == d->track_kernel;
+            kernel_ok |= d->track_any_kernel && (k == NULL || !k->in_pass);
+            for (size_t i = 0; kernel_ok && i < set->n && !start; i++)
                 start = ids[i] == d->track_region;
         } else {
             uint64_t key = k != NULL ? pair_key(d, k->idx, ids, set->n, &minid) : 0;

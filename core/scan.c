@@ -43,16 +43,26 @@ void ft_scan_set_drop_unsure(ft_scan_set_t *s)
     s->n = k;
 }
 
-static int junk_has(const ft_scan_junk_t *j, size_t w)
+static int bit_has(const uint64_t *bits, size_t w)
 {
-    return j != NULL && w < FT_SCAN_WORDS &&
-           (__atomic_load_n(&j->bit[w / 64], __ATOMIC_RELAXED) >> (w % 64) & 1);
+    return w < FT_SCAN_WORDS && (__atomic_load_n(&bits[w / 64], __ATOMIC_RELAXED) >> (w % 64) & 1);
 }
 
-static void junk_mark(ft_scan_junk_t *j, size_t w)
+static void bit_mark(uint64_t *bits, size_t w)
 {
-    if (w < FT_SCAN_WORDS && !junk_has(j, w))
-        __atomic_fetch_or(&j->bit[w / 64], 1ull << (w % 64), __ATOMIC_RELAXED);
+    if (w < FT_SCAN_WORDS && !bit_has(bits, w))
+        __atomic_fetch_or(&bits[w / 64], 1ull << (w % 64), __ATOMIC_RELAXED);
+}
+
+/* A region found at word w is unsure: w held garbage, or never held a region address
+ * while the kernel was learned. */
+static int word_unsure(const ft_scan_junk_t *j, size_t w)
+{
+    if (j == NULL)
+        return 0;
+    if (bit_has(j->bit, w))
+        return 1;
+    return w < FT_SCAN_WORDS && __atomic_load_n(&j->learned, __ATOMIC_RELAXED) && !bit_has(j->ptr, w);
 }
 
 /* The scan of one buffer whose first word is word w0 of the kernel's arguments, the
@@ -62,19 +72,25 @@ static size_t scan_held(ft_regions_t *t, const unsigned char *b, size_t len, siz
 {
     size_t added = 0;
     int marking = learn && junk != NULL;
+    if (marking && !__atomic_load_n(&junk->learned, __ATOMIC_RELAXED))
+        __atomic_store_n(&junk->learned, 1, __ATOMIC_RELAXED);
     for (size_t off = 0; off + 8 <= len; off += 8) {
         uint64_t v;
+        size_t w = w0 + off / 8;
         memcpy(&v, b + off, 8); /* parameter buffers need not be 8-byte aligned in memory */
         if (v < 4096) {         /* sizes, counts, flags, NULL: the common case */
             if (v != 0 && marking)
-                junk_mark(junk, w0 + off / 8);
+                bit_mark(junk->bit, w);
             continue;
         }
         ft_region_t r;
-        if (ft_regions_find_held(t, v, &r))
-            added += (size_t)set_add(out, r.id, v, junk != NULL && junk_has(junk, w0 + off / 8));
-        else if (marking)      /* host addresses, other allocators' memory */
-            junk_mark(junk, w0 + off / 8);
+        if (ft_regions_find_held(t, v, &r)) {
+            if (marking)
+                bit_mark(junk->ptr, w);
+            added += (size_t)set_add(out, r.id, v, word_unsure(junk, w));
+        } else if (marking) {  /* host addresses, other allocators' memory */
+            bit_mark(junk->bit, w);
+        }
     }
     return added;
 }

@@ -52,11 +52,20 @@ void ft_scan_set_drop_unsure(ft_scan_set_t *s);
 
 typedef struct {
     uint64_t bit[FT_SCAN_WORDS / 64];
+    /* Words that held a region address at a launch while learning, and whether the
+     * kernel was scanned while learning at all. Once it was, a region found at a word
+     * that never held one is unsure too: a word that held NULL in discovery and later
+     * garbage looking like a pointer (PyTorch's cat metadata: 64 input slots, two
+     * used, the rest left from the stack). */
+    uint64_t ptr[FT_SCAN_WORDS / 64];
+    int learned;
 } ft_scan_junk_t;
 
 /* ft_scan_bytes and ft_scan_params with a kernel's garbage words: an id found only at
- * words marked in *junk is flagged unsure in out; with learn set, the words that hold
- * garbage at this launch are marked first. junk may be NULL (every id sure). */
+ * words marked in *junk, or at words that never held a region address while the
+ * kernel was learned, is flagged unsure in out; with learn set, the words that hold
+ * garbage or a region address at this launch are marked first. junk may be NULL
+ * (every id sure). */
 size_t ft_scan_bytes_junk(ft_regions_t *t, const void *p, size_t len, ft_scan_junk_t *junk,
                           int learn, ft_scan_set_t *out);
 size_t ft_scan_params_junk(ft_regions_t *t, void *const *params, const uint32_t *sizes, size_t n,

@@ -23,9 +23,10 @@
  *   --stale       one more kernel per layer (bump, cudaLaunchKernel) whose by-value
  *                 struct has a tail it never reads, left holding, as a framework's
  *                 stack would, the address of another layer's weight or of host memory
- *   --stale-from N  one more bump kernel per layer whose tail word holds 0 until forward
- *                 N, then another layer's weight (garbage learned too late: it looks
- *                 like a pointer; PyTorch's cat metadata did this on the GPU)
+ *   --stale-from N  one more bump kernel per layer whose tail holds, from forward N on,
+ *                 another layer's weight, in a word that held NULL before (even
+ *                 layers; PyTorch's cat metadata did this on the GPU) or the
+ *                 activation's address (odd layers): garbage that looks like a pointer
  *   --shared      every layer's scale reads one more weight, a table as large as a
  *                 layer's (as every layer reads a framework's rotary tables, or a
  *                 caching-allocator segment holding all the norm weights)
@@ -224,11 +225,15 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         }
         if (stale_from >= 0) {
             /* From forward stale_from on, every layer leaves a far layer's weight in the
-             * tail of a word that held 0 before (in discovery): no garbage was learned
-             * there, as with PyTorch's cat metadata on the GPU. */
+             * tail, where discovery saw no garbage: even layers in a word that held NULL
+             * before (as PyTorch's cat metadata on the GPU), odd ones in a word that
+             * held the activation's address. */
             struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
-            if (cur_iter >= stale_from)
-                meta.tail[0] = (uint64_t)(uintptr_t)model[(l + layers / 2) % layers].w;
+            uint64_t far = (uint64_t)(uintptr_t)model[(l + layers / 2) % layers].w;
+            if (l % 2 == 0)
+                meta.tail[0] = cur_iter >= stale_from ? far : 0;
+            else
+                meta.tail[1] = cur_iter >= stale_from ? far : (uint64_t)(uintptr_t)a;
             void *bump_args[] = { &b, &meta };
             CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
         }

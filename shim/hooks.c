@@ -3208,9 +3208,9 @@ void ft_hooks_report(void)
                 (double)res.ns_release / 1e3 / (double)res.loads);
     if (res.active && res.unsure_skipped > 0)
         FT_INFO("residency: %llu touch(es) of units not loaded were taken for stale pointers and "
-                "loaded nothing: %llu found only at argument words that held garbage in discovery, "
-                "%llu at a position of the pass outside their unit's range (FT_STRICT_GUARD=1 "
-                "loads them)", (unsigned long long)res.unsure_skipped,
+                "loaded nothing: %llu found only at argument words that held garbage, or never a "
+                "device address, in discovery; %llu at a position of the pass outside their unit's "
+                "range (FT_STRICT_GUARD=1 loads them)", (unsigned long long)res.unsure_skipped,
                 (unsigned long long)(res.unsure_skipped - res.out_of_range_skipped),
                 (unsigned long long)res.out_of_range_skipped);
     if (res.active) {

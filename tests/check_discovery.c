@@ -54,6 +54,8 @@ static int stale_ends;    /* once-per-pass kernels before and after the layers c
 
 static int input_first;   /* the input is allocated before the weights */
 static int copy_in;       /* each forward starts with a launch touching the input only */
+static int large_embedding; /* after discovery, the embedding is another kernel (a
+                               prefill's: PyTorch picks by size) */
 static int stale_start;   /* the embedding carries a stale address of a layer's weight in
                              discovery (not after, when tracking) */
 /* After discovery: launches go to ft_disc_track, their positions to track_log. */
@@ -66,6 +68,7 @@ static void setup(void)
     input_first = 0;
     copy_in = 0;
     stale_start = 0;
+    large_embedding = 0;
     tracking = 0;
     n_track = 0;
     lazy_layers = 0;
@@ -153,8 +156,8 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
     }
     if (copy_in)
         launch(d, lane, "copy_in", m->act2, 2, m->input, m->act2);
-    launch(d, lane, "embedding", m->act, stale_start && !tracking ? 4 : 3, m->embed, m->input, m->act,
-           m->gate[layers - 1]);
+    launch(d, lane, tracking && large_embedding ? "embedding_large" : "embedding", m->act,
+           stale_start && !tracking ? 4 : 3, m->embed, m->input, m->act, m->gate[layers - 1]);
     if (stale_ends)
         launch(d, lane, "cast", 0, 2, m->act, m->k[2]);
     if (nvtx)
@@ -330,7 +333,8 @@ END_TEST
 
 /* A by-value struct whose tail holds a stale weight address at one launch and a host
  * address at another: once the second is seen, the first is unsure, while a word that
- * only ever held region addresses (or NULL) stays sure; unsure ids can be dropped. */
+ * held region addresses while learning stays sure, and one that only held NULL then
+ * does not; unsure ids can be dropped. */
 START_TEST(garbage_words_make_touches_unsure)
 {
     uint64_t w0 = alloc_region(MIB), w1 = alloc_region(MIB), act = alloc_region(MIB);
@@ -370,6 +374,22 @@ START_TEST(garbage_words_make_touches_unsure)
     ft_scan_set_drop_unsure(&set);
     ck_assert_uint_eq(set.n, 1);
     ck_assert_uint_eq(set.id[0], id_of(act));
+    /* Tail word 2 held NULL at every launch while learning: a region found there later
+     * is unsure too (garbage that looks like a pointer); for a kernel never learned,
+     * it is sure. */
+    tail[1] = 0;
+    tail[2] = w0;
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, params, sizes, 2, &junk, 0, &set);
+    ck_assert_uint_eq(set.n, 2);
+    ck_assert(!set.unsure[0] && set.unsure[1]);
+    static ft_scan_junk_t fresh;
+    memset(&fresh, 0, sizeof fresh);
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, params, sizes, 2, &fresh, 0, &set);
+    ck_assert(set.n == 2 && !set.unsure[0] && !set.unsure[1]);
+    tail[1] = w1;
+    tail[2] = 0;
     /* Without a junk map, every id is sure (ft_scan_bytes). */
     ft_scan_set_clear(&set);
     ft_scan_bytes(regions, tail, sizeof tail, &set);
@@ -501,6 +521,13 @@ END_TEST
 START_TEST(pass_start_survives_a_stale_address_seen_in_discovery)
 {
     check_tracking_with_a_moved_input(0, 1);
+}
+END_TEST
+
+START_TEST(pass_start_survives_another_embedding_kernel)
+{
+    large_embedding = 1;
+    check_tracking_with_a_moved_input(0, 0);
 }
 END_TEST
 
@@ -791,6 +818,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, pass_start_survives_a_moved_input);
     tcase_add_test(tc, pass_start_before_the_first_weight_survives_a_moved_input);
     tcase_add_test(tc, pass_start_survives_a_stale_address_seen_in_discovery);
+    tcase_add_test(tc, pass_start_survives_another_embedding_kernel);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
     tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);
     tcase_add_test(tc, activation_equal_at_every_boundary_is_not_a_weight);

@@ -55,14 +55,15 @@ m = json.load(sys.stdin)["misses"]
 assert len(m) == int(sys.argv[1]) and all(x["call"].startswith("_Z10model_") for x in m), m' "$nm" \
     || fail "misses in JSON"
 pass "stale weight addresses in a struct's unused tail: units unchanged, nothing loaded for them, same output (FT_STRICT_GUARD=1 loads them: same output, more misses)"
-# The tail word held 0 in discovery and profiling, a far layer's weight from forward 6
-# on: no garbage was learned there, but in a pass that follows the recorded one, that
-# unit is touched outside its range of positions.
+# From forward 6 on, a far layer's weight in a tail word that held NULL in discovery
+# (even layers: never a device address there) or the activation's address (odd
+# layers: in a pass that follows the recorded one, that unit is touched outside its
+# range of positions).
 run_pair stale_late --stale-from 6
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/stale_late.err" "stale_late: prefetched"
-expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were taken for stale pointers and loaded nothing: 0 found only at argument words that held garbage in discovery, [1-9][0-9]* at a position of the pass outside their unit.s range' \
+expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were taken for stale pointers and loaded nothing: [1-9][0-9]* found only at argument words that held garbage, or never a device address, in discovery; [1-9][0-9]* at a position of the pass outside their unit.s range' \
     "$WORK/stale_late.err" "stale_late: skipped touches"
-pass "a stale weight address first seen after discovery, in a word that held NULL: nothing loaded for it, same output"
+pass "stale weight addresses first seen after discovery, in words that held NULL or an activation's address: nothing loaded for them, same output"
 # A weight written after every forward (cudaMemcpy of one word into layer 0): each
 # eviction finds it changed and copies it back; after the third, it stays loaded.
 sim "$MODEL" "${ARGS[@]}" --iters 16 --rewrite 8 >"$WORK/rw.plain" || fail "rewrite: model without shim failed"

@@ -47,6 +47,7 @@ typedef struct {
     char *name;
     uint64_t launches;
     int in_pass;              /* launched in the recorded pass (set when DONE) */
+    int weighted;             /* and touched a weight there, through its own arguments */
     UT_hash_handle hh;
 } kinfo_t;
 
@@ -836,8 +837,15 @@ static void choose_track_start(ft_disc_t *d)
 {
     const record_t *r = &d->last;
     d->track_set = 0;
-    for (size_t i = 0; i < r->n; i++)
-        d->kv[r->l[i].kernel]->in_pass = 1;
+    for (size_t i = 0; i < r->n; i++) {
+        kinfo_t *k = d->kv[r->l[i].kernel];
+        k->in_pass = 1;
+        for (uint32_t j = 0; j < r->l[i].n_ids && !k->weighted; j++) {
+            uint32_t raw = r->ids[r->l[i].first_id + j];
+            rinfo_t *x = (raw & ID_INDIRECT) ? NULL : rinfo_get(d, raw);
+            k->weighted = x != NULL && x->unit >= 0;
+        }
+    }
     if (d->explicit_marks)
         return;
     for (int any_kernel = 1; any_kernel >= 0; any_kernel--) {
@@ -1317,6 +1325,17 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
     }
     pthread_mutex_unlock(&d->lock);
     return pos;
+}
+
+int ft_disc_kernel_weightless(ft_disc_t *d, uint64_t kernel)
+{
+    pthread_mutex_lock(&d->lock);
+    kinfo_t *k = NULL;
+    if (d->state == FT_DISC_DONE)
+        HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
+    int weightless = k != NULL && k->in_pass && !k->weighted;
+    pthread_mutex_unlock(&d->lock);
+    return weightless;
 }
 
 int ft_disc_region_shared(ft_disc_t *d, uint32_t id)

@@ -113,6 +113,12 @@ int ft_disc_region_shared(ft_disc_t *d, uint32_t id);
  * pointer arrays, could not load it, so the engine keeps it resident. */
 int ft_disc_region_indirect_only(ft_disc_t *d, uint32_t id);
 
+/* 1 when the kernel (its identity, as given to ft_disc_launch) ran in the recorded
+ * pass and touched no weight there, through its own arguments (after DONE): a weight
+ * address in its arguments later is a stale one (PyTorch's cat kernel in every layer,
+ * whose unused metadata slots hold what the stack left). */
+int ft_disc_kernel_weightless(ft_disc_t *d, uint64_t kernel);
+
 /* Launches in the recorded pass. */
 size_t ft_disc_pass_length(ft_disc_t *d);
 

@@ -1407,15 +1407,17 @@ static int guarding(void)
 static __thread const char *res_kernel_name = "?";
 
 /* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
- * found only at argument words that held garbage in discovery. pos: the launch's
- * position in a pass that follows the recorded one, else -1; a streamed unit touched
- * outside its range of positions is touched there by no launch of the recorded pass
- * (a weight touched outside its unit's range in discovery stays resident), so the
- * address is stale too: a word that held NULL in discovery, later garbage that looks
- * like a pointer. An unsure or stale touch of a unit that is not loaded loads nothing
- * (FT_STRICT_GUARD=1: it does); of a loaded unit, it is a touch like any other (a wait
- * costs nothing there). */
-static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream, long pos)
+ * found only at argument words that held garbage in discovery. The touch is stale
+ * too when pos (the launch's position in a pass that follows the recorded one, else
+ * -1) is outside the unit's range of positions: no launch of the recorded pass touched
+ * it there (a weight touched outside its unit's range in discovery stays resident);
+ * or when the kernel ran in the recorded pass touching no weight (weightless). Both
+ * are garbage that looks like a pointer, in a word that held NULL or an activation's
+ * address in discovery. An unsure or stale touch of a unit that is not loaded loads
+ * nothing (FT_STRICT_GUARD=1: it does); of a loaded unit, it is a touch like any other
+ * (a wait costs nothing there). */
+static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream, long pos,
+                      int weightless)
 {
     if (!guarding())
         return;
@@ -1425,14 +1427,16 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
             continue;
         res_region_t *r = &res.regions[res.by_id[ids[i]]];
         res_unit_t *un = &res.units[r->unit];
-        int out_of_range = pos >= 0 && ((uint32_t)pos < un->first_launch || (uint32_t)pos > un->last_launch);
+        int out_of_range = weightless ||
+                           (pos >= 0 && ((uint32_t)pos < un->first_launch || (uint32_t)pos > un->last_launch));
         int stale = (unsure != NULL && unsure[i]) || out_of_range;
         if (!un->loaded && stale && !res.strict) {
             res.unsure_skipped++;
             res.out_of_range_skipped += (uint64_t)(out_of_range && !(unsure != NULL && unsure[i]));
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u%s) loads nothing",
                           res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
-                          out_of_range ? ", outside its unit's range of the pass" : "");
+                          weightless ? ", from a kernel that touched no weight in the recorded pass"
+                          : out_of_range ? ", outside its unit's range of the pass" : "");
             continue;
         }
         if (!un->loaded) {
@@ -1629,7 +1633,7 @@ static void guard_copy(const void *dst, const void *src, cudaStream_t stream)
     for (int i = 0; i < 2; i++)
         if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
             ids[n++] = r.id;
-    res_touch(ids, NULL, n, stream, -1);
+    res_touch(ids, NULL, n, stream, -1, 0);
 }
 
 static void observe_write(const void *dst);
@@ -2019,7 +2023,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         if (res.off_script)
             pos = -1;
         res_kernel_name = k->name;
-        res_touch(set.id, set.unsure, set.n, stream, pos);
+        res_touch(set.id, set.unsure, set.n, stream, pos, ft_disc_kernel_weightless(disc, key));
         res_kernel_name = "?";
         /* After this launch is enqueued (engine_leave): an eviction waits on the host
          * for the evicted unit's last use and its copy back, and the device should have
@@ -3209,8 +3213,9 @@ void ft_hooks_report(void)
     if (res.active && res.unsure_skipped > 0)
         FT_INFO("residency: %llu touch(es) of units not loaded were taken for stale pointers and "
                 "loaded nothing: %llu found only at argument words that held garbage, or never a "
-                "device address, in discovery; %llu at a position of the pass outside their unit's "
-                "range (FT_STRICT_GUARD=1 loads them)", (unsigned long long)res.unsure_skipped,
+                "device address, in discovery; %llu from a kernel that touched no weight in the "
+                "recorded pass or at a position outside their unit's range (FT_STRICT_GUARD=1 "
+                "loads them)", (unsigned long long)res.unsure_skipped,
                 (unsigned long long)(res.unsure_skipped - res.out_of_range_skipped),
                 (unsigned long long)res.out_of_range_skipped);
     if (res.active) {

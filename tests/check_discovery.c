@@ -503,6 +503,12 @@ static void check_tracking_with_a_moved_input(int with_copy_in, int with_stale_s
         ck_assert_int_eq(track_log[i], (long)i);
     for (size_t i = 0; i < n; i++)
         ck_assert_int_eq(track_log[n + i], (long)i);
+    /* Kernels of the pass that touched no weight there: a weight address in their
+     * arguments later is stale. */
+    ck_assert(ft_disc_kernel_weightless(d, (uint64_t)(uintptr_t)"rope"));
+    ck_assert(ft_disc_kernel_weightless(d, (uint64_t)(uintptr_t)"attention"));
+    ck_assert(!ft_disc_kernel_weightless(d, (uint64_t)(uintptr_t)"gemm"));
+    ck_assert(!ft_disc_kernel_weightless(d, (uint64_t)(uintptr_t)"embedding_large"));
     ft_disc_free(d);
 }
 

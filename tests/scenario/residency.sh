@@ -61,7 +61,7 @@ pass "stale weight addresses in a struct's unused tail: units unchanged, nothing
 # range of positions).
 run_pair stale_late --stale-from 6
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/stale_late.err" "stale_late: prefetched"
-expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were taken for stale pointers and loaded nothing: [1-9][0-9]* found only at argument words that held garbage, or never a device address, in discovery; [1-9][0-9]* at a position of the pass outside their unit.s range' \
+expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were taken for stale pointers and loaded nothing: [1-9][0-9]* found only at argument words that held garbage, or never a device address, in discovery; [1-9][0-9]* from a kernel that touched no weight in the recorded pass or at a position outside their unit.s range' \
     "$WORK/stale_late.err" "stale_late: skipped touches"
 pass "stale weight addresses first seen after discovery, in words that held NULL or an activation's address: nothing loaded for them, same output"
 # A weight written after every forward (cudaMemcpy of one word into layer 0): each

@@ -161,11 +161,11 @@ struct ft_disc {
      * first launch of the recorded pass that touches a weight of the unit it runs in
      * that no other launch touches (a kernel not in the pass touching it starts one
      * too), or failing that, whose kernel touches it nowhere else in the pass: that
-     * kernel and region, and the launch's position. A launch's other regions can differ from pass
-     * to pass: the caching-allocator segment holding the input, a stale address in an
-     * unused argument word (seen on the GPU in PyTorch's embedding kernel, pointing at
-     * a later layer's weight during discovery only). track_set 0: the lanes' own
-     * anchors (the detector's pair key). */
+     * kernel and region, and the launch's position. A launch's other regions can
+     * differ from pass to pass: the caching-allocator segment holding the input, a
+     * stale address in an unused argument word (seen on the GPU in PyTorch's embedding
+     * kernel, pointing at a later layer's weight during discovery only). track_set 0:
+     * the lanes' own anchors (the detector's pair key). */
     int track_set, track_any_kernel;
     uint32_t track_kernel, track_region, track_start;
     int track_lost_warned;    /* the pass start has not recurred: said once */
@@ -1306,7 +1306,8 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
         } else {
             /* The launches before a start other than the pass's first come after the
              * previous pass's last. */
-            if (ln->track_pos >= 0 && ++ln->track_pos == (long)d->last.n && d->track_set && d->track_start > 0)
+            if (ln->track_pos >= 0 && ++ln->track_pos == (long)d->last.n && d->track_set &&
+                d->track_start > 0)
                 ln->track_pos = 0;
             if (d->track_set && k != NULL && k->idx == d->track_kernel && d->track_misses++ < 3)
                 debug_start_miss(d, ids, set->n);

@@ -971,7 +971,7 @@ static struct {
     /* Unsure touches of units not loaded, left alone (res_touch); FT_STRICT_GUARD loads
      * them as misses instead. */
     uint64_t unsure_skipped;
-    uint64_t out_of_range_skipped; /* of those, the ones outside their unit's range */
+    uint64_t unexpected_skipped; /* of those, from a weightless kernel or outside the range */
     int strict;
     /* The pass under way has left the recorded launch sequence: prefetches follow
      * first touches only (res_touch), not positions, until the next pass. */
@@ -1427,16 +1427,16 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
             continue;
         res_region_t *r = &res.regions[res.by_id[ids[i]]];
         res_unit_t *un = &res.units[r->unit];
-        int out_of_range = weightless ||
+        int unexpected = weightless ||
                            (pos >= 0 && ((uint32_t)pos < un->first_launch || (uint32_t)pos > un->last_launch));
-        int stale = (unsure != NULL && unsure[i]) || out_of_range;
+        int stale = (unsure != NULL && unsure[i]) || unexpected;
         if (!un->loaded && stale && !res.strict) {
             res.unsure_skipped++;
-            res.out_of_range_skipped += (uint64_t)(out_of_range && !(unsure != NULL && unsure[i]));
+            res.unexpected_skipped += (uint64_t)(unexpected && !(unsure != NULL && unsure[i]));
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u%s) loads nothing",
                           res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
                           weightless ? ", from a kernel that touched no weight in the recorded pass"
-                          : out_of_range ? ", outside its unit's range of the pass" : "");
+                          : unexpected ? ", outside its unit's range of the pass" : "");
             continue;
         }
         if (!un->loaded) {
@@ -3216,8 +3216,8 @@ void ft_hooks_report(void)
                 "device address, in discovery; %llu from a kernel that touched no weight in the "
                 "recorded pass or at a position outside their unit's range (FT_STRICT_GUARD=1 "
                 "loads them)", (unsigned long long)res.unsure_skipped,
-                (unsigned long long)(res.unsure_skipped - res.out_of_range_skipped),
-                (unsigned long long)res.out_of_range_skipped);
+                (unsigned long long)(res.unsure_skipped - res.unexpected_skipped),
+                (unsigned long long)res.unexpected_skipped);
     if (res.active) {
         uint64_t n;
         double us = step_median_us(&n);

@@ -102,6 +102,7 @@ typedef struct {
 typedef struct {
     uint64_t va;
     size_t size;              /* rounded to the granularity */
+    size_t asked;             /* the size the application asked for */
     CUmemGenericAllocationHandle handle;
     /* FT_SPILL, before the plan: the allocation lives in host memory (`host`, no
      * physical memory mapped) while `spilled`; `stamp` orders the last touches. */
@@ -141,12 +142,23 @@ static struct {
     ft_plan_input_t in;
     ft_plan_t out;
     uint64_t min_budget;
+    uint64_t weight_bytes;    /* every unit's regions, in whole granules where mapped */
 } plan;
 
 /* The most bytes the region table held at once, from discovery's end to the plan:
  * the plan leaves room for the peak of non-weight memory, not only what is allocated
  * when it is made. */
 static uint64_t peak_tracked;
+/* What virtual-memory backed allocations hold beyond their asked-for sizes (mapped in
+ * whole granules): the region table counts the asked-for sizes. */
+static uint64_t vmm_pad;
+
+/* Device memory held through the shim, FT_SPILL's allocations in host memory included:
+ * the region table's bytes, virtual-memory backed ones in whole granules. */
+static uint64_t device_bytes(void)
+{
+    return ft_regions_bytes(regions) + __atomic_load_n(&vmm_pad, __ATOMIC_RELAXED);
+}
 
 /* Device time of FT_SPILL's moves in and out (ns): their bytes at the measured copy
  * bandwidth, for the exit report. Profiling keeps them in the units' times: on the
@@ -460,6 +472,8 @@ static struct {
 static void *host_store_alloc(size_t size);
 static void host_store_free(void *p);
 static const char *host_store_kind(void);
+static uint64_t spill_budget(void);
+static uint64_t spill_held(void);
 
 /* Measured on memory from host_store_alloc: the kind the engine's host stores will be
  * (FT_PINNED_MEMORY, FT_PINNED_MEMORY_MODE), so the plan gets their bandwidth. */
@@ -472,11 +486,17 @@ static void measure_bandwidth(void)
     if (!stream_create || !stream_destroy)
         return;
     size_t bytes = 64u << 20;
+    /* The device buffer is twice that. Where the process is within its budget (FT_SPILL
+     * holds it from the first allocation), it stays within: copies as large as the room
+     * left allows, down to 1 MiB. On the simulator, 2 x 64 MiB on top of a full budget
+     * was the run's peak. */
+    uint64_t budget = spill_budget(), held = spill_held();
+    while (budget > 0 && held <= budget && bytes > (1u << 20) && 2 * (uint64_t)bytes > budget - held)
+        bytes /= 2;
     void *host = NULL, *dev = NULL;
     cudaStream_t s1 = NULL, s2 = NULL;
     cudaEvent_t e[6];
-    /* 64 MiB copies; 8 or 1 MiB where the device has no room for twice that more (a
-     * budget held by FT_SPILL fills it). */
+    /* Smaller again where the device has no room for the buffer. */
     int ok = (host = host_store_alloc(2 * bytes)) != NULL;
     while (ok && REAL(cudaMalloc)(&dev, 2 * bytes) != cudaSuccess) {
         dev = NULL;
@@ -510,21 +530,31 @@ static void measure_bandwidth(void)
         prof.sync(e[5]);
         prof.elapsed(&ms[2], e[3], e[4]);
         prof.elapsed(&ms[3], e[3], e[5]);
-        bw.bytes = bytes;
-        bw.h2d = ms[0] > 0 ? (double)bytes / (ms[0] * 1e6) : 0;
-        bw.d2h = ms[1] > 0 ? (double)bytes / (ms[1] * 1e6) : 0;
-        bw.h2d_both = ms[2] > 0 ? (double)bytes / (ms[2] * 1e6) : 0;
-        bw.d2h_both = ms[3] > 0 ? (double)bytes / (ms[3] * 1e6) : 0;
-        /* The fixed cost of a copy: 16 small ones back to back, less their bytes' time. */
+        /* The fixed cost of a copy: 16 small ones back to back. A copy of n bytes
+         * takes latency + n / bandwidth: the large and the small copies give both, so
+         * that copies made small by a budget with little room left still give the
+         * link's bandwidth. */
         enum { SMALL = 4096, N_SMALL = 16 };
         float small_ms = 0;
         prof.record(e[0], s1);
         for (int i = 0; i < N_SMALL; i++)
             copy(d + (size_t)i * SMALL, h + (size_t)i * SMALL, SMALL, cudaMemcpyHostToDevice, s1);
         prof.record(e[1], s1);
-        if (prof.sync(e[1]) == cudaSuccess && prof.elapsed(&small_ms, e[0], e[1]) == cudaSuccess) {
-            double us = (double)small_ms * 1000.0 / N_SMALL - (bw.h2d > 0 ? SMALL / (bw.h2d * 1000.0) : 0);
-            bw.latency_us = us > 0 ? us : 0;
+        double small_us = 0, lat_us = 0;
+        if (prof.sync(e[1]) == cudaSuccess && prof.elapsed(&small_ms, e[0], e[1]) == cudaSuccess)
+            small_us = (double)small_ms * 1000.0 / N_SMALL;
+        double big_us = (double)ms[0] * 1000.0;
+        if (small_us > 0 && big_us > small_us) {
+            double bytes_per_us = (double)(bytes - SMALL) / (big_us - small_us);
+            lat_us = small_us - SMALL / bytes_per_us;
+            lat_us = lat_us > 0 ? lat_us : 0;
+        }
+        bw.latency_us = lat_us;
+        bw.bytes = bytes;
+        double *out[4] = { &bw.h2d, &bw.d2h, &bw.h2d_both, &bw.d2h_both };
+        for (int i = 0; i < 4; i++) {
+            double us = (double)ms[i] * 1000.0 - lat_us;
+            *out[i] = us > 0 ? (double)bytes / (us * 1000.0) : 0;
         }
         FT_INFO("copy bandwidth (%s, %zu MiB): host to device %.1f GB/s, device to host %.1f GB/s; "
                 "both at once %.1f and %.1f GB/s; %.1f us per copy", host_store_kind(), bytes >> 20,
@@ -546,7 +576,7 @@ static void measure_bandwidth(void)
 static void start_profiling(void)
 {
     size_t n = ft_disc_unit_count(disc);
-    __atomic_store_n(&peak_tracked, ft_regions_bytes(regions), __ATOMIC_RELAXED);
+    __atomic_store_n(&peak_tracked, device_bytes(), __ATOMIC_RELAXED);
     prof.create = (event_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventCreateWithFlags");
     prof.record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
     prof.sync = (event_sync_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventSynchronize");
@@ -682,7 +712,7 @@ static uint64_t memory_budget(void)
     if (REAL(cudaMemGetInfo) == NULL || REAL(cudaMemGetInfo)(&free_b, &total_b) != cudaSuccess)
         free_b = total_b = 0;
     uint64_t budget = configured_budget(total_b);
-    uint64_t can = (uint64_t)free_b + ft_regions_bytes(regions);
+    uint64_t can = (uint64_t)free_b + device_bytes();
     if (budget > 0 && total_b > 0 && budget > can) {
         char a[32], b[32];
         FT_INFO("plan: budget %s capped to %s (free device memory plus what this process holds)",
@@ -710,7 +740,8 @@ static void make_plan(void)
         start_residency();
         return;
     }
-    uint64_t weights = 0, weights_exact = 0; /* mapped (whole granules), and as allocated */
+    uint64_t weights = 0; /* what the units occupy on the device */
+    plan.weight_bytes = 0;
     for (size_t i = 0; i < n; i++) {
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
         /* What the unit occupies on the device: regions backed by virtual memory are
@@ -718,21 +749,23 @@ static void make_plan(void)
         uint64_t bytes = 0, copied = 0;
         for (uint32_t k = 0; k < u->n_regions; k++) {
             uint64_t base, size;
-            /* A weight other units use too stays resident (activate_locked): the plan
-             * counts it with the rest of the resident memory. */
-            if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 ||
-                ft_disc_region_shared(disc, u->region_ids[k]) ||
-                ft_disc_region_indirect_only(disc, u->region_ids[k]))
+            if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0)
                 continue;
             vmm_t *v = vmm_find(base);
-            bytes += v != NULL ? v->size : size;
+            uint64_t held = v != NULL ? v->size : size;
+            plan.weight_bytes += held;
+            /* A weight other units use too stays resident (activate_locked): the plan
+             * counts it with the rest of the resident memory. */
+            if (ft_disc_region_shared(disc, u->region_ids[k]) ||
+                ft_disc_region_indirect_only(disc, u->region_ids[k]))
+                continue;
+            bytes += held;
             copied += size;
         }
         units[i] = (ft_plan_unit_t){ u->name, bytes, ft_prof_stat(prof.prof, i).median, copied };
         weights += bytes;
-        weights_exact += copied;
     }
-    uint64_t tracked = ft_regions_bytes(regions);
+    uint64_t tracked = device_bytes();
     ft_plan_input_t *in = &plan.in;
     in->units = units;
     in->n = n;
@@ -749,8 +782,8 @@ static void make_plan(void)
     uint64_t peak = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
     if (peak > tracked)
         tracked = peak;
-    /* The table counts allocations as asked for, so the weights are taken out at that size. */
-    in->other_bytes = tracked > weights_exact ? tracked - weights_exact : 0;
+    /* Both in whole granules where virtual memory backs them. */
+    in->other_bytes = tracked > weights ? tracked - weights : 0;
     in->time_budget_factor = cfgp->time_budget_factor;
     in->min_slots = cfgp->min_blocks;
     in->max_slots = cfgp->num_blocks;
@@ -1306,6 +1339,28 @@ static void unload_unit(int u)
     res.unloads++;
 }
 
+/* The physical allocations kept from the unit just unloaded that no region of un can
+ * take (more of a size than un has regions of it) are released before un's regions get
+ * new ones: held together, the two would go over the budget. */
+static void release_unmatched_spares(const res_unit_t *un)
+{
+    uint64_t t = now_ns();
+    for (int i = res.n_spare - 1; i >= 0; i--) {
+        int want = 0, have = 0;
+        for (int k = 0; k < un->n; k++) {
+            const res_region_t *r = &res.regions[un->first + k];
+            want += r->size != 0 && r->len == res.spare[i].len;
+        }
+        for (int j = 0; j < res.n_spare; j++)
+            have += res.spare[j].len == res.spare[i].len;
+        if (have > want) {
+            drv.release(res.spare[i].h);
+            res.spare[i] = res.spare[--res.n_spare];
+        }
+    }
+    res.ns_release += now_ns() - t;
+}
+
 /* Makes unit u resident for a call on `stream` (the lock held). */
 static void load_unit(int u, cudaStream_t stream, int keep)
 {
@@ -1336,6 +1391,7 @@ static void load_unit(int u, cudaStream_t stream, int keep)
     }
 load:;
     uint64_t t2 = now_ns(), copy0 = res.ns_copy;
+    release_unmatched_spares(un);
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size == 0)
@@ -2085,7 +2141,7 @@ static void track(void *p, size_t size, uint32_t flags)
         return;
     int64_t id = ft_regions_insert(regions, (uint64_t)(uintptr_t)p, size, flags, 0);
     if (id >= 0 && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
-        uint64_t now = ft_regions_bytes(regions), was = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
+        uint64_t now = device_bytes(), was = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
         while (now > was && !__atomic_compare_exchange_n(&peak_tracked, &was, now, 1, __ATOMIC_RELAXED,
                                                          __ATOMIC_RELAXED))
             ;
@@ -2159,7 +2215,7 @@ static uint64_t spill_budget(void)
 /* Device bytes held through the shim now. */
 static uint64_t spill_held(void)
 {
-    uint64_t tracked = ft_regions_bytes(regions);
+    uint64_t tracked = device_bytes();
     return tracked > spill_bytes ? tracked - spill_bytes : 0;
 }
 
@@ -2364,12 +2420,13 @@ static cudaError_t vmm_alloc(void **out, size_t size)
             rc = CUDA_ERROR_OUT_OF_MEMORY;
             goto fail_va;
         }
-        *v = (vmm_t){ .va = va, .size = len, .spilled = 1, .host = host };
+        *v = (vmm_t){ .va = va, .size = len, .asked = size, .spilled = 1, .host = host };
         pthread_mutex_lock(&vmm_lock);
         HASH_ADD(hh, vmms, va, sizeof v->va, v);
         pthread_mutex_unlock(&vmm_lock);
         pthread_mutex_lock(&res.lock);
         spill_bytes += len;
+        __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
         if (!spill_engaged) {
             char a[32];
             FT_INFO("FT_SPILL: allocations past the budget (%s) start in host memory",
@@ -2390,6 +2447,7 @@ static cudaError_t vmm_alloc(void **out, size_t size)
     }
     v->va = va;
     v->size = len;
+    v->asked = size;
     v->handle = h;
     pthread_mutex_lock(&vmm_lock);
     HASH_ADD(hh, vmms, va, sizeof v->va, v);
@@ -2400,6 +2458,7 @@ static cudaError_t vmm_alloc(void **out, size_t size)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail_map;
     }
+    __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
     *out = (void *)(uintptr_t)va;
     return cudaSuccess;
 
@@ -2431,6 +2490,7 @@ static int vmm_free(void *p)
     /* cudaFree synchronises the device before releasing; so do we. */
     REAL(cudaDeviceSynchronize)();
     int mapped = !v->spilled;
+    __atomic_sub_fetch(&vmm_pad, v->size - v->asked, __ATOMIC_RELAXED);
     pthread_mutex_lock(&res.lock);
     if (v->spilled)
         spill_bytes -= v->size;
@@ -3009,18 +3069,18 @@ static void usage_locked(ft_gpu_memory_usage_t *out)
     memset(out, 0, sizeof *out);
     uint64_t weights = 0, streamed = 0;
     if (__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0)
-        for (size_t i = 0; i < plan.in.n; i++)
-            weights += ft_disc_unit(disc, i)->bytes;
+        weights = plan.weight_bytes;
     if (res.active)
         for (int i = 0; i < res.n_regions; i++) {
             const res_region_t *r = &res.regions[i];
-            streamed += r->size; /* 0 once freed */
+            uint64_t len = r->size != 0 ? r->len : 0; /* size 0: freed */
+            streamed += len;
             if (res.units[r->unit].loaded)
-                out->slots_bytes += r->size;
+                out->slots_bytes += len;
             else
-                out->unmapped_bytes += r->size;
+                out->unmapped_bytes += len;
         }
-    uint64_t tracked = ft_regions_bytes(regions);
+    uint64_t tracked = device_bytes();
     /* Before the plan (FT_SPILL), allocations may wait in host memory too. */
     out->unmapped_bytes += __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
     uint64_t held = tracked > out->unmapped_bytes ? tracked - out->unmapped_bytes : 0;

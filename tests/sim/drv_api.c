@@ -323,6 +323,16 @@ void sim_api_exit(simcu_call_t *c)
 
 /* ------------------------------------------------------------------ init, devices */
 
+/* FTSIM_REPORT_PEAK=1: each device's peak physical memory at exit, the figure a
+ * reading from outside the process (nvidia-smi) would give, less the context. */
+static void report_peak(void)
+{
+    for (int i = 0; i < g_sim.ndev; i++)
+        sim_log("device %d: peak physical memory %llu bytes (%.2f MiB) of %llu", i,
+                (unsigned long long)g_sim.dev[i].peak, (double)g_sim.dev[i].peak / 1048576.0,
+                (unsigned long long)g_sim.dev[i].capacity);
+}
+
 static CUresult init_locked(void)
 {
     if (g_sim.initialized)
@@ -334,6 +344,8 @@ static CUresult init_locked(void)
         g_sim.dev[i].ordinal = i;
         g_sim.dev[i].capacity = g_sim.opt.DEVICE_MEM;
     }
+    if (g_sim.opt.REPORT_PEAK)
+        atexit(report_peak);
     g_sim.initialized = 1;
     return CUDA_SUCCESS;
 }

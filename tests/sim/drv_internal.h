@@ -56,7 +56,8 @@
     X(FAIL_HOST_ALLOC, long,   0,            "fail the Nth pinned allocation or registration") \
     X(FAIL_COPY,       long,   0,            "fail the Nth copy at enqueue") \
     X(FAIL_PERSIST,    long,   0,            "1: every call of a FAIL_ kind from the Nth on fails") \
-    X(CUPTI_HELD,      long,   0,            "1: CUPTI's subscriber slot is taken (as by Kineto/Nsight)")
+    X(CUPTI_HELD,      long,   0,            "1: CUPTI's subscriber slot is taken (as by Kineto/Nsight)") \
+    X(REPORT_PEAK,     long,   0,            "1: at exit, print each device's peak physical memory (what nvidia-smi would see)")
 
 typedef struct {
 #define SIM_OPT_FIELD_size   uint64_t
@@ -77,6 +78,7 @@ typedef struct sim_dev {
     int ordinal;
     uint64_t capacity;
     uint64_t used;                      /* physical bytes: allocs, VMM, async */
+    uint64_t peak;                      /* the most `used` has been (FTSIM_REPORT_PEAK) */
     uint64_t eng_free[SIM_ENG_COUNT];   /* virtual time each engine becomes free */
     struct CUctx_st *primary;
     int primary_refs;

@@ -284,6 +284,8 @@ static CUresult alloc_locked(sim_dev_t *dev, size_t bytes, int async, CUdevicept
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     dev->used += phys;
+    if (dev->used > dev->peak)
+        dev->peak = dev->used;
     *out = (CUdeviceptr)base;
     return CUDA_SUCCESS;
 }
@@ -944,6 +946,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, si
                     ph->prop = *prop;
                     HASH_ADD(hh, g_phys, handle, sizeof ph->handle, ph);
                     dev->used += size;
+                    if (dev->used > dev->peak)
+                        dev->peak = dev->used;
                     *handle = ph->handle;
                 }
             }

@@ -20,6 +20,9 @@
  *   --device N    run on device N (cudaSetDevice in every thread)
  *   --big-tables  with --ptr-arrays: the weights behind the pointer table are as large
  *                 as a layer's (backed by virtual memory, so they could be offloaded)
+ *   --pad-odd     odd layers' weights are allocated 2 MiB larger than they are used
+ *                 (zeroed): units of two sizes, whose physical memory a load cannot
+ *                 reuse from the unit unloaded before
  *   --stale       one more kernel per layer (bump, cudaLaunchKernel) whose by-value
  *                 struct has a tail it never reads, left holding, as a framework's
  *                 stack would, the address of another layer's weight or of host memory
@@ -107,6 +110,7 @@ static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
 static int big_tables;
+static int pad_odd; /* odd layers' weights are allocated 2 MiB larger than used */
 static int prologue;
 static uint32_t *warm; /* --prologue's buffer */
 static int device;
@@ -143,14 +147,21 @@ static uint64_t fnv1a(const void *data, size_t len)
     return h;
 }
 
-static uint32_t *upload(uint64_t seed, size_t count, uint32_t *host)
+static uint32_t *upload_padded(uint64_t seed, size_t count, uint32_t *host, size_t pad)
 {
     uint32_t *dev;
     for (size_t i = 0; i < count; i++)
         host[i] = (uint32_t)xorshift(&seed);
-    CHECK(cudaMalloc((void **)&dev, count * sizeof *dev));
+    CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
+    if (pad > 0)
+        CHECK(cudaMemset((char *)dev + count * sizeof *dev, 0, pad));
     CHECK(cudaMemcpy(dev, host, count * sizeof *dev, cudaMemcpyHostToDevice));
     return dev;
+}
+
+static uint32_t *upload(uint64_t seed, size_t count, uint32_t *host)
+{
+    return upload_padded(seed, count, host, 0);
 }
 
 static void load_weights(void)
@@ -164,7 +175,8 @@ static void load_weights(void)
         exit(1);
     }
     for (int l = 0; l < layers; l++) {
-        model[l].w = upload(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host);
+        model[l].w = upload_padded(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host,
+                                   pad_odd && l % 2 == 1 ? 2u << 20 : 0);
         model[l].bias = upload(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
         model[l].s = upload(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
         if (ptr_arrays)
@@ -423,6 +435,8 @@ int main(int argc, char **argv)
             prologue = 1;
         else if (strcmp(a, "--big-tables") == 0)
             big_tables = 1;
+        else if (strcmp(a, "--pad-odd") == 0)
+            pad_odd = 1;
         else if (strcmp(a, "--scratch") == 0)
             scratch_from = 0;
         else if (strcmp(a, "--scratch-from") == 0 && i + 1 < argc)
@@ -451,7 +465,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

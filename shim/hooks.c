@@ -485,13 +485,14 @@ static void measure_bandwidth(void)
     stream_destroy_fn stream_destroy = (stream_destroy_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamDestroy");
     if (!stream_create || !stream_destroy)
         return;
+    enum { MIN_BYTES = 256 << 10 };
     size_t bytes = 64u << 20;
     /* The device buffer is twice that. Where the process is within its budget (FT_SPILL
      * holds it from the first allocation), it stays within: copies as large as the room
-     * left allows, down to 1 MiB. On the simulator, 2 x 64 MiB on top of a full budget
-     * was the run's peak. */
+     * left allows, down to 256 KiB (the per-copy latency is taken out below). On the
+     * simulator, 2 x 64 MiB on top of a full budget was the run's peak. */
     uint64_t budget = spill_budget(), held = spill_held();
-    while (budget > 0 && held <= budget && bytes > (1u << 20) && 2 * (uint64_t)bytes > budget - held)
+    while (budget > 0 && held <= budget && bytes > MIN_BYTES && 2 * (uint64_t)bytes > budget - held)
         bytes /= 2;
     void *host = NULL, *dev = NULL;
     cudaStream_t s1 = NULL, s2 = NULL;
@@ -500,8 +501,8 @@ static void measure_bandwidth(void)
     int ok = (host = host_store_alloc(2 * bytes)) != NULL;
     while (ok && REAL(cudaMalloc)(&dev, 2 * bytes) != cudaSuccess) {
         dev = NULL;
-        ok = bytes > (1u << 20);
-        bytes /= 8;
+        ok = bytes > MIN_BYTES;
+        bytes = bytes / 8 > MIN_BYTES ? bytes / 8 : MIN_BYTES;
     }
     ok = ok && stream_create(&s1, cudaStreamNonBlocking) == cudaSuccess &&
          stream_create(&s2, cudaStreamNonBlocking) == cudaSuccess;
@@ -556,8 +557,8 @@ static void measure_bandwidth(void)
             double us = (double)ms[i] * 1000.0 - lat_us;
             *out[i] = us > 0 ? (double)bytes / (us * 1000.0) : 0;
         }
-        FT_INFO("copy bandwidth (%s, %zu MiB): host to device %.1f GB/s, device to host %.1f GB/s; "
-                "both at once %.1f and %.1f GB/s; %.1f us per copy", host_store_kind(), bytes >> 20,
+        FT_INFO("copy bandwidth (%s, %.4g MiB): host to device %.1f GB/s, device to host %.1f GB/s; "
+                "both at once %.1f and %.1f GB/s; %.1f us per copy", host_store_kind(), (double)bytes / 1048576.0,
                 bw.h2d, bw.d2h, bw.h2d_both, bw.d2h_both, bw.latency_us);
     } else {
         FT_WARN("copy bandwidth not measured (could not set up host buffers and streams)");

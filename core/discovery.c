@@ -169,6 +169,7 @@ struct ft_disc {
     int track_set, track_any_kernel;
     uint32_t track_kernel, track_region, track_start;
     int track_lost_warned;    /* the pass start has not recurred: said once */
+    uint64_t track_starts;    /* passes started after DONE, all lanes */
     unsigned track_misses;    /* launches of the start's kernel that did not start a pass */
 };
 
@@ -1303,6 +1304,7 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
         if (start) {
             ln->track_pos = d->track_set ? (long)d->track_start : 0;
             ln->since_start = 0;
+            d->track_starts++;
         } else {
             /* The launches before a start other than the pass's first come after the
              * previous pass's last. */
@@ -1543,5 +1545,19 @@ void ft_disc_trace(ft_disc_t *d, ft_trace_writer_t *w)
             ft_trace_put_u32(w, u->region_ids[k]);
     }
     ft_trace_end(w);
+
+    if (d->state == FT_DISC_DONE) {
+        lane_t *dl;
+        HASH_FIND(hh, d->lanes, &d->deciding_lane, sizeof d->deciding_lane, dl);
+        ft_trace_begin(w, FT_TRACE_TRACKING);
+        ft_trace_put_u32(w, d->explicit_marks ? 3u : !d->track_set ? 0u : d->track_any_kernel ? 2u : 1u);
+        ft_trace_put_u32(w, d->track_set ? d->track_start : 0);
+        ft_trace_put_u32(w, d->track_set ? d->track_kernel : UINT32_MAX);
+        ft_trace_put_u32(w, d->track_set ? d->track_region : UINT32_MAX);
+        ft_trace_put_u64(w, d->track_starts);
+        ft_trace_put_u64(w, dl != NULL ? dl->since_start : 0);
+        ft_trace_put_u32(w, (uint32_t)d->track_lost_warned);
+        ft_trace_end(w);
+    }
     pthread_mutex_unlock(&d->lock);
 }

@@ -51,6 +51,13 @@ typedef enum {
                                unit, u64 pass, u64 position of the launch before + 1 (0:
                                unknown), u32 pass off the recorded sequence, str kernel
                                ("?" for a copy or set)) */
+    FT_TRACE_TRACKING = 14, /* how passes were followed after discovery: u32 rule (0 the
+                               detector's anchors, 1 the start's kernel on its weight, 2
+                               that or a kernel not in the recorded pass, 3 explicit
+                               marks), u32 start position, u32 kernel index and u32 region
+                               id (0xffffffff: none), u64 pass starts after discovery, u64
+                               launches since the last start (the deciding thread), u32
+                               1 when the "no pass has started" warning was given */
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
 

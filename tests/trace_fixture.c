@@ -14,7 +14,9 @@
  *   a barrier kernel touching no region, once per layer; q read by two gemm launches
  *   (split-K: one weight, counted once per kernel); the MLP gemms carry a long
  *   mangled name, the barrier quotes and a tab (for the viewer's escaping).
- * --partial stops after one forward: discovery still observing, no units.
+ * After discovery, three forwards and five launches are followed (ft_disc_track): the
+ * TRACKING record. --partial stops after one forward: discovery still observing, no
+ * units.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,6 +70,9 @@ static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
     return 0;
 }
 
+/* After discovery, launches are followed (ft_disc_track), as the shim does. */
+static int tracking;
+
 static void launch(ft_disc_t *d, const char *name, uint64_t written, int n, ...)
 {
     ft_scan_set_t set;
@@ -82,7 +87,10 @@ static void launch(ft_disc_t *d, const char *name, uint64_t written, int n, ...)
     if (written)
         version[id_of(written)]++;
     /* The kernel's identity: its name's address, stable for the literals used here. */
-    ft_disc_launch(d, 1, (uint64_t)(uintptr_t)name, name, &set);
+    if (tracking)
+        ft_disc_track(d, 1, (uint64_t)(uintptr_t)name, &set, NULL);
+    else
+        ft_disc_launch(d, 1, (uint64_t)(uintptr_t)name, name, &set);
 }
 
 typedef struct {
@@ -171,6 +179,15 @@ int main(int argc, char **argv)
         forward(d, &m);
     if (!partial && ft_disc_state(d) != FT_DISC_DONE)
         die("discovery did not finish");
+    /* Three forwards followed after discovery, and five launches of a fourth. */
+    if (!partial) {
+        tracking = 1;
+        for (int it = 0; it < 3; it++)
+            forward(d, &m);
+        launch(d, "embedding", m.act, 3, m.embed, m.input, m.act);
+        for (int i = 0; i < 4; i++)
+            launch(d, "rope", m.act, 1, m.act);
+    }
 
     ft_trace_writer_t w;
     if (ft_trace_writer_init(&w) != 0)

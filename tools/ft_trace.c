@@ -33,8 +33,9 @@ static const char *const source_text[] = { "the detector", "ft_iteration_mark",
 static const char *const record_names[] = { "?", "PROCESS", "CONFIG", "CALLS", "DISCOVERY",
                                             "REGIONS", "KERNELS", "ITERATION", "UNITS",
                                             "PROFILE", "BANDWIDTH", "PLAN", "RESIDENCY",
-                                            "MISSES" };
-#define N_RECORD_TYPES 14
+                                            "MISSES", "TRACKING" };
+#define N_RECORD_TYPES 15
+#define NONE 0xffffffffu
 
 typedef struct {
     const char *s;            /* into the file's bytes, not NUL-terminated */
@@ -114,6 +115,10 @@ typedef struct {
      * predicted ns */
     uint64_t res[15];         /* 9 fields, then 6 that older traces lack */
     int res_ext;              /* the 6 later fields are present */
+    /* TRACKING: rule, start position, kernel, region, lost warning; starts, launches
+     * since the last one */
+    uint32_t trk_rule, trk_start, trk_kernel, trk_region, trk_lost;
+    uint64_t trk_starts, trk_since;
     uint32_t n_miss;
     struct miss_rec {
         uint32_t unit, off_script;
@@ -386,12 +391,28 @@ static int parse_misses(trace_t *t, ft_trace_cursor_t *c)
     return 0;
 }
 
+static int parse_tracking(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (ft_trace_get_u32(c, &t->trk_rule) || ft_trace_get_u32(c, &t->trk_start) ||
+        ft_trace_get_u32(c, &t->trk_kernel) || ft_trace_get_u32(c, &t->trk_region) ||
+        ft_trace_get_u64(c, &t->trk_starts) || ft_trace_get_u64(c, &t->trk_since) ||
+        ft_trace_get_u32(c, &t->trk_lost))
+        return bad(t, "payload ends inside the tracking fields");
+    if (t->trk_rule > 3)
+        return bad(t, "rule %u out of range (0..3)", t->trk_rule);
+    if (t->trk_lost > 1)
+        return bad(t, "warning flag %u is not 0 or 1", t->trk_lost);
+    if ((t->trk_rule == 1 || t->trk_rule == 2) != (t->trk_kernel != NONE && t->trk_region != NONE))
+        return bad(t, "rule %u with kernel %u and region %u", t->trk_rule, t->trk_kernel, t->trk_region);
+    return 0;
+}
+
 static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
 {
     static int (*const parse[N_RECORD_TYPES])(trace_t *, ft_trace_cursor_t *) = {
         NULL, parse_process, parse_config, parse_calls, parse_discovery,
         parse_regions, parse_kernels, parse_iteration, parse_units, parse_profile,
-        parse_bandwidth, parse_plan, parse_residency, parse_misses,
+        parse_bandwidth, parse_plan, parse_residency, parse_misses, parse_tracking,
     };
     trace_t *t = ctx;
     /* A newer writer's record this reader does not know: skipped, as the format allows
@@ -412,7 +433,7 @@ static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
     return 0;
 }
 
-static region_t *find_region(trace_t *t, uint32_t id)
+static region_t *find_region(const trace_t *t, uint32_t id)
 {
     size_t lo = 0, hi = t->n_regions;
     while (lo < hi) {
@@ -539,6 +560,18 @@ static int analyse(trace_t *t)
         if (bytes != u->bytes)
             return bad(t, "unit %u (%.*s) claims %" PRIu64 " bytes, its regions hold %" PRIu64,
                        i, (int)u->name.n, u->name.s, u->bytes, bytes);
+    }
+
+    if (t->seen[FT_TRACE_TRACKING]) {
+        blame(t, FT_TRACE_TRACKING);
+        if (!t->seen[FT_TRACE_DISCOVERY] || t->state != 2)
+            return bad(t, "pass tracking without a finished discovery");
+        if (t->trk_kernel != NONE && t->trk_kernel >= t->n_kernels)
+            return bad(t, "kernel %u, the trace has %u kernels", t->trk_kernel, t->n_kernels);
+        if (t->trk_region != NONE && find_region(t, t->trk_region) == NULL)
+            return bad(t, "region %u, absent from the REGIONS record", t->trk_region);
+        if (t->trk_kernel != NONE && t->trk_start >= t->n_iter)
+            return bad(t, "start %u beyond the iteration's %u launches", t->trk_start, t->n_iter);
     }
     t->rec_name = NULL;
 
@@ -715,6 +748,26 @@ static void text_discovery(const trace_t *t)
     printf("  weights          %u regions, %s (%.1f%% of tracked bytes)\n", t->n_weights,
            human(t->weight_bytes, b2), 100.0 * share(t->weight_bytes, t->tracked_bytes));
     printf("  units            %u\n", t->n_units);
+    if (t->seen[FT_TRACE_TRACKING]) {
+        static const char *const rules[] = { "the detector's anchor", "", "", "explicit marks" };
+        printf("  passes after     ");
+        if (t->trk_rule == 1 || t->trk_rule == 2) {
+            const region_t *r = find_region(t, t->trk_region);
+            str_t kn = t->kernels[t->trk_kernel].name;
+            printf("start at launch %u (%s) on region %u", t->trk_start, clip(kn, KW, buf), t->trk_region);
+            if (r->unit != NO_UNIT)
+                printf(" (%.*s)", (int)t->units[r->unit].name.n, t->units[r->unit].name.s);
+            printf("%s", t->trk_rule == 2 ? ", or a kernel not in the pass touching it" : "");
+        } else {
+            printf("start at %s", rules[t->trk_rule]);
+        }
+        printf("; %" PRIu64 " start%s, the last %" PRIu64 " launches before the trace\n", t->trk_starts,
+               t->trk_starts == 1 ? "" : "s", t->trk_since);
+        if (t->trk_starts == 0 || t->trk_lost)
+            printf("  warning          %s: profiling, the plan and prefetching by position wait for "
+                   "a pass start (FT_LOG_LEVEL=debug shows why; FT_ITERATION_MARKER marks passes)\n",
+                   t->trk_starts == 0 ? "no pass started after discovery" : "passes stopped starting");
+    }
 
     printf("\nunits (%u)\n", t->n_units);
     if (t->n_units == 0) {
@@ -922,6 +975,18 @@ static void json_discovery(const trace_t *t)
            ", \"weight_share\": %.6f, \"units\": %u}",
            t->launches, t->launches_bare, t->n_iter, t->n_regions, t->tracked_bytes, t->n_weights,
            t->weight_bytes, share(t->weight_bytes, t->tracked_bytes), t->n_units);
+    if (t->seen[FT_TRACE_TRACKING]) {
+        static const char *const rules[] = { "anchor", "start_kernel", "start_kernel_or_new_kernel",
+                                             "marks" };
+        printf(",\n  \"tracking\": {\"rule\": \"%s\", \"start\": %u, \"kernel\": ", rules[t->trk_rule],
+               t->trk_start);
+        if (t->trk_kernel == NONE)
+            printf("null, \"region\": null");
+        else
+            printf("%u, \"region\": %u", t->trk_kernel, t->trk_region);
+        printf(", \"starts\": %" PRIu64 ", \"launches_since_start\": %" PRIu64 ", \"lost_warning\": %s}",
+               t->trk_starts, t->trk_since, t->trk_lost ? "true" : "false");
+    }
 
     printf(",\n  \"regions\": [");
     for (uint32_t i = 0; i < t->n_regions; i++) {

@@ -226,6 +226,10 @@ pred=$(sed -n 's/.*predicted step \([0-9.]*\) us against.*/\1/p' "$WORK/r.err" |
 expect_grep "^  measured step [0-9.]+ us \(median of [1-9][0-9]*\), predicted ${pred//./\\.} us\$" "$WORK/r.txt" "ft-trace step"
 expect_grep '^  0 unload\(s\) copied back; 0 stale address\(es\) skipped; 0 copy\(ies\) or set\(s\) served from host memory; 0 unit\(s\) made to stream by allocations; FT_SPILL moves before the plan: 0 in, 0 out$' \
     "$WORK/r.txt" "ft-trace residency counts"
+# The passes the engine followed after discovery (TRACKING): 12 forwards, 2 of them
+# discovery's and one begun before it ended.
+expect_grep '^  passes after +start at launch 0 \(_Z10model_gemvPKjS0_Pji\) on region [0-9]+ \(unit\.0\), or a kernel not in the pass touching it; (8|9) starts, ' \
+    "$WORK/r.txt" "ft-trace pass tracking"
 "$BUILD/bin/ft-trace" --json "$WORK/r.bin" >"$WORK/r.json" || fail "ft-trace --json"
 python3 - "$WORK/r.json" "$1" "$2" "$3" "$pred" <<'PY' || fail "JSON residency differs from the exit report"
 import json, sys
@@ -256,4 +260,4 @@ set -e
 [ $rc -eq 1 ] && [ ! -s "$WORK/bad.out" ] || fail "inconsistent RESIDENCY record: exit $rc or a partial report"
 expect_grep 'inconsistent RESIDENCY record at byte [0-9]+: 1099511627776 prefetched and [0-9]+ unloads of [0-9]+ loads' \
     "$WORK/bad.err" "inconsistent RESIDENCY record"
-pass "trace: RESIDENCY record as in the exit report ($1 loads, $2 prefetched, $3 misses); inconsistent counts refused"
+pass "trace: RESIDENCY record as in the exit report ($1 loads, $2 prefetched, $3 misses), TRACKING's pass starts; inconsistent counts refused"

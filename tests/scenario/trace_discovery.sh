@@ -15,7 +15,11 @@ expect_grep '^  launches +101 in all, 6 touching no region; 33 in the recorded i
 expect_grep '^  regions tracked +27, 966\.3 MiB$' "$T" "regions tracked"
 expect_grep '^  weights +21 regions, 960\.0 MiB \(99\.4% of tracked bytes\)$' "$T" "weight share"
 expect_grep '^  units +4$' "$T" "unit count"
-pass "summary: state, iterations, launches, tracked and weight bytes, units"
+# After discovery the fixture follows three forwards and five launches of a fourth.
+expect_grep '^  passes after +start at launch 0 \(embedding\) on region 1 \(unit\.0\), or a kernel not in the pass touching it; 4 starts, the last 4 launches before the trace$' \
+    "$T" "pass tracking"
+expect_no_grep '^  warning ' "$T" "no tracking warning"
+pass "summary: state, iterations, launches, tracked and weight bytes, units, passes followed after discovery"
 
 # name, bytes, first kernel, last kernel, kernels, share, offload, regions
 expect_grep '^units \(4\)$' "$T" "units header"
@@ -67,6 +71,10 @@ assert (s["regions"], s["weight_regions"], s["units"]) == (27, 21, 4), s
 layer = 2 * 8 * KIB + 416 * MIB
 assert s["weight_bytes"] == 128 * MIB + 8 * KIB + 2 * layer, s
 assert abs(s["weight_share"] - s["weight_bytes"] / s["region_bytes"]) < 1e-5, s
+tr = d["tracking"]
+assert tr == {"rule": "start_kernel_or_new_kernel", "start": 0, "kernel": tr["kernel"], "region": 1,
+              "starts": 4, "launches_since_start": 4, "lost_warning": False}, tr
+assert {k["index"]: k["name"] for k in d["kernels"]}[tr["kernel"]] == "embedding", tr
 
 kernels = {k["index"]: k for k in d["kernels"]}
 units = d["units"]
@@ -156,14 +164,16 @@ def payload(ty):
 def u32(off, v): struct.pack_into("<I", b, off, v & 0xFFFFFFFF)
 def get32(off): return struct.unpack_from("<I", b, off)[0]
 
-DISC, REGIONS, KERNELS, ITER, UNITS = 4, 5, 6, 7, 8
-p = payload({"state": DISC, "bare": DISC, "region_count_big": REGIONS, "region_count_small": REGIONS,
+DISC, REGIONS, KERNELS, ITER, UNITS, TRACKING = 4, 5, 6, 7, 8, 14
+p = payload({"tracking_rule": TRACKING, "tracking_region": TRACKING, "state": DISC, "bare": DISC, "region_count_big": REGIONS, "region_count_small": REGIONS,
              "region_unit": REGIONS, "region_flags": REGIONS, "region_order": REGIONS,
              "kernel_name_len": KERNELS, "bad_utf8": KERNELS, "kernel_index": ITER,
              "launch_ids": ITER, "unit_first": UNITS, "unit_last": UNITS, "unit_region": UNITS,
              "unit_bytes": UNITS, "unit_weight": UNITS, "dup_kernels": KERNELS}[what])
 unit0 = p + 4 + 4 + get32(p + 4)             # unit 0 after its name: u64 bytes, first, last
-if what == "state": u32(p, 7)
+if what == "tracking_rule": u32(p, 7)
+elif what == "tracking_region": u32(p + 12, 9999)
+elif what == "state": u32(p, 7)
 elif what == "bare": struct.pack_into("<Q", b, p + 20, 1 << 40)
 elif what == "region_count_big": u32(p, get32(p) + 1)
 elif what == "region_count_small": u32(p, get32(p) - 1)
@@ -210,6 +220,8 @@ check_bad() { # MUTATION PATTERN
     done
 }
 check_bad state 'DISCOVERY record at byte [0-9]+: state 7 out of range'
+check_bad tracking_rule 'TRACKING record at byte [0-9]+: rule 7 out of range'
+check_bad tracking_region 'TRACKING record .*region 9999, absent from the REGIONS record'
 check_bad bare 'DISCOVERY record .*launches touching no region, of 101 in all'
 check_bad region_count_big 'REGIONS record .*count 28 overruns the payload'
 check_bad region_count_small 'REGIONS record .*28 bytes left over after the last field'

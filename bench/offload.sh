@@ -334,8 +334,14 @@ u = J["shim"].get("ft_usage_after_decode") or J["shim"].get("ft_usage")
 if u:
     lines.append("ft_get_gpu_memory_usage (MiB): " + ", ".join(f"{k} {v / 1048576:.0f}" for k, v in u.items()))
 for l in log.splitlines():
-    if l.startswith("flextensor: residency:") or l.startswith("flextensor: plan ("):
+    if (l.startswith("flextensor: residency:") or l.startswith("flextensor: plan (")) and \
+            ": miss on " not in l and "loads nothing" not in l:
         lines.append("  " + l)
+# How passes were followed after discovery (ft-trace's TRACKING line): no start means no
+# profiling and no plan.
+for l in text(os.path.join(out, "offload-trace.txt")).splitlines():
+    if l.startswith("  passes after") or l.startswith("  warning "):
+        lines.append("  trace:" + l[1:])
 for key, name in (("decode_ms_median", "decode"), ("prefill_ms_median", "prefill")):
     o, pl = J["overhead"].get(key), J["plain"].get(key)
     if o is not None and pl:

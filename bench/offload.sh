@@ -109,7 +109,7 @@ echo "weights ready after $((SECONDS - t0)) s"
 # MODES (default "plain shim accelerate") picks the runs; a run left out reuses the
 # results a previous call on the same machine kept in $BIG (the device machine stays
 # warm between calls, $OUT does not keep its files).
-MODES=${MODES:-plain shim accelerate}   # also: overhead, spill
+MODES=${MODES:-plain shim accelerate}   # also: overhead, spill, ab
 want() { case " $MODES " in *" $1 "*) rm -f "$BIG/offload-$1.pt"; return 0 ;; esac
          cp "$BIG"/offload-"$1"* "$BIG"/offload-smi"${2:-}".csv "$OUT"/ 2>/dev/null; return 1; }
 keep() { cp "$OUT"/offload-"$1"* "$OUT"/offload-smi"${2:-}".csv "$BIG"/ 2>/dev/null; }
@@ -154,6 +154,24 @@ timeout 300 env FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_ME
     --tensors "$BIG/offload-overhead.pt" >"$OUT/offload-overhead.log" 2>&1
 echo "overhead: rc $?, $((SECONDS - t0)) s"
 keep overhead
+fi
+
+# --- 2b'. ab: the overhead judged within one call. Separate processes' decode steps
+# differ by tens of percent (launch-bound, host noise), so all-resident runs and
+# FT_ENABLED=1 runs with a budget above the model alternate, AB_ROUNDS times; the
+# summary gives each round's ratio and their median.
+if want ab; then
+t0=$SECONDS
+rm -f "$OUT"/offload-ab-*.json
+for ((r = 1; r <= ${AB_ROUNDS:-3}; r++)); do
+    timeout 300 python3 $B plain "$OUT/offload-ab-plain-$r.json" "${COMMON[@]}" --no-generate \
+        --iters 20 --tensors "$BIG/offload-ab.pt" >"$OUT/offload-ab-plain-$r.log" 2>&1
+    timeout 300 env FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_MEM_LIMIT=120GiB \
+        LD_PRELOAD="$SHIM" python3 $B shim "$OUT/offload-ab-shim-$r.json" "${COMMON[@]}" --no-generate \
+        --iters 20 --tensors "$BIG/offload-ab.pt" >"$OUT/offload-ab-shim-$r.log" 2>&1
+done
+echo "ab: ${AB_ROUNDS:-3} rounds, $((SECONDS - t0)) s"
+keep ab
 fi
 
 # --- 2c. FT_SPILL=1: the budget holds from the first allocation (the weights past it
@@ -214,7 +232,7 @@ cat "$OUT/offload-compare.txt"
 # --- 5. the table
 python3 - "$OUT" "$budget_bytes" "$BUDGET" "${idle_mib:-}" "$rc_plain" "$rc_shim" "$rc_acc" \
     >"$OUT/offload-summary.txt" 2>&1 <<'PY'
-import json, os, re, sys
+import glob, json, os, re, sys
 
 out, budget_b, budget_s, idle = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 rcs = dict(zip(("plain", "shim", "accelerate"), sys.argv[5:8]))
@@ -342,6 +360,18 @@ for l in log.splitlines():
 for l in text(os.path.join(out, "offload-trace.txt")).splitlines():
     if l.startswith("  passes after") or l.startswith("  warning "):
         lines.append("  trace:" + l[1:])
+ab = {}
+for path in sorted(glob.glob(os.path.join(out, "offload-ab-*-*.json"))):
+    side, rnd = os.path.basename(path)[len("offload-ab-"):-len(".json")].split("-")
+    ab.setdefault(int(rnd), {})[side] = last_json(path)
+for key, name in (("decode_ms_median", "decode"), ("prefill_ms_median", "prefill")):
+    ratios = [100 * (v["shim"][key] - v["plain"][key]) / v["plain"][key] for _, v in sorted(ab.items())
+              if v.get("shim", {}).get(key) and v.get("plain", {}).get(key)]
+    if ratios:
+        med = sorted(ratios)[len(ratios) // 2]
+        lines.append(f"overhead A/B ({len(ratios)} rounds, all resident then FT_ENABLED=1 above the "
+                     f"model): {name} " + ", ".join(f"{x:+.1f}%" for x in ratios) +
+                     f" (median {med:+.1f}%, target < 2%)")
 for key, name in (("decode_ms_median", "decode"), ("prefill_ms_median", "prefill")):
     o, pl = J["overhead"].get(key), J["plain"].get(key)
     if o is not None and pl:

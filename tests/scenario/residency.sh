@@ -64,6 +64,14 @@ expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$W
 expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were taken for stale pointers and loaded nothing: [1-9][0-9]* found only at argument words that held garbage, or never a device address, in discovery; [1-9][0-9]* from a kernel that touched no weight in the recorded pass or at a position outside their unit.s range' \
     "$WORK/stale_late.err" "stale_late: skipped touches"
 pass "stale weight addresses first seen after discovery, in words that held NULL or an activation's address: nothing loaded for them, same output"
+# From forward 4 on (profiling's passes), the forward runs on another pair of
+# activation buffers, alive before the first launch as the first pair: the pass's first
+# launch touches other regions than in discovery. Passes are followed by the start's
+# own weight; by the detector's anchor (all the regions), no pass started again and
+# nothing was offloaded (the H200, 2026-11-29).
+run_pair swap --swap-acts 4
+expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/swap.err" "swap: prefetched"
+pass "the first launch's activations move after discovery: passes still start, the model streams, same output"
 # A weight written after every forward (cudaMemcpy of one word into layer 0): each
 # eviction finds it changed and copies it back; after the third, it stays loaded.
 sim "$MODEL" "${ARGS[@]}" --iters 16 --rewrite 8 >"$WORK/rw.plain" || fail "rewrite: model without shim failed"

@@ -168,6 +168,11 @@ struct ft_disc {
      * the lanes' own anchors (the detector's pair key). */
     int track_set, track_any_kernel;
     uint32_t track_kernel, track_region, track_start;
+    /* The units whose weights the start's launch touched (shared ones aside): a launch
+     * touching another unit's weight is not a start (a launch added after discovery
+     * that reads the start's weight and another layer's). */
+    int track_units[FT_SCAN_MAX_IDS];
+    size_t n_track_units;
     int track_lost_warned;    /* the pass start has not recurred: said once */
     uint64_t track_starts;    /* passes started after DONE, all lanes */
     unsigned track_misses;    /* launches of the start's kernel that did not start a pass */
@@ -862,6 +867,13 @@ static void choose_track_start(ft_disc_t *d)
                 continue;
             d->track_set = 1;
             d->track_any_kernel = any_kernel;
+            d->n_track_units = 0;
+            for (uint32_t k = 0; k < r->l[i].n_ids; k++) {
+                uint32_t raw = r->ids[r->l[i].first_id + k];
+                rinfo_t *x = (raw & ID_INDIRECT) ? NULL : rinfo_get(d, raw);
+                if (x != NULL && x->unit >= 0 && !x->shared && d->n_track_units < FT_SCAN_MAX_IDS)
+                    d->track_units[d->n_track_units++] = x->unit;
+            }
             d->track_kernel = r->l[i].kernel;
             d->track_region = w;
             d->track_start = (uint32_t)i;
@@ -1247,6 +1259,23 @@ static uint32_t range_intern(ft_disc_t *d, const char *path)
     return rg->id;
 }
 
+/* Every weight the launch touches (shared ones aside) is of a unit the start's launch
+ * touched in the recorded pass. */
+static int touches_only_start_units(ft_disc_t *d, const uint32_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        rinfo_t *x = (ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, ids[i]);
+        if (x == NULL || x->unit < 0 || x->shared)
+            continue;
+        int known = 0;
+        for (size_t j = 0; j < d->n_track_units && !known; j++)
+            known = d->track_units[j] == x->unit;
+        if (!known)
+            return 0;
+    }
+    return 1;
+}
+
 /* FT_LOG_LEVEL=debug: a launch of the pass start's kernel that did not start a pass,
  * its regions against the start's. */
 static void debug_start_miss(ft_disc_t *d, const uint32_t *ids, size_t n)
@@ -1297,10 +1326,16 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
             kernel_ok |= d->track_any_kernel && (k == NULL || !k->in_pass);
             for (size_t i = 0; kernel_ok && i < set->n && !start; i++)
                 start = ids[i] == d->track_region;
+            start = start && touches_only_start_units(d, ids, set->n);
         } else {
             uint64_t key = k != NULL ? pair_key(d, k->idx, ids, set->n, &minid) : 0;
             start = key != 0 && key == ln->anchor;
         }
+        /* A start's kernel touching its weight again within half a pass of the last
+         * start (a launch added after discovery, reading the same weight) does not
+         * start a pass: positions would restart in the middle of one. */
+        if (start && d->track_set && ln->track_pos >= 0 && ln->since_start + 1 < (d->last.n + 1) / 2)
+            start = 0;
         if (start) {
             ln->track_pos = d->track_set ? (long)d->track_start : 0;
             ln->since_start = 0;

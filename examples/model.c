@@ -24,6 +24,9 @@
  *                 buffers (allocated with the first, before any launch): the first
  *                 launch touches other regions than in discovery (on the GPU, the
  *                 input moved to another caching-allocator segment)
+ *   --cross-from N  from forward N on, each layer runs one more gemv that reads its own
+ *                 weight and, as its input vector, a far layer's: a launch touching two
+ *                 units, one of them not predicted (data-dependent code after discovery)
  *   --pad-odd     odd layers' weights are allocated 2 MiB larger than they are used
  *                 (zeroed): units of two sizes, whose physical memory a load cannot
  *                 reuse from the unit unloaded before
@@ -116,6 +119,7 @@ static int scratch_from = -1;
 static int big_tables;
 static int pad_odd; /* odd layers' weights are allocated 2 MiB larger than used */
 static int swap_from = -1; /* from this forward on, another pair of activation buffers */
+static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int prologue;
 static uint32_t *warm; /* --prologue's buffer */
 static int device;
@@ -221,6 +225,13 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         }
         void *gemv_args[] = { &model[l].w, &a, &b, &dim };
         CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, stream));
+        if (cross_from >= 0 && cur_iter >= cross_from) {
+            /* b = w . (the first row of a far layer's weight): one launch reads two
+             * layers' weights, the second never seen with it in discovery. */
+            uint32_t *far = model[(l + layers / 2) % layers].w;
+            void *cross_args[] = { &model[l].w, &far, &b, &dim };
+            CHECK(__cudaLaunchKernel(k_gemv, grid, block, cross_args, 0, stream));
+        }
 
         cudaLaunchConfig_t cfg;
         memset(&cfg, 0, sizeof cfg);
@@ -456,6 +467,8 @@ int main(int argc, char **argv)
             pad_odd = 1;
         else if (strcmp(a, "--swap-acts") == 0 && i + 1 < argc)
             swap_from = atoi(argv[++i]);
+        else if (strcmp(a, "--cross-from") == 0 && i + 1 < argc)
+            cross_from = atoi(argv[++i]);
         else if (strcmp(a, "--scratch") == 0)
             scratch_from = 0;
         else if (strcmp(a, "--scratch-from") == 0 && i + 1 < argc)
@@ -484,7 +497,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -547,6 +560,9 @@ int main(int argc, char **argv)
             /* A forward with the --vary kernels equals the first such forward. */
             int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
             uint64_t want = varied ? wk[0].checksum[vary_from] : wk[0].checksum[0];
+            /* With --cross-from, the forwards from then on equal the first of them. */
+            if (cross_from >= 0 && cross_from < iters && it >= cross_from)
+                want = wk[0].checksum[cross_from];
             agree &= poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 || peek_after >= 0 ||
                      wk[t].checksum[it] == want;
         }
@@ -565,7 +581,7 @@ int main(int argc, char **argv)
         CHECK(cudaFree(warm));
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
-                          peek_after >= 0 ? iters - 1 : 0],
+                          peek_after >= 0 || cross_from >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

@@ -1362,6 +1362,18 @@ static void release_unmatched_spares(const res_unit_t *un)
     res.ns_release += now_ns() - t;
 }
 
+/* The units this thread's call touched, to record their `used` events behind it; until
+ * then (the call is not enqueued yet), nothing may evict them. */
+static __thread int touched[8], n_touched;
+
+static int touched_by_this_call(int u)
+{
+    for (int k = 0; k < n_touched; k++)
+        if (touched[k] == u)
+            return 1;
+    return 0;
+}
+
 /* Makes unit u resident for a call on `stream` (the lock held). */
 static void load_unit(int u, cudaStream_t stream, int keep)
 {
@@ -1369,11 +1381,15 @@ static void load_unit(int u, cudaStream_t stream, int keep)
     if (un->loaded)
         return;
     if (res.loaded >= res.slots) {
-        /* The least recently loaded unit, other than `keep` (the unit running now). */
+        /* The least recently loaded unit, other than `keep` (the unit running now) and
+         * those the call being guarded touched already (a launch reading two units: the
+         * first, loaded, was taken for the second's slot while the launch was not
+         * enqueued, and it read unmapped memory). */
         int lru = -1;
         for (int i = 0; i < res.n_units; i++)
             if (res.units[i].loaded && res.units[i].n > 0 && !res.units[i].pinned && i != u &&
-                i != keep && (lru < 0 || res.units[i].stamp < res.units[lru].stamp))
+                i != keep && !touched_by_this_call(i) &&
+                (lru < 0 || res.units[i].stamp < res.units[lru].stamp))
                 lru = i;
         if (lru < 0 && keep >= 0)
             return; /* every slot holds a unit in use: no prefetch now */
@@ -1436,8 +1452,6 @@ static res_region_t *res_find(uint64_t addr)
 }
 
 /* The guard: every address a call touches is resident once this returns. */
-/* The units this thread's call touched, to record their `used` events behind it. */
-static __thread int touched[8], n_touched;
 static __thread cudaStream_t touched_stream;
 /* A unit's first launch: the prefetch to run once the launch is enqueued (-1: none). */
 static __thread int prefetch_after = -1;

@@ -530,6 +530,30 @@ START_TEST(pass_start_survives_a_stale_address_seen_in_discovery)
 }
 END_TEST
 
+/* A launch added after discovery that reads the start's weight (the embedding) with
+ * another layer's does not start a pass; the next forward's embedding does. */
+START_TEST(a_launch_reading_the_start_weight_and_another_does_not_start_a_pass)
+{
+    llama_t m;
+    llama_alloc(&m, 4);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 3; it++)
+        llama_forward(d, 1, &m, 4);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    size_t n = ft_disc_pass_length(d);
+    tracking = 1;
+    llama_forward(d, 1, &m, 4);
+    ck_assert_int_eq(track_log[0], 0);
+    launch(d, 1, "embedding", m.act, 3, m.embed, m.q[2], m.act);
+    ck_assert_int_eq(track_log[n], (long)n); /* not 0 */
+    llama_forward(d, 1, &m, 4);
+    ck_assert_int_eq(track_log[n + 1], 0);
+    ck_assert_int_eq(track_log[2 * n], (long)n - 1);
+    ft_disc_free(d);
+}
+END_TEST
+
 START_TEST(pass_start_survives_another_embedding_kernel)
 {
     large_embedding = 1;
@@ -825,6 +849,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, pass_start_before_the_first_weight_survives_a_moved_input);
     tcase_add_test(tc, pass_start_survives_a_stale_address_seen_in_discovery);
     tcase_add_test(tc, pass_start_survives_another_embedding_kernel);
+    tcase_add_test(tc, a_launch_reading_the_start_weight_and_another_does_not_start_a_pass);
     tcase_add_test(tc, activations_and_copies_are_not_weights);
     tcase_add_test(tc, shared_small_segment_does_not_fool_the_detector);
     tcase_add_test(tc, activation_equal_at_every_boundary_is_not_a_weight);

@@ -72,6 +72,15 @@ pass "stale weight addresses first seen after discovery, in words that held NULL
 run_pair swap --swap-acts 4
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/swap.err" "swap: prefetched"
 pass "the first launch's activations move after discovery: passes still start, the model streams, same output"
+# From forward 9 on, each layer runs one more gemv reading its own weight and a far
+# layer's (data-dependent code after discovery): the far unit is a miss, loaded without
+# evicting the unit the same launch reads (that launch read unmapped memory before),
+# and the launch that reads the pass start's weight with another layer's does not start
+# a pass (positions restarted mid-pass, and the far weight was taken for stale).
+run_pair cross --iters 14 --cross-from 9
+expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and [1-9][0-9]* on demand' "$WORK/cross.err" "cross: misses served"
+expect_no_grep 'taken for stale pointers' "$WORK/cross.err" "cross: nothing taken for stale"
+pass "a launch added after discovery reading two layers' weights: the unpredicted one loaded on demand, same output"
 # A weight written after every forward (cudaMemcpy of one word into layer 0): each
 # eviction finds it changed and copies it back; after the third, it stays loaded.
 sim "$MODEL" "${ARGS[@]}" --iters 16 --rewrite 8 >"$WORK/rw.plain" || fail "rewrite: model without shim failed"

@@ -339,6 +339,14 @@ static void print_usage(int it)
             u.unmapped_bytes, u.budget_bytes);
 }
 
+/* What a forward computes: 1 with the --vary kernels, 2 with the --cross-from gemvs. */
+static int forward_kind(int it)
+{
+    int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
+    int crossed = cross_from >= 0 && it >= cross_from;
+    return varied | crossed << 1;
+}
+
 static void *run_worker(void *arg)
 {
     worker_t *wk = arg;
@@ -558,11 +566,12 @@ int main(int argc, char **argv)
     for (int t = 0; t < threads; t++)
         for (int it = 0; it < iters; it++) {
             /* A forward with the --vary kernels equals the first such forward. */
-            int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
-            uint64_t want = varied ? wk[0].checksum[vary_from] : wk[0].checksum[0];
-            /* With --cross-from, the forwards from then on equal the first of them. */
-            if (cross_from >= 0 && cross_from < iters && it >= cross_from)
-                want = wk[0].checksum[cross_from];
+            /* A forward equals the first of its kind: with or without the --vary kernels,
+             * before or after --cross-from. */
+            int kind = forward_kind(it), first = 0;
+            while (forward_kind(first) != kind)
+                first++;
+            uint64_t want = wk[0].checksum[first];
             agree &= poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 || peek_after >= 0 ||
                      wk[t].checksum[it] == want;
         }

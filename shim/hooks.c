@@ -979,6 +979,13 @@ typedef struct {
     unsigned changes;         /* evictions that found it changed */
 } res_unit_t;
 
+/* Per application thread, as positions are (each thread's passes are followed on
+ * their own): the tracked position of its last guarded launch (-1: none), and whether its pass
+ * under way has left the recorded launch sequence (prefetches then follow first touches
+ * only, not positions, and no touch is judged by its position, until its next pass). */
+static __thread long lane_last_pos = -1;
+static __thread int lane_off_script;
+
 static struct {
     pthread_mutex_t lock;     /* application threads launch concurrently */
     int active;
@@ -1001,15 +1008,11 @@ static struct {
         long pos;
     } miss_log[MISS_LOG];
     int n_miss_log;
-    long last_pos;            /* the tracked position of the last guarded launch */
     /* Unsure touches of units not loaded, left alone (res_touch); FT_STRICT_GUARD loads
      * them as misses instead. */
     uint64_t unsure_skipped;
     uint64_t unexpected_skipped; /* of those, from a weightless kernel or outside the range */
     int strict;
-    /* The pass under way has left the recorded launch sequence: prefetches follow
-     * first touches only (res_touch), not positions, until the next pass. */
-    int off_script;
     cudaStream_t side;        /* prefetch copies and write-backs */
     uint64_t held_bytes, peak_held_bytes; /* physical bytes of loaded streamed units */
     /* Physical allocations of the unit just unloaded, kept for the unit loaded next
@@ -1516,9 +1519,9 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
                 struct miss *m = &res.miss_log[res.n_miss_log++];
                 snprintf(m->kernel, sizeof m->kernel, "%s", res_kernel_name);
                 m->unit = r->unit;
-                m->off_script = res.off_script;
+                m->off_script = lane_off_script;
                 m->pass = res.passes;
-                m->pos = res.last_pos;
+                m->pos = lane_last_pos;
             }
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u)", res_kernel_name,
                           ft_disc_unit(disc, (size_t)r->unit)->name, ids[i]);
@@ -2083,19 +2086,19 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         ft_scan_set_t sure = set;
         ft_scan_set_drop_unsure(&sure);
         int expected;
-        long pos = ft_disc_track(disc, lane_id(), key, &sure, &expected);
-        res.last_pos = pos;
+        long pos = ft_disc_track(disc, lane_id(), key, &sure, &expected), tracked = pos;
         if (pos == 0) {
             step_mark(stream);
-            res.off_script = 0;
+            lane_off_script = 0;
         }
-        if (pos >= 0 && !res.off_script && !expected)
-            res.off_script = 1;
-        if (res.off_script)
+        if (pos >= 0 && !lane_off_script && !expected)
+            lane_off_script = 1;
+        if (lane_off_script)
             pos = -1;
         res_kernel_name = k->name;
         res_touch(set.id, set.unsure, set.n, stream, pos, ft_disc_kernel_weightless(disc, key));
         res_kernel_name = "?";
+        lane_last_pos = tracked; /* a miss above was after the launch before */
         /* After this launch is enqueued (engine_leave): an eviction waits on the host
          * for the evicted unit's last use and its copy back, and the device should have
          * this unit's first kernel to run meanwhile. */

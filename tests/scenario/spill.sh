@@ -69,6 +69,19 @@ for i in 1 2 3 4 5; do
 done
 pass "3 threads on 3 streams under FT_SPILL, 5 runs: same output"
 
+# Two threads whose forwards read a far layer's weight from forward 10 on (launches not
+# in the recorded pass): each thread's pass leaves the recorded sequence on its own.
+# When that state was shared, one thread's pass start put the other's back on script,
+# and a real read was taken for a stale address (2 of 6 runs faulted).
+sim "$MODEL" "${ARGS[@]}" --threads 2 --iters 14 --cross-from 10 >"$WORK/plainx" || fail "cross, 2 threads, without the shim"
+for i in 1 2 3 4 5; do
+    FTSIM_TIME_SCALE=0.01 FTSIM_DEVICE_MEM=41MiB FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 \
+        FT_GPU_MEM_LIMIT=40MiB shim "$MODEL" "${ARGS[@]}" --threads 2 --iters 14 --cross-from 10 \
+        >"$WORK/outx" 2>"$WORK/errx" || { sed 's/^/    | /' "$WORK/errx" >&2; fail "cross, 2 threads, run $i: failed"; }
+    cmp -s "$WORK/plainx" "$WORK/outx" || fail "cross, 2 threads, run $i: output differs"
+done
+pass "2 threads reading far layers' weights after discovery under FT_SPILL, 5 runs: same output"
+
 # A budget under the smallest plan: nothing can stream, so what was spilled comes back
 # (over the budget, with a warning) and the model runs on.
 FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=6MiB \

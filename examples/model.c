@@ -27,6 +27,9 @@
  *   --cross-from N  from forward N on, each layer runs one more gemv that reads its own
  *                 weight and, as its input vector, a far layer's: a launch touching two
  *                 units, one of them not predicted (data-dependent code after discovery)
+ *   --skip-last-from N  from forward N on, the last layer is skipped: passes shorter
+ *                 than the one discovery recorded (profiling then plans from the passes
+ *                 it timed before)
  *   --pad-odd     odd layers' weights are allocated 2 MiB larger than they are used
  *                 (zeroed): units of two sizes, whose physical memory a load cannot
  *                 reuse from the unit unloaded before
@@ -120,6 +123,7 @@ static int big_tables;
 static int pad_odd; /* odd layers' weights are allocated 2 MiB larger than used */
 static int swap_from = -1; /* from this forward on, another pair of activation buffers */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
+static int skip_from = -1; /* from this forward on, the last layer is skipped */
 static int prologue;
 static uint32_t *warm; /* --prologue's buffer */
 static int device;
@@ -217,7 +221,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     if (nvtx)
         nvtxRangePushA("forward");
     CHECK(cudaMemcpyAsync(a, input, (size_t)dim * sizeof *a, cudaMemcpyHostToDevice, stream));
-    for (int l = 0; l < layers; l++) {
+    int run_layers = skip_from >= 0 && cur_iter >= skip_from ? layers - 1 : layers;
+    for (int l = 0; l < run_layers; l++) {
         if (nvtx) {
             char name[32];
             snprintf(name, sizeof name, "layers.%d", l);
@@ -339,12 +344,14 @@ static void print_usage(int it)
             u.unmapped_bytes, u.budget_bytes);
 }
 
-/* What a forward computes: 1 with the --vary kernels, 2 with the --cross-from gemvs. */
+/* What a forward computes: 1 with the --vary kernels, 2 with the --cross-from gemvs, 4
+ * without its last layer (--skip-last-from). */
 static int forward_kind(int it)
 {
     int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
     int crossed = cross_from >= 0 && it >= cross_from;
-    return varied | crossed << 1;
+    int skipped = skip_from >= 0 && it >= skip_from;
+    return varied | crossed << 1 | skipped << 2;
 }
 
 static void *run_worker(void *arg)
@@ -477,6 +484,8 @@ int main(int argc, char **argv)
             swap_from = atoi(argv[++i]);
         else if (strcmp(a, "--cross-from") == 0 && i + 1 < argc)
             cross_from = atoi(argv[++i]);
+        else if (strcmp(a, "--skip-last-from") == 0 && i + 1 < argc)
+            skip_from = atoi(argv[++i]);
         else if (strcmp(a, "--scratch") == 0)
             scratch_from = 0;
         else if (strcmp(a, "--scratch-from") == 0 && i + 1 < argc)
@@ -505,7 +514,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -590,7 +599,7 @@ int main(int argc, char **argv)
         CHECK(cudaFree(warm));
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
-                          peek_after >= 0 || cross_from >= 0 ? iters - 1 : 0],
+                          peek_after >= 0 || cross_from >= 0 || skip_from >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

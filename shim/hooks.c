@@ -199,6 +199,7 @@ static struct {
     int in_pass;
     uint64_t lane;            /* the thread whose pass is being timed */
     int foreign_starts;       /* passes other lanes began meanwhile */
+    int off_record;           /* consecutive passes dropped for not following the record */
     unsigned epoch;           /* suspension epoch at the pass's start */
     event_create_fn create;
     event_record_fn record;
@@ -644,26 +645,32 @@ static int cupti_unit_times(double *us)
 /* This thread pushed a CUPTI tag for its launch: popped once the launch is enqueued. */
 static __thread int tag_pushed;
 
-static void end_profiled_pass(void)
+/* Profiling gives up waiting for passes that follow the recorded one after this many
+ * in a row that do not, and plans from the passes it has (at least one). */
+#define PROFILE_MAX_OFF_RECORD 8
+
+/* 1: the pass was timed; 0: dropped (suspended, an error); -1: dropped because it did
+ * not run every unit where discovery saw them (the program's passes changed). */
+static int end_profiled_pass(void)
 {
     double us[prof.n];
     cudaError_t err = prof.sync(prof.ev[prof.n]);
     if (err != cudaSuccess) {
         FT_DEBUG("profiling: pass dropped, waiting for its end failed (cudaError %d)", (int)err);
-        return;
+        return 0;
     }
     for (size_t i = 0; i < prof.n; i++) {
         if (!prof.seen[i]) {
             FT_DEBUG("profiling: pass dropped, %s not seen at launch %u", ft_disc_unit(disc, i)->name,
                      prof.first[i]);
-            return; /* the pass did not run every unit where discovery saw them */
+            return -1; /* the pass did not run every unit where discovery saw them */
         }
         float ms = 0;
         err = prof.elapsed(&ms, prof.ev[i], i + 1 < prof.n ? prof.ev[i + 1] : prof.ev[prof.n]);
         if (err != cudaSuccess) {
             FT_DEBUG("profiling: pass dropped, timing %s failed (cudaError %d)", ft_disc_unit(disc, i)->name,
                      (int)err);
-            return;
+            return 0;
         }
         us[i] = (double)ms * 1000.0;
     }
@@ -671,7 +678,7 @@ static void end_profiled_pass(void)
         prof.cupti_passes++;
     if (prof.epoch != ft_prof_epoch(prof.prof)) {
         FT_DEBUG("profiling: pass dropped, profiling was suspended during it");
-        return;
+        return 0;
     }
     for (size_t i = 0; i < prof.n; i++) {
         double moved = (double)__atomic_load_n(&prof.moves_ns[i], __ATOMIC_RELAXED) / 1e3;
@@ -681,6 +688,7 @@ static void end_profiled_pass(void)
     }
     ft_prof_add_pass(prof.prof, us);
     FT_DEBUG("profiling: pass %d of %d timed", ft_prof_passes(prof.prof), profiling_iters);
+    return 1;
 }
 
 static char *human_bytes(uint64_t b, char *buf, size_t len)
@@ -883,8 +891,15 @@ static void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
     if (pos == 0) {
         if (prof.in_pass) {
             prof.record(prof.ev[prof.n], stream);
-            end_profiled_pass();
-            if (ft_prof_done(prof.prof)) {
+            int kept = end_profiled_pass();
+            prof.off_record = kept < 0 ? prof.off_record + 1 : kept > 0 ? 0 : prof.off_record;
+            int give_up = prof.off_record >= PROFILE_MAX_OFF_RECORD;
+            if (give_up && prof.off_record == PROFILE_MAX_OFF_RECORD)
+                FT_WARN("profiling: the last %d passes did not follow the one discovery recorded (the "
+                        "program's passes changed after it); %s", PROFILE_MAX_OFF_RECORD,
+                        ft_prof_passes(prof.prof) > 0 ? "planning from the passes timed so far"
+                        : "nothing is planned until one does");
+            if (ft_prof_done(prof.prof) || (give_up && ft_prof_passes(prof.prof) > 0)) {
                 finish_profiling();
                 pthread_mutex_unlock(&prof.lock);
                 return;

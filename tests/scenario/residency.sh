@@ -81,6 +81,14 @@ run_pair cross --iters 14 --cross-from 9
 expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and [1-9][0-9]* on demand' "$WORK/cross.err" "cross: misses served"
 expect_no_grep 'taken for stale pointers' "$WORK/cross.err" "cross: nothing taken for stale"
 pass "a launch added after discovery reading two layers' weights: the unpredicted one loaded on demand, same output"
+# From forward 5 on the last layer is skipped: no pass profiled after the first runs
+# every unit where discovery saw them. After 8 such passes profiling plans from the one
+# it timed (before, it waited for ever and nothing was offloaded).
+run_pair skip --iters 18 --skip-last-from 5
+expect_grep 'profiling: the last 8 passes did not follow the one discovery recorded .*planning from the passes timed so far' \
+    "$WORK/skip.err" "skip: profiling gives up waiting"
+expect_grep 'profiling: done, 1 pass\(es\)' "$WORK/skip.err" "skip: planned from one pass"
+pass "passes shorter than the recorded one after the first profiled pass: planned from it after 8, the model streams, same output"
 # A weight written after every forward (cudaMemcpy of one word into layer 0): each
 # eviction finds it changed and copies it back; after the third, it stays loaded.
 sim "$MODEL" "${ARGS[@]}" --iters 16 --rewrite 8 >"$WORK/rw.plain" || fail "rewrite: model without shim failed"

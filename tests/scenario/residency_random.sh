@@ -2,8 +2,8 @@
 # smallest plan to above the model), threads on their own streams, pointer arrays,
 # stale addresses in argument padding (also first seen after discovery), a weight every
 # layer reads, passes of two lengths, activations that move after discovery, launches
-# reading two layers' weights after discovery, reads and writes of an offloaded weight,
-# a layer freed mid-run, both pinning modes. Every
+# reading two layers' weights after discovery, passes that lose their last layer, reads
+# and writes of an offloaded weight, a layer freed mid-run, both pinning modes. Every
 # case must print what a run without the shim prints. The cases come from a fixed
 # seed (FT_TEST_SEED overrides it, FT_TEST_CASES the count); a failure names the seed
 # and the case's command.
@@ -35,6 +35,7 @@ for ((i = 0; i < CASES; i++)); do
     ((RANDOM % 4 == 0)) && extra+=(--swap-acts $((3 + RANDOM % 6)))
     ((RANDOM % 4 == 0)) && extra+=(--stale-from $((3 + RANDOM % 6)))
     ((RANDOM % 5 == 0)) && extra+=(--cross-from $((9 + RANDOM % (iters - 9))))
+    ((RANDOM % 6 == 0)) && extra+=(--skip-last-from $((5 + RANDOM % 4)))
     modes=(alloc host_register)
     mode=${modes[RANDOM % 2]}
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")

@@ -1,8 +1,10 @@
 """What the bench scripts share: the Llama shapes they build, FlexTensor's memory
-usage through its control API, and the GPU's memory in use as nvidia-smi shows it.
+usage through its control API, the GPU's memory in use as nvidia-smi shows it, and a
+synchronised wall-clock timing.
 Imported by llama_forward.py, offload_bench.py and tp_bench.py (run from bench/'s
 parent as `python3 bench/NAME.py`, so that this folder is on sys.path)."""
 import ctypes
+import time
 
 
 def llama_config(layers, hidden, **extra):
@@ -42,3 +44,13 @@ def gpu_used_mib(index=0):
         return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).used / 1048576
     except Exception:
         return None
+
+
+def timed(fn):
+    """fn()'s result and its milliseconds, the device synchronised before and after."""
+    import torch
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    r = fn()
+    torch.cuda.synchronize()
+    return r, (time.perf_counter() - t) * 1e3

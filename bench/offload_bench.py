@@ -47,7 +47,7 @@ import time
 import torch
 from transformers import LlamaForCausalLM
 
-from ftbench import ft_usage, gpu_used_mib, llama_config
+from ftbench import ft_usage, gpu_used_mib, llama_config, timed
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -123,14 +123,6 @@ def dispatch_accelerate(model, budget_bytes):
     info = {"accelerate_modules": count, "accelerate_bytes": nbytes,
             "accelerate_device_map": {k: str(v) for k, v in device_map.items()}}
     return model, info
-
-
-def timed(fn):
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    r = fn()
-    torch.cuda.synchronize()
-    return r, (time.perf_counter() - t) * 1e3
 
 
 def run_forwards(model, ids, warmup, iters, last_only):

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ftbench import ft_usage, gpu_used_mib, llama_config
+from ftbench import ft_usage, gpu_used_mib, llama_config, timed
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -130,14 +130,6 @@ def forward(m, ids, world):
 
 
 steady_from = None
-
-
-def timed(fn):
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    r = fn()
-    torch.cuda.synchronize()
-    return r, (time.perf_counter() - t) * 1e3
 
 
 def run_forwards(m, ids, world, warmup, iters):

@@ -833,7 +833,9 @@ static int touches(const record_t *r, size_t i, uint32_t id)
     return 0;
 }
 
-/* Discovery is done: where passes start from now on (track_*). Best, a launch whose
+/* Discovery is done: which kernels ran in the recorded pass and which touched weights
+ * there (kinfo_t in_pass, weighted), and where passes start from now on (track_*).
+ * Best, a launch whose
  * own weight no other launch of the pass touches: then a kernel that did not run in
  * the recorded pass also starts one by touching it (a prefill's embedding kernel is
  * not a decode step's; a kernel of the pass touching it elsewhere carries a stale
@@ -1276,6 +1278,18 @@ static int touches_only_start_units(ft_disc_t *d, const uint32_t *ids, size_t n)
     return 1;
 }
 
+/* " 12 34w 56i": region ids, w a weight, i reached through a pointer array. */
+static void format_ids(ft_disc_t *d, const uint32_t *ids, size_t n, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && at < len; i++) {
+        rinfo_t *r = rinfo_get(d, ids[i] & ~ID_INDIRECT);
+        at += (size_t)snprintf(buf + at, len - at, " %u%s%s", ids[i] & ~ID_INDIRECT,
+                               (ids[i] & ID_INDIRECT) ? "i" : "", r != NULL && r->unit >= 0 ? "w" : "");
+    }
+}
+
 /* FT_LOG_LEVEL=debug: a launch of the pass start's kernel that did not start a pass,
  * its regions against the start's. */
 static void debug_start_miss(ft_disc_t *d, const uint32_t *ids, size_t n)
@@ -1283,39 +1297,35 @@ static void debug_start_miss(ft_disc_t *d, const uint32_t *ids, size_t n)
     if (!FT_LOG_ENABLED(FT_LOG_DEBUG))
         return;
     const launch_t *l = &d->last.l[d->track_start];
-    char now[256] = "", then[256] = "";
-    size_t a = 0, b = 0;
-    for (size_t i = 0; i < n && a < sizeof now; i++) {
-        rinfo_t *r = rinfo_get(d, ids[i] & ~ID_INDIRECT);
-        a += (size_t)snprintf(now + a, sizeof now - a, " %u%s%s", ids[i] & ~ID_INDIRECT,
-                              (ids[i] & ID_INDIRECT) ? "i" : "", r != NULL && r->unit >= 0 ? "w" : "");
-    }
-    for (uint32_t i = 0; i < l->n_ids && b < sizeof then; i++) {
-        uint32_t raw = d->last.ids[l->first_id + i];
-        rinfo_t *r = rinfo_get(d, raw & ~ID_INDIRECT);
-        b += (size_t)snprintf(then + b, sizeof then - b, " %u%s%s", raw & ~ID_INDIRECT,
-                              (raw & ID_INDIRECT) ? "i" : "", r != NULL && r->unit >= 0 ? "w" : "");
-    }
+    char now[256], then[256];
+    format_ids(d, ids, n, now, sizeof now);
+    format_ids(d, d->last.ids + l->first_id, l->n_ids, then, sizeof then);
     FT_DEBUG("discovery: %s did not start a pass: regions%s, at the start%s (w: weight, i: through "
              "a pointer array)", d->kv[l->kernel]->name, n ? now : " none", l->n_ids ? then : " none");
 }
 
 long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set,
-                   int *expected)
+                   int *expected, int *weightless)
 {
     pthread_mutex_lock(&d->lock);
     long pos = -1;
     if (expected != NULL)
         *expected = 0;
     lane_t *ln = d->state == FT_DISC_DONE ? lane_get(d, lane) : NULL;
+    kinfo_t *k = NULL;
+    if (d->state == FT_DISC_DONE)
+        HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
+    if (weightless != NULL)
+        *weightless = k != NULL && k->in_pass && !k->weighted;
     /* Every lane that found its passes is followed: the lane that decided may stop
      * launching (a thread that finished its work) while others go on. */
     if (ln != NULL && (ln->anchored || d->explicit_marks || d->track_set)) {
-        kinfo_t *k;
-        HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
+        /* The touches the kernel is sure to make (unsure ones are stale addresses). */
         uint32_t ids[FT_SCAN_MAX_IDS], minid;
+        size_t n = 0;
         for (size_t i = 0; i < set->n; i++)
-            ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
+            if (!set->unsure[i])
+                ids[n++] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
         int start;
         if (d->explicit_marks) {
             start = ln->track_mark || (k != NULL && d->p.marker_glob && d->p.marker_glob[0] &&
@@ -1324,11 +1334,11 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
             start = 0;
             int kernel_ok = k != NULL && k->idx == d->track_kernel;
             kernel_ok |= d->track_any_kernel && (k == NULL || !k->in_pass);
-            for (size_t i = 0; kernel_ok && i < set->n && !start; i++)
+            for (size_t i = 0; kernel_ok && i < n && !start; i++)
                 start = ids[i] == d->track_region;
-            start = start && touches_only_start_units(d, ids, set->n);
+            start = start && touches_only_start_units(d, ids, n);
         } else {
-            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, set->n, &minid) : 0;
+            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, n, &minid) : 0;
             start = key != 0 && key == ln->anchor;
         }
         /* A start's kernel touching its weight again within half a pass of the last
@@ -1347,7 +1357,7 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
                 d->track_start > 0)
                 ln->track_pos = 0;
             if (d->track_set && k != NULL && k->idx == d->track_kernel && d->track_misses++ < 3)
-                debug_start_miss(d, ids, set->n);
+                debug_start_miss(d, ids, n);
             if (++ln->since_start == 4 * (uint64_t)d->last.n + 4 && ln->anchored && !d->track_lost_warned) {
                 d->track_lost_warned = 1;
                 FT_WARN("discovery: no pass has started in the last %llu launches (thread %#llx); "
@@ -1363,17 +1373,6 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
     }
     pthread_mutex_unlock(&d->lock);
     return pos;
-}
-
-int ft_disc_kernel_weightless(ft_disc_t *d, uint64_t kernel)
-{
-    pthread_mutex_lock(&d->lock);
-    kinfo_t *k = NULL;
-    if (d->state == FT_DISC_DONE)
-        HASH_FIND(hh, d->kmap, &kernel, sizeof kernel, k);
-    int weightless = k != NULL && k->in_pass && !k->weighted;
-    pthread_mutex_unlock(&d->lock);
-    return weightless;
 }
 
 int ft_disc_region_shared(ft_disc_t *d, uint32_t id)

@@ -97,9 +97,13 @@ int ft_disc_iterations(ft_disc_t *d);
  * before a pass began. Positions are those of the units' first_launch / last_launch.
  * *expected (may be NULL) is set to 1 when the recorded pass launched this kernel at
  * that position: a pass whose launches differ (a prefill where discovery saw decode
- * steps) can be told from one that follows the record. */
+ * steps) can be told from one that follows the record. Touches flagged unsure in set
+ * are left out. *weightless (may be NULL) is set to 1 when the kernel ran in the
+ * recorded pass and touched no weight there through its own arguments: a weight address
+ * in its arguments later is a stale one (PyTorch's cat kernel in every layer, whose
+ * unused metadata slots hold what the stack left). */
 long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set,
-                   int *expected);
+                   int *expected, int *weightless);
 /* A region's address range by id (as listed in a unit). 0, or -1 when unknown. */
 int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size);
 
@@ -112,12 +116,6 @@ int ft_disc_region_shared(ft_disc_t *d, uint32_t id);
  * through a launch's own arguments): the residency guard, which does not read
  * pointer arrays, could not load it, so the engine keeps it resident. */
 int ft_disc_region_indirect_only(ft_disc_t *d, uint32_t id);
-
-/* 1 when the kernel (its identity, as given to ft_disc_launch) ran in the recorded
- * pass and touched no weight there, through its own arguments (after DONE): a weight
- * address in its arguments later is a stale one (PyTorch's cat kernel in every layer,
- * whose unused metadata slots hold what the stack left). */
-int ft_disc_kernel_weightless(ft_disc_t *d, uint64_t kernel);
 
 /* Launches in the recorded pass. */
 size_t ft_disc_pass_length(ft_disc_t *d);

@@ -2098,10 +2098,8 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         spill_touch(set.ptr, set.n, stream);
     if (res_on) {
         /* Pass tracking sees the touches the kernel is sure to make; the guard all. */
-        ft_scan_set_t sure = set;
-        ft_scan_set_drop_unsure(&sure);
-        int expected;
-        long pos = ft_disc_track(disc, lane_id(), key, &sure, &expected), tracked = pos;
+        int expected, weightless;
+        long pos = ft_disc_track(disc, lane_id(), key, &set, &expected, &weightless), tracked = pos;
         if (pos == 0) {
             step_mark(stream);
             lane_off_script = 0;
@@ -2111,7 +2109,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
         if (lane_off_script)
             pos = -1;
         res_kernel_name = k->name;
-        res_touch(set.id, set.unsure, set.n, stream, pos, ft_disc_kernel_weightless(disc, key));
+        res_touch(set.id, set.unsure, set.n, stream, pos, weightless);
         res_kernel_name = "?";
         lane_last_pos = tracked; /* a miss above was after the launch before */
         /* After this launch is enqueued (engine_leave): an eviction waits on the host
@@ -2130,7 +2128,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     if (!disc_on) {
         if (!__atomic_load_n(&profiling, __ATOMIC_RELAXED))
             return; /* only FT_SPILL's faults were wanted */
-        long pos = ft_disc_track(disc, lane_id(), key, &set, NULL);
+        long pos = ft_disc_track(disc, lane_id(), key, &set, NULL, NULL);
         if (pos >= 0)
             profile_launch(lane_id(), pos, stream);
         return;

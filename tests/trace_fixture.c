@@ -88,7 +88,7 @@ static void launch(ft_disc_t *d, const char *name, uint64_t written, int n, ...)
         version[id_of(written)]++;
     /* The kernel's identity: its name's address, stable for the literals used here. */
     if (tracking)
-        ft_disc_track(d, 1, (uint64_t)(uintptr_t)name, &set, NULL);
+        ft_disc_track(d, 1, (uint64_t)(uintptr_t)name, &set, NULL, NULL);
     else
         ft_disc_launch(d, 1, (uint64_t)(uintptr_t)name, name, &set);
 }

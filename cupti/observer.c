@@ -15,13 +15,21 @@ typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc
 typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
 typedef CUptiResult (*enable_cb_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
 typedef CUptiResult (*result_string_fn)(CUptiResult, const char **);
+typedef CUptiResult (*finalize_fn)(void);
 
 static struct {
     pthread_mutex_t lock;     /* start and stop may race between threads at exit */
     ft_cupti_status_t status;
     CUpti_SubscriberHandle sub;
     unsubscribe_fn unsubscribe;
-} obs = { PTHREAD_MUTEX_INITIALIZER, FT_CUPTI_STATUS_OFF, NULL, NULL };
+    finalize_fn finalize;
+} obs = { PTHREAD_MUTEX_INITIALIZER, FT_CUPTI_STATUS_OFF, NULL, NULL, NULL };
+
+/* Set by ft_cupti_stop: the next watched call's exit detaches CUPTI (cuptiFinalize),
+ * the place CUPTI's guide gives for a dynamic detach. Merely unsubscribing leaves
+ * CUPTI attached, and the driver slower on every launch for the rest of the run. */
+static atomic_int detach_wanted;
+static _Atomic uint64_t n_detached;
 
 static _Atomic uint64_t n_launch, n_copy, n_set, u_launch, u_copy, u_set;
 static void *cupti_lib;       /* dlopen handle, for the activity API */
@@ -68,6 +76,12 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain domain, CUpti
                               const void *data)
 {
     const CUpti_CallbackData *cb = data;
+    if (cb->callbackSite == CUPTI_API_EXIT && atomic_exchange(&detach_wanted, 0)) {
+        /* A CUPTI call, not a CUDA one: allowed here. */
+        if (obs.finalize() == CUPTI_SUCCESS)
+            atomic_fetch_add(&n_detached, 1);
+        return;
+    }
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cb->callbackSite != CUPTI_API_ENTER)
         return;
     int kind = kind_of(cbid);
@@ -91,6 +105,12 @@ ft_cupti_status_t ft_cupti_start(char *why, size_t len)
         pthread_mutex_unlock(&obs.lock);
         return FT_CUPTI_STATUS_ACTIVE;
     }
+    if (atomic_exchange(&detach_wanted, 0)) {
+        /* Stopped, then started again before any call detached CUPTI: still subscribed. */
+        obs.status = FT_CUPTI_STATUS_ACTIVE;
+        pthread_mutex_unlock(&obs.lock);
+        return obs.status;
+    }
     void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
     if (h == NULL)
         h = dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL);
@@ -105,6 +125,7 @@ ft_cupti_status_t ft_cupti_start(char *why, size_t len)
     enable_cb_fn enable = (enable_cb_fn)dlsym(h, "cuptiEnableCallback");
     result_string_fn result_string = (result_string_fn)dlsym(h, "cuptiGetResultString");
     obs.unsubscribe = (unsubscribe_fn)dlsym(h, "cuptiUnsubscribe");
+    obs.finalize = (finalize_fn)dlsym(h, "cuptiFinalize");
     if (subscribe == NULL || enable == NULL || obs.unsubscribe == NULL) {
         snprintf(why, len, "libcupti lacks cuptiSubscribe/cuptiEnableCallback");
         obs.status = FT_CUPTI_STATUS_MISSING;
@@ -147,10 +168,18 @@ void ft_cupti_stop(void)
 {
     pthread_mutex_lock(&obs.lock);
     if (obs.status == FT_CUPTI_STATUS_ACTIVE) {
-        obs.unsubscribe(obs.sub);
+        if (obs.finalize != NULL)
+            atomic_store(&detach_wanted, 1);
+        else
+            obs.unsubscribe(obs.sub);
         obs.status = FT_CUPTI_STATUS_OFF;
     }
     pthread_mutex_unlock(&obs.lock);
+}
+
+uint64_t ft_cupti_detached(void)
+{
+    return atomic_load(&n_detached);
 }
 
 void ft_cupti_get_stats(ft_cupti_stats_t *out)

@@ -32,8 +32,12 @@ typedef enum {
  * Returns the status; why receives a one-line explanation when not ACTIVE. */
 ft_cupti_status_t ft_cupti_start(char *why, size_t len);
 
-/* Unsubscribes (so that a profiler started later can subscribe). Idempotent. */
+/* Stops observing, so that a profiler started later can subscribe: the next watched
+ * driver call detaches CUPTI at its exit (cuptiFinalize; unsubscribes where the library
+ * lacks it). Idempotent. */
 void ft_cupti_stop(void);
+/* How many times CUPTI was detached (cuptiFinalize succeeded). */
+uint64_t ft_cupti_detached(void);
 
 typedef struct {
     ft_cupti_status_t status;

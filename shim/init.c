@@ -176,8 +176,9 @@ static void report_cupti(void)
     uint64_t unseen = s.unseen_launches + s.unseen_copies + s.unseen_sets;
     if (unseen == 0)
         FT_INFO("CUPTI saw %llu launches, %llu copies, %llu sets in the driver: all went through "
-                "FlexTensor's wrappers", (unsigned long long)s.launches,
-                (unsigned long long)s.copies, (unsigned long long)s.sets);
+                "FlexTensor's wrappers%s", (unsigned long long)s.launches,
+                (unsigned long long)s.copies, (unsigned long long)s.sets,
+                ft_cupti_detached() > 0 ? "; CUPTI was detached after profiling" : "");
     else
         FT_WARN("CUPTI saw %llu launches, %llu copies, %llu sets in the driver, of which %llu, "
                 "%llu, %llu bypassed FlexTensor's wrappers (first: %s)",

@@ -16,6 +16,8 @@ for src in cupti events held; do
     [ "$(cat "$WORK/out")" = "$(sim "$MODEL" "${ARGS[@]}" --iters 10)" ] || fail "$src: output changed"
     if [ $src = cupti ]; then
         expect_grep 'profiling: 3 of 3 pass\(es\) timed from CUPTI activity records' "$WORK/err" "cupti: source"
+        # After profiling, CUPTI is detached at the next driver call's exit (cuptiFinalize)
+        expect_grep "CUPTI was detached after profiling" "$WORK/err" "cupti: detached"
     else
         grep -q 'timed from CUPTI activity records' "$WORK/err" && fail "events: CUPTI records used with FT_CUPTI=off"
     fi

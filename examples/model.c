@@ -40,6 +40,9 @@
  *                 another layer's weight, in a word that held NULL before (even
  *                 layers; PyTorch's cat metadata did this on the GPU) or the
  *                 activation's address (odd layers): garbage that looks like a pointer
+ *   --stale-new N  from forward N on, one more bump kernel per layer, a kernel discovery
+ *                 never saw, whose tail holds the same layer's weight in every layer
+ *                 (PyTorch's prefill cat kernels on the GPU did this)
  *   --shared      every layer's scale reads one more weight, a table as large as a
  *                 layer's (as every layer reads a framework's rotary tables, or a
  *                 caching-allocator segment holding all the norm weights)
@@ -107,7 +110,7 @@ typedef struct {
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
-           nvtx = 0, stale = 0, stale_from = -1, vary_from = -1, shared = 0;
+           nvtx = 0, stale = 0, stale_from = -1, stale_new = -1, vary_from = -1, shared = 0;
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
 static uint32_t *shared_table; /* --shared: dim x dim words, every layer reads the first dim */
@@ -270,6 +273,12 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             void *bump_args[] = { &b, &meta };
             CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
         }
+        if (stale_new >= 0 && cur_iter >= stale_new) {
+            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+            meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w;
+            void *bump_args[] = { &b, &meta };
+            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
+        }
         if (stale) {
             /* Even layers leave a far layer's weight in the tail, odd ones a host address:
              * the word is garbage to the kernel either way. */
@@ -345,13 +354,14 @@ static void print_usage(int it)
 }
 
 /* What a forward computes: 1 with the --vary kernels, 2 with the --cross-from gemvs, 4
- * without its last layer (--skip-last-from). */
+ * without its last layer (--skip-last-from), 8 with the --stale-new kernels. */
 static int forward_kind(int it)
 {
     int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
     int crossed = cross_from >= 0 && it >= cross_from;
     int skipped = skip_from >= 0 && it >= skip_from;
-    return varied | crossed << 1 | skipped << 2;
+    int stale_late = stale_new >= 0 && it >= stale_new;
+    return varied | crossed << 1 | skipped << 2 | stale_late << 3;
 }
 
 static void *run_worker(void *arg)
@@ -470,6 +480,8 @@ int main(int argc, char **argv)
             stale = 1;
         else if (strcmp(a, "--stale-from") == 0 && i + 1 < argc)
             stale_from = atoi(argv[++i]);
+        else if (strcmp(a, "--stale-new") == 0 && i + 1 < argc)
+            stale_new = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--shared") == 0)
             shared = 1;
         else if (strcmp(a, "--device") == 0 && i + 1 < argc)
@@ -514,7 +526,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

@@ -64,6 +64,23 @@ expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$W
 expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were taken for stale pointers and loaded nothing: [1-9][0-9]* found only at argument words that held garbage, or never a device address, in discovery; [1-9][0-9]* from a kernel that touched no weight in the recorded pass or at a position outside their unit.s range' \
     "$WORK/stale_late.err" "stale_late: skipped touches"
 pass "stale weight addresses first seen after discovery, in words that held NULL or an activation's address: nothing loaded for them, same output"
+# From forward 6 on, every layer launches a kernel discovery never saw (the prefill's
+# cat kernels on the GPU) whose unused tail holds layer 8's weight: the third touch in a
+# row, a few launches apart, and those after it are stale (the repeat rule). Before it,
+# layer 8 was loaded in nearly every layer (FT_STRICT_GUARD=1 still does).
+L12=(--layers 12 --dim 512 --iters 12 --quiet --stale-new 6)
+sim "$MODEL" "${L12[@]}" >"$WORK/sn.plain" || fail "stale_new: model without shim failed"
+for strict in 0 1; do
+    FT_STRICT_GUARD=$strict FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=9MiB \
+        shim "$MODEL" "${L12[@]}" >"$WORK/sn.shim" 2>"$WORK/sn$strict.err" \
+        || { sed 's/^/    | /' "$WORK/sn$strict.err" >&2; fail "stale_new: model under the engine failed"; }
+    cmp -s "$WORK/sn.plain" "$WORK/sn.shim" || fail "stale_new (strict $strict): output differs under the engine"
+done
+expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and [0-3] on demand' "$WORK/sn0.err" "stale_new: few misses"
+expect_grep 'taken for stale pointers .* [1-9][0-9]* touched by the same kernel every few launches' \
+    "$WORK/sn0.err" "stale_new: repeat rule"
+expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and [1-9][0-9]+ on demand' "$WORK/sn1.err" "stale_new: strict misses"
+pass "a kernel first seen after discovery carries one weight's address in every layer: at most 3 misses (FT_STRICT_GUARD=1: 10 or more), same output"
 # From forward 4 on (profiling's passes), the forward runs on another pair of
 # activation buffers, alive before the first launch as the first pair: the pass's first
 # launch touches other regions than in discovery. Passes are followed by the start's

@@ -1992,6 +1992,17 @@ static int demote_for(uint64_t size)
                 "from now on", human_bytes(size, a, sizeof a), human_bytes(budget, b, sizeof b),
                 human_bytes(held_locked() + moved, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
                 human_bytes(moved, d, sizeof d));
+        if (log_diagnostics) {
+            ft_gpu_memory_usage_t u;
+            usage_locked(&u);
+            FT_INFO("residency: held before that: %.1f MiB = tracked %.1f + granule padding %.1f - "
+                    "streamed not loaded %.1f - FT_SPILL host %.1f + the unit's %.1f; %d unit(s) "
+                    "loaded of %d slot(s), %.1f MiB of them", (double)(u.total_bytes + moved) / 1048576.0,
+                    (double)ft_regions_bytes(regions) / 1048576.0,
+                    (double)__atomic_load_n(&vmm_pad, __ATOMIC_RELAXED) / 1048576.0,
+                    (double)(u.unmapped_bytes - spill_bytes) / 1048576.0, (double)spill_bytes / 1048576.0,
+                    (double)moved / 1048576.0, res.loaded, res.slots, (double)res.held_bytes / 1048576.0);
+        }
     }
     return 0;
 }

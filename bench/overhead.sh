@@ -14,7 +14,8 @@
 # The table gives, per configuration, the median over rounds of each process's median
 # and min decode ms, and the median of the per-round ratios to plain.
 #
-#   OUT=/some/dir [ROUNDS=5] [ALT_SHIM=/x/libflextensor.so ALT_NAME=old] bash bench/overhead.sh
+#   OUT=/some/dir [ROUNDS=5] [CONFIGS="plain on"] [ALT_SHIM=/x/libflextensor.so ALT_NAME=old] \
+#       bash bench/overhead.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}
@@ -42,7 +43,7 @@ if [ ! -f "$WEIGHTS" ]; then
 fi
 
 ON=(FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_MEM_LIMIT=120GiB)
-CONFIGS=(plain off on nocupti)
+read -r -a CONFIGS <<<"${CONFIGS:-plain off on nocupti}"
 [ -n "${ALT_SHIM:-}" ] && CONFIGS+=("${ALT_NAME:-alt}")
 run_one() { # config round
     local c=$1 r=$2 mode=shim

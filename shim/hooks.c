@@ -1959,6 +1959,31 @@ static uint64_t held_locked(void)
     return u.total_bytes;
 }
 
+/* Bytes admitted by budget_admit whose allocation is not tracked yet (res.lock): two
+ * threads admitted one after the other would each see room for itself alone. */
+static uint64_t admitting;
+/* Bytes of frees under way: their regions have left the table, but cudaFree (which
+ * synchronises the device first) has not given their memory back yet. */
+static uint64_t releasing;
+
+/* Device bytes the process holds through the shim with every slot full (res.lock held):
+ * the loaded streamed units come and go, so an allocation admitted while a slot is
+ * empty, or holds a smaller unit, would take the process past the budget once the
+ * slots fill (the H200's FT_SPILL run: 4706 MiB held against 4608). */
+static uint64_t committed_locked(void)
+{
+    uint64_t largest = 0;
+    for (int i = 0; i < res.n_units; i++) {
+        uint64_t len = 0;
+        for (int k = 0; k < res.units[i].n; k++)
+            len += res.regions[res.units[i].first + k].size != 0 ? res.regions[res.units[i].first + k].len : 0;
+        if (!res.units[i].pinned && len > largest)
+            largest = len;
+    }
+    uint64_t held = held_locked() + admitting + __atomic_load_n(&releasing, __ATOMIC_RELAXED), cap = (uint64_t)res.slots * largest;
+    return res.held_bytes < cap ? held - res.held_bytes + cap : held;
+}
+
 /* After the plan, an allocation of `size` would take the process past the budget (the
  * plan made room for the non-weight memory profiling saw; a prefill after decode steps
  * needs more): resident units are made to stream, the largest first, until it fits
@@ -1967,7 +1992,7 @@ static int demote_for(uint64_t size)
 {
     uint64_t budget = plan.in.budget_bytes;
     int synced = 0;
-    while (held_locked() + size > budget) {
+    while (committed_locked() + size > budget) {
         int best = -1;
         for (int i = 0; i < res.n_units; i++)
             if (plan.out.resident[i] && res.units[i].n == 0 && !res.units[i].unstreamable &&
@@ -1988,9 +2013,10 @@ static int demote_for(uint64_t size)
             continue;
         }
         res.units[best].demoted = 1;
-        FT_WARN("residency: allocating %s would exceed the budget (%s, %s held): %s (%s) streams "
+        FT_WARN("residency: allocating %s would exceed the budget (%s, %s held with the slots "
+                "full): %s (%s) streams "
                 "from now on", human_bytes(size, a, sizeof a), human_bytes(budget, b, sizeof b),
-                human_bytes(held_locked() + moved, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
+                human_bytes(committed_locked() + moved, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
                 human_bytes(moved, d, sizeof d));
         if (log_diagnostics) {
             ft_gpu_memory_usage_t u;
@@ -2007,22 +2033,41 @@ static int demote_for(uint64_t size)
     return 0;
 }
 
-/* The allocation guard after the plan: 0 when `size` bytes fit the budget (resident
- * units made to stream if needed), -1 when they cannot. */
+/* The allocation guard after the plan: whether `size` bytes fit the budget (resident
+ * units made to stream if needed). -1 when they cannot; 1 when they do and are
+ * reserved until admit_done; 0 when there is no budget to keep yet. */
 static int budget_admit(uint64_t size)
 {
     if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) || plan.in.budget_bytes == 0)
         return 0;
     pthread_mutex_lock(&res.lock);
     int rc = demote_for(size);
+    if (rc == 0)
+        admitting += size;
     pthread_mutex_unlock(&res.lock);
     if (rc != 0) {
         char a[32], b[32];
         FT_ERROR("an allocation of %s does not fit the memory budget (%s: FT_GPU_MEM_LIMIT or "
                  "FT_MAX_GPU_MEM_FRACTION) even with every weight streamed: cudaErrorMemoryAllocation",
                  human_bytes(size, a, sizeof a), human_bytes(plan.in.budget_bytes, b, sizeof b));
+        return -1;
     }
-    return rc;
+    return 1;
+}
+
+static void track(void *p, size_t size, uint32_t flags);
+
+/* After the allocation budget_admit let through (adm its answer): p (NULL when it
+ * failed) is tracked, then the reservation goes. */
+static void admit_done(int adm, uint64_t size, void *p, uint32_t flags)
+{
+    if (p != NULL)
+        track(p, size, flags);
+    if (adm == 1) {
+        pthread_mutex_lock(&res.lock);
+        admitting -= size;
+        pthread_mutex_unlock(&res.lock);
+    }
 }
 
 /* The switch, res.lock held: calls already past their guard finish enqueueing first,
@@ -2623,29 +2668,48 @@ cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
 {
     if (!on_managed_device(1))
         return real(devPtr, size);
-    if (budget_admit(size) != 0)
+    int adm = budget_admit(size);
+    if (adm < 0)
         return cudaErrorMemoryAllocation;
+    cudaError_t rc = cudaErrorInvalidValue;
+    uint32_t flags = 0;
     if (devPtr != NULL && vmm_min_bytes != 0 && size >= vmm_min_bytes) {
-        cudaError_t rc = vmm_alloc(devPtr, size);
-        if (rc == cudaSuccess) {
-            track(*devPtr, size, FT_REGION_VMM);
-            return cudaSuccess;
-        }
-        if (rc == cudaErrorMemoryAllocation)
-            return rc;
+        rc = vmm_alloc(devPtr, size);
+        flags = FT_REGION_VMM;
     }
-    cudaError_t rc = real(devPtr, size);
-    if (rc == cudaSuccess)
-        track(*devPtr, size, 0);
+    if (rc != cudaSuccess && rc != cudaErrorMemoryAllocation) {
+        rc = real(devPtr, size);
+        flags = 0;
+    }
+    admit_done(adm, size, rc == cudaSuccess ? *devPtr : NULL, flags);
     return rc;
+}
+
+/* A free begins: what it will give back counts as held until free_end (the budget's
+ * admissions meanwhile, on other threads, must not take it as room). */
+static uint64_t free_begin(const void *p)
+{
+    ft_region_t r;
+    if (p == NULL || !ft_regions_find(regions, (uint64_t)(uintptr_t)p, &r))
+        return 0;
+    vmm_t *v = vmm_find(r.base);
+    uint64_t bytes = v != NULL ? v->size : r.size;
+    __atomic_add_fetch(&releasing, bytes, __ATOMIC_RELAXED);
+    return bytes;
+}
+
+static void free_end(uint64_t bytes)
+{
+    __atomic_sub_fetch(&releasing, bytes, __ATOMIC_RELAXED);
 }
 
 cudaError_t ft_hook_rt_free(cudaFree_fn_t real, void *devPtr)
 {
+    uint64_t bytes = free_begin(devPtr);
     untrack(devPtr);
-    if (devPtr != NULL && vmm_free(devPtr))
-        return cudaSuccess;
-    return real(devPtr);
+    cudaError_t rc = devPtr != NULL && vmm_free(devPtr) ? cudaSuccess : real(devPtr);
+    free_end(bytes);
+    return rc;
 }
 
 cudaError_t ft_hook_rt_malloc_async(cudaMallocAsync_fn_t real, void **devPtr, size_t size,
@@ -2653,11 +2717,11 @@ cudaError_t ft_hook_rt_malloc_async(cudaMallocAsync_fn_t real, void **devPtr, si
 {
     if (!on_managed_device(1))
         return real(devPtr, size, stream);
-    if (budget_admit(size) != 0)
+    int adm = budget_admit(size);
+    if (adm < 0)
         return cudaErrorMemoryAllocation;
     cudaError_t rc = real(devPtr, size, stream);
-    if (rc == cudaSuccess)
-        track(*devPtr, size, 0);
+    admit_done(adm, size, rc == cudaSuccess ? *devPtr : NULL, 0);
     return rc;
 }
 
@@ -2666,11 +2730,11 @@ cudaError_t ft_hook_rt_malloc_pool_async(cudaMallocFromPoolAsync_fn_t real, void
 {
     if (!on_managed_device(1))
         return real(ptr, size, pool, stream);
-    if (budget_admit(size) != 0)
+    int adm = budget_admit(size);
+    if (adm < 0)
         return cudaErrorMemoryAllocation;
     cudaError_t rc = real(ptr, size, pool, stream);
-    if (rc == cudaSuccess)
-        track(*ptr, size, 0);
+    admit_done(adm, size, rc == cudaSuccess ? *ptr : NULL, 0);
     return rc;
 }
 
@@ -2684,29 +2748,32 @@ CUresult ft_hook_drv_malloc(cuMemAlloc_v2_fn_t real, CUdeviceptr *dptr, size_t n
 {
     if (!on_managed_device(0))
         return real(dptr, n);
-    if (budget_admit(n) != 0)
+    int adm = budget_admit(n);
+    if (adm < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n);
-    if (rc == CUDA_SUCCESS)
-        track((void *)(uintptr_t)*dptr, n, 0);
+    admit_done(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, 0);
     return rc;
 }
 
 CUresult ft_hook_drv_free(cuMemFree_v2_fn_t real, CUdeviceptr dptr)
 {
+    uint64_t bytes = free_begin((void *)(uintptr_t)dptr);
     untrack((void *)(uintptr_t)dptr);
-    return real(dptr);
+    CUresult rc = real(dptr);
+    free_end(bytes);
+    return rc;
 }
 
 CUresult ft_hook_drv_malloc_async(cuMemAllocAsync_fn_t real, CUdeviceptr *dptr, size_t n, CUstream s)
 {
     if (!on_managed_device(0))
         return real(dptr, n, s);
-    if (budget_admit(n) != 0)
+    int adm = budget_admit(n);
+    if (adm < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n, s);
-    if (rc == CUDA_SUCCESS)
-        track((void *)(uintptr_t)*dptr, n, 0);
+    admit_done(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, 0);
     return rc;
 }
 

@@ -147,7 +147,7 @@ cmp -s "$WORK/g.plain" "$WORK/g.shim" || fail "grow: output differs"
 # The trace keeps the plan as made; the unit made to stream is counted apart.
 "$BUILD/bin/ft-trace" "$WORK/g.bin" >"$WORK/g.txt" 2>&1 || { cat "$WORK/g.txt" >&2; fail "grow: ft-trace refused the trace"; }
 expect_grep ' 1 unit\(s\) made to stream' "$WORK/g.txt" "grow: demotion in the trace"
-expect_grep 'allocating 2\.0 MiB would exceed the budget \(14\.0 MiB, 12\.1 MiB held\): unit\.0 \(4\.0 MiB\) streams from now on' \
+expect_grep 'allocating 2\.0 MiB would exceed the budget \(14\.0 MiB, 12\.1 MiB held with the slots full\): unit\.0 \(4\.0 MiB\) streams from now on' \
     "$WORK/g.err" "grow: demotion"
 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${G[@]}" >/dev/null 2>"$WORK/g2.err" \
     && fail "grow: 10 MiB should not hold two 4 MiB slots and 2 MiB more"

@@ -2,7 +2,9 @@
 # bench/offload.sh: the offload benchmark on the GPU machine (bench/offload_bench.py).
 # A Llama of LAYERS layers (default 32: about 13 GB of bf16 weights, random, no
 # download) run all resident (plain), under FlexTensor with FT_GPU_MEM_LIMIT=$BUDGET
-# (shim), and with accelerate's CPU offload at the same budget (accelerate); decode
+# and FT_SPILL=0 (shim: the model loads whole, the budget holds from the plan on), with
+# FT_SPILL=1 (spill, the default: it holds from the first allocation), and with
+# accelerate's CPU offload at the same budget (accelerate); decode
 # step, prefill and greedy generate. Needs build/libflextensor.so (make it first, or
 # run bench/run.sh). Logs and small files go flat under $OUT, the large outputs under
 # /tmp/ft_offload/; a short table is printed last and written to $OUT/offload-summary.txt.
@@ -131,7 +133,7 @@ fi
 if want shim; then
 t0=$SECONDS
 smi_start ""
-timeout 400 env FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_MEM_LIMIT="$BUDGET" \
+timeout 400 env FT_SPILL=0 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_MEM_LIMIT="$BUDGET" \
     FT_LOG_DIAGNOSTICS=1 FT_TRACE_FILE="$OUT/offload-trace.bin" LD_PRELOAD="$SHIM" \
     python3 $B shim "$OUT/offload-shim.json" "${COMMON[@]}" \
     --tensors "$BIG/offload-shim.pt" >"$OUT/offload-shim.log" 2>&1

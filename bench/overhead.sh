@@ -79,8 +79,10 @@ def get(c, r):
 J = {c: [get(c, r) for r in range(1, rounds + 1)] for c in configs}
 print(f"== FlexTensor overhead, budget above the model: Llama {layers} layers, hidden {hidden}, "
       f"{rounds} rounds, cores {pin}")
-print(f"{'config':10} {'decode med':>10} {'decode min':>10} {'vs plain (med of rounds)':>26} "
-      f"{'prefill med':>11} {'vs plain':>9}")
+if "plain" not in J:
+    sys.exit("overhead.sh: CONFIGS must include plain")
+print(f"{'config':10} {'decode med':>10} {'decode min':>10} {'med vs plain (per round)':>26} "
+      f"{'min vs plain':>12} {'best vs best':>12} {'prefill med':>11} {'vs plain':>9}")
 def ratios(c, key):
     rs = [j[key] / p[key] - 1 for j, p in zip(J[c], J["plain"]) if j and p and j.get(key) and p.get(key)]
     return rs
@@ -92,11 +94,15 @@ for c in configs:
     dm = statistics.median(j["decode_ms_median"] for j in ok)
     dn = statistics.median(j["decode_ms_min"] for j in ok)
     pm = statistics.median(j["prefill_ms_median"] for j in ok)
-    rd, rp = ratios(c, "decode_ms_median"), ratios(c, "prefill_ms_median")
+    rd, rp, rn = ratios(c, "decode_ms_median"), ratios(c, "prefill_ms_median"), ratios(c, "decode_ms_min")
     each = " ".join(f"{x * 100:+.1f}" for x in rd)
-    print(f"{c:10} {dm:10.2f} {dn:10.2f} {(statistics.median(rd) * 100 if rd else 0):+8.1f}% [{each}]"
-          f"{pm:11.2f} {(statistics.median(rp) * 100 if rp else 0):+8.1f}%")
+    med = lambda rs: statistics.median(rs) * 100 if rs else 0.0
+    plain_best = min((j["decode_ms_min"] for j in J["plain"] if j), default=None)
+    best = (min(j["decode_ms_min"] for j in ok) / plain_best - 1) * 100 if plain_best else 0.0
+    print(f"{c:10} {dm:10.2f} {dn:10.2f} {med(rd):+8.1f}% [{each}] {med(rn):+11.1f}% {best:+11.1f}%"
+          f"{pm:11.2f} {med(rp):+8.1f}%")
 print("(decode: 1 token, batch 1, use_cache=False; prefill 8 x 512; ms, each process's median of 30 "
-      "and min; ratio per round to that round's plain process)")
+      "and min. Ratios: the median over rounds of each process's median, and of its min, to that "
+      "round's plain process; best: the fastest step of all its processes to plain's fastest)")
 PY
 cat "$OUT/overhead-summary.txt"

@@ -4,9 +4,9 @@
 # three ways and compares each rank's outputs bitwise with the run without the shim:
 #
 #   plain   torchrun --nproc-per-node $WORLD bench/tp_bench.py run ...
-#   shim    the same under ft-run --gpu-mem $BUDGET (each process its own budget,
-#           its own host store, on its own device)
-#   spill   shim with FT_SPILL=1: the budget holds from the first allocation
+#   shim    the same under FT_SPILL=0 ft-run --gpu-mem $BUDGET (each process its own
+#           budget, its own host store, on its own device; the model loads whole)
+#   spill   shim with FT_SPILL=1 (the default): the budget holds from the first allocation
 #
 #   OUT=/some/dir bash bench/tp.sh          WORLD=2 LAYERS=32 HIDDEN=4096 BUDGET=3GiB
 #   MODES="plain shim" bash bench/tp.sh     a subset (plain is the reference)
@@ -82,7 +82,7 @@ for mode in $MODES; do
     RUN=(python3 $B run "$BIG" "${COMMON[@]}" --tag "$mode")
     case $mode in
         plain) PRE=() ;;
-        shim)  PRE=(build/bin/ft-run --gpu-mem "$BUDGET" --trace "$OUT/tp-trace-shim-%p.bin") ;;
+        shim)  PRE=(env FT_SPILL=0 build/bin/ft-run --gpu-mem "$BUDGET" --trace "$OUT/tp-trace-shim-%p.bin") ;;
         spill) PRE=(env FT_SPILL=1 build/bin/ft-run --gpu-mem "$BUDGET") ;;
         *) echo "tp.sh: unknown mode $mode (plain, shim, spill)" >&2; continue ;;
     esac

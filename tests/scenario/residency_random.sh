@@ -39,10 +39,11 @@ for ((i = 0; i < CASES; i++)); do
     ((RANDOM % 6 == 0)) && extra+=(--skip-last-from $((5 + RANDOM % 4)))
     modes=(alloc host_register)
     mode=${modes[RANDOM % 2]}
+    spill=$((RANDOM % 2)) # the default (1) holds the budget from the first allocation
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
-    what="seed $SEED case $i: FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode model ${args[*]}"
+    what="seed $SEED case $i: FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode model ${args[*]}"
     sim "$MODEL" "${args[@]}" >"$WORK/plain" || fail "$what: run without the shim failed"
-    FTSIM_TIME_SCALE=0.002 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=$budget \
+    FTSIM_TIME_SCALE=0.002 FT_SPILL=$spill FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=$budget \
         FT_PINNED_MEMORY_MODE=$mode shim "$MODEL" "${args[@]}" >"$WORK/shim" 2>"$WORK/err" \
         || { sed 's/^/    | /' "$WORK/err" >&2; fail "$what: failed under the shim"; }
     cmp -s "$WORK/plain" "$WORK/shim" \

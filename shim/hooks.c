@@ -1497,16 +1497,6 @@ static int guarding(void)
 /* The kernel of the launch being guarded, for messages ("?" for copies and sets). */
 static __thread const char *res_kernel_name = "?";
 
-/* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
- * found only at argument words that held garbage in discovery. The touch is stale
- * too when pos (the launch's position in a pass that follows the recorded one, else
- * -1) is outside the unit's range of positions: no launch of the recorded pass touched
- * it there (a weight touched outside its unit's range in discovery stays resident);
- * or when the kernel ran in the recorded pass touching no weight (weightless). Both
- * are garbage that looks like a pointer, in a word that held NULL or an activation's
- * address in discovery. An unsure or stale touch of a unit that is not loaded loads
- * nothing (FT_STRICT_GUARD=1: it does); of a loaded unit, it is a touch like any other
- * (a wait costs nothing there). */
 /* The repeat rule: a streamed region's last touch by one kernel on one lane, at the
  * lane's launch count `at`, and how many touches in a row came within a quarter of a
  * pass of the one before (`run`). Weights are grouped into units so that each is read
@@ -1555,7 +1545,17 @@ static int repeat_touch(uint64_t kernel, uint32_t id)
     return e->run >= 3;
 }
 
-/* kernel: the launch's kernel (0 for copies and sets, which the repeat rule spares). */
+/* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
+ * found only at argument words that held garbage in discovery. The touch is stale
+ * too when pos (the launch's position in a pass that follows the recorded one, else
+ * -1) is outside the unit's range of positions: no launch of the recorded pass touched
+ * it there (a weight touched outside its unit's range in discovery stays resident);
+ * or when the kernel ran in the recorded pass touching no weight (weightless). Both
+ * are garbage that looks like a pointer, in a word that held NULL or an activation's
+ * address in discovery. So is one the repeat rule finds (kernel: the launch's kernel;
+ * 0 for copies and sets, which it spares). An unsure or stale touch of a unit that is
+ * not loaded loads nothing (FT_STRICT_GUARD=1: it does); of a loaded unit, it is a
+ * touch like any other (a wait costs nothing there). */
 static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream, long pos,
                       int weightless, uint64_t kernel)
 {
@@ -1980,7 +1980,8 @@ static uint64_t committed_locked(void)
         if (!res.units[i].pinned && len > largest)
             largest = len;
     }
-    uint64_t held = held_locked() + admitting + __atomic_load_n(&releasing, __ATOMIC_RELAXED), cap = (uint64_t)res.slots * largest;
+    uint64_t held = held_locked() + admitting + __atomic_load_n(&releasing, __ATOMIC_RELAXED);
+    uint64_t cap = (uint64_t)res.slots * largest;
     return res.held_bytes < cap ? held - res.held_bytes + cap : held;
 }
 

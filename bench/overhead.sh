@@ -51,7 +51,8 @@ run_one() { # config round
     case $c in
     plain) mode=plain ;;
     off) envs=(FT_ENABLED=0 LD_PRELOAD="$SHIM") ;;
-    on) envs=("${ON[@]}" LD_PRELOAD="$SHIM") ;;
+    on) envs=("${ON[@]}" LD_PRELOAD="$SHIM")
+        [ "$r" = 1 ] && envs+=(FT_TRACE_FILE="$OUT/overhead-on-trace.bin") ;; # what discovery found
     nocupti) envs=("${ON[@]}" FT_CUPTI=off LD_PRELOAD="$SHIM") ;;
     *) envs=("${ON[@]}" LD_PRELOAD="$ALT_SHIM") ;;
     esac
@@ -105,4 +106,9 @@ print("(decode: 1 token, batch 1, use_cache=False; prefill 8 x 512; ms, each pro
       "and min. Ratios: the median over rounds of each process's median, and of its min, to that "
       "round's plain process; best: the fastest step of all its processes to plain's fastest)")
 PY
+if [ -f "$OUT/overhead-on-trace.bin" ] && [ -x build/bin/ft-trace ]; then
+    build/bin/ft-trace "$OUT/overhead-on-trace.bin" >"$OUT/overhead-on-trace.txt" 2>&1
+    grep -E '^  (launches|units|weights?) ' "$OUT/overhead-on-trace.txt" | sed 's/^/on, discovery: /' \
+        >>"$OUT/overhead-summary.txt"
+fi
 cat "$OUT/overhead-summary.txt"

@@ -43,6 +43,8 @@
  *   --stale-new N  from forward N on, one more bump kernel per layer, a kernel discovery
  *                 never saw, whose tail holds the same layer's weight in every layer
  *                 (PyTorch's prefill cat kernels on the GPU did this)
+ *   --segments N  the weights are carved, in order, out of allocations of N MiB, as a
+ *                 caching allocator's segments hold neighbouring layers' tensors
  *   --shared      every layer's scale reads one more weight, a table as large as a
  *                 layer's (as every layer reads a framework's rotary tables, or a
  *                 caching-allocator segment holding all the norm weights)
@@ -163,12 +165,33 @@ static uint64_t fnv1a(const void *data, size_t len)
     return h;
 }
 
+/* --segments N: the weights are carved, one after another, out of allocations of N
+ * MiB (a caching allocator's segments, each holding tensors of neighbouring layers). */
+static size_t segment_bytes;
+static char *segs[4096];
+static int n_segs;
+static size_t seg_used;
+
 static uint32_t *upload_padded(uint64_t seed, size_t count, uint32_t *host, size_t pad)
 {
     uint32_t *dev;
     for (size_t i = 0; i < count; i++)
         host[i] = (uint32_t)xorshift(&seed);
-    CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
+    size_t bytes = (count * sizeof *dev + pad + 511) & ~(size_t)511;
+    if (segment_bytes > 0 && bytes <= segment_bytes) {
+        if (n_segs == 0 || seg_used + bytes > segment_bytes) {
+            if (n_segs == (int)(sizeof segs / sizeof segs[0])) {
+                fprintf(stderr, "model: too many segments\n");
+                exit(1);
+            }
+            CHECK(cudaMalloc((void **)&segs[n_segs++], segment_bytes));
+            seg_used = 0;
+        }
+        dev = (uint32_t *)(segs[n_segs - 1] + seg_used);
+        seg_used += bytes;
+    } else {
+        CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
+    }
     if (pad > 0)
         CHECK(cudaMemset((char *)dev + count * sizeof *dev, 0, pad));
     CHECK(cudaMemcpy(dev, host, count * sizeof *dev, cudaMemcpyHostToDevice));
@@ -178,6 +201,16 @@ static uint32_t *upload_padded(uint64_t seed, size_t count, uint32_t *host, size
 static uint32_t *upload(uint64_t seed, size_t count, uint32_t *host)
 {
     return upload_padded(seed, count, host, 0);
+}
+
+/* Frees a weight that upload gave, unless it lives in a --segments segment (those go
+ * at exit, whole). */
+static void free_weight(void *p)
+{
+    for (int i = 0; i < n_segs; i++)
+        if ((char *)p >= segs[i] && (char *)p < segs[i] + segment_bytes)
+            return;
+    CHECK(cudaFree(p));
 }
 
 static void load_weights(void)
@@ -429,11 +462,11 @@ static void *run_worker(void *arg)
             print_usage(it);
         if (it == drop_after && layers > 1) {
             layers--;
-            CHECK(cudaFree(model[layers].w));
-            CHECK(cudaFree(model[layers].bias));
-            CHECK(cudaFree(model[layers].s));
+            free_weight(model[layers].w);
+            free_weight(model[layers].bias);
+            free_weight(model[layers].s);
             if (ptr_arrays)
-                CHECK(cudaFree(model[layers].pv));
+                free_weight(model[layers].pv);
         }
     }
     if (a2 != NULL) {
@@ -480,6 +513,8 @@ int main(int argc, char **argv)
             stale = 1;
         else if (strcmp(a, "--stale-from") == 0 && i + 1 < argc)
             stale_from = atoi(argv[++i]);
+        else if (strcmp(a, "--segments") == 0 && i + 1 < argc)
+            segment_bytes = (size_t)parse_int(a, argv[++i], 1, 1024) << 20;
         else if (strcmp(a, "--stale-new") == 0 && i + 1 < argc)
             stale_new = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--shared") == 0)
@@ -526,7 +561,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -597,18 +632,20 @@ int main(int argc, char **argv)
                      wk[t].checksum[it] == want;
         }
     for (int l = 0; l < layers; l++) {
-        CHECK(cudaFree(model[l].w));
-        CHECK(cudaFree(model[l].bias));
-        CHECK(cudaFree(model[l].s));
+        free_weight(model[l].w);
+        free_weight(model[l].bias);
+        free_weight(model[l].s);
         if (ptr_arrays)
-            CHECK(cudaFree(model[l].pv));
+            free_weight(model[l].pv);
     }
     if (ptr_arrays)
         CHECK(cudaFree(ptr_table));
     if (shared)
-        CHECK(cudaFree(shared_table));
+        free_weight(shared_table);
     if (prologue)
         CHECK(cudaFree(warm));
+    for (int i = 0; i < n_segs; i++)
+        CHECK(cudaFree(segs[i]));
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
                           peek_after >= 0 || cross_from >= 0 || skip_from >= 0 ? iters - 1 : 0],

@@ -433,7 +433,9 @@ static void peek_pointer_arrays(kinfo_t *k, ft_scan_set_t *set, cudaStream_t str
         unsigned char buf[PTR_PEEK_BYTES];
         uint64_t end = r.base + r.size;
         size_t len = end - set->ptr[i] < sizeof buf ? (size_t)(end - set->ptr[i]) : sizeof buf;
-        if (REAL(cudaMemcpy)(buf, (void *)(uintptr_t)set->ptr[i], len, cudaMemcpyDeviceToHost) != cudaSuccess)
+        /* A table FT_SPILL holds in host memory is read there. */
+        if (!spilled_read(buf, set->ptr[i], len) &&
+            REAL(cudaMemcpy)(buf, (void *)(uintptr_t)set->ptr[i], len, cudaMemcpyDeviceToHost) != cudaSuccess)
             continue;
         ft_scan_indirect(regions, buf, len, set);
     }
@@ -2208,8 +2210,13 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     } else if (first) {
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
-    if (spill_on)
+    if (spill_on) {
+        /* What pointer arrays reach is faulted in with the rest, in one call (a second
+         * call could move the first one's allocations out again). */
+        if (set.n > 0)
+            peek_pointer_arrays(k, &set, stream);
         spill_touch(set.ptr, set.n, stream);
+    }
     if (res_on) {
         /* Pass tracking sees the touches the kernel is sure to make; the guard all. */
         int expected, weightless;
@@ -2248,7 +2255,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
             profile_launch(lane_id(), pos, stream);
         return;
     }
-    if (set.n > 0)
+    if (set.n > 0 && !spill_on) /* under FT_SPILL, peeked above */
         peek_pointer_arrays(k, &set, stream);
     ft_disc_launch(disc, lane_id(), key, k->name, &set);
     /* One thread wins the switch, however many see discovery done at once. */

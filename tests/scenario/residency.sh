@@ -81,6 +81,18 @@ expect_grep 'taken for stale pointers .* [1-9][0-9]* touched by the same kernel 
     "$WORK/sn0.err" "stale_new: repeat rule"
 expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and [1-9][0-9]+ on demand' "$WORK/sn1.err" "stale_new: strict misses"
 pass "a kernel first seen after discovery carries one weight's address in every layer: at most 3 misses (FT_STRICT_GUARD=1: 10 or more), same output"
+# Weights carved out of shared 3 MiB segments (each holds parts of neighbouring layers,
+# as PyTorch's caching allocator packs tensors under 10 MiB into 20 MiB segments): the
+# segment is the region, so a unit is the layers sharing one; the pass is still the
+# whole forward (36 launches), and the segments stream.
+SEG=(--layers 12 --dim 512 --iters 10 --quiet --segments 3)
+sim "$MODEL" "${SEG[@]}" >"$WORK/seg.plain" || fail "segments: model without shim failed"
+FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=9MiB shim "$MODEL" "${SEG[@]}" \
+    >"$WORK/seg.shim" 2>"$WORK/seg.err" || { sed 's/^/    | /' "$WORK/seg.err" >&2; fail "segments: failed"; }
+cmp -s "$WORK/seg.plain" "$WORK/seg.shim" || fail "segments: output differs under the engine"
+expect_grep 'discovery: 2 iteration\(s\) of 36 launches, 6 units, 18\.0 MiB of weights' "$WORK/seg.err" "segments: pass and units"
+expect_grep 'residency: 6 unit\(s\), .* moved to pinned host memory' "$WORK/seg.err" "segments: streamed"
+pass "weights in shared 3 MiB segments: the whole forward is the pass, a unit per segment (6), they stream; same output"
 # From forward 4 on (profiling's passes), the forward runs on another pair of
 # activation buffers, alive before the first launch as the first pair: the pass's first
 # launch touches other regions than in discovery. Passes are followed by the start's

@@ -120,3 +120,19 @@ cmp -s "$WORK/plain6" "$WORK/out6" || fail "--prologue under FT_SPILL: output di
 expect_grep 'starting over at the next launch' "$WORK/err6" "restart"
 expect_grep 'residency: [0-9]+ unit\(s\), .* moved to pinned host memory' "$WORK/err6" "streamed after the plan"
 pass "warm-up kernels before the weights, under FT_SPILL: discovery starts over, the model streams, same output"
+
+# Weights reached only through pointer arrays (a grouped GEMM's table of 1 MiB tables,
+# big enough to be virtual memory, so spillable): before the plan, the tables that a
+# launch's small argument buffers point to are read (from host memory when spilled
+# themselves) and faulted in with the launch's other allocations. Before, every run
+# faulted in the kernel reading through the table.
+PA=(--layers 6 --dim 512 --iters 12 --quiet --ptr-arrays --big-tables)
+sim "$MODEL" "${PA[@]}" >"$WORK/plain7" || fail "pointer arrays without the shim"
+for b in 5 8; do
+    FTSIM_TIME_SCALE=0.002 FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=${b}MiB \
+        shim "$MODEL" "${PA[@]}" >"$WORK/out7" 2>"$WORK/err7" \
+        || { sed 's/^/    | /' "$WORK/err7" >&2; fail "pointer arrays under FT_SPILL ($b MiB): failed"; }
+    cmp -s "$WORK/plain7" "$WORK/out7" || fail "pointer arrays under FT_SPILL ($b MiB): output differs"
+    expect_grep 'FT_SPILL: before the plan, [1-9][0-9]* allocation\(s\) moved in' "$WORK/err7" "pointer arrays ($b MiB): moves"
+done
+pass "weights reached only through pointer arrays, spilled before the plan (5 and 8 MiB budgets): faulted in through the tables, same output"

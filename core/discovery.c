@@ -1410,6 +1410,14 @@ size_t ft_disc_pass_length(ft_disc_t *d)
     return d->last.n;
 }
 
+uint32_t ft_disc_track_start(ft_disc_t *d)
+{
+    pthread_mutex_lock(&d->lock);
+    uint32_t s = d->state == FT_DISC_DONE && d->track_set ? d->track_start : 0;
+    pthread_mutex_unlock(&d->lock);
+    return s;
+}
+
 void ft_disc_range_push(ft_disc_t *d, uint64_t lane, const char *name)
 {
     pthread_mutex_lock(&d->lock);

@@ -119,6 +119,9 @@ int ft_disc_region_indirect_only(ft_disc_t *d, uint32_t id);
 
 /* Launches in the recorded pass. */
 size_t ft_disc_pass_length(ft_disc_t *d);
+/* After DONE: the recorded position at which followed passes begin (ft_disc_track's
+ * position 0 of a pass is this one; positions wrap at the pass length). */
+uint32_t ft_disc_track_start(ft_disc_t *d);
 
 /* Results, valid once DONE. */
 typedef struct {

@@ -43,6 +43,9 @@
  *   --stale-new N  from forward N on, one more bump kernel per layer, a kernel discovery
  *                 never saw, whose tail holds the same layer's weight in every layer
  *                 (PyTorch's prefill cat kernels on the GPU did this)
+ *   --far-new N   from forward N on, after layer 0's first kernel, one bump kernel (a
+ *                 kernel discovery never saw) whose tail holds the weight of the layer
+ *                 two thirds in: a stale address far from where the pass is
  *   --segments N  the weights are carved, in order, out of allocations of N MiB, as a
  *                 caching allocator's segments hold neighbouring layers' tensors
  *   --shared      every layer's scale reads one more weight, a table as large as a
@@ -112,7 +115,7 @@ typedef struct {
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
-           nvtx = 0, stale = 0, stale_from = -1, stale_new = -1, vary_from = -1, shared = 0;
+           nvtx = 0, stale = 0, stale_from = -1, stale_new = -1, far_new = -1, vary_from = -1, shared = 0;
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
 static uint32_t *shared_table; /* --shared: dim x dim words, every layer reads the first dim */
@@ -266,6 +269,14 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         }
         void *gemv_args[] = { &model[l].w, &a, &b, &dim };
         CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, stream));
+        if (l == 0 && far_new >= 0 && cur_iter >= far_new) {
+            /* Once a forward, early, a kernel discovery never saw whose unused tail holds
+             * a far layer's weight (generate's reduce kernel on the GPU did this). */
+            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+            meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w;
+            void *bump_args[] = { &b, &meta };
+            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
+        }
         if (cross_from >= 0 && cur_iter >= cross_from) {
             /* b = w . (the first row of a far layer's weight): one launch reads two
              * layers' weights, the second never seen with it in discovery. */
@@ -387,14 +398,16 @@ static void print_usage(int it)
 }
 
 /* What a forward computes: 1 with the --vary kernels, 2 with the --cross-from gemvs, 4
- * without its last layer (--skip-last-from), 8 with the --stale-new kernels. */
+ * without its last layer (--skip-last-from), 8 with the --stale-new kernels, 16 with the
+ * --far-new kernel. */
 static int forward_kind(int it)
 {
     int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
     int crossed = cross_from >= 0 && it >= cross_from;
     int skipped = skip_from >= 0 && it >= skip_from;
     int stale_late = stale_new >= 0 && it >= stale_new;
-    return varied | crossed << 1 | skipped << 2 | stale_late << 3;
+    int far_late = far_new >= 0 && it >= far_new;
+    return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4;
 }
 
 static void *run_worker(void *arg)
@@ -513,6 +526,8 @@ int main(int argc, char **argv)
             stale = 1;
         else if (strcmp(a, "--stale-from") == 0 && i + 1 < argc)
             stale_from = atoi(argv[++i]);
+        else if (strcmp(a, "--far-new") == 0 && i + 1 < argc)
+            far_new = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--segments") == 0 && i + 1 < argc)
             segment_bytes = (size_t)parse_int(a, argv[++i], 1, 1024) << 20;
         else if (strcmp(a, "--stale-new") == 0 && i + 1 < argc)
@@ -561,7 +576,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

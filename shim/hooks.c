@@ -1031,6 +1031,7 @@ static struct {
     uint64_t unexpected_skipped; /* of those, from a weightless kernel or outside the range */
     uint64_t repeat_skipped;     /* of those, by the repeat rule (repeat_touch) */
     uint64_t repeat_window;      /* a quarter of the recorded pass, in launches */
+    long pass_len, pass_start;   /* the recorded pass's launches, and where passes begin */
     int strict;
     cudaStream_t side;        /* prefetch copies and write-backs */
     uint64_t held_bytes, peak_held_bytes; /* physical bytes of loaded streamed units */
@@ -1547,6 +1548,24 @@ static int repeat_touch(uint64_t kernel, uint32_t id)
     return e->run >= 3;
 }
 
+/* Whether pass position `at` (ft_disc_track's; -1: unknown) is more than half a pass
+ * from unit un's range of positions, counted in the order of a pass (positions wrap at
+ * the pass length when passes begin past the record's first launch). */
+static int far_from_range(long at, const res_unit_t *un)
+{
+    long len = res.pass_len, half = len / 2, s = res.pass_start;
+    if (at < 0 || len <= 0)
+        return 0;
+    /* In pass order: positions before the start come after the wrap. A pass longer
+     * than the recorded one counts on past the length. */
+#define PASS_ORDER(x) ((x) >= s ? (x) - s : (x) + len - s)
+    long a = PASS_ORDER(at), f = PASS_ORDER((long)un->first_launch), l = PASS_ORDER((long)un->last_launch);
+#undef PASS_ORDER
+    if (f > l)
+        return 0; /* the range spans the wrap: no order to compare */
+    return a + half < f || a > l + half;
+}
+
 /* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
  * found only at argument words that held garbage in discovery. The touch is stale
  * too when pos (the launch's position in a pass that follows the recorded one, else
@@ -1557,9 +1576,14 @@ static int repeat_touch(uint64_t kernel, uint32_t id)
  * address in discovery. So is one the repeat rule finds (kernel: the launch's kernel;
  * 0 for copies and sets, which it spares). An unsure or stale touch of a unit that is
  * not loaded loads nothing (FT_STRICT_GUARD=1: it does); of a loaded unit, it is a
- * touch like any other (a wait costs nothing there). */
+ * touch like any other (a wait costs nothing there). at: launches since the lane's
+ * pass began, also off the recorded sequence (-1: unknown); a touch more than half a
+ * pass away from its unit's range says nothing of where the pass is, so it loads what
+ * it needs but starts no prefetch (generate's reduce kernel on the H200 read a far
+ * layer's weight through a stale address at each step's third launch, and the
+ * prefetch that followed evicted the next layer: two misses a step). */
 static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream, long pos,
-                      int weightless, uint64_t kernel)
+                      int weightless, uint64_t kernel, long at)
 {
     if (!guarding())
         return;
@@ -1603,7 +1627,7 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         /* The first touch of a unit after its load: what follows it in the learned
          * order is loaded next, whatever the launch's position in the pass. A stale
          * address (unsure) says nothing of where the pass is. */
-        if (!un->touched_since_load && !stale) {
+        if (!un->touched_since_load && !stale && !far_from_range(at, un)) {
             un->touched_since_load = 1;
             if (prefetch_after < 0)
                 prefetch_after = r->unit;
@@ -1778,7 +1802,7 @@ static void guard_copy(const void *dst, const void *src, cudaStream_t stream)
     for (int i = 0; i < 2; i++)
         if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
             ids[n++] = r.id;
-    res_touch(ids, NULL, n, stream, -1, 0, 0);
+    res_touch(ids, NULL, n, stream, -1, 0, 0, -1);
 }
 
 static void observe_write(const void *dst);
@@ -2084,6 +2108,8 @@ static void activate_locked(void)
     size_t n = plan.in.n;
     int total = 0, streamed = 0;
     res.strict = cfgp->strict_guard;
+    res.pass_len = (long)ft_disc_pass_length(disc);
+    res.pass_start = (long)ft_disc_track_start(disc);
     res.repeat_window = ft_disc_pass_length(disc) / 4;
     if (res.repeat_window < 4)
         res.repeat_window = 4;
@@ -2231,7 +2257,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
             pos = -1;
         res_kernel_name = k->name;
         lane_launches++;
-        res_touch(set.id, set.unsure, set.n, stream, pos, weightless, key);
+        res_touch(set.id, set.unsure, set.n, stream, pos, weightless, key, tracked);
         res_kernel_name = "?";
         lane_last_pos = tracked; /* a miss above was after the launch before */
         /* After this launch is enqueued (engine_leave): an eviction waits on the host

@@ -93,6 +93,19 @@ cmp -s "$WORK/seg.plain" "$WORK/seg.shim" || fail "segments: output differs unde
 expect_grep 'discovery: 2 iteration\(s\) of 36 launches, 6 units, 18\.0 MiB of weights' "$WORK/seg.err" "segments: pass and units"
 expect_grep 'residency: 6 unit\(s\), .* moved to pinned host memory' "$WORK/seg.err" "segments: streamed"
 pass "weights in shared 3 MiB segments: the whole forward is the pass, a unit per segment (6), they stream; same output"
+# From forward 6 on, once a forward, right after layer 0's first kernel, a kernel
+# discovery never saw carries layer 8's weight (generate's reduce kernel on the H200):
+# the far unit is loaded for it (8 misses, one a forward), but a touch more than half a
+# pass from its unit's range starts no prefetch; it did, and the prefetch evicted
+# layer 1's unit, missed in turn (16 misses before).
+FAR=(--layers 12 --dim 512 --iters 14 --quiet --far-new 6)
+sim "$MODEL" "${FAR[@]}" >"$WORK/far.plain" || fail "far: model without shim failed"
+FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=9MiB shim "$MODEL" "${FAR[@]}" \
+    >"$WORK/far.shim" 2>"$WORK/far.err" || { sed 's/^/    | /' "$WORK/far.err" >&2; fail "far: failed"; }
+cmp -s "$WORK/far.plain" "$WORK/far.shim" || fail "far: output differs under the engine"
+nm=$(sed -n 's/.*prefetched and \([0-9]*\) on demand.*/\1/p' "$WORK/far.err")
+[ -n "$nm" ] && [ "$nm" -le 10 ] || { sed 's/^/    | /' "$WORK/far.err" >&2; fail "far: $nm misses, want at most 10"; }
+pass "a stale address far from where the pass is, once a forward: its unit is loaded but starts no prefetch ($nm misses; 16 before), same output"
 # From forward 4 on (profiling's passes), the forward runs on another pair of
 # activation buffers, alive before the first launch as the first pair: the pass's first
 # launch touches other regions than in discovery. Passes are followed by the start's

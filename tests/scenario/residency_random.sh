@@ -37,6 +37,7 @@ for ((i = 0; i < CASES; i++)); do
     ((RANDOM % 4 == 0)) && extra+=(--stale-from $((3 + RANDOM % 6)))
     ((RANDOM % 5 == 0)) && extra+=(--stale-new $((3 + RANDOM % 8)))
     ((RANDOM % 5 == 0)) && extra+=(--segments $((2 + RANDOM % 3)))
+    ((RANDOM % 5 == 0)) && extra+=(--far-new $((3 + RANDOM % 8)))
     ((RANDOM % 5 == 0)) && extra+=(--cross-from $((9 + RANDOM % (iters - 9))))
     ((RANDOM % 6 == 0)) && extra+=(--skip-last-from $((5 + RANDOM % 4)))
     modes=(alloc host_register)

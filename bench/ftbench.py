@@ -54,3 +54,23 @@ def timed(fn):
     r = fn()
     torch.cuda.synchronize()
     return r, (time.perf_counter() - t) * 1e3
+
+
+def repeat_forwards(step, warmup, iters, on_steady=None):
+    """warmup + iters calls of step(), each timed; step returns the tensor to keep (the
+    one before is freed first). Returns (the last one on the cpu as float, warm-up ms,
+    timed ms, whether every one equals the first). on_steady() runs once, before the
+    first timed call."""
+    import torch
+    ref, equal, warm, times, out = None, True, [], [], None
+    for i in range(warmup + iters):
+        if i == warmup and on_steady is not None:
+            on_steady()
+        out = None
+        out, ms = timed(step)
+        if ref is None:
+            ref = out
+        else:
+            equal = equal and torch.equal(out, ref)
+        (warm if i < warmup else times).append(round(ms, 3))
+    return out.float().cpu(), warm, times, equal

@@ -47,7 +47,7 @@ import time
 import torch
 from transformers import LlamaForCausalLM
 
-from ftbench import ft_usage, gpu_used_mib, llama_config, timed
+from ftbench import ft_usage, gpu_used_mib, llama_config, repeat_forwards, timed
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -128,19 +128,12 @@ def dispatch_accelerate(model, budget_bytes):
 def run_forwards(model, ids, warmup, iters, last_only):
     """warmup + iters forwards of ids; returns (last logits on the cpu, warm-up ms,
     timed ms, whether every forward's logits equal the first's)."""
-    ref, equal, warm, times, out = None, True, [], [], None
-    for i in range(warmup + iters):
-        lg, ms = timed(lambda: model(input_ids=ids, use_cache=False).logits)
+    def step():
+        lg = model(input_ids=ids, use_cache=False).logits
         # last_only: keep a copy of the last position only, so that the full logits
         # (8 x 512 x 32000 bf16, 262 MB) are freed before the next forward
-        out = lg[:, -1, :].clone() if last_only else lg
-        del lg
-        if ref is None:
-            ref = out
-        else:
-            equal = equal and torch.equal(out, ref)
-        (warm if i < warmup else times).append(round(ms, 3))
-    return out.float().cpu(), warm, times, equal
+        return lg[:, -1, :].clone() if last_only else lg
+    return repeat_forwards(step, warmup, iters)
 
 
 def context_mib(idle):

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ftbench import ft_usage, gpu_used_mib, llama_config, timed
+from ftbench import ft_usage, gpu_used_mib, llama_config, repeat_forwards
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -135,20 +135,11 @@ steady_from = None
 def run_forwards(m, ids, world, warmup, iters):
     """(last position's logits of the last forward on the cpu, warm-up ms, timed ms,
     whether every forward's logits equal the first's)."""
-    global steady_from
-    ref, equal, warm, times, out = None, True, [], [], None
-    for i in range(warmup + iters):
-        if i == warmup and steady_from is None:
+    def steady():
+        global steady_from
+        if steady_from is None:
             steady_from = time.time()  # after the warm-up (FlexTensor's plan is made)
-        lg, ms = timed(lambda: forward(m, ids, world))
-        out = lg[:, -1, :].clone()
-        del lg
-        if ref is None:
-            ref = out
-        else:
-            equal = equal and torch.equal(out, ref)
-        (warm if i < warmup else times).append(round(ms, 3))
-    return out.float().cpu(), warm, times, equal
+    return repeat_forwards(lambda: forward(m, ids, world)[:, -1, :].clone(), warmup, iters, steady)
 
 
 def shard_path(a, rank, world):

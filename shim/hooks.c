@@ -1030,7 +1030,6 @@ static struct {
     uint64_t unsure_skipped;
     uint64_t unexpected_skipped; /* of those, from a weightless kernel or outside the range */
     uint64_t repeat_skipped;     /* of those, by the repeat rule (repeat_touch) */
-    uint64_t repeat_window;      /* a quarter of the recorded pass, in launches */
     long pass_len, pass_start;   /* the recorded pass's launches, and where passes begin */
     int strict;
     cudaStream_t side;        /* prefetch copies and write-backs */
@@ -1541,7 +1540,8 @@ static int repeat_touch(uint64_t kernel, uint32_t id)
     }
     if (e->lane == lane_id() && e->at == lane_launches)
         return e->run >= 3; /* the same launch again */
-    int close = e->lane == lane_id() && lane_launches - e->at < res.repeat_window;
+    uint64_t window = res.pass_len / 4 > 4 ? (uint64_t)res.pass_len / 4 : 4; /* a quarter pass */
+    int close = e->lane == lane_id() && lane_launches - e->at < window;
     e->run = close ? e->run + 1 : 1;
     e->lane = lane_id();
     e->at = lane_launches;
@@ -2110,9 +2110,6 @@ static void activate_locked(void)
     res.strict = cfgp->strict_guard;
     res.pass_len = (long)ft_disc_pass_length(disc);
     res.pass_start = (long)ft_disc_track_start(disc);
-    res.repeat_window = ft_disc_pass_length(disc) / 4;
-    if (res.repeat_window < 4)
-        res.repeat_window = 4;
     /* Room for every unit's regions: a resident unit may be made to stream later
      * (demote_for), when the application allocates past the budget. */
     for (size_t i = 0; i < n; i++) {
@@ -2724,7 +2721,9 @@ cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
 static uint64_t free_begin(const void *p)
 {
     ft_region_t r;
-    if (p == NULL || !ft_regions_find(regions, (uint64_t)(uintptr_t)p, &r))
+    /* Only budget_admit reads it: nothing to count while it admits everything. */
+    if (p == NULL || !__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) || plan.in.budget_bytes == 0 ||
+        !ft_regions_find(regions, (uint64_t)(uintptr_t)p, &r))
         return 0;
     vmm_t *v = vmm_find(r.base);
     uint64_t bytes = v != NULL ? v->size : r.size;

@@ -250,6 +250,24 @@ static void load_weights(void)
     free(host);
 }
 
+/* One bump kernel on y with meta m (cudaLaunchKernel). */
+static void bump(uint32_t *y, struct model_meta m, cudaStream_t stream)
+{
+    dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    void *bump_args[] = { &y, &m };
+    CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
+}
+
+/* bump's meta, its tail left holding the weight of the layer two thirds in
+ * (--stale-new, --far-new). */
+static struct model_meta far_weight_meta(void)
+{
+    struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+    meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w;
+    return meta;
+}
+
 static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
 {
     void *scratch_buf = NULL;
@@ -269,14 +287,10 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         }
         void *gemv_args[] = { &model[l].w, &a, &b, &dim };
         CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, stream));
-        if (l == 0 && far_new >= 0 && cur_iter >= far_new) {
-            /* Once a forward, early, a kernel discovery never saw whose unused tail holds
-             * a far layer's weight (generate's reduce kernel on the GPU did this). */
-            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
-            meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w;
-            void *bump_args[] = { &b, &meta };
-            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
-        }
+        /* Once a forward, early, a kernel discovery never saw whose unused tail holds a
+         * far layer's weight (generate's reduce kernel on the GPU did this). */
+        if (l == 0 && far_new >= 0 && cur_iter >= far_new)
+            bump(b, far_weight_meta(), stream);
         if (cross_from >= 0 && cur_iter >= cross_from) {
             /* b = w . (the first row of a far layer's weight): one launch reads two
              * layers' weights, the second never seen with it in discovery. */
@@ -314,15 +328,10 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
                 meta.tail[0] = cur_iter >= stale_from ? far : 0;
             else
                 meta.tail[1] = cur_iter >= stale_from ? far : (uint64_t)(uintptr_t)a;
-            void *bump_args[] = { &b, &meta };
-            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
+            bump(b, meta, stream);
         }
-        if (stale_new >= 0 && cur_iter >= stale_new) {
-            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
-            meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w;
-            void *bump_args[] = { &b, &meta };
-            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
-        }
+        if (stale_new >= 0 && cur_iter >= stale_new)
+            bump(b, far_weight_meta(), stream);
         if (stale) {
             /* Even layers leave a far layer's weight in the tail, odd ones a host address:
              * the word is garbage to the kernel either way. */
@@ -331,8 +340,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
                                       : (uint64_t)(uintptr_t)&meta;
             for (int k = 1; k < 6; k++)
                 meta.tail[k] = (uint64_t)(l * 6 + k);
-            void *bump_args[] = { &b, &meta };
-            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
+            bump(b, meta, stream);
         }
         if (scratch_from >= 0 && cur_iter >= scratch_from && l == layers / 2) {
             CHECK(cudaMalloc(&scratch_buf, 2u << 20));
@@ -343,11 +351,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             void *warm_args[] = { &warm, &a, &dim };
             CHECK(cudaLaunchKernelExC(&cfg, k_mix, warm_args));
         }
-        if (extra_kernels) {
-            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
-            void *bump_args[] = { &b, &meta };
-            CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, stream));
-        }
+        if (extra_kernels)
+            bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
         uint32_t *t = a;
         a = b;
         b = t;

@@ -30,6 +30,9 @@
  *   --skip-last-from N  from forward N on, the last layer is skipped: passes shorter
  *                 than the one discovery recorded (profiling then plans from the passes
  *                 it timed before)
+ *   --big-last K  the last layer's weight is allocated K times as large as it is used
+ *                 (zeroed): one unit K times a layer, as a language model's head or its
+ *                 tensor-parallel shard's replicated embeddings are
  *   --pad-odd     odd layers' weights are allocated 2 MiB larger than they are used
  *                 (zeroed): units of two sizes, whose physical memory a load cannot
  *                 reuse from the unit unloaded before
@@ -129,6 +132,7 @@ static int peek_after = -1;
 static int scratch_from = -1;
 static int big_tables;
 static int pad_odd; /* odd layers' weights are allocated 2 MiB larger than used */
+static int big_last = 1; /* the last layer's weight is allocated this many times larger */
 static int swap_from = -1; /* from this forward on, another pair of activation buffers */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int skip_from = -1; /* from this forward on, the last layer is skipped */
@@ -227,8 +231,10 @@ static void load_weights(void)
         exit(1);
     }
     for (int l = 0; l < layers; l++) {
-        model[l].w = upload_padded(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host,
-                                   pad_odd && l % 2 == 1 ? 2u << 20 : 0);
+        size_t pad = pad_odd && l % 2 == 1 ? 2u << 20 : 0;
+        if (l == layers - 1)
+            pad += (size_t)(big_last - 1) * n * n * sizeof *model[l].w;
+        model[l].w = upload_padded(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host, pad);
         model[l].bias = upload(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
         model[l].s = upload(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
         if (ptr_arrays)
@@ -545,6 +551,8 @@ int main(int argc, char **argv)
             prologue = 1;
         else if (strcmp(a, "--big-tables") == 0)
             big_tables = 1;
+        else if (strcmp(a, "--big-last") == 0 && i + 1 < argc)
+            big_last = parse_int(a, argv[++i], 1, 64);
         else if (strcmp(a, "--pad-odd") == 0)
             pad_odd = 1;
         else if (strcmp(a, "--swap-acts") == 0 && i + 1 < argc)
@@ -581,7 +589,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--big-last K] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

@@ -1992,39 +1992,91 @@ static uint64_t admitting;
  * synchronises the device first) has not given their memory back yet. */
 static uint64_t releasing;
 
+/* The bytes unit i takes in a slot when it streams (res.lock held): its mapped
+ * regions once it streams; the discovered size of a resident unit counted as streaming
+ * (`extra`, a candidate of demote_for); 0 for a resident or pinned unit. */
+static uint64_t slot_len_locked(int i, int extra)
+{
+    if (i == extra)
+        return ft_disc_unit(disc, (size_t)i)->bytes;
+    if (res.units[i].pinned)
+        return 0;
+    uint64_t len = 0;
+    for (int k = 0; k < res.units[i].n; k++)
+        len += res.regions[res.units[i].first + k].size != 0 ? res.regions[res.units[i].first + k].len : 0;
+    return len;
+}
+
+/* What the slots hold at most (res.lock held): the sum of the res.slots largest
+ * streaming units, with unit `extra` counted as streaming (-1: none). Not slots times
+ * the largest: a tensor-parallel shard's 892 MiB embeddings made to stream beside
+ * 196 MiB layers counted 3 x 892 MiB and no allocation fitted the budget any more (the
+ * H200 pair, sixth session). Taken by distinct lengths, largest first, so that it
+ * needs no array. */
+static uint64_t slots_full_locked(int extra)
+{
+    uint64_t sum = 0, below = UINT64_MAX;
+    for (int left = res.slots; left > 0;) {
+        uint64_t top = 0;
+        int count = 0;
+        for (int i = 0; i < res.n_units; i++) {
+            uint64_t len = slot_len_locked(i, extra);
+            if (len >= below || len == 0 || len < top)
+                continue;
+            count = len > top ? 1 : count + 1;
+            top = len;
+        }
+        if (count == 0)
+            break;
+        int take = count < left ? count : left;
+        sum += (uint64_t)take * top;
+        left -= take;
+        below = top;
+    }
+    return sum;
+}
+
 /* Device bytes the process holds through the shim with every slot full (res.lock held):
  * the loaded streamed units come and go, so an allocation admitted while a slot is
  * empty, or holds a smaller unit, would take the process past the budget once the
  * slots fill (the H200's FT_SPILL run: 4706 MiB held against 4608). */
 static uint64_t committed_locked(void)
 {
-    uint64_t largest = 0;
-    for (int i = 0; i < res.n_units; i++) {
-        uint64_t len = 0;
-        for (int k = 0; k < res.units[i].n; k++)
-            len += res.regions[res.units[i].first + k].size != 0 ? res.regions[res.units[i].first + k].len : 0;
-        if (!res.units[i].pinned && len > largest)
-            largest = len;
-    }
     uint64_t held = held_locked() + admitting + __atomic_load_n(&releasing, __ATOMIC_RELAXED);
-    uint64_t cap = (uint64_t)res.slots * largest;
+    uint64_t cap = slots_full_locked(-1);
     return res.held_bytes < cap ? held - res.held_bytes + cap : held;
 }
 
 /* After the plan, an allocation of `size` would take the process past the budget (the
  * plan made room for the non-weight memory profiling saw; a prefill after decode steps
- * needs more): resident units are made to stream, the largest first, until it fits
- * (res.lock held). 0 when it fits, -1 when nothing more can leave the device. */
+ * needs more): resident units are made to stream until it fits (res.lock held). Each
+ * time, the unit that gives back the most room for the bytes it will copy in every
+ * pass: its size less what it adds to the full slots (a unit larger than every
+ * streaming one raises them). 0 when it fits, -1 when nothing more can leave the
+ * device, or nothing that leaves makes room. */
 static int demote_for(uint64_t size)
 {
     uint64_t budget = plan.in.budget_bytes;
     int synced = 0;
-    while (committed_locked() + size > budget) {
+    uint64_t committed;
+    while ((committed = committed_locked()) + size > budget) {
         int best = -1;
-        for (int i = 0; i < res.n_units; i++)
-            if (plan.out.resident[i] && res.units[i].n == 0 && !res.units[i].unstreamable &&
-                (best < 0 || ft_disc_unit(disc, (size_t)i)->bytes > ft_disc_unit(disc, (size_t)best)->bytes))
+        uint64_t best_gain = 0, best_bytes = 1, cap = slots_full_locked(-1);
+        for (int i = 0; i < res.n_units; i++) {
+            if (!plan.out.resident[i] || res.units[i].n != 0 || res.units[i].unstreamable)
+                continue;
+            uint64_t bytes = ft_disc_unit(disc, (size_t)i)->bytes, grow = slots_full_locked(i) - cap;
+            if (bytes <= grow)
+                continue;
+            uint64_t gain = bytes - grow;
+            /* the most room per byte, the larger room on a tie */
+            double l = (double)gain / (double)bytes, r = (double)best_gain / (double)best_bytes;
+            if (best < 0 || l > r || (l == r && gain > best_gain)) {
                 best = i;
+                best_gain = gain;
+                best_bytes = bytes;
+            }
+        }
         if (best < 0)
             return -1;
         if (!synced) { /* a resident unit's calls leave no events behind */
@@ -2043,7 +2095,7 @@ static int demote_for(uint64_t size)
         FT_WARN("residency: allocating %s would exceed the budget (%s, %s held with the slots "
                 "full): %s (%s) streams "
                 "from now on", human_bytes(size, a, sizeof a), human_bytes(budget, b, sizeof b),
-                human_bytes(committed_locked() + moved, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
+                human_bytes(committed, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
                 human_bytes(moved, d, sizeof d));
         if (log_diagnostics) {
             ft_gpu_memory_usage_t u;

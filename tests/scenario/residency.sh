@@ -179,6 +179,26 @@ FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${G[@]}"
 expect_grep 'an allocation of 2\.0 MiB does not fit the memory budget \(10\.0 MiB: FT_GPU_MEM_LIMIT' "$WORK/g2.err" "grow: budget named"
 expect_grep 'cudaMalloc.*out of memory' "$WORK/g2.err" "grow: the application sees cudaErrorMemoryAllocation"
 pass "an allocation past the budget after the plan: a resident layer streams from then on (same output); with nothing left to stream, cudaErrorMemoryAllocation and the budget named"
+# The same with a last unit four layers large (a language model's head; a tensor-
+# parallel shard's replicated embeddings), kept resident by the plan. Making it stream
+# gives back 16 MiB but raises what the two slots hold at most from 8 to 20 MiB; a
+# layer gives back 4 MiB for nothing. Before, the largest unit went first and the
+# slots were counted as 2 x 16 MiB: no allocation fitted any more, at 34 MiB (10
+# layers) as at 26 MiB (6 layers, where only the head is left to stream), and the
+# tensor-parallel run on two H200s failed that way.
+for A in "34 10 unit\\.0 \\(4\\.0" "26 6 unit\\.5 \\(16\\.0"; do
+    read -r mib nl want <<<"$A"
+    H=(--layers "$nl" --dim 1024 --iters 14 --quiet --scratch-from 9 --big-last 4)
+    sim "$MODEL" "${H[@]}" >"$WORK/h.plain" || fail "head ($mib MiB): model without shim failed"
+    FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=${mib}MiB shim "$MODEL" "${H[@]}" >"$WORK/h.shim" 2>"$WORK/h.err" \
+        || { sed 's/^/    | /' "$WORK/h.err" >&2; fail "head ($mib MiB): failed"; }
+    cmp -s "$WORK/h.plain" "$WORK/h.shim" || fail "head ($mib MiB): output differs"
+    n=$(grep -c 'would exceed the budget' "$WORK/h.err")
+    [ "$n" = 1 ] || { grep 'would exceed' "$WORK/h.err" >&2; fail "head ($mib MiB): $n units made to stream, want 1"; }
+    expect_grep "allocating 2\\.0 MiB would exceed the budget \\($mib\\.0 MiB, [0-9.]+ MiB held with the slots full\\): $want MiB\\) streams" \
+        "$WORK/h.err" "head ($mib MiB): the unit made to stream"
+done
+pass "a head four layers large: a layer is made to stream rather than the head, and the head when it is all that is left (the slots counted by their largest units, not slots x the largest); same output"
 # 7 MiB: 2 slots of 2 MiB, the shared table (1 MiB in a 2 MiB granule, counted with
 # the non-weight memory) and the activations, which 6 MiB cannot hold.
 LIMIT=6MiB

@@ -47,9 +47,11 @@ pass "64 MiB of weights on a 41 MiB device (40 MiB budget, FT_SPILL by default):
 # full (one slot held a smaller unit, or was empty, at that moment) the fifth went
 # 1164 KiB over; before frees under way counted as held until their memory was back
 # (another thread's cudaFree was synchronising the device), the fourth went 1172 KiB
-# over in half the runs (the H200: 4706 MiB held against a 4608 MiB budget).
+# over in half the runs (the H200: 4706 MiB held against a 4608 MiB budget). The sixth
+# has a head four layers large: a layer, then the head, are made to stream.
 for A in "22 --layers 16 --dim 1024" "22 --layers 8 --dim 768 --threads 2" "22 --layers 8 --dim 1024 --pad-odd" \
-    "19 --layers 16 --dim 1024 --scratch-from 8 --threads 2" "21 --layers 16 --dim 1024 --scratch-from 8 --pad-odd"; do
+    "19 --layers 16 --dim 1024 --scratch-from 8 --threads 2" "21 --layers 16 --dim 1024 --scratch-from 8 --pad-odd" \
+    "30 --layers 10 --dim 1024 --scratch-from 8 --big-last 4 --threads 2"; do
     read -r -a P <<<"$A"
     mib=${P[0]}
     P=("${P[@]:1}")

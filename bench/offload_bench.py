@@ -150,6 +150,23 @@ def context_mib(idle):
     return None if r is None else round(r, 1)
 
 
+def h2d_gbps(mib=1024, reps=5):
+    """Host-to-device bandwidth of pinned memory, GB/s: the median of `reps` copies of
+    `mib` MiB (the link bound's denominator, measured apart from FlexTensor)."""
+    src = torch.empty(mib << 20, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(mib << 20, dtype=torch.uint8, device="cuda")
+    rates = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dst.copy_(src, non_blocking=True)
+        torch.cuda.synchronize()
+        rates.append((mib << 20) / (time.perf_counter() - t0) / 1e9)
+    del src, dst
+    torch.cuda.empty_cache()
+    return round(statistics.median(rates), 2)
+
+
 def bench(a, cfg):
     idle = gpu_used_mib()
     ctx = context_mib(idle)
@@ -196,6 +213,8 @@ def bench(a, cfg):
             tensors["tokens"] = seq[0, prompt.shape[1]:].tolist()
             res.update(generate_ms=round(ms, 3), generate_tokens=len(tensors["tokens"]))
 
+    if a.mode == "plain":
+        res["h2d_gbps"] = h2d_gbps()
     free_b, total_b = torch.cuda.mem_get_info()
     # what the process holds outside the budget once every kernel has run (modules load
     # lazily): in use less what FlexTensor holds under it (or PyTorch's reserved)

@@ -212,6 +212,7 @@ typedef CUptiResult (*act_next_fn)(uint8_t *, size_t, CUpti_Activity **);
 typedef CUptiResult (*act_flush_fn)(uint32_t);
 typedef CUptiResult (*act_push_fn)(CUpti_ExternalCorrelationKind, uint64_t);
 typedef CUptiResult (*act_pop_fn)(CUpti_ExternalCorrelationKind, uint64_t *);
+typedef CUptiResult (*act_attr_fn)(CUpti_ActivityAttribute, size_t *, void *);
 
 #define TIMING_BUF (1u << 20)
 
@@ -290,6 +291,15 @@ int ft_cupti_timing_start(void)
     timing.push = (act_push_fn)dlsym(cupti_lib, "cuptiActivityPushExternalCorrelationId");
     timing.pop = (act_pop_fn)dlsym(cupti_lib, "cuptiActivityPopExternalCorrelationId");
     act_register_fn reg = (act_register_fn)dlsym(cupti_lib, "cuptiActivityRegisterCallbacks");
+    /* The records wait in pinned host memory rather than in CUPTI's default device
+     * buffers (about 10 MB per context since CUDA 12.0 Update 1), which the budget does
+     * not count: the whole run's peak must stay within it. Refused on confidential
+     * computing devices; the records then stay on the device. */
+    act_attr_fn set_attr = (act_attr_fn)dlsym(cupti_lib, "cuptiActivitySetAttribute");
+    uint8_t host_pinned = 1;
+    size_t attr_size = sizeof host_pinned;
+    if (set_attr != NULL)
+        set_attr(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &attr_size, &host_pinned);
     if (!timing.enable || !timing.disable || !timing.next || !timing.flush || !timing.push ||
         !timing.pop || !reg || reg(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
         timing.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) != CUPTI_SUCCESS)

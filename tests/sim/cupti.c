@@ -302,6 +302,14 @@ static unsigned kind_bit(CUpti_ActivityKind kind)
     }
 }
 
+/* Where the records of kernels, copies and sets wait until they are read: as CUPTI
+ * 12.0 Update 1 and later, DEVICE_BUFFER_PRE_ALLOCATE_VALUE buffers of
+ * DEVICE_BUFFER_SIZE bytes in device memory per context, from the first such kind
+ * enabled until cuptiFinalize; none in device memory with MEM_ALLOCATION_TYPE_HOST_PINNED. */
+static size_t g_buf_size = 3200000, g_buf_count = 3;
+static uint8_t g_host_pinned;
+static int g_buffers_held;
+
 static CUptiResult set_kind(CUpti_ActivityKind kind, int on)
 {
     unsigned bit = kind_bit(kind);
@@ -310,6 +318,10 @@ static CUptiResult set_kind(CUpti_ActivityKind kind, int on)
     if (!ready())
         return CUPTI_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_act_lock);
+    if (on && bit != SIMCU_ACTMASK_EXTCORR && !g_buffers_held) {
+        g_buffers_held = 1;
+        T->activity_memory(g_host_pinned ? 0 : (uint64_t)g_buf_size * g_buf_count);
+    }
     if (on) {
         g_mask |= bit;
         if (bit == SIMCU_ACTMASK_KERNEL)
@@ -538,7 +550,15 @@ CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttrib
 {
     if (!valueSize || !value)
         return CUPTI_ERROR_INVALID_PARAMETER;
-    return CUPTI_SUCCESS;  /* buffer sizing knobs: nothing to tune in the simulator */
+    pthread_mutex_lock(&g_act_lock);
+    if (attr == CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED && *valueSize >= 1)
+        g_host_pinned = *(uint8_t *)value != 0;
+    else if (attr == CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE && *valueSize >= sizeof(size_t))
+        g_buf_size = *(size_t *)value;
+    else if (attr == CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE && *valueSize >= sizeof(size_t))
+        g_buf_count = *(size_t *)value;
+    pthread_mutex_unlock(&g_act_lock); /* other knobs: nothing to tune in the simulator */
+    return CUPTI_SUCCESS;
 }
 
 CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivityGetAttribute(CUpti_ActivityAttribute attr, size_t *valueSize,
@@ -579,6 +599,10 @@ CUPTI_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
         return CUPTI_SUCCESS;
     pthread_mutex_lock(&g_act_lock);
     g_mask = 0;
+    if (g_buffers_held) {
+        g_buffers_held = 0;
+        T->activity_memory(0);
+    }
     free(g_pending);
     g_pending = NULL;
     g_npending = g_cap = 0;

@@ -1054,6 +1054,21 @@ static void cupti_set_activity(unsigned mask, simcu_activity_sink_t sink)
     pthread_mutex_unlock(&g_sim.lock);
 }
 
+/* CUPTI's activity buffers: held per context, on its device, until cuptiFinalize. */
+static void cupti_activity_memory(uint64_t bytes)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    for (int i = 0; i < g_sim.ndev; i++) {
+        sim_dev_t *dev = &g_sim.dev[i];
+        uint64_t want = dev->primary != NULL ? bytes : 0;
+        dev->used = dev->used - dev->activity_bytes + want;
+        dev->activity_bytes = want;
+        if (dev->used > dev->peak)
+            dev->peak = dev->used;
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+}
+
 static uint64_t cupti_host_now(void) { return simcudaHostNow(); }
 
 static int cupti_push_external(uint32_t kind, uint64_t id)
@@ -1103,6 +1118,7 @@ static const simcu_cupti_table_t g_cupti_table = {
     .push_external = cupti_push_external,
     .pop_external = cupti_pop_external,
     .host_now = cupti_host_now,
+    .activity_memory = cupti_activity_memory,
     .context_id = cupti_ctx_id,
     .stream_id = cupti_stream_id,
     .device_id = cupti_device_id,

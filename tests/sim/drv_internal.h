@@ -79,6 +79,7 @@ typedef struct sim_dev {
     uint64_t capacity;
     uint64_t used;                      /* physical bytes: allocs, VMM, async */
     uint64_t peak;                      /* the most `used` has been (FTSIM_REPORT_PEAK) */
+    uint64_t activity_bytes;            /* of used: CUPTI's activity buffers */
     uint64_t eng_free[SIM_ENG_COUNT];   /* virtual time each engine becomes free */
     struct CUctx_st *primary;
     int primary_refs;

@@ -115,6 +115,10 @@ typedef struct simcu_cupti_table {
      * of every non-empty stack. 0, or -1 (bad kind, full or empty stack). */
     int (*push_external)(uint32_t kind, uint64_t id);
     int (*pop_external)(uint32_t kind, uint64_t *id);
+    /* The device memory CUPTI's activity buffers hold on every device with a context:
+     * bytes each (0 releases them). Counted as in use (cuMemGetInfo, the peak) as
+     * nvidia-smi would see it. */
+    void (*activity_memory)(uint64_t bytes);
 } simcu_cupti_table_t;
 
 #endif

@@ -923,9 +923,14 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
 
 /* A launch as the detector sees it: its kernel and every region alive at the first
  * launch that it touches, in argument order (a buffer preallocated for activations
- * is the same in every layer; the weights beside it are not). 0: no such region. */
-static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, size_t n,
-                         uint32_t *minid)
+ * is the same in every layer; the weights beside it are not), each with the offset
+ * into it of the pointer the kernel was given (ptrs[i]; 0 when ptrs is NULL or
+ * ptrs[i] is 0): a caching allocator's segment holds several layers' weights, and
+ * only the offset tells their layers apart (PyTorch with hidden 1024: 20 MiB segments
+ * of 2-5 MiB tensors; by region alone, a pass looked two layers long). 0: no such
+ * region. */
+static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, const uint64_t *ptrs,
+                         size_t n, uint32_t *minid)
 {
     uint64_t h = 1469598103934665603ull;
     int any = 0;
@@ -936,6 +941,8 @@ static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, siz
             continue;
         any = 1;
         h = (h ^ r->id) * 1099511628211ull;
+        if (ptrs != NULL && ptrs[i] >= r->base && ptrs[i] - r->base < r->size)
+            h = (h ^ (ptrs[i] - r->base)) * 1099511628211ull;
         if (r->id < *minid)
             *minid = r->id;
     }
@@ -1149,9 +1156,11 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     k->launches++;
     d->launches_total++;
     uint32_t ids[FT_SCAN_MAX_IDS];
+    uint64_t ptrs[FT_SCAN_MAX_IDS]; /* for the detector: an unsure pointer's offset is noise */
     size_t n = set->n;
     for (size_t i = 0; i < n; i++) {
         ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
+        ptrs[i] = set->unsure[i] ? 0 : set->ptr[i];
         ft_region_t reg;
         /* Allocated after the first launch: observed, never a weight. */
         rinfo_t *x;
@@ -1182,7 +1191,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         }
     } else {
         uint32_t minid;
-        uint64_t key = pair_key(d, k->idx, ids, n, &minid);
+        uint64_t key = pair_key(d, k->idx, ids, ptrs, n, &minid);
         if (key != 0 && ln->anchored)
             boundary = key == ln->anchor;
         else if (key != 0) {
@@ -1322,10 +1331,13 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
     if (ln != NULL && (ln->anchored || d->explicit_marks || d->track_set)) {
         /* The touches the kernel is sure to make (unsure ones are stale addresses). */
         uint32_t ids[FT_SCAN_MAX_IDS], minid;
+        uint64_t ptrs[FT_SCAN_MAX_IDS];
         size_t n = 0;
         for (size_t i = 0; i < set->n; i++)
-            if (!set->unsure[i])
+            if (!set->unsure[i]) {
+                ptrs[n] = set->ptr[i];
                 ids[n++] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
+            }
         int start;
         if (d->explicit_marks) {
             start = ln->track_mark || (k != NULL && d->p.marker_glob && d->p.marker_glob[0] &&
@@ -1338,7 +1350,7 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
                 start = ids[i] == d->track_region;
             start = start && touches_only_start_units(d, ids, n);
         } else {
-            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, n, &minid) : 0;
+            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, ptrs, n, &minid) : 0;
             start = key != 0 && key == ln->anchor;
         }
         /* A start's kernel touching its weight again within half a pass of the last

@@ -93,6 +93,22 @@ cmp -s "$WORK/seg.plain" "$WORK/seg.shim" || fail "segments: output differs unde
 expect_grep 'discovery: 2 iteration\(s\) of 36 launches, 6 units, 18\.0 MiB of weights' "$WORK/seg.err" "segments: pass and units"
 expect_grep 'residency: 6 unit\(s\), .* moved to pinned host memory' "$WORK/seg.err" "segments: streamed"
 pass "weights in shared 3 MiB segments: the whole forward is the pass, a unit per segment (6), they stream; same output"
+# Segments holding many layers (8 MiB: 8 layers; 20 MiB: 19): by region alone, every
+# layer's launches looked alike and a pass looked 78 and 6 launches long (PyTorch with
+# hidden 1024 on the H200: 24 launches, 3 units). The offset of each pointer into its
+# segment tells the layers apart: the pass is the whole forward (96 launches).
+for A in "20 2 40" "8 5 40"; do
+    read -r mb nu wt <<<"$A"
+    S8=(--layers 32 --dim 512 --iters 12 --quiet --segments "$mb")
+    sim "$MODEL" "${S8[@]}" >"$WORK/s8.plain" || fail "segments $mb: model without shim failed"
+    FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=24MiB shim "$MODEL" "${S8[@]}" \
+        >"$WORK/s8.shim" 2>"$WORK/s8.err" || { sed 's/^/    | /' "$WORK/s8.err" >&2; fail "segments $mb: failed"; }
+    cmp -s "$WORK/s8.plain" "$WORK/s8.shim" || fail "segments $mb: output differs"
+    expect_grep "discovery: 2 iteration\\(s\\) of 96 launches, $nu units, $wt\\.0 MiB of weights" "$WORK/s8.err" \
+        "segments $mb: the pass is the forward"
+done
+expect_grep 'residency: 5 unit\(s\), 40\.0 MiB, moved to pinned host memory' "$WORK/s8.err" "segments 8: streamed"
+pass "segments of 8 and 20 MiB, each holding many layers: the pass is the whole forward (96 launches), a unit per segment; at 24 MiB the 8 MiB segments stream; same output"
 # From forward 6 on, once a forward, right after layer 0's first kernel, a kernel
 # discovery never saw carries layer 8's weight (generate's reduce kernel on the H200):
 # the far unit is loaded for it (8 misses, one a forward), but a touch more than half a

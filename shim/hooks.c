@@ -956,6 +956,7 @@ typedef struct {
     void *host;               /* its bytes while unloaded */
     int unit;
     uint32_t id;              /* in the region table */
+    int mapping;              /* mapped by load_unit, its copy not issued yet */
 } res_region_t;
 
 #define USE_STREAMS 8
@@ -1048,6 +1049,7 @@ static struct {
     uint64_t ns_wait, ns_unmap, ns_map, ns_copy;
     uint64_t ns_create, ns_release; /* parts of ns_map: new physical memory, spares let go */
     uint64_t ns_map_call, ns_access; /* parts of ns_map: cuMemMap, cuMemSetAccess */
+    uint64_t access_calls;    /* cuMemSetAccess calls of loads (several regions each at best) */
     /* The measured step: an event at each pass's first launch; the time between two
      * consecutive ones is read once the later has completed (never waited for). */
     cudaEvent_t pass_ev[STEP_RING];
@@ -1082,15 +1084,22 @@ static CUmemAllocationProp device_prop(CUdevice dev)
     return prop;
 }
 
-/* Maps physical memory of dev over [va, va + len), readable and writable from dev: *h
- * when `given`, else a new allocation (stored in *h). On failure nothing stays mapped
- * and the handle, given or new, is released. ns (NULL: not timed) adds the host time
- * of creating, mapping and setting access, in that order. */
-static CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h,
-                             int given, uint64_t ns[3])
+/* Makes [va, va + len), mapped, readable and writable from dev. */
+static CUresult set_access(CUdevice dev, uint64_t va, size_t len)
+{
+    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    return drv.set_access(va, len, &access, 1);
+}
+
+/* Maps physical memory of dev over [va, va + len), readable and writable from dev
+ * unless `no_access` (the caller sets access, for several regions at once): *h when
+ * `given`, else a new allocation (stored in *h). On failure nothing stays mapped and
+ * the handle, given or new, is released. ns (NULL: not timed) adds the host time of
+ * creating, mapping and setting access, in that order. */
+static CUresult map_physical_ex(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h,
+                                int given, uint64_t ns[3], int no_access)
 {
     CUmemAllocationProp prop = device_prop(dev);
-    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     uint64_t t0 = ns != NULL ? now_ns() : 0;
     CUresult rc = given ? CUDA_SUCCESS : drv.create(h, len, &prop, 0);
     if (rc != CUDA_SUCCESS)
@@ -1101,7 +1110,7 @@ static CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGeneric
         return rc;
     }
     uint64_t t2 = ns != NULL ? now_ns() : 0;
-    if ((rc = drv.set_access(va, len, &access, 1)) != CUDA_SUCCESS) {
+    if (!no_access && (rc = set_access(dev, va, len)) != CUDA_SUCCESS) {
         drv.unmap(va, len);
         drv.release(*h);
         return rc;
@@ -1114,13 +1123,17 @@ static CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGeneric
     return CUDA_SUCCESS;
 }
 
-/* Maps physical memory over region r (an unloaded unit's, when one matches its size,
- * else new) and copies its bytes in on `stream`. */
-static int load_region(res_region_t *r, cudaStream_t stream)
+static CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h,
+                             int given, uint64_t ns[3])
 {
-    CUdevice dev;
-    if (drv.ctx_get_device(&dev) != CUDA_SUCCESS)
-        return -1;
+    return map_physical_ex(dev, va, len, h, given, ns, 0);
+}
+
+/* Maps physical memory over region r (an unloaded unit's, when one matches its size,
+ * else new), without access yet: load_unit sets it once for each run of adjacent
+ * regions, then copies their bytes in. */
+static int map_region(res_region_t *r, CUdevice dev)
+{
     CUmemGenericAllocationHandle h = 0;
     int given = 0;
     for (int i = 0; i < res.n_spare && !given; i++)
@@ -1131,10 +1144,9 @@ static int load_region(res_region_t *r, cudaStream_t stream)
             given = 1;
         }
     uint64_t ns[3] = { 0, 0, 0 };
-    CUresult rc = map_physical(dev, r->va, r->len, &h, given, ns);
+    CUresult rc = map_physical_ex(dev, r->va, r->len, &h, given, ns, 1);
     res.ns_create += ns[0];
     res.ns_map_call += ns[1];
-    res.ns_access += ns[2];
     if (rc != CUDA_SUCCESS) {
         FT_DEBUG("residency: mapping %zu bytes at %#llx failed: %d", r->len, (unsigned long long)r->va, (int)rc);
         return -1;
@@ -1142,10 +1154,60 @@ static int load_region(res_region_t *r, cudaStream_t stream)
     vmm_t *v = vmm_find(r->va);
     if (v != NULL)
         v->handle = h;
-    uint64_t t = now_ns();
-    REAL(cudaMemcpyAsync)((void *)(uintptr_t)r->va, r->host, r->size, cudaMemcpyHostToDevice, stream);
-    res.ns_copy += now_ns() - t;
     return 0;
+}
+
+/* Undoes map_region when access cannot be set. */
+static void unmap_region(res_region_t *r)
+{
+    vmm_t *v = vmm_find(r->va);
+    drv.unmap(r->va, r->len);
+    if (v != NULL) {
+        drv.release(v->handle);
+        v->handle = 0;
+    }
+}
+
+/* cuMemSetAccess over several regions at once was refused once: one call per region
+ * from then on. The driver's documentation allows a range of several mappings. */
+static int access_runs_refused;
+
+/* Sets access on the regions of unit un that map_region mapped (r->mapping), one call
+ * per run of adjacent ones: the call costs the same for 2 MiB as for 196 MiB (tens of
+ * us on the one-H200 machine, 500-700 us on the two-H200 one while the engine runs),
+ * and a unit's regions, allocated one after another, usually lie end to end. A region
+ * whose access cannot be set is unmapped again (r->mapping cleared). */
+static void set_unit_access(res_unit_t *un, CUdevice dev)
+{
+    uint64_t t = now_ns();
+    for (int k = 0; k < un->n;) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (!r->mapping) {
+            k++;
+            continue;
+        }
+        int end = k + 1;
+        uint64_t run_end = r->va + r->len;
+        while (!access_runs_refused && end < un->n && res.regions[un->first + end].mapping &&
+               res.regions[un->first + end].va == run_end)
+            run_end += res.regions[un->first + end++].len;
+        CUresult rc = set_access(dev, r->va, run_end - r->va);
+        res.access_calls++;
+        if (rc != CUDA_SUCCESS && end - k > 1) {
+            access_runs_refused = 1;
+            FT_INFO("residency: cuMemSetAccess refused a range of %d adjacent regions (%d): one "
+                    "call per region from now on", end - k, (int)rc);
+            continue; /* again, region by region */
+        }
+        if (rc != CUDA_SUCCESS) {
+            FT_DEBUG("residency: access to %zu bytes at %#llx failed: %d", r->len,
+                     (unsigned long long)r->va, (int)rc);
+            unmap_region(r);
+            r->mapping = 0;
+        }
+        k = end;
+    }
+    res.ns_access += now_ns() - t;
 }
 
 /* The device checksum (core/checksum.h): at an eviction, it proves the unit's bytes
@@ -1431,15 +1493,27 @@ static void load_unit(int u, cudaStream_t stream, int keep)
 load:;
     uint64_t t2 = now_ns(), copy0 = res.ns_copy;
     release_unmatched_spares(un);
+    CUdevice dev;
+    int have_dev = drv.ctx_get_device(&dev) == CUDA_SUCCESS;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        r->mapping = r->size != 0 && have_dev && map_region(r, dev) == 0; /* size 0: freed */
+    }
+    if (have_dev)
+        set_unit_access(un, dev);
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size == 0)
-            continue; /* freed by the application */
-        if (load_region(r, stream) != 0) {
+            continue;
+        if (!r->mapping) {
             FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: cannot load a region of %s back; "
                           "its kernels will fault", ft_disc_unit(disc, (size_t)u)->name);
             continue;
         }
+        r->mapping = 0;
+        uint64_t t = now_ns();
+        REAL(cudaMemcpyAsync)((void *)(uintptr_t)r->va, r->host, r->size, cudaMemcpyHostToDevice, stream);
+        res.ns_copy += now_ns() - t;
         res.held_bytes += r->len;
         res.copied_in_bytes += r->size;
         res.region_loads++;
@@ -1930,7 +2004,7 @@ static int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
             continue;
         }
         res_region_t *r = &res.regions[res.n_regions++];
-        *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k] };
+        *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k], 0 };
         res.units[i].bytes += v->size;
         res.by_id[r->id] = res.n_regions - 1;
         /* Spilled before the plan (FT_SPILL): its host copy becomes the unit's. */
@@ -2635,9 +2709,16 @@ static cudaError_t vmm_alloc(void **out, size_t size)
     size_t len = (size + vmm_granularity - 1) / vmm_granularity * vmm_granularity;
     CUdeviceptr va = 0;
     CUmemGenericAllocationHandle h = 0;
-    CUresult rc = drv.reserve(&va, len, vmm_granularity, 0, 0);
+    /* Asked for right after the last reservation: a unit's regions then lie end to end,
+     * and a load sets their access in one call (set_unit_access). A hint only. */
+    static uint64_t va_next;
+    uint64_t hint = __atomic_load_n(&va_next, __ATOMIC_RELAXED);
+    CUresult rc = drv.reserve(&va, len, vmm_granularity, hint, 0);
+    if (rc != CUDA_SUCCESS && hint != 0)
+        rc = drv.reserve(&va, len, vmm_granularity, 0, 0);
     if (rc != CUDA_SUCCESS)
         goto fail;
+    __atomic_store_n(&va_next, va + len, __ATOMIC_RELAXED);
     /* FT_SPILL: over the budget, the allocation starts in host memory. */
     void *host = NULL;
     if (spill_wanted() && spill_budget() > 0 && spill_held() + len > spill_budget() &&
@@ -3515,10 +3596,12 @@ void ft_hooks_report(void)
                 (unsigned long long)res.reused, (unsigned long long)res.region_loads);
     if (res.active && res.loads > 0)
         FT_INFO("residency: of the mapping per load, %.1f us in cuMemMap, %.1f us in "
-                "cuMemSetAccess, %.1f us creating physical memory (for %llu region(s) in all, no "
+                "cuMemSetAccess (%llu call(s) for %llu region(s)), %.1f us creating physical "
+                "memory (for %llu region(s) in all, no "
                 "unloaded one matching their size), %.1f us releasing what was not reused",
                 (double)res.ns_map_call / 1e3 / (double)res.loads,
                 (double)res.ns_access / 1e3 / (double)res.loads,
+                (unsigned long long)res.access_calls, (unsigned long long)res.region_loads,
                 (double)res.ns_create / 1e3 / (double)res.loads,
                 (unsigned long long)(res.region_loads - res.reused),
                 (double)res.ns_release / 1e3 / (double)res.loads);

@@ -109,6 +109,19 @@ for A in "20 2 40" "8 5 40"; do
 done
 expect_grep 'residency: 5 unit\(s\), 40\.0 MiB, moved to pinned host memory' "$WORK/s8.err" "segments 8: streamed"
 pass "segments of 8 and 20 MiB, each holding many layers: the pass is the whole forward (96 launches), a unit per segment; at 24 MiB the 8 MiB segments stream; same output"
+# Every allocation from virtual memory (FT_VMM_MIN_SIZE=1): a unit is a layer's weight
+# and its two vectors, reserved end to end, and a load sets their access in one call
+# (cuMemSetAccess cost 500-700 us a call on the two-H200 machine, whatever the size).
+V=(--layers 8 --dim 1024 --iters 10 --quiet)
+sim "$MODEL" "${V[@]}" >"$WORK/va.plain" || fail "access runs: model without shim failed"
+FTSIM_TIME_SCALE=0.01 FT_VMM_MIN_SIZE=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=30MiB \
+    shim "$MODEL" "${V[@]}" >"$WORK/va.shim" 2>"$WORK/va.err" || { sed 's/^/    | /' "$WORK/va.err" >&2; fail "access runs: failed"; }
+cmp -s "$WORK/va.plain" "$WORK/va.shim" || fail "access runs: output differs"
+calls=$(sed -n 's/.*cuMemSetAccess (\([0-9]*\) call(s) for \([0-9]*\) region(s)).*/\1 \2/p' "$WORK/va.err")
+read -r nc nr <<<"$calls"
+[ -n "$nc" ] && [ "$nc" -gt 0 ] && [ $((nc * 3)) = "$nr" ] ||
+    fail "access runs: want one cuMemSetAccess call per 3 regions, got '${calls:-no report}'"
+pass "a unit of three adjacent regions: its access set in one call a load ($nc calls for $nr regions); same output"
 # From forward 6 on, once a forward, right after layer 0's first kernel, a kernel
 # discovery never saw carries layer 8's weight (generate's reduce kernel on the H200):
 # the far unit is loaded for it (8 misses, one a forward), but a touch more than half a

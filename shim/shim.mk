@@ -3,6 +3,11 @@
 SHIM_SRCS := $(wildcard shim/*.c)
 SHIM_SRCS := $(filter-out shim/exports.c shim/nvtx.c,$(SHIM_SRCS))
 SHIM_OBJS := $(SHIM_SRCS:%.c=$(BUILD)/%.o)
+# The per-launch thread-locals (the recursion depth, the engine's state) are read with
+# a %fs-relative load instead of a __tls_get_addr call: the library is preloaded, and
+# its 108 bytes of TLS fit the static block even when it is dlopened (mimalloc does
+# the same). Not the NVTX injection library, which NVTX dlopens.
+$(SHIM_OBJS) $(CUPTI_OBJS): FT_CFLAGS += -ftls-model=initial-exec
 
 $(BUILD)/shim/exports.map: shim/exports.c shim/shim.def
 	@mkdir -p $(dir $@)

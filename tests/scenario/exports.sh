@@ -12,3 +12,7 @@ pass "libflextensor-nvtx.so exports InitializeInjectionNvtx2 alone"
 ! nm -D --undefined-only "$SHIM" | grep -Eq ' (cuda|cu)[A-Z]' || fail "the shim links CUDA symbols directly"
 ! readelf -d "$SHIM" | grep -Eq 'NEEDED.*(cudart|libcuda)' || fail "the shim has a NEEDED entry on CUDA"
 pass "no direct link to libcudart or libcuda"
+# Thread-locals are read on every launch: with the initial-exec model they are a
+# %fs-relative load, not a __tls_get_addr call (shim/shim.mk).
+! nm -D --undefined-only "$SHIM" | grep -q '__tls_get_addr' || fail "the shim calls __tls_get_addr (thread-locals not initial-exec)"
+pass "thread-locals without __tls_get_addr"

@@ -33,6 +33,9 @@
  *   --big-last K  the last layer's weight is allocated K times as large as it is used
  *                 (zeroed): one unit K times a layer, as a language model's head or its
  *                 tensor-parallel shard's replicated embeddings are
+ *   --race-alloc N  each thread, after a barrier that starts them together, allocates
+ *                 N buffers of 1 MiB (kept until it ends, never touched): allocations
+ *                 from several threads at once, as a framework's threads make them
  *   --pad-odd     odd layers' weights are allocated 2 MiB larger than they are used
  *                 (zeroed): units of two sizes, whose physical memory a load cannot
  *                 reuse from the unit unloaded before
@@ -133,6 +136,8 @@ static int scratch_from = -1;
 static int big_tables;
 static int pad_odd; /* odd layers' weights are allocated 2 MiB larger than used */
 static int big_last = 1; /* the last layer's weight is allocated this many times larger */
+static int race_alloc; /* --race-alloc: 1 MiB buffers each thread allocates at its start */
+static pthread_barrier_t race_barrier;
 static int swap_from = -1; /* from this forward on, another pair of activation buffers */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int skip_from = -1; /* from this forward on, the last layer is skipped */
@@ -429,6 +434,12 @@ static void *run_worker(void *arg)
     CHECK(cudaSetDevice(device));
     if (threads > 1)
         CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    void *race_bufs[64];
+    if (race_alloc > 0) {
+        pthread_barrier_wait(&race_barrier);
+        for (int i = 0; i < race_alloc; i++)
+            CHECK(cudaMalloc(&race_bufs[i], 1u << 20));
+    }
     CHECK(cudaMalloc((void **)&a, (size_t)dim * sizeof *a));
     CHECK(cudaMalloc((void **)&b, (size_t)dim * sizeof *b));
     uint32_t *a2 = NULL, *b2 = NULL;
@@ -499,6 +510,8 @@ static void *run_worker(void *arg)
     }
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
+    for (int i = 0; i < race_alloc; i++)
+        CHECK(cudaFree(race_bufs[i]));
     CHECK(cudaFreeHost(out));
     if (stream)
         CHECK(cudaStreamDestroy(stream));
@@ -553,6 +566,8 @@ int main(int argc, char **argv)
             big_tables = 1;
         else if (strcmp(a, "--big-last") == 0 && i + 1 < argc)
             big_last = parse_int(a, argv[++i], 1, 64);
+        else if (strcmp(a, "--race-alloc") == 0 && i + 1 < argc)
+            race_alloc = parse_int(a, argv[++i], 0, 64);
         else if (strcmp(a, "--pad-odd") == 0)
             pad_odd = 1;
         else if (strcmp(a, "--swap-acts") == 0 && i + 1 < argc)
@@ -589,7 +604,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--big-last K] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -636,6 +651,8 @@ int main(int argc, char **argv)
 
     worker_t *wk = calloc((size_t)threads, sizeof *wk);
     pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    if (race_alloc > 0)
+        pthread_barrier_init(&race_barrier, NULL, (unsigned)threads);
     for (int t = 0; t < threads; t++) {
         wk[t].id = t;
         if (pthread_create(&tid[t], NULL, run_worker, &wk[t]) != 0) {

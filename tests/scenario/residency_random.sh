@@ -40,6 +40,8 @@ for ((i = 0; i < CASES; i++)); do
     ((RANDOM % 5 == 0)) && extra+=(--far-new $((3 + RANDOM % 8)))
     ((RANDOM % 5 == 0)) && extra+=(--cross-from $((9 + RANDOM % (iters - 9))))
     ((RANDOM % 6 == 0)) && extra+=(--skip-last-from $((5 + RANDOM % 4)))
+    ((RANDOM % 5 == 0)) && extra+=(--big-last $((2 + RANDOM % 3))) # a head larger than a layer
+    ((threads > 1 && RANDOM % 4 == 0)) && extra+=(--race-alloc $((1 + RANDOM % 3)))
     modes=(alloc host_register)
     mode=${modes[RANDOM % 2]}
     spill=$((RANDOM % 2)) # the default (1) holds the budget from the first allocation

@@ -536,7 +536,8 @@ static void measure_bandwidth(void)
             prof.elapsed(&t[0], e[0], e[1]);
             prof.elapsed(&t[1], e[1], e[2]);
             for (int i = 0; round > 0 && i < 2; i++)
-                ms[i] = ms[i] == 0 || (t[i] > 0 && t[i] < ms[i]) ? t[i] : ms[i];
+                if (t[i] > 0 && (ms[i] == 0 || t[i] < ms[i]))
+                    ms[i] = t[i];
         }
         /* both at once: s2 waits for nothing, s1 copies the other way */
         prof.record(e[3], s1);
@@ -1111,8 +1112,8 @@ static CUresult set_access(CUdevice dev, uint64_t va, size_t len)
  * `given`, else a new allocation (stored in *h). On failure nothing stays mapped and
  * the handle, given or new, is released. ns (NULL: not timed) adds the host time of
  * creating, mapping and setting access, in that order. */
-static CUresult map_physical_ex(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h,
-                                int given, uint64_t ns[3], int no_access)
+static CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h,
+                             int given, uint64_t ns[3], int no_access)
 {
     CUmemAllocationProp prop = device_prop(dev);
     uint64_t t0 = ns != NULL ? now_ns() : 0;
@@ -1138,12 +1139,6 @@ static CUresult map_physical_ex(CUdevice dev, uint64_t va, size_t len, CUmemGene
     return CUDA_SUCCESS;
 }
 
-static CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h,
-                             int given, uint64_t ns[3])
-{
-    return map_physical_ex(dev, va, len, h, given, ns, 0);
-}
-
 /* Maps physical memory over region r (an unloaded unit's, when one matches its size,
  * else new), without access yet: load_unit sets it once for each run of adjacent
  * regions, then copies their bytes in. */
@@ -1159,7 +1154,7 @@ static int map_region(res_region_t *r, CUdevice dev)
             given = 1;
         }
     uint64_t ns[3] = { 0, 0, 0 };
-    CUresult rc = map_physical_ex(dev, r->va, r->len, &h, given, ns, 1);
+    CUresult rc = map_physical(dev, r->va, r->len, &h, given, ns, 1);
     res.ns_create += ns[0];
     res.ns_map_call += ns[1];
     if (rc != CUDA_SUCCESS) {
@@ -2074,8 +2069,12 @@ static uint64_t held_locked(void)
     return u.total_bytes;
 }
 
-/* Bytes admitted by budget_admit whose allocation is not tracked yet (res.lock): two
- * threads admitted one after the other would each see room for itself alone. */
+/* Bytes admitted whose allocation is not tracked yet (res.lock): by budget_admit after
+ * the plan, by vmm_alloc under FT_SPILL before it. Two threads admitted one after the
+ * other would each see room for itself alone; and an allocation FT_SPILL places in host
+ * memory has its spilled bytes counted before its region, so held would be short. With
+ * four threads allocating at once, the simulator's peak went 2-4 MiB over a 30 MiB
+ * budget (spill.sh, --race-alloc). */
 static uint64_t admitting;
 /* Bytes of frees under way: their regions have left the table, but cudaFree (which
  * synchronises the device first) has not given their memory back yet. */
@@ -2529,17 +2528,10 @@ static uint64_t spill_budget(void)
     return spill_limit;
 }
 
-/* Bytes of allocations vmm_alloc decided on under FT_SPILL whose region is not tracked
- * yet (res.lock): placed on the device, two threads allocating at once would each see
- * room for itself alone; placed in host memory, its spilled bytes are counted before
- * its region, and held would be short. With four threads allocating at once, the
- * simulator's peak went 2-4 MiB over a 30 MiB budget (spill.sh, --race-alloc). */
-static uint64_t spill_admitting;
-
 /* Device bytes held through the shim now. */
 static uint64_t spill_held(void)
 {
-    uint64_t tracked = device_bytes() + spill_admitting + __atomic_load_n(&bw_device_bytes, __ATOMIC_RELAXED) +
+    uint64_t tracked = device_bytes() + admitting + __atomic_load_n(&bw_device_bytes, __ATOMIC_RELAXED) +
                        __atomic_load_n(&releasing, __ATOMIC_RELAXED);
     return tracked > spill_bytes ? tracked - spill_bytes : 0;
 }
@@ -2549,7 +2541,7 @@ static int map_fresh(uint64_t va, size_t len, CUmemGenericAllocationHandle *h)
     CUdevice dev;
     if (drv.ctx_get_device(&dev) != CUDA_SUCCESS)
         return -1;
-    return map_physical(dev, va, len, h, 0, NULL) == CUDA_SUCCESS ? 0 : -1;
+    return map_physical(dev, va, len, h, 0, NULL, 0) == CUDA_SUCCESS ? 0 : -1;
 }
 
 /* The device time of a copy of `bytes` at `gbps` (bytes per ns; 25 when unmeasured). */
@@ -2724,7 +2716,7 @@ static int on_managed_device(int runtime)
 
 /* Serves an allocation from virtual memory. cudaSuccess, cudaErrorMemoryAllocation,
  * or cudaErrorNotSupported (the caller then passes it through). *admitted: bytes counted
- * in spill_admitting, for the caller to take off once the region is tracked. */
+ * in `admitting`, for the caller to take off once the region is tracked. */
 static cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
 {
     CUdevice dev;
@@ -2751,7 +2743,7 @@ static cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
         pthread_mutex_lock(&res.lock);
         int over = spill_held() + len > spill_budget();
         if (!over) {
-            spill_admitting += len;
+            admitting += len;
             *admitted = len;
         }
         pthread_mutex_unlock(&res.lock);
@@ -2773,7 +2765,7 @@ static cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
         __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
         /* Until the caller tracks the region, its size is counted here: the pad and the
          * spilled bytes are counted already, so held would be `size` short meanwhile. */
-        spill_admitting += size;
+        admitting += size;
         *admitted = size;
         if (!spill_engaged) {
             char a[32];
@@ -2785,7 +2777,7 @@ static cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
         *out = (void *)(uintptr_t)va;
         return cudaSuccess;
     }
-    rc = map_physical(dev, va, len, &h, 0, NULL);
+    rc = map_physical(dev, va, len, &h, 0, NULL, 0);
     if (rc != CUDA_SUCCESS)
         goto fail_va;
     vmm_t *v = calloc(1, sizeof *v);
@@ -2806,15 +2798,14 @@ static cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail_map;
     }
-    if (*admitted > 0) { /* the pad is counted from now on: the region's size remains */
-        pthread_mutex_lock(&res.lock);
-        __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
-        spill_admitting -= len - size;
+    /* The pad is counted from now on; of what was admitted, the region's size remains. */
+    pthread_mutex_lock(&res.lock);
+    __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
+    if (*admitted > 0) {
+        admitting -= len - size;
         *admitted = size;
-        pthread_mutex_unlock(&res.lock);
-    } else {
-        __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
     }
+    pthread_mutex_unlock(&res.lock);
     *out = (void *)(uintptr_t)va;
     return cudaSuccess;
 
@@ -2896,7 +2887,7 @@ cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
     admit_done(adm, size, rc == cudaSuccess ? *devPtr : NULL, flags);
     if (admitted > 0) {
         pthread_mutex_lock(&res.lock);
-        spill_admitting -= admitted;
+        admitting -= admitted;
         pthread_mutex_unlock(&res.lock);
     }
     return rc;

@@ -46,6 +46,55 @@ def gpu_used_mib(index=0):
         return None
 
 
+class MemWatch:
+    """A thread sampling, every `every_s`, the GPU's memory in use (NVML, as nvidia-smi)
+    and what FlexTensor holds (its control API): the highest use and the phase it fell
+    in (set `phase` as the run goes), with what FlexTensor held then, and the highest
+    use outside FlexTensor (in use less held). nvidia-smi's 200 ms samples show a peak
+    but not its cause; this tells the shim's memory from the rest. summary() for the
+    JSON; {} where NVML is missing."""
+
+    def __init__(self, index, idle_mib, every_s=0.005):
+        import threading
+        self.index, self.idle, self.every = index, idle_mib or 0.0, every_s
+        self.phase, self.samples, self.top, self.top_out = "start", 0, None, None
+        self.stop_ev = threading.Event()
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nvml, self.h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:
+            self.nvml = None
+            return
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+
+    def _loop(self):
+        while not self.stop_ev.wait(self.every):
+            used = self.nvml.nvmlDeviceGetMemoryInfo(self.h).used / 1048576 - self.idle
+            u = ft_usage()
+            held = u["total"] / 1048576 if u else None
+            self.samples += 1
+            if self.top is None or used > self.top[0]:
+                self.top = (used, self.phase, held)
+            if held is not None and (self.top_out is None or used - held > self.top_out[0]):
+                self.top_out = (used - held, self.phase, used)
+
+    def summary(self):
+        if self.nvml is None:
+            return {}
+        self.stop_ev.set()
+        self.t.join()
+        r = {"watch_samples": self.samples, "watch_every_ms": self.every * 1e3}
+        if self.top:
+            r.update(watch_peak_mib=round(self.top[0], 1), watch_peak_phase=self.top[1],
+                     watch_peak_ft_mib=None if self.top[2] is None else round(self.top[2], 1))
+        if self.top_out:
+            r.update(watch_outside_max_mib=round(self.top_out[0], 1),
+                     watch_outside_phase=self.top_out[1], watch_outside_used_mib=round(self.top_out[2], 1))
+        return r
+
+
 def timed(fn):
     """fn()'s result and its milliseconds, the device synchronised before and after."""
     import torch

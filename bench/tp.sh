@@ -199,6 +199,14 @@ lines.append("link ms: the plan's streamed MiB / the host-to-device GB/s the shi
              "weight, less PyTorch's reserved; at the end, less FlexTensor's held (or reserved); "
              "within: peak (nvidia-smi, GPU less idle) <= budget + ctx over the whole run "
              "(yes) or after the warm-up (steady)")
+for mode in ("plain", "shim", "spill"):
+    for r in range(world):
+        j = js(mode, r)
+        if j and "watch_peak_mib" in j:
+            lines.append(f"watch [{mode} {r}] every {j['watch_every_ms']:.0f} ms ({j['watch_samples']} samples): "
+                         f"peak {j['watch_peak_mib']} MiB in {j['watch_peak_phase']} (FlexTensor held "
+                         f"{j.get('watch_peak_ft_mib')}); outside FlexTensor at most "
+                         f"{j.get('watch_outside_max_mib')} MiB, in {j.get('watch_outside_phase')}")
 for mode in ("shim", "spill"):
     for r in range(world):
         log = text(os.path.join(out, f"tp-{r}-{mode}.log"))

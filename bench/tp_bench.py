@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ftbench import ft_usage, gpu_used_mib, llama_config, repeat_forwards
+from ftbench import MemWatch, ft_usage, gpu_used_mib, llama_config, repeat_forwards
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -132,14 +132,20 @@ def forward(m, ids, world):
 steady_from = None
 
 
-def run_forwards(m, ids, world, warmup, iters):
+def run_forwards(m, ids, world, warmup, iters, watch, name):
     """(last position's logits of the last forward on the cpu, warm-up ms, timed ms,
-    whether every forward's logits equal the first's)."""
+    whether every forward's logits equal the first's). watch.phase names each forward."""
     def steady():
         global steady_from
         if steady_from is None:
             steady_from = time.time()  # after the warm-up (FlexTensor's plan is made)
-    return repeat_forwards(lambda: forward(m, ids, world)[:, -1, :].clone(), warmup, iters, steady)
+    count = [0]
+
+    def step():
+        watch.phase = f"{name} {count[0]}"
+        count[0] += 1
+        return forward(m, ids, world)[:, -1, :].clone()
+    return repeat_forwards(step, warmup, iters, steady)
 
 
 def shard_path(a, rank, world):
@@ -181,6 +187,8 @@ def run(a, cfg):
     context_mib = (used - idle - torch.cuda.memory_reserved() / 1048576
                    if used is not None and idle is not None else None)
     del w
+    watch = MemWatch(local, idle)
+    watch.phase = "load"
     t0 = time.time()
     saved = torch.load(shard_path(a, rank, world), mmap=True, weights_only=True)
     with torch.no_grad():
@@ -199,18 +207,19 @@ def run(a, cfg):
     prompt = torch.randint(0, cfg.vocab_size, (1, 16), generator=gen).to("cuda")
     tensors = {}
     with torch.no_grad():
-        lg, warm, times, eq = run_forwards(m, dec_ids, world, a.warmup, a.iters)
+        lg, warm, times, eq = run_forwards(m, dec_ids, world, a.warmup, a.iters, watch, "decode")
         tensors["decode_logits"] = lg
         res["steady_from"] = steady_from
         res.update(decode_warmup_ms=warm, decode_ms=times,
                    decode_ms_median=round(statistics.median(times), 3),
                    decode_iterations_equal=eq, ft_usage_after_decode=ft_usage())
-        lg, warm, times, eq = run_forwards(m, pre_ids, world, min(2, a.warmup), min(5, a.iters))
+        lg, warm, times, eq = run_forwards(m, pre_ids, world, min(2, a.warmup), min(5, a.iters), watch, "prefill")
         tensors["prefill_logits"] = lg
         res.update(prefill_warmup_ms=warm, prefill_ms=times,
                    prefill_ms_median=round(statistics.median(times), 3),
                    prefill_iterations_equal=eq)
         seq = prompt
+        watch.phase = "generate"
         torch.cuda.synchronize()
         t = time.perf_counter()
         for _ in range(32):
@@ -220,6 +229,7 @@ def run(a, cfg):
         tensors["tokens"] = seq[0, prompt.shape[1]:].tolist()
         res["generate_ms"] = round((time.perf_counter() - t) * 1e3, 3)
     torch.cuda.synchronize()
+    res.update(watch.summary())
     used = gpu_used_mib(local)
     usage = ft_usage()
     # what the process holds outside the budget once every kernel has run (lazily

@@ -20,9 +20,10 @@ def llama_config(layers, hidden, **extra):
     return LlamaConfig(**kw)
 
 
-def ft_usage():
+def ft_usage(before_plan=False):
     """FlexTensor's ft_get_gpu_memory_usage as a dict, when it is preloaded and has a
-    plan; None otherwise."""
+    plan (or, with before_plan, before it too: "before_plan" then says which); None
+    otherwise."""
     class Usage(ctypes.Structure):
         _fields_ = [(n, ctypes.c_ulonglong) for n in
                     ("total", "resident", "slots", "other", "unmapped", "budget")]
@@ -31,7 +32,10 @@ def ft_usage():
     except AttributeError:
         return None
     u = Usage()
-    return {n: getattr(u, n) for n, _ in Usage._fields_} if fn(ctypes.byref(u)) == 0 else None
+    rc = fn(ctypes.byref(u))
+    if rc != 0 and not (before_plan and rc == 1):
+        return None
+    return dict({n: getattr(u, n) for n, _ in Usage._fields_}, **({"before_plan": rc == 1} if before_plan else {}))
 
 
 def gpu_used_mib(index=0):
@@ -72,7 +76,7 @@ class MemWatch:
     def _loop(self):
         while not self.stop_ev.wait(self.every):
             used = self.nvml.nvmlDeviceGetMemoryInfo(self.h).used / 1048576 - self.idle
-            u = ft_usage()
+            u = ft_usage(before_plan=True)
             held = u["total"] / 1048576 if u else None
             self.samples += 1
             if self.top is None or used > self.top[0]:

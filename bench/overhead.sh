@@ -10,6 +10,9 @@
 #   on       FT_ENABLED=1, FT_GPU_MEM_LIMIT=120GiB: discovery, profiling, a plan that
 #            streams nothing; the timed steps come after it
 #   nocupti  as on, FT_CUPTI=off
+#   novmm    as on, FT_VMM_MIN_SIZE=0: every allocation passes through to cudaMalloc
+#            (nothing could be offloaded), which tells the wrappers' cost from that of
+#            kernels reading memory the shim mapped
 #   ALT      as on, with the library ALT_SHIM (ALT_NAME) when set: another build
 # The table gives, per configuration, the median over rounds of each process's median
 # and min decode ms, and the median of the per-round ratios to plain.
@@ -54,6 +57,7 @@ run_one() { # config round
     on) envs=("${ON[@]}" LD_PRELOAD="$SHIM")
         [ "$r" = 1 ] && envs+=(FT_TRACE_FILE="$OUT/overhead-on-trace.bin") ;; # what discovery found
     nocupti) envs=("${ON[@]}" FT_CUPTI=off LD_PRELOAD="$SHIM") ;;
+    novmm) envs=("${ON[@]}" FT_VMM_MIN_SIZE=0 LD_PRELOAD="$SHIM") ;;
     *) envs=("${ON[@]}" LD_PRELOAD="$ALT_SHIM") ;;
     esac
     timeout 300 env "${envs[@]}" "${PINCMD[@]}" python3 $B $mode "$OUT/overhead-$c-$r.json" "${COMMON[@]}" \

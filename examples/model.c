@@ -404,13 +404,14 @@ static void print_usage(int it)
     if (cuda != NULL)
         dlclose(cuda);
     ft_gpu_memory_usage_t u;
-    if (get_usage == NULL || get_usage(&u) != 0) {
+    int rc = get_usage == NULL ? -1 : get_usage(&u);
+    if (rc < 0) {
         fprintf(stderr, "usage after %d: unavailable\n", it);
         return;
     }
     fprintf(stderr, "usage after %d: total %llu resident %llu slots %llu other %llu unmapped %llu "
-            "budget %llu\n", it, u.total_bytes, u.resident_bytes, u.slots_bytes, u.other_bytes,
-            u.unmapped_bytes, u.budget_bytes);
+            "budget %llu%s\n", it, u.total_bytes, u.resident_bytes, u.slots_bytes, u.other_bytes,
+            u.unmapped_bytes, u.budget_bytes, rc == 1 ? " (before the plan)" : "");
 }
 
 /* What a forward computes: 1 with the --vary kernels, 2 with the --cross-from gemvs, 4

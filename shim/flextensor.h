@@ -37,8 +37,11 @@ typedef struct {
     unsigned long long budget_bytes;    /* the plan's budget; 0: none (least memory) */
 } ft_gpu_memory_usage_t;
 
-/* Fills *out and returns 0 once the plan is made (inference); -1 before that, or when
- * FlexTensor is not enabled. */
+/* Fills *out and returns 0 once the plan is made (inference). Before it (discovery,
+ * profiling) fills *out too and returns 1: every byte held is other_bytes (no byte is
+ * known to be a weight yet), unmapped_bytes what FT_SPILL holds in host memory,
+ * budget_bytes FT_SPILL's budget once it holds one. -1 when FlexTensor is not enabled
+ * or made no plan it can keep. */
 int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out);
 
 /* A named range opens / closes on this thread: units are named after the innermost

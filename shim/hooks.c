@@ -3485,12 +3485,16 @@ static void usage_now(ft_gpu_memory_usage_t *out)
 
 FT_EXPORT int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out)
 {
-    if (!ft_shim_active || out == NULL || disc == NULL || !__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) ||
-        plan.rc != 0)
+    if (!ft_shim_active || out == NULL || disc == NULL)
+        return -1;
+    int made = __atomic_load_n(&plan.made, __ATOMIC_ACQUIRE);
+    if (made && plan.rc != 0)
         return -1;
     usage_now(out);
-    out->budget_bytes = plan.in.budget_bytes;
-    return 0;
+    /* Before the plan no byte is known to be a weight: all of it is other_bytes, and
+     * the budget is FT_SPILL's once it holds one. */
+    out->budget_bytes = made ? plan.in.budget_bytes : __atomic_load_n(&spill_limit, __ATOMIC_RELAXED);
+    return made ? 0 : 1;
 }
 
 /* With a budget, what the application sees of the device: the budget as total, what is

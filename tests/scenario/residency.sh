@@ -294,12 +294,22 @@ awk -v s="$1" '{ v[NR] = $1 } END { exit !(NR > 0 && s >= 0.99 * v[1] && s <= 1.
     || fail "measured step $1 us outside the model's own step times ($(tr '\n' ' ' <"$WORK/steps"))"
 pass "exit report: measured step $1 us over $2 passes, within the model's own step times"
 
-# ft_get_gpu_memory_usage: -1 before the plan; after it, the parts add up, the streamed
+# ft_get_gpu_memory_usage: before the plan (1), everything held is other bytes, within
+# FT_SPILL's budget, the rest in host memory; after it (0), the parts add up, the streamed
 # weights (6 of 1 MiB, each in a 2 MiB granule: what the device holds for them) are
 # either loaded (at most the 2 slots) or in host memory, all within budget.
 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB shim "$MODEL" "${ARGS[@]}" --usage \
     >/dev/null 2>"$WORK/u.err" || fail "run with --usage failed"
-expect_grep '^usage after 0: unavailable$' "$WORK/u.err" "usage before the plan"
+expect_grep '^usage after 0: total [0-9]* resident 0 slots 0 other [0-9]* unmapped 0 budget 0 \(before the plan\)$' \
+    "$WORK/u.err" "usage before the plan, FT_SPILL=0: no budget held yet"
+FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB shim "$MODEL" "${ARGS[@]}" --usage \
+    >/dev/null 2>"$WORK/us.err" || fail "FT_SPILL=1 run with --usage failed"
+line0=$(grep '^usage after 0:' "$WORK/us.err") || fail "no usage after the first forward"
+awk '{ t=$5; r=$7; s=$9; o=$11; u=$13; b=$15
+       if ($16 != "(before" || r != 0 || s != 0 || o != t) { print "not before the plan, or weights counted: " $0; exit 1 }
+       if (b != 5 * 1048576 || t > b || t == 0) { print "not within FT_SPILL'"'"'s 5 MiB budget: " $0; exit 1 }
+       if (u == 0) { print "nothing in host memory under a 5 MiB budget: " $0; exit 1 } }' \
+    <<<"$line0" >&2 || fail "ft_get_gpu_memory_usage before the plan"
 line=$(grep '^usage after 11:' "$WORK/u.err") || fail "no usage after the last forward"
 awk '{ t=$5; r=$7; s=$9; o=$11; u=$13; b=$15
        if (t != r + s + o) { print "parts do not add up: " $0; exit 1 }

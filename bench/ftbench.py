@@ -53,15 +53,15 @@ def gpu_used_mib(index=0):
 class MemWatch:
     """A thread sampling, every `every_s`, the GPU's memory in use (NVML, as nvidia-smi)
     and what FlexTensor holds (its control API): the highest use and the phase it fell
-    in (set `phase` as the run goes), with what FlexTensor held then, and the highest
-    use outside FlexTensor (in use less held). nvidia-smi's 200 ms samples show a peak
+    in (set `phase` as the run goes), with what FlexTensor held then; the most
+    FlexTensor held; and the highest use outside FlexTensor (in use less held). nvidia-smi's 200 ms samples show a peak
     but not its cause; this tells the shim's memory from the rest. summary() for the
     JSON; {} where NVML is missing."""
 
     def __init__(self, index, idle_mib, every_s=0.005):
         import threading
         self.index, self.idle, self.every = index, idle_mib or 0.0, every_s
-        self.phase, self.samples, self.top, self.top_out = "start", 0, None, None
+        self.phase, self.samples, self.top, self.top_out, self.top_ft = "start", 0, None, None, None
         self.stop_ev = threading.Event()
         try:
             import pynvml
@@ -81,6 +81,8 @@ class MemWatch:
             self.samples += 1
             if self.top is None or used > self.top[0]:
                 self.top = (used, self.phase, held)
+            if held is not None and (self.top_ft is None or held > self.top_ft[0]):
+                self.top_ft = (held, self.phase)
             if held is not None and (self.top_out is None or used - held > self.top_out[0]):
                 self.top_out = (used - held, self.phase, used)
 
@@ -93,6 +95,8 @@ class MemWatch:
         if self.top:
             r.update(watch_peak_mib=round(self.top[0], 1), watch_peak_phase=self.top[1],
                      watch_peak_ft_mib=None if self.top[2] is None else round(self.top[2], 1))
+        if self.top_ft:
+            r.update(watch_ft_max_mib=round(self.top_ft[0], 1), watch_ft_max_phase=self.top_ft[1])
         if self.top_out:
             r.update(watch_outside_max_mib=round(self.top_out[0], 1),
                      watch_outside_phase=self.top_out[1], watch_outside_used_mib=round(self.top_out[2], 1))

@@ -77,6 +77,9 @@
  *   --scratch     each forward allocates a 2 MiB scratch buffer half-way through its
  *                 layers (cleared with cudaMemsetAsync) and frees it at the end
  *   --scratch-from N   the same from forward N on only (memory the plan never saw)
+ *   --drv-workspace N  half-way through the first forward, N MiB from the driver's
+ *                 cuMemAlloc (resolved by dlsym on libcuda), kept and cleared in every
+ *                 forward: a library's lazily made workspace (cuBLAS's handle)
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
  *   --zero N      after forward N, clear the middle layer's first weight row with the driver's
@@ -133,6 +136,9 @@ static int poke_after = -1;
 static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
+static int drv_workspace_mib = 0;
+static unsigned long long drv_workspace; /* its device address, once allocated */
+static pthread_mutex_t drv_workspace_lock = PTHREAD_MUTEX_INITIALIZER;
 static int big_tables;
 static int pad_odd; /* odd layers' weights are allocated 2 MiB larger than used */
 static int big_last = 1; /* the last layer's weight is allocated this many times larger */
@@ -279,6 +285,27 @@ static struct model_meta far_weight_meta(void)
     return meta;
 }
 
+/* --drv-workspace: allocated by the first thread to get here, through the driver as a
+ * library allocates (not cudaMalloc: FlexTensor serves that one itself). */
+static void use_drv_workspace(cudaStream_t stream)
+{
+    size_t bytes = (size_t)drv_workspace_mib << 20;
+    pthread_mutex_lock(&drv_workspace_lock);
+    if (drv_workspace == 0) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        int (*mem_alloc)(unsigned long long *, size_t) =
+            cuda ? (int (*)(unsigned long long *, size_t))dlsym(cuda, "cuMemAlloc_v2") : NULL;
+        if (mem_alloc == NULL || mem_alloc(&drv_workspace, bytes) != 0) {
+            fprintf(stderr, "model: cuMemAlloc of the %d MiB workspace failed\n", drv_workspace_mib);
+            exit(1);
+        }
+        if (cuda != NULL)
+            dlclose(cuda);
+    }
+    pthread_mutex_unlock(&drv_workspace_lock);
+    CHECK(cudaMemsetAsync((void *)(uintptr_t)drv_workspace, 0, bytes, stream));
+}
+
 static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
 {
     void *scratch_buf = NULL;
@@ -353,6 +380,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
                 meta.tail[k] = (uint64_t)(l * 6 + k);
             bump(b, meta, stream);
         }
+        if (drv_workspace_mib > 0 && l == layers / 2)
+            use_drv_workspace(stream);
         if (scratch_from >= 0 && cur_iter >= scratch_from && l == layers / 2) {
             CHECK(cudaMalloc(&scratch_buf, 2u << 20));
             CHECK(cudaMemsetAsync(scratch_buf, 0, 2u << 20, stream));
@@ -581,6 +610,8 @@ int main(int argc, char **argv)
             scratch_from = 0;
         else if (strcmp(a, "--scratch-from") == 0 && i + 1 < argc)
             scratch_from = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--drv-workspace") == 0 && i + 1 < argc)
+            drv_workspace_mib = parse_int(a, argv[++i], 1, 1 << 10);
         else if (strcmp(a, "--peek") == 0 && i + 1 < argc)
             peek_after = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
@@ -605,7 +636,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

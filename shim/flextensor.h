@@ -30,7 +30,8 @@ int ft_profiling_resume(void);
 typedef struct {
     unsigned long long total_bytes;     /* all of it: the sum of the next four */
     unsigned long long resident_bytes;  /* weights of the units kept resident */
-    unsigned long long slots_bytes;     /* streamed units loaded now */
+    unsigned long long slots_bytes;     /* streamed units loaded now (and a slot's
+                                           memory between an unload and the next load) */
     unsigned long long other_bytes;     /* everything else: activations, caches, ... */
     unsigned long long unmapped_bytes;  /* not counted above: streamed weights held in
                                            pinned host memory now */

@@ -205,6 +205,7 @@ def bench(a, cfg):
         res.update(prefill_warmup_ms=warm, prefill_ms=times,
                    prefill_ms_median=round(statistics.median(times), 3),
                    prefill_ms_min=min(times), prefill_iterations_equal=eq)
+        res["ft_usage_after_prefill"] = ft_usage()
 
         if not a.no_generate:
             seq, ms = timed(lambda: model.generate(

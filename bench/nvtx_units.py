@@ -1,0 +1,49 @@
+"""NVTX ranges name FlexTensor's units: a small Llama (shapes from a transformers
+LlamaConfig, random bf16 weights, no download) whose decoder layers, embeddings and
+head each run inside an NVTX range named after the module (torch.cuda.nvtx, pushed and
+popped by forward hooks), run for a few forwards. Under ft-run (which points
+NVTX_INJECTION64_PATH at libflextensor-nvtx.so) discovery should name each unit after
+its range; ft-trace shows the names.
+
+    ft-run --trace T.bin python3 bench/nvtx_units.py [--layers 4] [--hidden 1024] [--iters 6]
+    python3 bench/nvtx_units.py ...     the same without the shim: the logits to compare
+
+Prints one JSON line: the last forward's logits' sum and a hash of their bytes.
+"""
+import argparse
+import hashlib
+import json
+
+import torch
+from transformers import LlamaForCausalLM
+
+from ftbench import llama_config
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--iters", type=int, default=6)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    cfg = llama_config(a.layers, a.hidden)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    named = [("embed_tokens", model.model.embed_tokens), ("lm_head", model.lm_head)]
+    named += [(f"layers.{i}", layer) for i, layer in enumerate(model.model.layers)]
+    for name, mod in named:
+        mod.register_forward_pre_hook(lambda m, args, n=name: torch.cuda.nvtx.range_push(n))
+        mod.register_forward_hook(lambda m, args, out: torch.cuda.nvtx.range_pop())
+    ids = torch.randint(0, cfg.vocab_size, (1, 8), generator=torch.Generator().manual_seed(1)).to("cuda")
+    with torch.no_grad():
+        for _ in range(a.iters):
+            logits = model(ids).logits
+    torch.cuda.synchronize()
+    raw = logits.float().cpu().numpy().tobytes()
+    print(json.dumps({"logits_sum": float(logits.float().sum()), "sha1": hashlib.sha1(raw).hexdigest(),
+                      "ranges": [n for n, _ in named]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -36,8 +36,8 @@ MK=()
 if [ ! -f /usr/include/ini.h ] && [ -d .devdeps ]; then
     MK=(INIH_LIB="$PWD/.devdeps/libinih.a" CFLAGS="-O2 -g -I$PWD/.devdeps/include")
 fi
-if make -j"$(nproc)" "${MK[@]}" build/libflextensor.so build/bin/ft-run build/bin/ft-trace \
-        gpu-example >"$OUT/build.log" 2>&1; then
+if make -j"$(nproc)" "${MK[@]}" build/libflextensor.so build/libflextensor-nvtx.so build/bin/ft-run \
+        build/bin/ft-trace gpu-example >"$OUT/build.log" 2>&1; then
     row "build (shim, tools, model-gpu)" "ok" ""
 else
     row "build" "FAIL" "see build.log"
@@ -118,6 +118,19 @@ grep -o 'measured step [0-9.]* us (median of [0-9]*' "$OUT/llama-plan.txt" | hea
     | sed 's/^/  residency: /' >>"$OUT/summary-extra.txt"
 grep -o '"mem_get_info": \[[0-9]*, [0-9]*\]' "$OUT/llama-plan.txt" | head -1 \
     | sed 's/^/  under the shim: /' >>"$OUT/summary-extra.txt"
+
+# --- 2c. NVTX ranges name the units: a small Llama whose embeddings, layers and head
+# run inside ranges named after them (bench/nvtx_units.py), under ft-run (which injects
+# libflextensor-nvtx.so); its logits equal a run without the shim
+(cd bench && python3 nvtx_units.py --layers 4 >"$OUT/nvtx-plain.txt" 2>&1)
+(cd bench && FT_DISCOVERY_ITERS=2 ../build/bin/ft-run --trace "$OUT/nvtx.bin" python3 nvtx_units.py --layers 4 \
+    >"$OUT/nvtx-shim.txt" 2>"$OUT/nvtx-shim.err")
+build/bin/ft-trace "$OUT/nvtx.bin" >"$OUT/nvtx-trace.txt" 2>&1
+sha() { sed -n 's/.*"sha1": "\([0-9a-f]*\)".*/\1/p' "$1" | tail -1; }
+named=$(grep -oE '(^|[[:space:]])(layers\.[0-3]|embed_tokens|lm_head)([[:space:]]|$)' "$OUT/nvtx-trace.txt" | sort -u | wc -l)
+[ -n "$(sha "$OUT/nvtx-plain.txt")" ] && [ "$(sha "$OUT/nvtx-plain.txt")" = "$(sha "$OUT/nvtx-shim.txt")" ] && [ "$named" = 6 ] \
+    && r=ok || r=FAIL
+row "nvtx: units named after the ranges" "$r" "$named of 6 names in ft-trace's units; logits equal: $([ "$(sha "$OUT/nvtx-plain.txt")" = "$(sha "$OUT/nvtx-shim.txt")" ] && echo yes || echo no)"
 
 # --- 3a. per-launch host cost, C launcher (bench/launch_cost.c): five rounds, the
 # configurations interleaved in each, medians reported; launches pick among 256 weights

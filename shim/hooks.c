@@ -47,6 +47,7 @@
 #include "core/checksum.h"
 #include "core/checksum_ptx.h"
 #include "core/trace.h"
+#include "core/vaspace.h"
 #include "shim/flextensor.h"
 
 /* Pointer arrays: regions this small (or a caching allocator's small-pool segment)
@@ -129,6 +130,8 @@ static char **include_items, **exclude_items;
 /* FT_VMM_MIN_SIZE: smaller allocations pass through (the 2 MiB granularity would waste
  * too much on them); 0 = none are served from virtual memory. */
 static uint64_t vmm_min_bytes;
+/* FT_VMM_RESERVE: address space reserved at a time (va_get). */
+static uint64_t va_chunk;
 static int profiling_iters;
 static int log_diagnostics;
 static const struct ft_config *cfgp; /* the process's configuration, alive forever */
@@ -314,6 +317,7 @@ int ft_hooks_init(const struct ft_config *cfg)
     if (regions == NULL)
         return -1;
     vmm_min_bytes = cfg->vmm_min_size;
+    va_chunk = cfg->vmm_reserve;
     profiling_iters = cfg->profiling_iters;
     cfgp = cfg;
     log_diagnostics = cfg->log_diagnostics;
@@ -2772,6 +2776,64 @@ static int on_managed_device(int runtime)
     return (int)dev == want;
 }
 
+/* Device addresses of virtual-memory allocations (core/vaspace.h): cut in order out of
+ * reservations of FT_VMM_RESERVE bytes, so that a unit's regions, allocated one after
+ * another, lie end to end and a load sets their access in one call (set_unit_access).
+ * One reservation per allocation, at the end of the last as a hint, had the H200's
+ * driver put about 70% of them elsewhere (5875 cuMemSetAccess calls for 8337 regions in
+ * the tensor-parallel run, 270 us each). Its own lock: allocations come from any thread,
+ * and a chunk's reservation is a driver call not to make under res.lock. */
+static ft_vaspace_t *vas;
+static int vas_off; /* FT_VMM_RESERVE=0, or a chunk could not be reserved: one reservation each */
+static pthread_mutex_t vas_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int vas_reserve(uint64_t *base, uint64_t size, uint64_t hint, void *ctx)
+{
+    CUdeviceptr va = 0;
+    (void)ctx;
+    if (drv.reserve(&va, size, vmm_granularity, hint, 0) != CUDA_SUCCESS &&
+        (hint == 0 || drv.reserve(&va, size, vmm_granularity, 0, 0) != CUDA_SUCCESS))
+        return -1;
+    *base = va;
+    return 0;
+}
+
+/* Address space for len bytes: 0 and *va, or the driver's error. */
+static CUresult va_get(size_t len, CUdeviceptr *va)
+{
+    pthread_mutex_lock(&vas_lock);
+    if (vas == NULL && !vas_off) {
+        uint64_t chunk = va_chunk / vmm_granularity * vmm_granularity;
+        vas = chunk != 0 ? ft_vaspace_new(chunk, vmm_granularity, vas_reserve, NULL) : NULL;
+        vas_off = vas == NULL;
+    }
+    uint64_t got = 0;
+    int ok = !vas_off && ft_vaspace_get(vas, len, &got) == 0;
+    if (!ok && !vas_off) {
+        char a[32];
+        vas_off = 1;
+        FT_WARN("could not reserve %s of device address space (FT_VMM_RESERVE): one reservation per "
+                "allocation from now on, and a load sets access region by region",
+                human_bytes(va_chunk, a, sizeof a));
+    }
+    pthread_mutex_unlock(&vas_lock);
+    if (ok) {
+        *va = (CUdeviceptr)got;
+        return CUDA_SUCCESS;
+    }
+    return drv.reserve(va, len, vmm_granularity, 0, 0);
+}
+
+/* Gives [va, va+len) back to where va_get found it. */
+static void va_put(CUdeviceptr va, size_t len)
+{
+    pthread_mutex_lock(&vas_lock);
+    int mine = vas != NULL && ft_vaspace_put(vas, va, len) == 0;
+    pthread_mutex_unlock(&vas_lock);
+    if (!mine)
+        drv.address_free(va, len);
+}
+
 /* Serves an allocation from virtual memory. cudaSuccess, cudaErrorMemoryAllocation,
  * or cudaErrorNotSupported (the caller then passes it through). *admitted: bytes counted
  * in `admitting`, for the caller to take off once the region is tracked. */
@@ -2783,16 +2845,9 @@ static cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
     size_t len = (size + vmm_granularity - 1) / vmm_granularity * vmm_granularity;
     CUdeviceptr va = 0;
     CUmemGenericAllocationHandle h = 0;
-    /* Asked for right after the last reservation: a unit's regions then lie end to end,
-     * and a load sets their access in one call (set_unit_access). A hint only. */
-    static uint64_t va_next;
-    uint64_t hint = __atomic_load_n(&va_next, __ATOMIC_RELAXED);
-    CUresult rc = drv.reserve(&va, len, vmm_granularity, hint, 0);
-    if (rc != CUDA_SUCCESS && hint != 0)
-        rc = drv.reserve(&va, len, vmm_granularity, 0, 0);
+    CUresult rc = va_get(len, &va);
     if (rc != CUDA_SUCCESS)
         goto fail;
-    __atomic_store_n(&va_next, va + len, __ATOMIC_RELAXED);
     /* FT_SPILL: over the budget, the allocation starts in host memory; within it, it
      * counts as held from this decision on. */
     void *host = NULL;
@@ -2871,7 +2926,7 @@ fail_map:
     drv.unmap(va, len);
     drv.release(h);
 fail_va:
-    drv.address_free(va, len);
+    va_put(va, len);
 fail:
     if (rc == CUDA_ERROR_OUT_OF_MEMORY)
         return cudaErrorMemoryAllocation;
@@ -2919,7 +2974,7 @@ static int vmm_free(void *p)
         drv.unmap(v->va, v->size);
         drv.release(v->handle);
     }
-    drv.address_free(v->va, v->size);
+    va_put(v->va, v->size);
     free(v);
     return 1;
 }

@@ -110,8 +110,11 @@ done
 expect_grep 'residency: 5 unit\(s\), 40\.0 MiB, moved to pinned host memory' "$WORK/s8.err" "segments 8: streamed"
 pass "segments of 8 and 20 MiB, each holding many layers: the pass is the whole forward (96 launches), a unit per segment; at 24 MiB the 8 MiB segments stream; same output"
 # Every allocation from virtual memory (FT_VMM_MIN_SIZE=1): a unit is a layer's weight
-# and its two vectors, reserved end to end, and a load sets their access in one call
-# (cuMemSetAccess cost 500-700 us a call on the two-H200 machine, whatever the size).
+# and its two vectors, given addresses end to end out of one reservation
+# (FT_VMM_RESERVE), and a load sets their access in one call (cuMemSetAccess cost
+# 270-700 us a call on the two-H200 machine, whatever the size). The simulator, as the
+# H200's driver did, places separate reservations apart: with FT_VMM_RESERVE=0 (one
+# reservation each) it takes a call per region.
 V=(--layers 8 --dim 1024 --iters 10 --quiet)
 sim "$MODEL" "${V[@]}" >"$WORK/va.plain" || fail "access runs: model without shim failed"
 FTSIM_TIME_SCALE=0.01 FT_VMM_MIN_SIZE=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=30MiB \
@@ -121,7 +124,14 @@ calls=$(sed -n 's/.*cuMemSetAccess (\([0-9]*\) call(s) for \([0-9]*\) region(s))
 read -r nc nr <<<"$calls"
 [ -n "$nc" ] && [ "$nc" -gt 0 ] && [ $((nc * 3)) = "$nr" ] ||
     fail "access runs: want one cuMemSetAccess call per 3 regions, got '${calls:-no report}'"
-pass "a unit of three adjacent regions: its access set in one call a load ($nc calls for $nr regions); same output"
+FTSIM_TIME_SCALE=0.01 FT_VMM_RESERVE=0 FT_VMM_MIN_SIZE=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=30MiB \
+    shim "$MODEL" "${V[@]}" >"$WORK/va0.shim" 2>"$WORK/va0.err" || { sed 's/^/    | /' "$WORK/va0.err" >&2; fail "access runs, FT_VMM_RESERVE=0: failed"; }
+cmp -s "$WORK/va.plain" "$WORK/va0.shim" || fail "access runs, FT_VMM_RESERVE=0: output differs"
+calls0=$(sed -n 's/.*cuMemSetAccess (\([0-9]*\) call(s) for \([0-9]*\) region(s)).*/\1 \2/p' "$WORK/va0.err")
+read -r nc0 nr0 <<<"$calls0"
+[ -n "$nc0" ] && [ "$nc0" -gt 0 ] && [ "$nc0" = "$nr0" ] ||
+    fail "access runs, FT_VMM_RESERVE=0: want a call per region, got '${calls0:-no report}'"
+pass "a unit of three regions cut end to end from one reservation: its access set in one call a load ($nc calls for $nr regions; $nc0 for $nr0 with a reservation each); same output"
 # From forward 6 on, once a forward, right after layer 0's first kernel, a kernel
 # discovery never saw carries layer 8's weight (generate's reduce kernel on the H200):
 # the far unit is loaded for it (8 misses, one a forward), but a touch more than half a

@@ -46,6 +46,7 @@
     X(DEVICE_COUNT,    long,   1,            "number of simulated devices (1..16)") \
     X(VMM_GRANULARITY, size,   2ull << 20,   "cuMemGetAllocationGranularity (power of two >= 4KiB)") \
     X(ARENA_SIZE,      size,   1ull << 40,   "address space reserved for device addresses") \
+    X(ADDR_HINT,       long,   0,            "1: cuMemAddressReserve honours its address hint where free (0: ignores it, a granule apart from the last)") \
     X(H2D_GBPS,        double, 55.0,         "host-to-device bandwidth from pinned memory, GB/s") \
     X(D2H_GBPS,        double, 55.0,         "device-to-host bandwidth to pinned memory, GB/s") \
     X(PAGEABLE_GBPS,   double, 7.7,          "bandwidth of copies from/to pageable host memory, GB/s") \

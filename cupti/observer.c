@@ -32,6 +32,7 @@ static atomic_int detach_wanted;
 static _Atomic uint64_t n_detached;
 
 static _Atomic uint64_t n_launch, n_copy, n_set, u_launch, u_copy, u_set;
+typedef CUptiResult (*act_attr_fn)(CUpti_ActivityAttribute, size_t *, void *);
 static void *cupti_lib;       /* dlopen handle, for the activity API */
 static atomic_flag first_taken = ATOMIC_FLAG_INIT;
 static char first_unseen[160];
@@ -98,6 +99,22 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain domain, CUpti
                  cb->symbolName ? ": " : "", cb->symbolName ? cb->symbolName : "");
 }
 
+/* Activity records (profiling's kernel times) wait in pinned host memory rather than
+ * in CUPTI's default device buffers (3.2 MB each, up to 250 per context since CUDA 12.0
+ * Update 1), which the budget does not count: the whole run's peak must stay within
+ * it. CUPTI's documentation asks for its buffer settings before CUDA initialises or
+ * the context is made, and says they apply to new buffers: set as soon as CUPTI is
+ * loaded, and again before profiling enables the kinds that fill them. Refused on
+ * confidential computing devices; the records then stay on the device. */
+static void records_in_host_memory(void)
+{
+    act_attr_fn set_attr = (act_attr_fn)dlsym(cupti_lib, "cuptiActivitySetAttribute");
+    uint8_t host_pinned = 1;
+    size_t attr_size = sizeof host_pinned;
+    if (set_attr != NULL)
+        set_attr(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &attr_size, &host_pinned);
+}
+
 ft_cupti_status_t ft_cupti_start(char *why, size_t len)
 {
     pthread_mutex_lock(&obs.lock);
@@ -121,6 +138,7 @@ ft_cupti_status_t ft_cupti_start(char *why, size_t len)
         return obs.status;
     }
     cupti_lib = h;
+    records_in_host_memory();
     subscribe_fn subscribe = (subscribe_fn)dlsym(h, "cuptiSubscribe");
     enable_cb_fn enable = (enable_cb_fn)dlsym(h, "cuptiEnableCallback");
     result_string_fn result_string = (result_string_fn)dlsym(h, "cuptiGetResultString");
@@ -212,7 +230,6 @@ typedef CUptiResult (*act_next_fn)(uint8_t *, size_t, CUpti_Activity **);
 typedef CUptiResult (*act_flush_fn)(uint32_t);
 typedef CUptiResult (*act_push_fn)(CUpti_ExternalCorrelationKind, uint64_t);
 typedef CUptiResult (*act_pop_fn)(CUpti_ExternalCorrelationKind, uint64_t *);
-typedef CUptiResult (*act_attr_fn)(CUpti_ActivityAttribute, size_t *, void *);
 
 #define TIMING_BUF (1u << 20)
 
@@ -291,15 +308,7 @@ int ft_cupti_timing_start(void)
     timing.push = (act_push_fn)dlsym(cupti_lib, "cuptiActivityPushExternalCorrelationId");
     timing.pop = (act_pop_fn)dlsym(cupti_lib, "cuptiActivityPopExternalCorrelationId");
     act_register_fn reg = (act_register_fn)dlsym(cupti_lib, "cuptiActivityRegisterCallbacks");
-    /* The records wait in pinned host memory rather than in CUPTI's default device
-     * buffers (about 10 MB per context since CUDA 12.0 Update 1), which the budget does
-     * not count: the whole run's peak must stay within it. Refused on confidential
-     * computing devices; the records then stay on the device. */
-    act_attr_fn set_attr = (act_attr_fn)dlsym(cupti_lib, "cuptiActivitySetAttribute");
-    uint8_t host_pinned = 1;
-    size_t attr_size = sizeof host_pinned;
-    if (set_attr != NULL)
-        set_attr(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &attr_size, &host_pinned);
+    records_in_host_memory();
     if (!timing.enable || !timing.disable || !timing.next || !timing.flush || !timing.push ||
         !timing.pop || !reg || reg(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
         timing.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) != CUPTI_SUCCESS)

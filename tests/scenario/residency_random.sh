@@ -3,7 +3,9 @@
 # stale addresses in argument padding (also first seen after discovery), a weight every
 # layer reads, passes of two lengths, activations that move after discovery, launches
 # reading two layers' weights after discovery, passes that lose their last layer, reads
-# and writes of an offloaded weight, a layer freed mid-run, both pinning modes. Every
+# and writes of an offloaded weight, a layer freed mid-run, a library's workspace from
+# the driver, address space reserved in large, small or per-allocation pieces
+# (FT_VMM_RESERVE), both pinning modes. Every
 # case must print what a run without the shim prints. The cases come from a fixed
 # seed (FT_TEST_SEED overrides it, FT_TEST_CASES the count); a failure names the seed
 # and the case's command.
@@ -42,14 +44,19 @@ for ((i = 0; i < CASES; i++)); do
     ((RANDOM % 6 == 0)) && extra+=(--skip-last-from $((5 + RANDOM % 4)))
     ((RANDOM % 5 == 0)) && extra+=(--big-last $((2 + RANDOM % 3))) # a head larger than a layer
     ((threads > 1 && RANDOM % 4 == 0)) && extra+=(--race-alloc $((1 + RANDOM % 3)))
+    ((RANDOM % 5 == 0)) && extra+=(--drv-workspace $((1 + RANDOM % 4))) # cuBLAS's workspace, by cuMemAlloc
+    # address space reserved at a time: the default, a few regions' worth (many
+    # reservations, ranges reused from the free list), or one per allocation
+    reserves=(16GiB 8MiB 0)
+    reserve=${reserves[RANDOM % 3]}
     modes=(alloc host_register)
     mode=${modes[RANDOM % 2]}
     spill=$((RANDOM % 2)) # the default (1) holds the budget from the first allocation
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
-    what="seed $SEED case $i: FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode model ${args[*]}"
+    what="seed $SEED case $i: FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve model ${args[*]}"
     sim "$MODEL" "${args[@]}" >"$WORK/plain" || fail "$what: run without the shim failed"
     FTSIM_TIME_SCALE=0.002 FT_SPILL=$spill FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=$budget \
-        FT_PINNED_MEMORY_MODE=$mode shim "$MODEL" "${args[@]}" >"$WORK/shim" 2>"$WORK/err" \
+        FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve shim "$MODEL" "${args[@]}" >"$WORK/shim" 2>"$WORK/err" \
         || { sed 's/^/    | /' "$WORK/err" >&2; fail "$what: failed under the shim"; }
     cmp -s "$WORK/plain" "$WORK/shim" \
         || { diff "$WORK/plain" "$WORK/shim" | sed 's/^/    | /' >&2; fail "$what: output differs"; }

@@ -373,7 +373,8 @@ u = J[FT].get("ft_usage_after_decode") or J[FT].get("ft_usage")
 if u:
     lines.append("ft_get_gpu_memory_usage (MiB): " + ", ".join(f"{k} {v / 1048576:.0f}" for k, v in u.items()))
 for l in log.splitlines():
-    if (l.startswith("flextensor: residency:") or l.startswith("flextensor: plan (")) and \
+    if (l.startswith("flextensor: residency:") or l.startswith("flextensor: plan (") or
+            l.startswith("flextensor: device memory outside")) and \
             ": miss on " not in l and "loads nothing" not in l:
         lines.append("  " + l)
 # How passes were followed after discovery (ft-trace's TRACKING line): no start means no
@@ -411,7 +412,7 @@ if J["spill"]:
         lines.append("  FT_SPILL ft_get_gpu_memory_usage at exit (MiB): " +
                      ", ".join(f"{k} {v / 1048576:.0f}" for k, v in us.items()))
     for l in sl.splitlines():
-        if l.startswith("flextensor: residency:") or l.startswith("flextensor: spill"):
+        if l.startswith(("flextensor: residency:", "flextensor: spill", "flextensor: device memory outside")):
             lines.append("  [spill] " + l[:220])
 nw = sum(1 for l in log.splitlines() if l.startswith("flextensor: warning:"))
 ne = sum(1 for l in log.splitlines() if l.startswith("flextensor: error:"))

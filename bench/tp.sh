@@ -217,7 +217,7 @@ for mode in ("shim", "spill"):
     for r in range(world):
         log = text(os.path.join(out, f"tp-{r}-{mode}.log"))
         for l in log.splitlines():
-            if re.match(r"flextensor: (residency:|plan \(|error|warning)", l):
+            if re.match(r"flextensor: (residency:|plan \(|error|warning|device memory outside)", l):
                 lines.append(f"  [{mode} {r}] {l[:220]}")
 print("\n".join(lines))
 PY

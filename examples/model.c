@@ -77,6 +77,9 @@
  *   --scratch     each forward allocates a 2 MiB scratch buffer half-way through its
  *                 layers (cleared with cudaMemsetAsync) and frees it at the end
  *   --scratch-from N   the same from forward N on only (memory the plan never saw)
+ *   --outside-from N  at forward N, 4 MiB of device memory the shim does not see
+ *                 (cuMemCreate and cuMemMap, resolved by dlsym on libcuda, as NCCL
+ *                 allocates its buffers), kept to the end
  *   --drv-workspace N  half-way through the first forward, N MiB from the driver's
  *                 cuMemAlloc (resolved by dlsym on libcuda), kept and cleared in every
  *                 forward: a library's lazily made workspace (cuBLAS's handle)
@@ -91,6 +94,7 @@
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
  */
 #define _GNU_SOURCE
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -137,6 +141,7 @@ static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
 static int drv_workspace_mib = 0;
+static int outside_from = -1;
 static unsigned long long drv_workspace; /* its device address, once allocated */
 static pthread_mutex_t drv_workspace_lock = PTHREAD_MUTEX_INITIALIZER;
 static int big_tables;
@@ -306,6 +311,41 @@ static void use_drv_workspace(cudaStream_t stream)
     CHECK(cudaMemsetAsync((void *)(uintptr_t)drv_workspace, 0, bytes, stream));
 }
 
+/* --outside-from: 4 MiB mapped through the driver's virtual memory calls, which the
+ * shim neither serves nor tracks (the first thread to get there). */
+static void allocate_outside(void)
+{
+    static int done;
+    pthread_mutex_lock(&drv_workspace_lock);
+    if (!done) {
+        done = 1;
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        typedef int (*reserve_fn)(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
+        typedef int (*create_fn)(unsigned long long *, size_t, const CUmemAllocationProp *, unsigned long long);
+        typedef int (*map_fn)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+        typedef int (*access_fn)(unsigned long long, size_t, const CUmemAccessDesc *, size_t);
+        reserve_fn reserve = cuda ? (reserve_fn)dlsym(cuda, "cuMemAddressReserve") : NULL;
+        create_fn create = cuda ? (create_fn)dlsym(cuda, "cuMemCreate") : NULL;
+        map_fn map = cuda ? (map_fn)dlsym(cuda, "cuMemMap") : NULL;
+        access_fn access = cuda ? (access_fn)dlsym(cuda, "cuMemSetAccess") : NULL;
+        CUmemAllocationProp prop = { 0 };
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = device;
+        CUmemAccessDesc acc = { prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        unsigned long long va = 0, h = 0;
+        size_t bytes = 4u << 20;
+        if (!reserve || !create || !map || !access || reserve(&va, bytes, 0, 0, 0) != 0 ||
+            create(&h, bytes, &prop, 0) != 0 || map(va, bytes, 0, h, 0) != 0 || access(va, bytes, &acc, 1) != 0) {
+            fprintf(stderr, "model: 4 MiB outside the runtime could not be mapped\n");
+            exit(1);
+        }
+        if (cuda != NULL)
+            dlclose(cuda);
+    }
+    pthread_mutex_unlock(&drv_workspace_lock);
+}
+
 static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
 {
     void *scratch_buf = NULL;
@@ -382,6 +422,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         }
         if (drv_workspace_mib > 0 && l == layers / 2)
             use_drv_workspace(stream);
+        if (outside_from >= 0 && cur_iter >= outside_from && l == 0)
+            allocate_outside();
         if (scratch_from >= 0 && cur_iter >= scratch_from && l == layers / 2) {
             CHECK(cudaMalloc(&scratch_buf, 2u << 20));
             CHECK(cudaMemsetAsync(scratch_buf, 0, 2u << 20, stream));
@@ -610,6 +652,8 @@ int main(int argc, char **argv)
             scratch_from = 0;
         else if (strcmp(a, "--scratch-from") == 0 && i + 1 < argc)
             scratch_from = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--outside-from") == 0 && i + 1 < argc)
+            outside_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--drv-workspace") == 0 && i + 1 < argc)
             drv_workspace_mib = parse_int(a, argv[++i], 1, 1 << 10);
         else if (strcmp(a, "--peek") == 0 && i + 1 < argc)
@@ -636,7 +680,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

@@ -672,6 +672,9 @@ static __thread int tag_pushed;
  * in a row that do not, and plans from the passes it has (at least one). */
 #define PROFILE_MAX_OFF_RECORD 8
 
+static void outside_sample(const char *phase, long pass, int held);
+static int engine_is_held(void);
+
 /* 1: the pass was timed; 0: dropped (suspended, an error); -1: dropped because it did
  * not run every unit where discovery saw them (the program's passes changed). */
 static int end_profiled_pass(void)
@@ -710,6 +713,7 @@ static int end_profiled_pass(void)
         us[i] = kept;
     }
     ft_prof_add_pass(prof.prof, us);
+    outside_sample("profiling", ft_prof_passes(prof.prof), engine_is_held());
     FT_DEBUG("profiling: pass %d of %d timed", ft_prof_passes(prof.prof), profiling_iters);
     return 1;
 }
@@ -1580,6 +1584,11 @@ static uint64_t spill_restore_all(const char *why);
  * it to be enqueued, then drains the device, before anything is evicted. */
 static __thread int engine_held;
 
+static int engine_is_held(void)
+{
+    return engine_held;
+}
+
 static int guarding(void)
 {
     return engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
@@ -1796,6 +1805,8 @@ static void step_mark(cudaStream_t stream)
         res.harvested = res.passes - STEP_RING + 1;
     if (prof.record(res.pass_ev[res.passes % STEP_RING], stream) == cudaSuccess)
         res.passes++;
+    if (res.passes <= 64 || res.passes % 64 == 0)
+        outside_sample("inference", (long)res.passes, 1);
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -2478,6 +2489,8 @@ static void track(void *p, size_t size, uint32_t flags)
     if (p == NULL || size == 0)
         return;
     int64_t id = ft_regions_insert(regions, (uint64_t)(uintptr_t)p, size, flags, 0);
+    if (id == 1)
+        outside_sample("the first allocation", -1, 0);
     if (id >= 0 && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
         uint64_t now = device_bytes(), was = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
         while (now > was && !__atomic_compare_exchange_n(&peak_tracked, &was, now, 1, __ATOMIC_RELAXED,
@@ -3605,6 +3618,50 @@ static void usage_now(ft_gpu_memory_usage_t *out)
     pthread_mutex_unlock(&res.lock);
 }
 
+/* Device memory outside FlexTensor's count: the device's memory in use (the real
+ * cudaMemGetInfo, device-wide, as nvidia-smi sees it) less what FlexTensor holds. The
+ * context, library code, NCCL's buffers and anything else allocated around the shim
+ * lie there; the budget does not hold them. Sampled at the first allocation, at each
+ * profiled pass and at inference passes (the first 64, then one in 64), reported at
+ * exit: where it grows shows what the budget cannot see (the two-H200 run found 490
+ * MiB more there during profiling than at the end, sampled from outside). */
+static struct {
+    pthread_mutex_t lock;
+    int n;
+    uint64_t first, last, max, labelled;
+    char max_at[48]; /* where it last grew by 1 MiB or more */
+} outside = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* held: the caller holds res.lock. */
+static void outside_sample(const char *phase, long pass, int held)
+{
+    size_t free_b = 0, total_b = 0;
+    if (REAL(cudaMemGetInfo) == NULL || REAL(cudaMemGetInfo)(&free_b, &total_b) != cudaSuccess || total_b < free_b)
+        return;
+    ft_gpu_memory_usage_t u;
+    if (held)
+        usage_locked(&u);
+    else
+        usage_now(&u);
+    uint64_t used = (uint64_t)(total_b - free_b), out = used > u.total_bytes ? used - u.total_bytes : 0;
+    pthread_mutex_lock(&outside.lock);
+    if (outside.n++ == 0)
+        outside.first = out;
+    outside.last = out;
+    /* Where it grew by a MiB or more, not where a few KiB more came (the checksum's
+     * buffers at the plan, say). */
+    if (out > outside.max)
+        outside.max = out;
+    if (outside.n == 1 || out >= outside.labelled + (1u << 20)) {
+        outside.labelled = out;
+        if (pass >= 0)
+            snprintf(outside.max_at, sizeof outside.max_at, "%s pass %ld", phase, pass);
+        else
+            snprintf(outside.max_at, sizeof outside.max_at, "%s", phase);
+    }
+    pthread_mutex_unlock(&outside.lock);
+}
+
 FT_EXPORT int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out)
 {
     if (!ft_shim_active || out == NULL || disc == NULL)
@@ -3744,6 +3801,13 @@ void ft_hooks_report(void)
 {
     if (disc == NULL)
         return;
+    pthread_mutex_lock(&outside.lock);
+    if (outside.n > 0)
+        FT_INFO("device memory outside FlexTensor's count (in use on the device, less what "
+                "FlexTensor holds): %.2f MiB at the first sample, at most %.2f MiB (from %s on), %.2f MiB "
+                "at the last of %d", (double)outside.first / 1048576.0, (double)outside.max / 1048576.0,
+                outside.max_at, (double)outside.last / 1048576.0, outside.n);
+    pthread_mutex_unlock(&outside.lock);
     if (res.active)
         FT_INFO("residency: %llu load(s), %llu of them prefetched and %llu on demand (misses), "
                 "%.1f MiB copied in; %llu unload(s), %llu of them copied back (changed, or "

@@ -304,6 +304,20 @@ awk -v s="$1" '{ v[NR] = $1 } END { exit !(NR > 0 && s >= 0.99 * v[1] && s <= 1.
     || fail "measured step $1 us outside the model's own step times ($(tr '\n' ' ' <"$WORK/steps"))"
 pass "exit report: measured step $1 us over $2 passes, within the model's own step times"
 
+# The exit report's view of what lies outside the budget: the device's memory in use
+# less what FlexTensor holds, sampled at the first allocation, each profiled pass and
+# inference passes. 4 MiB mapped through the driver's own calls (as NCCL maps its
+# buffers) from forward 2 on appear there, from the first profiled pass.
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=20MiB shim "$MODEL" --layers 8 --dim 1024 --iters 10 --quiet \
+    --outside-from 2 >"$WORK/o.out" 2>"$WORK/o.err" || { sed 's/^/    | /' "$WORK/o.err" >&2; fail "outside: failed"; }
+sim "$MODEL" --layers 8 --dim 1024 --iters 10 --quiet --outside-from 2 | cmp -s - "$WORK/o.out" || fail "outside: output differs"
+expect_grep "device memory outside FlexTensor's count \(in use on the device, less what FlexTensor holds\): 0\.0[0-9] MiB at the first sample, at most 4\.0[0-9] MiB \(from profiling pass 1 on\)" \
+    "$WORK/o.err" "outside: 4 MiB from profiling on"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=20MiB shim "$MODEL" --layers 8 --dim 1024 --iters 10 --quiet \
+    >/dev/null 2>"$WORK/o0.err" || fail "outside, without the 4 MiB: failed"
+expect_grep "outside FlexTensor's count .*: 0\.0[0-9] MiB at the first sample, at most 0\.0[0-9] MiB" "$WORK/o0.err" "outside: nothing without it"
+pass "exit report: 4 MiB the shim does not see, mapped from forward 2 on, found outside its count from the first profiled pass; 0 without"
+
 # ft_get_gpu_memory_usage: before the plan (1), everything held is other bytes, within
 # FT_SPILL's budget, the rest in host memory; after it (0), the parts add up, the streamed
 # weights (6 of 1 MiB, each in a 2 MiB granule: what the device holds for them) are

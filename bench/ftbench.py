@@ -103,6 +103,29 @@ class MemWatch:
         return r
 
 
+def h2d_gbps(mib=1024, reps=5, sync=None):
+    """Host-to-device bandwidth of pinned memory, GB/s: the median of `reps` copies of
+    `mib` MiB (the link bound's denominator, measured apart from FlexTensor). sync(),
+    when given, runs before each copy: a barrier, so that the processes of a job copy
+    at once, as they stream at once."""
+    import statistics
+    import torch
+    src = torch.empty(mib << 20, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(mib << 20, dtype=torch.uint8, device="cuda")
+    rates = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        if sync is not None:
+            sync()
+        t0 = time.perf_counter()
+        dst.copy_(src, non_blocking=True)
+        torch.cuda.synchronize()
+        rates.append((mib << 20) / (time.perf_counter() - t0) / 1e9)
+    del src, dst
+    torch.cuda.empty_cache()
+    return round(statistics.median(rates), 2)
+
+
 def timed(fn):
     """fn()'s result and its milliseconds, the device synchronised before and after."""
     import torch

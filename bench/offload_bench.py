@@ -47,7 +47,7 @@ import time
 import torch
 from transformers import LlamaForCausalLM
 
-from ftbench import ft_usage, gpu_used_mib, llama_config, repeat_forwards, timed
+from ftbench import ft_usage, gpu_used_mib, h2d_gbps, llama_config, repeat_forwards, timed
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -148,23 +148,6 @@ def context_mib(idle):
     r = None if used is None or idle is None else used - idle - torch.cuda.memory_reserved() / 1048576
     del w
     return None if r is None else round(r, 1)
-
-
-def h2d_gbps(mib=1024, reps=5):
-    """Host-to-device bandwidth of pinned memory, GB/s: the median of `reps` copies of
-    `mib` MiB (the link bound's denominator, measured apart from FlexTensor)."""
-    src = torch.empty(mib << 20, dtype=torch.uint8, pin_memory=True)
-    dst = torch.empty(mib << 20, dtype=torch.uint8, device="cuda")
-    rates = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        dst.copy_(src, non_blocking=True)
-        torch.cuda.synchronize()
-        rates.append((mib << 20) / (time.perf_counter() - t0) / 1e9)
-    del src, dst
-    torch.cuda.empty_cache()
-    return round(statistics.median(rates), 2)
 
 
 def bench(a, cfg):

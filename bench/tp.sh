@@ -165,8 +165,10 @@ for mode in ("plain", "shim", "spill"):
         log = text(os.path.join(out, f"tp-{r}-{mode}.log"))
         h2d = re.findall(r"host to device ([0-9.]+) GB/s", log)
         plan = re.findall(r"resident ([0-9.]+) MiB, streamed ([0-9.]+) MiB", log)
-        link = (float(plan[-1][1]) * 1048576 / (float(h2d[-1]) * 1e9) * 1e3
-                if plan and h2d else None)
+        # the link as all processes copy at once (the run without the shim), else the
+        # figure the shim measured in this process alone
+        gbps = P[r].get("h2d_gbps_concurrent") or (float(h2d[-1]) if h2d else None)
+        link = float(plan[-1][1]) * 1048576 / (gbps * 1e9) * 1e3 if plan and gbps else None
         res_d, res_p = P[r].get("decode_ms_median"), P[r].get("prefill_ms_median")
         d, p = j.get("decode_ms_median"), j.get("prefill_ms_median")
         def ratio(x, res):
@@ -197,8 +199,11 @@ for mode in ("plain", "shim", "spill"):
 w = [max(len(str(x[i])) for x in rows + [hdr]) for i in range(len(hdr))]
 lines.append("  ".join(str(c).rjust(w[i]) for i, c in enumerate(hdr)))
 lines += ["  ".join(str(c).rjust(w[i]) for i, c in enumerate(row)) for row in rows]
-lines.append("link ms: the plan's streamed MiB / the host-to-device GB/s the shim measured in "
-             "that process; dec/max, pre/max: step time / max(all-resident, link); ctx: device "
+conc = [P[r].get("h2d_gbps_concurrent") for r in range(world)]
+lines.append("link ms: the plan's streamed MiB / the host-to-device GB/s of 1 GiB pinned copies made "
+             "by every process at once in the run without the shim (" +
+             ", ".join("-" if g is None else f"{g:.1f}" for g in conc) +
+             " GB/s), else what the shim measured in that process alone; dec/max, pre/max: step time / max(all-resident, link); ctx: device "
              "memory outside the budget (context, NCCL, library code), the larger of: before any "
              "weight, less PyTorch's reserved; at the end, less FlexTensor's held (or reserved); "
              "peak, steady: nvidia-smi every 200 ms (GPU less idle), the whole run or after the "

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ftbench import MemWatch, ft_usage, gpu_used_mib, llama_config, repeat_forwards
+from ftbench import MemWatch, ft_usage, gpu_used_mib, h2d_gbps, llama_config, repeat_forwards
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -230,6 +230,9 @@ def run(a, cfg):
         res["generate_ms"] = round((time.perf_counter() - t) * 1e3, 3)
     torch.cuda.synchronize()
     res.update(watch.summary())
+    if ft_usage(before_plan=True) is None:
+        # without FlexTensor: the link as the job streams, every process copying at once
+        res["h2d_gbps_concurrent"] = h2d_gbps(sync=dist.barrier if world > 1 else None)
     used = gpu_used_mib(local)
     usage = ft_usage()
     # what the process holds outside the budget once every kernel has run (lazily

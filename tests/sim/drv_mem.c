@@ -1144,6 +1144,10 @@ SIM_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const C
                 for (size_t k = first; r == CUDA_SUCCESS && k < i; k++)
                     ((sim_map_t *)RS_AT(&g_maps, k))->access = fl;
             }
+            /* The host time the call takes (FTSIM_VMM_ACCESS_NS): work the host enqueues
+             * afterwards starts that much later on the virtual clock. */
+            if (r == CUDA_SUCCESS)
+                g_sim.host_now += (uint64_t)g_sim.opt.VMM_ACCESS_NS;
             pthread_mutex_unlock(&g_sim.lock);
         }
     }

@@ -2233,7 +2233,6 @@ static uint64_t spill_admit(uint64_t size);
  * not be served from virtual memory -- `passthrough` -- gets room by spill_admit).
  * -1 when they cannot; 1 when they do and are reserved until admit_done; 0 when there
  * is no budget to keep yet. */
-
 static int budget_admit(uint64_t size, int passthrough)
 {
     if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE))

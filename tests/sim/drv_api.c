@@ -116,6 +116,12 @@ static int check_option(const char *name, sim_options_t *o)
         return o->D2D_GBPS > 0 ? 0 : -1;
     if (!strcmp(name, "COPY_LATENCY_NS"))
         return o->COPY_LATENCY_NS >= 0 ? 0 : -1;
+    if (!strcmp(name, "VMM_ACCESS_NS") || !strcmp(name, "VMM_MAP_NS") || !strcmp(name, "VMM_CREATE_NS") ||
+        !strcmp(name, "PIN_NS_PER_MIB")) {
+        long v = !strcmp(name, "VMM_ACCESS_NS") ? o->VMM_ACCESS_NS : !strcmp(name, "VMM_MAP_NS") ? o->VMM_MAP_NS
+                 : !strcmp(name, "VMM_CREATE_NS") ? o->VMM_CREATE_NS : o->PIN_NS_PER_MIB;
+        return v >= 0 && v <= 1000000000L ? 0 : -1;
+    }
     if (!strcmp(name, "TIME_SCALE"))
         return o->TIME_SCALE >= 0 && o->TIME_SCALE <= 1000 ? 0 : -1;
     if (!strcmp(name, "FAIL_ALLOC"))

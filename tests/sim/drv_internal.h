@@ -53,6 +53,9 @@
     X(D2D_GBPS,        double, 2000.0,       "device-to-device copy and memset bandwidth, GB/s") \
     X(COPY_LATENCY_NS, long,   2000,         "fixed cost of every copy and memset, ns") \
     X(VMM_ACCESS_NS,   long,   0,            "host time a cuMemSetAccess call takes, virtual ns (0: none)") \
+    X(VMM_MAP_NS,      long,   0,            "host time a cuMemMap or cuMemUnmap call takes, virtual ns (0: none)") \
+    X(VMM_CREATE_NS,   long,   0,            "host time a cuMemCreate or cuMemRelease call takes, virtual ns (0: none)") \
+    X(PIN_NS_PER_MIB,  long,   0,            "host time pinning host memory takes per MiB (cuMemHostAlloc, cuMemHostRegister), virtual ns (0: none)") \
     X(TIME_SCALE,      double, 0.0,          "real ns a worker sleeps per virtual ns of an operation") \
     X(FAIL_ALLOC,      long,   0,            "fail the Nth device allocation (0: never)") \
     X(FAIL_HOST_ALLOC, long,   0,            "fail the Nth pinned allocation or registration") \

@@ -659,6 +659,24 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned flags)
     return r;
 }
 
+/* Host time an API call takes (the FTSIM_*_NS options), on the virtual clock: what the
+ * host enqueues after it starts that much later. Real drivers spend it pinning pages,
+ * writing page tables, waiting for the copy engines (a map and its access took up to
+ * 0.9 ms with copies in flight on the H200). */
+static void host_cost(uint64_t ns)
+{
+    if (ns == 0)
+        return;
+    pthread_mutex_lock(&g_sim.lock);
+    g_sim.host_now += ns;
+    pthread_mutex_unlock(&g_sim.lock);
+}
+
+static uint64_t pin_cost(size_t bytes)
+{
+    return (uint64_t)((double)g_sim.opt.PIN_NS_PER_MIB * (double)bytes / 1048576.0);
+}
+
 SIM_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     cuMemHostAlloc_params p = {pp, bytesize, Flags};
@@ -669,6 +687,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned 
         r = need_ctx();
     if (r == CUDA_SUCCESS)
         r = host_alloc(pp, bytesize, Flags);
+    if (r == CUDA_SUCCESS)
+        host_cost(pin_cost(bytesize));
     sim_api_exit(&c);
     return r;
 }
@@ -740,6 +760,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *ptr, size_t bytesize, uns
             pthread_mutex_unlock(&g_sim.lock);
         }
     }
+    if (r == CUDA_SUCCESS)
+        host_cost(pin_cost(bytesize));
     sim_api_exit(&c);
     return r;
 }
@@ -961,6 +983,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, si
             pthread_mutex_unlock(&g_sim.lock);
         }
     }
+    if (r == CUDA_SUCCESS)
+        host_cost((uint64_t)g_sim.opt.VMM_CREATE_NS);
     sim_api_exit(&c);
     return r;
 }
@@ -982,6 +1006,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
         }
         pthread_mutex_unlock(&g_sim.lock);
     }
+    if (r == CUDA_SUCCESS)
+        host_cost((uint64_t)g_sim.opt.VMM_CREATE_NS);
     sim_api_exit(&c);
     return r;
 }
@@ -1064,6 +1090,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset
         }
         pthread_mutex_unlock(&g_sim.lock);
     }
+    if (r == CUDA_SUCCESS)
+        host_cost((uint64_t)g_sim.opt.VMM_MAP_NS);
     sim_api_exit(&c);
     return r;
 }
@@ -1100,6 +1128,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
         }
         pthread_mutex_unlock(&g_sim.lock);
     }
+    if (r == CUDA_SUCCESS)
+        host_cost((uint64_t)g_sim.opt.VMM_MAP_NS);
     sim_api_exit(&c);
     return r;
 }
@@ -1147,7 +1177,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const C
             /* The host time the call takes (FTSIM_VMM_ACCESS_NS): work the host enqueues
              * afterwards starts that much later on the virtual clock. */
             if (r == CUDA_SUCCESS)
-                g_sim.host_now += (uint64_t)g_sim.opt.VMM_ACCESS_NS;
+                g_sim.host_now += (uint64_t)g_sim.opt.VMM_ACCESS_NS; /* as host_cost, lock held */
             pthread_mutex_unlock(&g_sim.lock);
         }
     }

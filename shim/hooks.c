@@ -3829,6 +3829,12 @@ void ft_hooks_trace(void *trace_writer)
         ft_trace_put_u64(w, demoted);
         ft_trace_put_u64(w, spill_faults);
         ft_trace_put_u64(w, spill_evictions);
+        pthread_mutex_lock(&outside.lock);
+        ft_trace_put_u64(w, outside.first);
+        ft_trace_put_u64(w, outside.max);
+        ft_trace_put_u64(w, outside.last);
+        ft_trace_put_u64(w, (uint64_t)outside.n);
+        pthread_mutex_unlock(&outside.lock);
         ft_trace_end(w);
         ft_trace_begin(w, FT_TRACE_MISSES);
         ft_trace_put_u32(w, (uint32_t)res.n_miss_log);

@@ -113,8 +113,10 @@ typedef struct {
     uint64_t *plan_stall_ns;
     /* loads, prefetched, misses, bytes in, unloads, peak held, steps, median ns,
      * predicted ns */
-    uint64_t res[15];         /* 9 fields, then 6 that older traces lack */
+    uint64_t res[19];         /* 9 fields, then 6 that older traces lack, then 4 more */
     int res_ext;              /* the 6 later fields are present */
+    int res_outside;          /* and the 4 after them: device memory outside FlexTensor's
+                                 count at the first sample, its most, at the last; samples */
     /* TRACKING: rule, start position, kernel, region, lost warning; starts, launches
      * since the last one */
     uint32_t trk_rule, trk_start, trk_kernel, trk_region, trk_lost;
@@ -366,6 +368,16 @@ static int parse_residency(trace_t *t, ft_trace_cursor_t *c)
         t->res_ext = 1;
         if (t->res[9] > t->res[4])
             return bad(t, "%" PRIu64 " copies back of %" PRIu64 " unloads", t->res[9], t->res[4]);
+    }
+    /* Then, from the seventh session's traces on, the memory outside FlexTensor's count. */
+    if (c->left > 0) {
+        for (uint32_t i = 15; i < 19; i++)
+            if (ft_trace_get_u64(c, &t->res[i]))
+                return short_payload(t, "residency field", i);
+        t->res_outside = 1;
+        if (t->res[18] > 0 && (t->res[16] < t->res[15] || t->res[16] < t->res[17]))
+            return bad(t, "memory outside the count: at most %" PRIu64 " bytes, below its first (%" PRIu64
+                       ") or last (%" PRIu64 ")", t->res[16], t->res[15], t->res[17]);
     }
     if (t->res[1] > t->res[0] || t->res[4] > t->res[0])
         return bad(t, "%" PRIu64 " prefetched and %" PRIu64 " unloads of %" PRIu64 " loads",
@@ -889,6 +901,12 @@ static void text_report(const trace_t *t, const char *path, size_t size)
                    " copy(ies) or set(s) served from host memory; %" PRIu64 " unit(s) made to stream by "
                    "allocations; FT_SPILL moves before the plan: %" PRIu64 " in, %" PRIu64 " out\n",
                    t->res[9], t->res[10], t->res[11], t->res[12], t->res[13], t->res[14]);
+        if (t->res_outside && t->res[18] > 0) {
+            char c1[32], c2[32], c3[32];
+            printf("  device memory outside FlexTensor's count: %s at the first sample, at most %s, %s at "
+                   "the last of %" PRIu64 "\n", human(t->res[15], c1), human(t->res[16], c2),
+                   human(t->res[17], c3), t->res[18]);
+        }
     }
     if (t->seen[FT_TRACE_MISSES] && t->n_miss > 0) {
         printf("\nmisses (the first %u: a unit loaded on demand by the call that touched it)\n"
@@ -1156,6 +1174,10 @@ static void json_report(const trace_t *t, const char *path)
             printf(", \"copied_back\": %" PRIu64 ", \"stale_skipped\": %" PRIu64 ", \"host_copies\": %" PRIu64
                    ", \"made_to_stream\": %" PRIu64 ", \"spill_in\": %" PRIu64 ", \"spill_out\": %" PRIu64,
                    t->res[9], t->res[10], t->res[11], t->res[12], t->res[13], t->res[14]);
+        if (t->res_outside)
+            printf(", \"outside_first_bytes\": %" PRIu64 ", \"outside_max_bytes\": %" PRIu64
+                   ", \"outside_last_bytes\": %" PRIu64 ", \"outside_samples\": %" PRIu64,
+                   t->res[15], t->res[16], t->res[17], t->res[18]);
         printf("}");
     }
     if (t->seen[FT_TRACE_MISSES]) {

@@ -402,7 +402,14 @@ assert [r["loads"], r["prefetched"], r["misses"]] == [int(x) for x in sys.argv[2
 assert r["measured_steps"] > 0 and r["measured_step_ns"] > 0, r
 assert abs(r["predicted_step_ns"] / 1000 - float(sys.argv[5])) < 0.051, (r, sys.argv[5])
 assert [r["copied_back"], r["stale_skipped"], r["host_copies"], r["made_to_stream"]] == [0, 0, 0, 0], r
+assert r["outside_samples"] > 0 and r["outside_max_bytes"] >= r["outside_last_bytes"], r
 PY
+# The exit report's memory outside the count, in the trace as well (the --outside-from run)
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=20MiB FT_TRACE_FILE="$WORK/o.bin" shim "$MODEL" --layers 8 --dim 1024 \
+    --iters 10 --quiet --outside-from 2 >/dev/null 2>&1 || fail "outside, traced: failed"
+"$BUILD/bin/ft-trace" "$WORK/o.bin" >"$WORK/o.txt" || fail "ft-trace on the outside trace"
+expect_grep "^  device memory outside FlexTensor's count: 0 B at the first sample, at most 4\.0 MiB, 4\.0 MiB at the last of [0-9]+$" \
+    "$WORK/o.txt" "ft-trace: memory outside the count"
 python3 - "$WORK/r.bin" "$WORK/bad.bin" <<'PY' || fail "patching the trace"
 import struct, sys, zlib
 b = bytearray(open(sys.argv[1], "rb").read())
@@ -424,4 +431,4 @@ set -e
 [ $rc -eq 1 ] && [ ! -s "$WORK/bad.out" ] || fail "inconsistent RESIDENCY record: exit $rc or a partial report"
 expect_grep 'inconsistent RESIDENCY record at byte [0-9]+: 1099511627776 prefetched and [0-9]+ unloads of [0-9]+ loads' \
     "$WORK/bad.err" "inconsistent RESIDENCY record"
-pass "trace: RESIDENCY record as in the exit report ($1 loads, $2 prefetched, $3 misses), TRACKING's pass starts; inconsistent counts refused"
+pass "trace: RESIDENCY record as in the exit report ($1 loads, $2 prefetched, $3 misses; memory outside the count), TRACKING's pass starts; inconsistent counts refused"

@@ -3689,17 +3689,23 @@ static struct {
     char max_at[48]; /* where it last grew by 1 MiB or more */
 } outside = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* held: the caller holds res.lock. */
+/* held: the caller holds res.lock. Otherwise the sample is skipped when res.lock is
+ * busy: its holder may be waiting for this very call to finish (activate_locked and
+ * spill_admit wait for the calls past an unguarded entry, which a profiled launch is). */
 static void outside_sample(const char *phase, long pass, int held)
 {
     size_t free_b = 0, total_b = 0;
     if (REAL(cudaMemGetInfo) == NULL || REAL(cudaMemGetInfo)(&free_b, &total_b) != cudaSuccess || total_b < free_b)
         return;
     ft_gpu_memory_usage_t u;
-    if (held)
+    if (held) {
         usage_locked(&u);
-    else
-        usage_now(&u);
+    } else {
+        if (pthread_mutex_trylock(&res.lock) != 0)
+            return;
+        usage_locked(&u);
+        pthread_mutex_unlock(&res.lock);
+    }
     uint64_t used = (uint64_t)(total_b - free_b), out = used > u.total_bytes ? used - u.total_bytes : 0;
     pthread_mutex_lock(&outside.lock);
     if (outside.n++ == 0)

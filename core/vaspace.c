@@ -54,6 +54,19 @@ void ft_vaspace_free(ft_vaspace_t *s)
     free(s);
 }
 
+/* arr, or where it moved, with room for one more of n elements of esz bytes (capacity
+ * *cap, doubled from `first`); NULL when out of memory (arr stays as it was). */
+static void *grow(void *arr, int *cap, int n, size_t esz, int first)
+{
+    if (n < *cap)
+        return arr;
+    int c = *cap ? 2 * *cap : first;
+    void *p = realloc(arr, (size_t)c * esz);
+    if (p != NULL)
+        *cap = c;
+    return p;
+}
+
 static int chunk_of(const ft_vaspace_t *s, uint64_t addr)
 {
     for (int i = 0; i < s->n_chunks; i++)
@@ -105,14 +118,10 @@ static int hole_add(ft_vaspace_t *s, uint64_t base, uint64_t size, int c)
         s->holes[i].size += size;
         return 0;
     }
-    if (s->n_holes == s->cap_holes) {
-        int cap = s->cap_holes ? 2 * s->cap_holes : 16;
-        hole_t *h = realloc(s->holes, (size_t)cap * sizeof *h);
-        if (h == NULL)
-            return -ENOMEM;
-        s->holes = h;
-        s->cap_holes = cap;
-    }
+    hole_t *h = grow(s->holes, &s->cap_holes, s->n_holes, sizeof *h, 16);
+    if (h == NULL)
+        return -ENOMEM;
+    s->holes = h;
     memmove(&s->holes[i + 1], &s->holes[i], (size_t)(s->n_holes - i) * sizeof *s->holes);
     s->holes[i] = (hole_t){ base, size, c };
     s->n_holes++;
@@ -123,14 +132,10 @@ static int hole_add(ft_vaspace_t *s, uint64_t base, uint64_t size, int c)
  * becomes a hole. 0 or -ENOMEM. */
 static int chunk_add(ft_vaspace_t *s, uint64_t len)
 {
-    if (s->n_chunks == s->cap_chunks) {
-        int cap = s->cap_chunks ? 2 * s->cap_chunks : 4;
-        chunk_t *c = realloc(s->chunks, (size_t)cap * sizeof *c);
-        if (c == NULL)
-            return -ENOMEM;
-        s->chunks = c;
-        s->cap_chunks = cap;
-    }
+    chunk_t *grown = grow(s->chunks, &s->cap_chunks, s->n_chunks, sizeof *grown, 4);
+    if (grown == NULL)
+        return -ENOMEM;
+    s->chunks = grown;
     uint64_t size = len > s->chunk_bytes ? len : s->chunk_bytes, base = 0;
     uint64_t hint = s->n_chunks > 0 ? s->chunks[s->n_chunks - 1].base + s->chunks[s->n_chunks - 1].size : 0;
     if (s->reserve(&base, size, hint, s->ctx) != 0)

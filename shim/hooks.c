@@ -673,7 +673,11 @@ static __thread int tag_pushed;
 #define PROFILE_MAX_OFF_RECORD 8
 
 static void outside_sample(const char *phase, long pass, int held);
-static int engine_is_held(void);
+
+/* This thread's call holds res.lock (engine_enter returned 1). A call that entered
+ * before the switch is not guarded even if it sees the engine on: the switch waits for
+ * it to be enqueued, then drains the device, before anything is evicted. */
+static __thread int engine_held;
 
 /* 1: the pass was timed; 0: dropped (suspended, an error); -1: dropped because it did
  * not run every unit where discovery saw them (the program's passes changed). */
@@ -713,7 +717,7 @@ static int end_profiled_pass(void)
         us[i] = kept;
     }
     ft_prof_add_pass(prof.prof, us);
-    outside_sample("profiling", ft_prof_passes(prof.prof), engine_is_held());
+    outside_sample("profiling", ft_prof_passes(prof.prof), engine_held);
     FT_DEBUG("profiling: pass %d of %d timed", ft_prof_passes(prof.prof), profiling_iters);
     return 1;
 }
@@ -1579,15 +1583,6 @@ static uint64_t spill_bytes;
 static void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream);
 static uint64_t spill_restore_all(const char *why);
 
-/* This thread's call holds res.lock (engine_enter returned 1). A call that entered
- * before the switch is not guarded even if it sees the engine on: the switch waits for
- * it to be enqueued, then drains the device, before anything is evicted. */
-static __thread int engine_held;
-
-static int engine_is_held(void)
-{
-    return engine_held;
-}
 
 static int guarding(void)
 {
@@ -1841,6 +1836,14 @@ static double step_median_us(uint64_t *n)
  * never fall between another thread's guard and its launch. Before that, they only
  * count themselves in `unlocked`, so that the switch can wait for them to finish. */
 static _Atomic int unlocked;
+
+/* After a switch that makes every call guarded (res.lock held): the calls already past
+ * an unguarded entry finish enqueueing first. They never take res.lock meanwhile. */
+static void wait_unguarded_calls(void)
+{
+    while (atomic_load(&unlocked) > 0)
+        sched_yield();
+}
 static void activate_locked(void);
 
 static int engine_enter(void)
@@ -2274,8 +2277,7 @@ static void admit_done(int adm, uint64_t size, void *p, uint32_t flags)
 static void activate_locked(void)
 {
     __atomic_store_n(&res.active, 1, __ATOMIC_RELEASE);
-    while (atomic_load(&unlocked) > 0)
-        sched_yield();
+    wait_unguarded_calls();
     int slots = plan.out.slots;
     size_t n = plan.in.n;
     int total = 0, streamed = 0;
@@ -2611,7 +2613,7 @@ static void profile_charge_move(uint64_t ns)
  * against a real 17.9 (H200, seventh session); the simulator shows it with
  * FTSIM_VMM_ACCESS_NS (spill.sh). Outside profiling, nothing is recorded. */
 static struct {
-    int depth, armed;
+    int armed; /* 1: `before` recorded; -1: charge `copies`; 0: not profiling */
     cudaEvent_t before, after;
     cudaStream_t stream;
     uint64_t copies; /* their time at the measured bandwidth, when the events fail */
@@ -2619,8 +2621,6 @@ static struct {
 
 static void moves_begin(cudaStream_t stream)
 {
-    if (moves.depth++ > 0)
-        return;
     moves.armed = 0;
     moves.copies = 0;
     if (!profile_charging())
@@ -2637,7 +2637,7 @@ static void moves_begin(cudaStream_t stream)
 
 static void moves_end(int moved)
 {
-    if (--moves.depth > 0 || moves.armed == 0 || !moved)
+    if (moves.armed == 0 || !moved)
         return;
     float ms = 0;
     if (moves.armed == 1 && prof.record(moves.after, moves.stream) == cudaSuccess &&
@@ -2734,6 +2734,17 @@ static void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream)
     moves_end(1);
 }
 
+/* FT_SPILL holds allocations in host memory from now on (res.lock held): every launch,
+ * copy and set is guarded, so that none can touch an allocation while it moves, and
+ * those already past an unguarded entry finish first. */
+static void spill_engage_locked(void)
+{
+    if (spill_engaged)
+        return;
+    __atomic_store_n(&spill_engaged, 1, __ATOMIC_RELEASE);
+    wait_unguarded_calls();
+}
+
 /* Before the plan, an allocation the shim does not serve from virtual memory (the
  * driver's cuMemAlloc, as cuBLAS makes its workspace; cudaMallocAsync; one below
  * FT_VMM_MIN_SIZE) cannot start in host memory: room is made for it under FT_SPILL's
@@ -2749,15 +2760,11 @@ static uint64_t spill_admit(uint64_t size)
         pthread_mutex_unlock(&res.lock);
         return 0;
     }
-    if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE) && spill_held() + size > spill_budget()) {
-        /* Allocations will leave the device: every launch, copy and set is guarded from
-         * now on, and those already past an unguarded entry finish first. */
-        __atomic_store_n(&spill_engaged, 1, __ATOMIC_RELEASE);
-        while (atomic_load(&unlocked) > 0)
-            sched_yield();
+    if (!spill_engaged && spill_held() + size > spill_budget()) {
         char a[32];
         FT_INFO("FT_SPILL: an allocation the budget (%s) cannot hold besides the rest: the least "
                 "recently used move to host memory", human_bytes(spill_budget(), a, sizeof a));
+        spill_engage_locked();
     }
     uint64_t out0 = spill_evictions;
     moves_begin(NULL); /* the legacy stream: it waits for the blocking streams' work */
@@ -2954,8 +2961,8 @@ static cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
             char a[32];
             FT_INFO("FT_SPILL: allocations past the budget (%s) start in host memory",
                     human_bytes(spill_budget(), a, sizeof a));
+            spill_engage_locked();
         }
-        __atomic_store_n(&spill_engaged, 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&res.lock);
         *out = (void *)(uintptr_t)va;
         return cudaSuccess;

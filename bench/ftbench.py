@@ -126,28 +126,32 @@ def h2d_gbps(mib=1024, reps=5, sync=None):
     return round(statistics.median(rates), 2)
 
 
-def timed(fn):
-    """fn()'s result and its milliseconds, the device synchronised before and after."""
+def timed(fn, cpu_ms=None):
+    """fn()'s result and its milliseconds, the device synchronised before and after.
+    cpu_ms, a list, also gets the calling thread's CPU milliseconds over the same span:
+    time the host spent running it, whatever else shared the machine's cores."""
     import torch
     torch.cuda.synchronize()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     r = fn()
     torch.cuda.synchronize()
+    if cpu_ms is not None:
+        cpu_ms.append(round((time.thread_time() - c) * 1e3, 3))
     return r, (time.perf_counter() - t) * 1e3
 
 
-def repeat_forwards(step, warmup, iters, on_steady=None):
+def repeat_forwards(step, warmup, iters, on_steady=None, cpu_ms=None):
     """warmup + iters calls of step(), each timed; step returns the tensor to keep (the
     one before is freed first). Returns (the last one on the cpu as float, warm-up ms,
     timed ms, whether every one equals the first). on_steady() runs once, before the
-    first timed call."""
+    first timed call; cpu_ms, a list, gets each timed call's thread CPU ms."""
     import torch
     ref, equal, warm, times, out = None, True, [], [], None
     for i in range(warmup + iters):
         if i == warmup and on_steady is not None:
             on_steady()
         out = None
-        out, ms = timed(step)
+        out, ms = timed(step, cpu_ms if i >= warmup else None)
         if ref is None:
             ref = out
         else:

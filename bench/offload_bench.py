@@ -125,7 +125,7 @@ def dispatch_accelerate(model, budget_bytes):
     return model, info
 
 
-def run_forwards(model, ids, warmup, iters, last_only):
+def run_forwards(model, ids, warmup, iters, last_only, cpu_ms=None):
     """warmup + iters forwards of ids; returns (last logits on the cpu, warm-up ms,
     timed ms, whether every forward's logits equal the first's)."""
     def step():
@@ -133,7 +133,7 @@ def run_forwards(model, ids, warmup, iters, last_only):
         # last_only: keep a copy of the last position only, so that the full logits
         # (8 x 512 x 32000 bf16, 262 MB) are freed before the next forward
         return lg[:, -1, :].clone() if last_only else lg
-    return repeat_forwards(step, warmup, iters)
+    return repeat_forwards(step, warmup, iters, cpu_ms=cpu_ms)
 
 
 def context_mib(idle):
@@ -175,9 +175,11 @@ def bench(a, cfg):
 
     tensors = {"decode_logits": None, "prefill_logits": None, "tokens": None}
     with torch.no_grad():
-        lg, warm, times, eq = run_forwards(model, dec_ids, a.warmup, a.iters, last_only=False)
+        cpu = []
+        lg, warm, times, eq = run_forwards(model, dec_ids, a.warmup, a.iters, last_only=False, cpu_ms=cpu)
         tensors["decode_logits"] = lg
-        res.update(decode_warmup_ms=warm, decode_ms=times,
+        res.update(decode_warmup_ms=warm, decode_ms=times, decode_cpu_ms=cpu,
+                   decode_cpu_ms_median=round(statistics.median(cpu), 3),
                    decode_ms_median=round(statistics.median(times), 3),
                    decode_ms_min=min(times), decode_iterations_equal=eq)
         res["ft_usage_after_decode"] = ft_usage()

@@ -15,9 +15,11 @@
 #            kernels reading memory the shim mapped
 #   ALT      as on, with the library ALT_SHIM (ALT_NAME) when set: another build
 # The table gives, per configuration, the median over rounds of each process's median
-# and min decode ms, and the median of the per-round ratios to plain.
+# and min decode ms, and the median of the per-round ratios to plain; "cpu" is the same
+# ratio for the main thread's CPU time per step (time.thread_time: the host's work,
+# less the time the thread was not running), which host noise moves less.
 #
-#   OUT=/some/dir [ROUNDS=5] [CONFIGS="plain on"] [ALT_SHIM=/x/libflextensor.so ALT_NAME=old] \
+#   OUT=/some/dir [ROUNDS=5] [ITERS=100] [CONFIGS="plain on"] [ALT_SHIM=/x/libflextensor.so ALT_NAME=old] \
 #       bash bench/overhead.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +33,8 @@ PIN=${PIN:-2-5}
 SHIM=$PWD/build/libflextensor.so
 B=bench/offload_bench.py
 WEIGHTS=${WEIGHTS:-/tmp/ft_overhead_L${LAYERS}_H${HIDDEN}.pt}
-COMMON=(--layers "$LAYERS" --hidden "$HIDDEN" --weights "$WEIGHTS" --no-generate --warmup 8 --iters 30)
+ITERS=${ITERS:-100}
+COMMON=(--layers "$LAYERS" --hidden "$HIDDEN" --weights "$WEIGHTS" --no-generate --warmup 8 --iters "$ITERS")
 [ -f "$SHIM" ] || { echo "overhead.sh: $SHIM missing; build it first" >&2; exit 1; }
 if [ -n "${ALT_SHIM:-}" ] && [ ! -f "$ALT_SHIM" ]; then
     echo "overhead.sh: ALT_SHIM=$ALT_SHIM not found" >&2
@@ -87,7 +90,7 @@ print(f"== FlexTensor overhead, budget above the model: Llama {layers} layers, h
 if "plain" not in J:
     sys.exit("overhead.sh: CONFIGS must include plain")
 print(f"{'config':10} {'decode med':>10} {'decode min':>10} {'med vs plain (per round)':>26} "
-      f"{'min vs plain':>12} {'best vs best':>12} {'prefill med':>11} {'vs plain':>9}")
+      f"{'min vs plain':>12} {'best vs best':>12} {'cpu vs plain':>12} {'prefill med':>11} {'vs plain':>9}")
 def ratios(c, key):
     rs = [j[key] / p[key] - 1 for j, p in zip(J[c], J["plain"]) if j and p and j.get(key) and p.get(key)]
     return rs
@@ -100,14 +103,16 @@ for c in configs:
     dn = statistics.median(j["decode_ms_min"] for j in ok)
     pm = statistics.median(j["prefill_ms_median"] for j in ok)
     rd, rp, rn = ratios(c, "decode_ms_median"), ratios(c, "prefill_ms_median"), ratios(c, "decode_ms_min")
+    rc = ratios(c, "decode_cpu_ms_median")
     each = " ".join(f"{x * 100:+.1f}" for x in rd)
     med = lambda rs: statistics.median(rs) * 100 if rs else 0.0
     plain_best = min((j["decode_ms_min"] for j in J["plain"] if j), default=None)
     best = (min(j["decode_ms_min"] for j in ok) / plain_best - 1) * 100 if plain_best else 0.0
     print(f"{c:10} {dm:10.2f} {dn:10.2f} {med(rd):+8.1f}% [{each}] {med(rn):+11.1f}% {best:+11.1f}%"
-          f"{pm:11.2f} {med(rp):+8.1f}%")
-print("(decode: 1 token, batch 1, use_cache=False; prefill 8 x 512; ms, each process's median of 30 "
-      "and min. Ratios: the median over rounds of each process's median, and of its min, to that "
+          f" {med(rc):+11.1f}% {pm:11.2f} {med(rp):+8.1f}%")
+steps = next((len(j["decode_ms"]) for j in J["plain"] if j), "?")
+print(f"(decode: 1 token, batch 1, use_cache=False; prefill 8 x 512; ms, each process's median of {steps} "
+      "and min; cpu: its main thread's CPU ms per step, median. Ratios: the median over rounds of each process's median, and of its min, to that "
       "round's plain process; best: the fastest step of all its processes to plain's fastest)")
 PY
 if [ -f "$OUT/overhead-on-trace.bin" ] && [ -x build/bin/ft-trace ]; then

@@ -140,18 +140,62 @@ def timed(fn, cpu_ms=None):
     return r, (time.perf_counter() - t) * 1e3
 
 
-def repeat_forwards(step, warmup, iters, on_steady=None, cpu_ms=None):
+class Turns:
+    """Timed steps taken in turn by N processes (bench/overhead.sh LOCKSTEP=1), so that
+    they run in the same moments of the host's load, one at a time on the GPU. spec is
+    "DIR,I,N": process I waits for a byte on the FIFO DIR/turn.I before each timed step
+    and writes one to DIR/turn.(I+1)%N after it. Before its first wait it creates
+    DIR/ready.I (the driver hands out the first turn once all are ready: no process's
+    warm-up runs beside another's timed steps); finish() creates DIR/done.I and waits
+    for every done file, so that nothing after the timed steps runs beside them either.
+    The FIFOs are opened read-write: opening never blocks."""
+    def __init__(self, spec):
+        import os
+        d, i, n = spec.split(",")
+        self.os, self.dir, self.i, self.n = os, d, int(i), int(n)
+        self.fin = os.open(f"{d}/turn.{self.i}", os.O_RDWR)
+        self.fout = os.open(f"{d}/turn.{(self.i + 1) % self.n}", os.O_RDWR)
+        self.ready = False
+
+    def _touch(self, name):
+        open(f"{self.dir}/{name}.{self.i}", "w").close()
+
+    def wait(self):
+        if not self.ready:
+            self._touch("ready")
+            self.ready = True
+        if not self.os.read(self.fin, 1):
+            raise RuntimeError("turn FIFO closed")
+
+    def done(self):
+        self.os.write(self.fout, b"t")
+
+    def finish(self, timeout_s=120):
+        self._touch("done")
+        t = time.time()
+        while time.time() - t < timeout_s:
+            if all(self.os.path.exists(f"{self.dir}/done.{k}") for k in range(self.n)):
+                return
+            time.sleep(0.05)
+
+
+def repeat_forwards(step, warmup, iters, on_steady=None, cpu_ms=None, turns=None):
     """warmup + iters calls of step(), each timed; step returns the tensor to keep (the
     one before is freed first). Returns (the last one on the cpu as float, warm-up ms,
     timed ms, whether every one equals the first). on_steady() runs once, before the
-    first timed call; cpu_ms, a list, gets each timed call's thread CPU ms."""
+    first timed call; cpu_ms, a list, gets each timed call's thread CPU ms; turns (a
+    Turns) brackets each timed call, outside its timing."""
     import torch
     ref, equal, warm, times, out = None, True, [], [], None
     for i in range(warmup + iters):
         if i == warmup and on_steady is not None:
             on_steady()
         out = None
+        if turns is not None and i >= warmup:
+            turns.wait()
         out, ms = timed(step, cpu_ms if i >= warmup else None)
+        if turns is not None and i >= warmup:
+            turns.done()
         if ref is None:
             ref = out
         else:

@@ -32,9 +32,19 @@ def main():
         model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
     named = [("embed_tokens", model.model.embed_tokens), ("lm_head", model.lm_head)]
     named += [(f"layers.{i}", layer) for i, layer in enumerate(model.model.layers)]
+    # the hooks must return None: a forward pre-hook's result replaces the module's
+    # arguments, and range_push / range_pop return the nesting depth
+    def push(name):
+        def hook(module, args):
+            torch.cuda.nvtx.range_push(name)
+        return hook
+
+    def pop(module, args, out):
+        torch.cuda.nvtx.range_pop()
+
     for name, mod in named:
-        mod.register_forward_pre_hook(lambda m, args, n=name: torch.cuda.nvtx.range_push(n))
-        mod.register_forward_hook(lambda m, args, out: torch.cuda.nvtx.range_pop())
+        mod.register_forward_pre_hook(push(name))
+        mod.register_forward_hook(pop)
     ids = torch.randint(0, cfg.vocab_size, (1, 8), generator=torch.Generator().manual_seed(1)).to("cuda")
     with torch.no_grad():
         for _ in range(a.iters):

@@ -8,7 +8,7 @@ saved so that the runs can be compared bitwise (bench/offload.sh drives it).
         [--weights /dev/shm/ft_bench_weights.pt]
     python3 bench/offload_bench.py plain|shim|accelerate OUT.json [--layers 32] \
         [--hidden 4096] [--budget-gib 4.5] [--weights ...] [--warmup 8] [--iters 10] \
-        [--no-generate] [--tensors OUT.pt]
+        [--no-generate] [--tensors OUT.pt] [--turns DIR,I,N]
 
 make: builds the model on the CPU with deterministic random weights (1-D parameters
 1.0, the others (rand - 0.5) * 0.04 from a seeded generator, parameter by parameter,
@@ -47,7 +47,7 @@ import time
 import torch
 from transformers import LlamaForCausalLM
 
-from ftbench import ft_usage, gpu_used_mib, h2d_gbps, llama_config, repeat_forwards, timed
+from ftbench import Turns, ft_usage, gpu_used_mib, h2d_gbps, llama_config, repeat_forwards, timed
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -125,7 +125,7 @@ def dispatch_accelerate(model, budget_bytes):
     return model, info
 
 
-def run_forwards(model, ids, warmup, iters, last_only, cpu_ms=None):
+def run_forwards(model, ids, warmup, iters, last_only, cpu_ms=None, turns=None):
     """warmup + iters forwards of ids; returns (last logits on the cpu, warm-up ms,
     timed ms, whether every forward's logits equal the first's)."""
     def step():
@@ -133,7 +133,7 @@ def run_forwards(model, ids, warmup, iters, last_only, cpu_ms=None):
         # last_only: keep a copy of the last position only, so that the full logits
         # (8 x 512 x 32000 bf16, 262 MB) are freed before the next forward
         return lg[:, -1, :].clone() if last_only else lg
-    return repeat_forwards(step, warmup, iters, cpu_ms=cpu_ms)
+    return repeat_forwards(step, warmup, iters, cpu_ms=cpu_ms, turns=turns)
 
 
 def context_mib(idle):
@@ -176,7 +176,9 @@ def bench(a, cfg):
     tensors = {"decode_logits": None, "prefill_logits": None, "tokens": None}
     with torch.no_grad():
         cpu = []
-        lg, warm, times, eq = run_forwards(model, dec_ids, a.warmup, a.iters, last_only=False, cpu_ms=cpu)
+        turns = Turns(a.turns) if a.turns else None
+        lg, warm, times, eq = run_forwards(model, dec_ids, a.warmup, a.iters, last_only=False, cpu_ms=cpu,
+                                           turns=turns)
         tensors["decode_logits"] = lg
         res.update(decode_warmup_ms=warm, decode_ms=times, decode_cpu_ms=cpu,
                    decode_cpu_ms_median=round(statistics.median(cpu), 3),
@@ -185,7 +187,9 @@ def bench(a, cfg):
         res["ft_usage_after_decode"] = ft_usage()
 
         pw, pi = min(2, a.warmup), min(5, a.iters)
-        lg, warm, times, eq = run_forwards(model, pre_ids, pw, pi, last_only=True)
+        lg, warm, times, eq = run_forwards(model, pre_ids, pw, pi, last_only=True, turns=turns)
+        if turns is not None:
+            turns.finish()
         tensors["prefill_logits"] = lg
         res.update(prefill_warmup_ms=warm, prefill_ms=times,
                    prefill_ms_median=round(statistics.median(times), 3),
@@ -238,6 +242,9 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--no-generate", action="store_true")
     ap.add_argument("--tensors", default=None, help="default: OUT's stem + .pt")
+    ap.add_argument("--turns", default=None, metavar="DIR,I,N",
+                    help="take each timed step in turn with N-1 other processes "
+                         "(ftbench.Turns; bench/overhead.sh LOCKSTEP=1)")
     a = ap.parse_args()
     if a.iters < 1 or a.warmup < 0:
         ap.error("--iters must be >= 1 and --warmup >= 0")

@@ -14,12 +14,16 @@
 #            (nothing could be offloaded), which tells the wrappers' cost from that of
 #            kernels reading memory the shim mapped
 #   ALT      as on, with the library ALT_SHIM (ALT_NAME) when set: another build
+# With LOCKSTEP=1 a round's processes run at once instead, each on its own cores
+# (PINS, default 3 cores each from core 2, rotated every round), and take their timed
+# steps in turn (ftbench.Turns): one process's step, then the next one's, so that a
+# round's ratios compare steps taken in the same seconds of the host's load.
 # The table gives, per configuration, the median over rounds of each process's median
 # and min decode ms, and the median of the per-round ratios to plain; "cpu" is the same
 # ratio for the main thread's CPU time per step (time.thread_time: the host's work,
 # less the time the thread was not running), which host noise moves less.
 #
-#   OUT=/some/dir [ROUNDS=5] [ITERS=100] [CONFIGS="plain on"] [ALT_SHIM=/x/libflextensor.so ALT_NAME=old] \
+#   OUT=/some/dir [ROUNDS=5] [ITERS=100] [LOCKSTEP=1 [PINS="2-4 5-7"]] [CONFIGS="plain on"] [ALT_SHIM=/x/libflextensor.so ALT_NAME=old] \
 #       bash bench/overhead.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,8 +44,6 @@ if [ -n "${ALT_SHIM:-}" ] && [ ! -f "$ALT_SHIM" ]; then
     echo "overhead.sh: ALT_SHIM=$ALT_SHIM not found" >&2
     exit 1
 fi
-PINCMD=()
-command -v taskset >/dev/null && [ -n "$PIN" ] && PINCMD=(taskset -c "$PIN")
 
 if [ ! -f "$WEIGHTS" ]; then
     python3 $B make "$OUT/overhead-make.json" "${COMMON[@]}" >"$OUT/overhead-make.log" 2>&1 \
@@ -51,9 +53,11 @@ fi
 ON=(FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_GPU_MEM_LIMIT=120GiB)
 read -r -a CONFIGS <<<"${CONFIGS:-plain off on nocupti}"
 [ -n "${ALT_SHIM:-}" ] && CONFIGS+=("${ALT_NAME:-alt}")
-run_one() { # config round
-    local c=$1 r=$2 mode=shim
-    local -a envs=()
+run_one() { # config round [cores] [turns spec]
+    local c=$1 r=$2 cores=${3:-$PIN} mode=shim
+    local -a envs=() pin=() turns=()
+    command -v taskset >/dev/null && [ -n "$cores" ] && pin=(taskset -c "$cores")
+    [ -n "${4:-}" ] && turns=(--turns "$4")
     case $c in
     plain) mode=plain ;;
     off) envs=(FT_ENABLED=0 LD_PRELOAD="$SHIM") ;;
@@ -63,20 +67,56 @@ run_one() { # config round
     novmm) envs=("${ON[@]}" FT_VMM_MIN_SIZE=0 LD_PRELOAD="$SHIM") ;;
     *) envs=("${ON[@]}" LD_PRELOAD="$ALT_SHIM") ;;
     esac
-    timeout 300 env "${envs[@]}" "${PINCMD[@]}" python3 $B $mode "$OUT/overhead-$c-$r.json" "${COMMON[@]}" \
-        --tensors "/tmp/ft_overhead_$c.pt" >"$OUT/overhead-$c-$r.log" 2>&1 \
+    timeout 300 env "${envs[@]}" "${pin[@]}" python3 $B $mode "$OUT/overhead-$c-$r.json" "${COMMON[@]}" \
+        --tensors "/tmp/ft_overhead_$c.pt" "${turns[@]}" >"$OUT/overhead-$c-$r.log" 2>&1 \
         || echo "overhead.sh: $c round $r failed (see overhead-$c-$r.log)"
+}
+# LOCKSTEP: one round's processes run at once, each on its own cores (PINS, rotated
+# every round), and take their timed steps in turn (ftbench.Turns), the first turn
+# rotating too; a round's ratios then compare steps from the same seconds.
+lockstep_round() { # round
+    local r=$1 dir i k
+    dir=$(mktemp -d)
+    for ((i = 0; i < n; i++)); do mkfifo "$dir/turn.$i"; done
+    local -a pids=()
+    for ((i = 0; i < n; i++)); do
+        run_one "${CONFIGS[$i]}" "$r" "${PINS[$(((i + r) % n))]}" "$dir,$i,$n" &
+        pids+=($!)
+    done
+    # the first turn once every process has finished its warm-up (or one has exited)
+    for ((k = 0; k < 6000; k++)); do
+        [ "$(ls "$dir" | grep -c '^ready\.')" -ge "$n" ] && break
+        for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || break 2; done
+        sleep 0.05
+    done
+    exec {tok}<>"$dir/turn.$((r % n))"
+    printf t >&"$tok"
+    wait "${pids[@]}"
+    exec {tok}>&-
+    rm -rf "$dir"
 }
 t0=$SECONDS
 n=${#CONFIGS[@]}
+if [ -n "${LOCKSTEP:-}" ]; then
+    # default: 3 cores a process from core 2 on (a 16-core machine takes 4 configurations)
+    [ -n "${PINS:-}" ] && read -r -a PINS <<<"$PINS" \
+        || for ((i = 0; i < n; i++)); do PINS+=("$((2 + 3 * i))-$((4 + 3 * i))"); done
+    [ "${#PINS[@]}" -ge "$n" ] || { echo "overhead.sh: PINS needs $n core sets" >&2; exit 1; }
+fi
 for ((r = 1; r <= ROUNDS; r++)); do
-    for ((i = 0; i < n; i++)); do
-        run_one "${CONFIGS[$(((i + r) % n))]}" "$r" # rotate: no configuration always runs first
-    done
+    if [ -n "${LOCKSTEP:-}" ]; then
+        lockstep_round "$r"
+    else
+        for ((i = 0; i < n; i++)); do
+            run_one "${CONFIGS[$(((i + r) % n))]}" "$r" # rotate: no configuration always runs first
+        done
+    fi
     echo "round $r of $ROUNDS done after $((SECONDS - t0)) s"
 done
 
-python3 - "$OUT" "$ROUNDS" "$LAYERS" "$HIDDEN" "${PIN:-none}" "${CONFIGS[@]}" >"$OUT/overhead-summary.txt" <<'PY'
+WHERE="one process at a time, cores ${PIN:-any}"
+[ -n "${LOCKSTEP:-}" ] && WHERE="at once in lockstep, cores ${PINS[*]} (rotated)"
+python3 - "$OUT" "$ROUNDS" "$LAYERS" "$HIDDEN" "$WHERE" "${CONFIGS[@]}" >"$OUT/overhead-summary.txt" <<'PY'
 import json, os, statistics, sys
 out, rounds, layers, hidden, pin, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
 def get(c, r):
@@ -86,7 +126,7 @@ def get(c, r):
         return None
 J = {c: [get(c, r) for r in range(1, rounds + 1)] for c in configs}
 print(f"== FlexTensor overhead, budget above the model: Llama {layers} layers, hidden {hidden}, "
-      f"{rounds} rounds, cores {pin}")
+      f"{rounds} rounds, {pin}")
 if "plain" not in J:
     sys.exit("overhead.sh: CONFIGS must include plain")
 print(f"{'config':10} {'decode med':>10} {'decode min':>10} {'med vs plain (per round)':>26} "

@@ -5,7 +5,7 @@ popped by forward hooks), run for a few forwards. Under ft-run (which points
 NVTX_INJECTION64_PATH at libflextensor-nvtx.so) discovery should name each unit after
 its range; ft-trace shows the names.
 
-    ft-run --trace T.bin python3 bench/nvtx_units.py [--layers 4] [--hidden 1024] [--iters 6]
+    ft-run --trace T.bin python3 bench/nvtx_units.py [--layers 4] [--hidden 4096] [--iters 6]
     python3 bench/nvtx_units.py ...     the same without the shim: the logits to compare
 
 Prints one JSON line: the last forward's logits' sum and a hash of their bytes.
@@ -23,14 +23,18 @@ from ftbench import llama_config
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--hidden", type=int, default=4096)
     ap.add_argument("--iters", type=int, default=6)
     a = ap.parse_args()
     torch.manual_seed(0)
     cfg = llama_config(a.layers, a.hidden)
-    with torch.device("cuda"):
-        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
-    named = [("embed_tokens", model.model.embed_tokens), ("lm_head", model.lm_head)]
+    # built on the CPU, then moved: each weight gets its own allocation, as in
+    # bench/llama_forward.py (built on the GPU in float32 and then cast, the bf16
+    # weights were packed into the float32 weights' freed segments, several layers in
+    # one region, and discovery rightly found one unit); hidden 4096 gives every
+    # projection 32 MiB or more, PyTorch's own segment each
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval().to("cuda")
+    named = [("embed_tokens", model.model.embed_tokens), ("norm", model.model.norm), ("lm_head", model.lm_head)]
     named += [(f"layers.{i}", layer) for i, layer in enumerate(model.model.layers)]
     # the hooks must return None: a forward pre-hook's result replaces the module's
     # arguments, and range_push / range_pop return the nesting depth

@@ -13,6 +13,7 @@
 #   novmm    as on, FT_VMM_MIN_SIZE=0: every allocation passes through to cudaMalloc
 #            (nothing could be offloaded), which tells the wrappers' cost from that of
 #            kernels reading memory the shim mapped
+#   noarena  as on, FT_VMM_RESERVE=0: a reservation of its own for every allocation
 #   ALT      as on, with the library ALT_SHIM (ALT_NAME) when set: another build
 # With LOCKSTEP=1 a round's processes run at once instead, each on its own cores
 # (PINS, default 3 cores each from core 2, rotated every round), and take their timed
@@ -65,6 +66,7 @@ run_one() { # config round [cores] [turns spec]
         [ "$r" = 1 ] && envs+=(FT_TRACE_FILE="$OUT/overhead-on-trace.bin") ;; # what discovery found
     nocupti) envs=("${ON[@]}" FT_CUPTI=off LD_PRELOAD="$SHIM") ;;
     novmm) envs=("${ON[@]}" FT_VMM_MIN_SIZE=0 LD_PRELOAD="$SHIM") ;;
+    noarena) envs=("${ON[@]}" FT_VMM_RESERVE=0 LD_PRELOAD="$SHIM") ;;
     *) envs=("${ON[@]}" LD_PRELOAD="$ALT_SHIM") ;;
     esac
     timeout 300 env "${envs[@]}" "${pin[@]}" python3 $B $mode "$OUT/overhead-$c-$r.json" "${COMMON[@]}" \

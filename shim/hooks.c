@@ -3585,8 +3585,13 @@ cudaError_t ft_hook_rt_event_sync(cudaEventSynchronize_fn_t real, cudaEvent_t ev
 
 FT_EXPORT void ft_nvtx_range_push(const char *name)
 {
-    if (ft_shim_active && __atomic_load_n(&discovering, __ATOMIC_RELAXED))
+    static int told;
+    if (ft_shim_active && __atomic_load_n(&discovering, __ATOMIC_RELAXED)) {
+        if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+            FT_INFO("discovery: NVTX ranges arrive (first: \"%.60s\"); units enclosed by one are named "
+                    "after it", name != NULL ? name : "?");
         ft_disc_range_push(disc, lane_id(), name != NULL ? name : "?");
+    }
 }
 
 FT_EXPORT void ft_nvtx_range_pop(void)

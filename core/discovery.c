@@ -539,14 +539,34 @@ static int unit_matches_any(ft_disc_t *d, const ft_disc_unit_t *u, char *const *
     return hit;
 }
 
-/* The unit's name: the innermost NVTX range enclosing all of its launches, when the
- * application emits ranges ("model.layers.3"), else unit.N. A name another unit already
- * has gets "#N" appended. */
+/* 1 when launch l of r touches one of the unit's own regions. */
+static int touches_unit(const record_t *r, const launch_t *l, const ft_disc_unit_t *u)
+{
+    for (uint32_t k = 0; k < l->n_ids; k++) {
+        uint32_t id = r->ids[l->first_id + k] & ~ID_INDIRECT;
+        for (uint32_t q = 0; q < u->n_regions; q++)
+            if (u->region_ids[q] == id)
+                return 1;
+    }
+    return 0;
+}
+
+/* The unit's name: the innermost NVTX range enclosing the launches that touch its
+ * weights, when the application emits ranges ("model.layers.3"), else unit.N. Its
+ * other launches do not count: a unit's launch range runs from its first weight's
+ * touch to the next unit's, and so takes in the head of the next layer's range (a
+ * norm whose weight lies in a segment the layers share). Ranges without a readable
+ * name are transparent (empty components). A name another unit already has gets "#N"
+ * appended. */
 static void name_unit(ft_disc_t *d, const record_t *r, ft_disc_unit_t *u, size_t j)
 {
     char common[FT_DISC_RANGE_PATH] = "";
-    int first = 1;
+    int first = 1, own = 0;
+    for (uint32_t i = u->first_launch; i <= u->last_launch && i < r->n && !own; i++)
+        own = touches_unit(r, &r->l[i], u);
     for (uint32_t i = u->first_launch; i <= u->last_launch && i < r->n; i++) {
+        if (own && !touches_unit(r, &r->l[i], u))
+            continue;
         const char *path = r->l[i].range ? d->range_v[r->l[i].range - 1]->path : "";
         if (first) {
             snprintf(common, sizeof common, "%s", path);
@@ -564,6 +584,9 @@ static void name_unit(ft_disc_t *d, const record_t *r, ft_disc_unit_t *u, size_t
                 k--;
         common[k] = '\0';
     }
+    /* Unnamed innermost ranges are transparent. */
+    for (size_t k = strlen(common); k > 0 && common[k - 1] == RANGE_SEP; k--)
+        common[k - 1] = '\0';
     const char *leaf = strrchr(common, RANGE_SEP);
     leaf = leaf ? leaf + 1 : common;
     if (leaf[0] == '\0') {
@@ -768,13 +791,13 @@ static int build_units(ft_disc_t *d)
         u->n_regions = (uint32_t)(cut[j + 1] - cut[j]);
         u->first_launch = ufirst[j];
         u->last_launch = ulast[j];
-        name_unit(d, r, u, j);
         for (size_t k = cut[j]; k < cut[j + 1]; k++) {
             rinfo_t *x = rinfo_get(d, t[k].id);
             d->unit_ids[k] = t[k].id;
             u->bytes += x->size;
             x->unit = (int)j;
         }
+        name_unit(d, r, u, j); /* after its regions are listed */
         d->weight_bytes += u->bytes;
     }
     /* A weight that launches outside its unit's range touch too (rotary tables, a
@@ -1438,8 +1461,9 @@ void ft_disc_range_push(ft_disc_t *d, uint64_t lane, const char *name)
         if (ln->depth < FT_DISC_RANGE_DEPTH) {
             size_t len = strlen(ln->path);
             ln->path_len[ln->depth] = len;
+            /* An unnamed range (NULL) is an empty component: transparent. */
             snprintf(ln->path + len, sizeof ln->path - len, "%s%s", len ? "\x1f" : "",
-                     name ? name : "?");
+                     name ? name : "");
             ln->range = range_intern(d, ln->path);
         }
         ln->depth++;

@@ -46,9 +46,11 @@ typedef struct {
 int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out);
 
 /* A named range opens / closes on this thread: units are named after the innermost
- * range enclosing their launches. libflextensor-nvtx.so (the NVTX injection library,
- * NVTX_INJECTION64_PATH) calls these for nvtxRangePush / nvtxRangePop; a program
- * without NVTX may call them itself. */
+ * range enclosing the launches that touch their weights. name NULL opens a range
+ * without a name, which names nothing (ranges inside it still do).
+ * libflextensor-nvtx.so (the NVTX injection library, NVTX_INJECTION64_PATH) calls
+ * these for nvtxRangePush / nvtxRangePop (ranges with wide or registered strings, as
+ * NCCL's, come without a name); a program without NVTX may call them itself. */
 void ft_nvtx_range_push(const char *name);
 void ft_nvtx_range_pop(void);
 

@@ -3587,10 +3587,10 @@ FT_EXPORT void ft_nvtx_range_push(const char *name)
 {
     static int told;
     if (ft_shim_active && __atomic_load_n(&discovering, __ATOMIC_RELAXED)) {
-        if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
-            FT_INFO("discovery: NVTX ranges arrive (first: \"%.60s\"); units enclosed by one are named "
-                    "after it", name != NULL ? name : "?");
-        ft_disc_range_push(disc, lane_id(), name != NULL ? name : "?");
+        if (name != NULL && !__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+            FT_INFO("discovery: NVTX ranges arrive (first: \"%.60s\"); units whose weights are used "
+                    "inside one are named after it", name);
+        ft_disc_range_push(disc, lane_id(), name); /* NULL: a range without a readable name */
     }
 }
 

@@ -28,12 +28,14 @@ static const char *message_of(const nvtxEventAttributes_t *a)
 {
     if (a != NULL && a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != NULL)
         return a->message.ascii;
-    return "?"; /* wide and registered strings are not decoded */
+    /* Wide and registered strings (NCCL's ranges) are not decoded: a range without a
+     * name, which names no unit. */
+    return NULL;
 }
 
 static int NVTX_API range_push_a(const char *message)
 {
-    push_fn(message ? message : "?");
+    push_fn(message);
     return depth++;
 }
 

@@ -47,7 +47,9 @@ static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
 static int lazy_layers; /* layers of the next forward that run extra one-time launches */
 static int stray_touch; /* layer 0 reaches the last layer's gate through a pointer array */
 static int stale_padding; /* every layer's add carries pointers to later layers' weights */
-static int nvtx;          /* the forward emits NVTX ranges */
+static int nvtx;          /* the forward emits NVTX ranges (2: the outermost has no name) */
+static int shared_norms;  /* the norm weights and the input lie in one region (PyTorch's
+                             small segment), which the input's copy makes no weight */
 static int stale_ends;    /* once-per-pass kernels before and after the layers carry
                              stale addresses of layer weights, and the up GEMM's
                              padding holds another layer's address */
@@ -72,6 +74,7 @@ static void setup(void)
     tracking = 0;
     n_track = 0;
     lazy_layers = 0;
+    shared_norms = 0;
     stray_touch = 0;
     stale_padding = 0;
     stale_ends = 0;
@@ -123,22 +126,25 @@ static void llama_alloc(llama_t *m, int layers)
     if (input_first)
         m->input = alloc_region(4 * KIB);
     m->embed = alloc_region(64 * MIB);
+    uint64_t norms = shared_norms ? alloc_region(2 * MIB) : 0;
     for (int l = 0; l < layers; l++) {
-        m->ln1[l] = alloc_region(8 * KIB);
+        m->ln1[l] = shared_norms ? norms + (uint64_t)l * 16 * KIB : alloc_region(8 * KIB);
         m->q[l] = alloc_region(32 * MIB);
         m->k[l] = alloc_region(8 * MIB);
         m->v[l] = alloc_region(8 * MIB);
         m->o[l] = alloc_region(32 * MIB);
-        m->ln2[l] = alloc_region(8 * KIB);
+        m->ln2[l] = shared_norms ? norms + (uint64_t)l * 16 * KIB + 8 * KIB : alloc_region(8 * KIB);
         m->gate[l] = alloc_region(112 * MIB);
         m->up[l] = alloc_region(112 * MIB);
         m->down[l] = alloc_region(112 * MIB);
     }
-    m->norm = alloc_region(8 * KIB);
+    m->norm = shared_norms ? norms + MIB : alloc_region(8 * KIB);
     m->head = alloc_region(64 * MIB);
     m->act = alloc_region(2 * MIB);
     m->act2 = alloc_region(2 * MIB);
-    if (!input_first)
+    if (shared_norms) /* the input ids too, written each forward: no weight there */
+        m->input = norms + MIB + 512 * KIB;
+    else if (!input_first)
         m->input = alloc_region(4 * KIB);
 }
 
@@ -151,7 +157,7 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
     ft_scan_bytes(regions, &m->input, 8, &in);
     ft_disc_write(d, &in); /* the input arrives by memcpy each forward */
     if (nvtx) {
-        ft_disc_range_push(d, lane, "model");
+        ft_disc_range_push(d, lane, nvtx == 2 ? NULL : "model");
         ft_disc_range_push(d, lane, "embed_tokens");
     }
     if (copy_in)
@@ -423,6 +429,38 @@ START_TEST(stale_pointers_outside_the_layers_do_not_move_weights)
         ck_assert_msg(has_k && has_up, "layer %d lost its k or up weight", l);
     }
     ck_assert_uint_eq(ft_disc_unit(d, 5)->n_regions, 2); /* final norm and head */
+    ft_disc_free(d);
+}
+END_TEST
+
+/* As in a transformers Llama: every norm weight lies in one shared segment, so a
+ * layer's unit runs from its first projection to the next layer's, taking in the next
+ * layer's input norm (inside that layer's range); the outermost range has no name
+ * (NCCL's registered strings). Each unit is named after the range its own weights are
+ * used in. */
+START_TEST(units_are_named_after_the_ranges_their_weights_are_used_in)
+{
+    llama_t m;
+    shared_norms = 1;
+    llama_alloc(&m, 3);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    nvtx = 2;
+    for (int it = 0; it < 5 && ft_disc_state(d) != FT_DISC_DONE; it++)
+        llama_forward(d, 1, &m, 3);
+    nvtx = 0;
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    const char *want[] = { "embed_tokens", "layers.0", "layers.1", "layers.2", "lm_head" };
+    if (getenv("FT_TEST_DEBUG"))
+        for (size_t i = 0; i < ft_disc_unit_count(d); i++)
+            fprintf(stderr, "%s %u..%u regions %u\n", ft_disc_unit(d, i)->name, ft_disc_unit(d, i)->first_launch,
+                    ft_disc_unit(d, i)->last_launch, ft_disc_unit(d, i)->n_regions);
+    ck_assert_uint_eq(ft_disc_unit_count(d), 5);
+    for (size_t i = 0; i < 5; i++) {
+        ck_assert_str_eq(ft_disc_unit(d, i)->name, want[i]);
+        if (i > 0 && i < 4) /* the unit's launches reach into the next range */
+            ck_assert_uint_gt(ft_disc_unit(d, i)->last_launch, ft_disc_unit(d, i)->first_launch + 11);
+    }
     ft_disc_free(d);
 }
 END_TEST
@@ -855,6 +893,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, garbage_words_make_touches_unsure);
     tcase_add_test(tc, stale_pointers_outside_the_layers_do_not_move_weights);
     tcase_add_test(tc, units_are_named_after_nvtx_ranges);
+    tcase_add_test(tc, units_are_named_after_the_ranges_their_weights_are_used_in);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, pass_start_survives_a_moved_input);
     tcase_add_test(tc, pass_start_before_the_first_weight_survives_a_moved_input);

@@ -97,6 +97,7 @@ typedef struct {
     /* Until the period is confirmed: every launch touching a candidate region, as
      * its pair key and its position in cur. */
     uint64_t *seq;
+    uint64_t *seq_loose;      /* the same keys without the offsets into regions */
     uint32_t *seq_pos;
     uint32_t *seq_minid;      /* lowest candidate region id the launch touched */
     uint8_t *seq_synced;      /* the host synchronised just before the launch */
@@ -107,6 +108,7 @@ typedef struct {
     int depth;                /* pushes, also beyond FT_DISC_RANGE_DEPTH */
     uint32_t range;
     int skip_boundary;        /* the pass under way does not count (confirm_period) */
+    int anchor_loose;         /* the anchor is a key without offsets (shorter_period) */
     long track_pos;           /* after DONE: position in the pass under way, -1 before */
     uint64_t since_start;     /* after DONE: launches since the last pass start */
     int track_mark;           /* after DONE, with explicit marks: a mark is pending */
@@ -225,6 +227,7 @@ static void lane_free(lane_t *ln)
     }
     rec_free(&ln->cur);
     free(ln->seq);
+    free(ln->seq_loose);
     free(ln->seq_pos);
     free(ln->seq_minid);
     free(ln->seq_synced);
@@ -983,10 +986,12 @@ static void drop_pairs(lane_t *ln)
         free(pr);
     }
     free(ln->seq);
+    free(ln->seq_loose);
     free(ln->seq_pos);
     free(ln->seq_minid);
     free(ln->seq_synced);
     ln->seq = NULL;
+    ln->seq_loose = NULL;
     ln->seq_pos = NULL;
     ln->seq_minid = NULL;
     ln->seq_synced = NULL;
@@ -1001,13 +1006,36 @@ static void drop_pairs(lane_t *ln)
  * that follows a host synchronisation (the previous pass's result was read), then
  * to the earliest. The anchor is that launch's pair; the launches before its latest
  * occurrence are dropped, and iteration 1 ends at its next one, watched live. */
-static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
+/* 1 when the key at a occurs once in [from, to) of keys v. */
+static int unique_in(const uint64_t *v, size_t a, size_t from, size_t to)
+{
+    for (size_t b = from; b < to; b++)
+        if (b != a && v[b] == v[a])
+            return 0;
+    return 1;
+}
+
+/* A shortened period's anchor (shorter_period): among [from, to), a launch whose key
+ * without offsets occurs once there, on the earliest-allocated region, then after a
+ * synchronisation, then the earliest. SIZE_MAX when none. */
+static size_t loose_anchor(const lane_t *ln, size_t from, size_t to)
+{
+    size_t best = SIZE_MAX;
+    for (size_t a = from; a < to; a++) {
+        if (!unique_in(ln->seq_loose, a, from, to))
+            continue;
+        if (best == SIZE_MAX || ln->seq_minid[a] < ln->seq_minid[best] ||
+            (ln->seq_minid[a] == ln->seq_minid[best] && ln->seq_synced[a] && !ln->seq_synced[best]))
+            best = a;
+    }
+    return best;
+}
+
+static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c, int shortened)
 {
     size_t from = c->start - c->period, best = from;
-    for (size_t a = from; a < c->start; a++) {
-        int unique = 1;
-        for (size_t b = from; b < c->start && unique; b++)
-            unique = b == a || ln->seq[b] != ln->seq[a];
+    for (size_t a = from; a < c->start && !shortened; a++) {
+        int unique = unique_in(ln->seq, a, from, c->start);
         if (!unique)
             continue;
         if (best == from && !(ln->seq_minid[from] <= ln->seq_minid[a]))
@@ -1016,6 +1044,10 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
                  (ln->seq_minid[a] == ln->seq_minid[best] && ln->seq_synced[a] && !ln->seq_synced[best]))
             best = a;
     }
+    /* A shortened period: passes begin at a launch found by its key without offsets;
+     * the pass that ends at its last occurrence is recorded. */
+    if (shortened)
+        best = loose_anchor(ln, from, c->start) - c->period;
     /* One pass from that launch to its next occurrence may already be recorded: it is
      * iteration 1 (the "early" one, whose snapshots only count when it is the only
      * one). Otherwise iteration 1 is under way from that launch. */
@@ -1030,7 +1062,8 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
         FT_WARN_CAPPED(1, "discovery: out of memory aligning the first iteration");
         return;
     }
-    ln->anchor = ln->seq[best];
+    ln->anchor = shortened ? ln->seq_loose[best] : ln->seq[best];
+    ln->anchor_loose = shortened;
     ln->anchored = 1;
     FT_DEBUG("discovery: lane %#llx repeats every %zu weight-touching launches; passes begin "
              "at the launch touching region %u", (unsigned long long)ln->lane, c->period,
@@ -1057,13 +1090,49 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
  * earlier: a weight recurs once per pass, while a pair that recurs within a pass (a
  * norm kernel on a shared small segment, layer after layer) is followed by different
  * weights and is dropped. The confirmed pair is the anchor: it starts every pass. */
-static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid)
+/* The period a confirmed candidate (period p, verified up to index j) really has:
+ * a pass the keys confirm may be several of the program's. A pointer into a candidate
+ * region that also holds activations (a caching allocator's small segment, holding the
+ * input too) can alternate between two places from one forward to the next when the
+ * program keeps the last output alive through the next forward (`logits =
+ * model(ids)` in a loop), so the keys with offsets repeat every two forwards. The
+ * period is then the shortest divisor q of p at which, over the last p keys (or all
+ * those with one q before, at least q of them), every key
+ * without offsets repeats and at least half of the keys with offsets do; passes then
+ * begin at a launch found by its key without offsets. A model whose weights all lie
+ * in one region repeats without offsets at every layer, but its keys with offsets
+ * there hardly ever: its period stays. Returns q, or p. */
+static size_t shorter_period(const lane_t *ln, size_t j, size_t p)
+{
+    if (ln->seq_loose == NULL)
+        return p;
+    for (size_t q = 1; q <= p / 2; q++) {
+        /* Compared: the last p keys, or as many as have one q before (at least q). */
+        size_t w = j + 1 - q < p ? j + 1 - q : p;
+        if (p % q != 0 || w < q)
+            continue;
+        size_t strict = 0;
+        int loose_ok = 1;
+        for (size_t i = j + 1 - w; i <= j && loose_ok; i++) {
+            loose_ok = ln->seq_loose[i] == ln->seq_loose[i - q];
+            strict += ln->seq[i] == ln->seq[i - q];
+        }
+        if (loose_ok && 2 * strict >= w && loose_anchor(ln, j + 1 - q, j + 1) != SIZE_MAX)
+            return q;
+    }
+    return p;
+}
+
+static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint64_t loose, uint32_t minid)
 {
     if (ln->n_seq == ln->cap_seq) {
         size_t cap = ln->cap_seq ? ln->cap_seq * 2 : 256;
         uint64_t *ns = realloc(ln->seq, cap * sizeof *ns);
         if (ns != NULL)
             ln->seq = ns;
+        uint64_t *nl = realloc(ln->seq_loose, cap * sizeof *nl);
+        if (nl != NULL)
+            ln->seq_loose = nl;
         uint32_t *np = realloc(ln->seq_pos, cap * sizeof *np);
         if (np != NULL)
             ln->seq_pos = np;
@@ -1073,12 +1142,13 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
         uint8_t *ny = realloc(ln->seq_synced, cap * sizeof *ny);
         if (ny != NULL)
             ln->seq_synced = ny;
-        if (ns == NULL || np == NULL || nm == NULL || ny == NULL)
+        if (ns == NULL || nl == NULL || np == NULL || nm == NULL || ny == NULL)
             return;
         ln->cap_seq = cap;
     }
     size_t j = ln->n_seq++;
     ln->seq[j] = key;
+    ln->seq_loose[j] = loose;
     ln->seq_pos[j] = (uint32_t)ln->cur.n; /* this launch is pushed at cur.n */
     ln->seq_minid[j] = minid;
     ln->seq_synced[j] = (uint8_t)ln->sync_pending;
@@ -1090,7 +1160,15 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
             size_t need = pc->period < MATCHES_NEEDED ? pc->period : MATCHES_NEEDED;
             if (++pc->matched >= need) {
                 period_cand_t won = *pc;
-                confirm_period(d, ln, &won);
+                won.start = j + 1; /* the launches up to this one are in */
+                won.period = shorter_period(ln, j, pc->period);
+                if (won.period != pc->period)
+                    FT_DEBUG("discovery: lane %#llx: a pass of %zu weight-touching launches repeats "
+                             "every %zu without the offsets into regions; passes are %zu long",
+                             (unsigned long long)ln->lane, pc->period, won.period, won.period);
+                else
+                    won = *pc;
+                confirm_period(d, ln, &won, won.period != pc->period);
                 return;
             }
             c++;
@@ -1137,7 +1215,7 @@ static void restart(ft_disc_t *d)
     HASH_ITER(hh, d->lanes, ln, lt) {
         drop_pairs(ln);
         rec_free(&ln->cur);
-        ln->sync_pending = ln->skip_boundary = ln->anchored = ln->mark_pending = 0;
+        ln->sync_pending = ln->skip_boundary = ln->anchored = ln->mark_pending = ln->anchor_loose = 0;
         ln->iterations = 0;
         ln->anchor = 0;
         ln->track_pos = -1;
@@ -1214,12 +1292,13 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         }
     } else {
         uint32_t minid;
-        uint64_t key = pair_key(d, k->idx, ids, ptrs, n, &minid);
+        uint64_t key = pair_key(d, k->idx, ids, ln->anchor_loose ? NULL : ptrs, n, &minid);
         if (key != 0 && ln->anchored)
             boundary = key == ln->anchor;
         else if (key != 0) {
-            detect_period(d, ln, key, minid);
-            if (ln->anchored && key == ln->anchor) {
+            uint64_t loose = pair_key(d, k->idx, ids, NULL, n, &minid);
+            detect_period(d, ln, key, loose, minid);
+            if (ln->anchored && (ln->anchor_loose ? loose : key) == ln->anchor) {
                 /* This launch is the anchor's latest occurrence: a pass starts here. */
                 ln->cur.n = 0;
                 ln->cur.n_ids = 0;
@@ -1373,7 +1452,7 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
                 start = ids[i] == d->track_region;
             start = start && touches_only_start_units(d, ids, n);
         } else {
-            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, ptrs, n, &minid) : 0;
+            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, ln->anchor_loose ? NULL : ptrs, n, &minid) : 0;
             start = key != 0 && key == ln->anchor;
         }
         /* A start's kernel touching its weight again within half a pass of the last

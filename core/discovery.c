@@ -1195,6 +1195,30 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint64_t loose
     pr->last = j;
 }
 
+/* FT_LOG_LEVEL=trace: what the period detector gets, launch by launch, until the lane
+ * is anchored: position, kernel, both keys, and each region touched (id, whether it is
+ * a candidate, size, offset of the pointer), to replay a real program's pattern. */
+static void trace_detector_input(ft_disc_t *d, const lane_t *ln, const kinfo_t *k, const uint32_t *ids,
+                                 const uint64_t *ptrs, size_t n)
+{
+    char buf[512];
+    size_t len = 0;
+    uint32_t minid;
+    for (size_t i = 0; i < n && len < sizeof buf - 48; i++) {
+        rinfo_t *r = rinfo_get(d, ids[i] & ~ID_INDIRECT);
+        uint64_t off = r != NULL && ptrs[i] >= r->base ? ptrs[i] - r->base : UINT64_MAX;
+        len += (size_t)snprintf(buf + len, sizeof buf - len, " %u%s%s:%lluK@%lld", ids[i] & ~ID_INDIRECT,
+                                (ids[i] & ID_INDIRECT) ? "i" : "", r != NULL && r->candidate ? "c" : "",
+                                r != NULL ? (unsigned long long)(r->size >> 10) : 0ull,
+                                off == UINT64_MAX ? -1ll : (long long)off);
+    }
+    buf[len] = '\0';
+    FT_TRACE("discovery: detector lane %#llx pos %zu kernel %u %.40s key %016llx loose %016llx ids%s",
+             (unsigned long long)ln->lane, ln->cur.n, k->idx, k->name,
+             (unsigned long long)pair_key(d, k->idx, ids, ptrs, n, &minid),
+             (unsigned long long)pair_key(d, k->idx, ids, NULL, n, &minid), buf);
+}
+
 /* Discovery from scratch (restart_pending): what was learned about passes and units
  * goes, and so does what was learned about regions, except which ones were born as
  * activations (kernel_born: they stay out of the candidates); kernels, NVTX ranges and
@@ -1278,6 +1302,8 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         d->boundary_source = 2;
     }
     int boundary = 0;
+    if (FT_LOG_ENABLED(FT_LOG_TRACE) && !d->explicit_marks && !ln->anchored)
+        trace_detector_input(d, ln, k, ids, ptrs, n);
     if (d->explicit_marks) {
         if (marker || ln->mark_pending) {
             ln->mark_pending = 0;

@@ -15,9 +15,11 @@ CFLAGS  ?= -O2 -g
 CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 # Every build type hides symbols by default (STYLE.md rule 5); exports go through
-# version scripts only.
+# version scripts only. Thread-locals use the initial-exec model: the shim is loaded at
+# start-up (LD_PRELOAD), and a launch reads several of them, each a call to
+# __tls_get_addr otherwise (bench/shim_instructions.sh).
 FT_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
-             -fvisibility=hidden -I. $(CUDA_INC) $(CFLAGS)
+             -ftls-model=initial-exec -fvisibility=hidden -I. $(CUDA_INC) $(CFLAGS)
 FT_LDFLAGS := -pthread $(LDFLAGS)
 
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)

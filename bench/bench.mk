@@ -22,3 +22,9 @@ $(BUILD)/bench/launch_cost-gpu: bench/launch_cost.c $(BUILD)/examples/kernels.o
 .PHONY: gpu-bench
 gpu-bench: $(BUILD)/bench/launch_cost-gpu
 all: $(BUILD)/bench/disc_cost $(BUILD)/bench/launch_cost-sim
+
+# Host instructions FlexTensor adds per launch, counted by callgrind on the simulator
+# (bench/shim_instructions.sh; needs valgrind).
+.PHONY: bench-instructions
+bench-instructions: $(BUILD)/libflextensor.so $(BUILD)/bench/launch_cost-sim
+	bash bench/shim_instructions.sh

@@ -132,7 +132,7 @@ print(f"== FlexTensor overhead, budget above the model: Llama {layers} layers, h
 if "plain" not in J:
     sys.exit("overhead.sh: CONFIGS must include plain")
 print(f"{'config':10} {'decode med':>10} {'decode min':>10} {'med vs plain (per round)':>26} "
-      f"{'min vs plain':>12} {'best vs best':>12} {'cpu vs plain':>12} {'prefill med':>11} {'vs plain':>9}")
+      f"{'min vs plain':>12} {'best vs best':>12} {'cpu vs plain':>12} {'prefill med':>11} {'vs plain':>9} {'paired':>9}")
 def ratios(c, key):
     rs = [j[key] / p[key] - 1 for j, p in zip(J[c], J["plain"]) if j and p and j.get(key) and p.get(key)]
     return rs
@@ -146,15 +146,20 @@ for c in configs:
     pm = statistics.median(j["prefill_ms_median"] for j in ok)
     rd, rp, rn = ratios(c, "decode_ms_median"), ratios(c, "prefill_ms_median"), ratios(c, "decode_ms_min")
     rc = ratios(c, "decode_cpu_ms_median")
+    # lockstep: step k of this process ran next to step k of that round's plain one
+    paired = [b / a - 1 for j, p in zip(J[c], J["plain"]) if j and p
+              for a, b in zip(p["decode_ms"], j["decode_ms"])]
     each = " ".join(f"{x * 100:+.1f}" for x in rd)
     med = lambda rs: statistics.median(rs) * 100 if rs else 0.0
     plain_best = min((j["decode_ms_min"] for j in J["plain"] if j), default=None)
     best = (min(j["decode_ms_min"] for j in ok) / plain_best - 1) * 100 if plain_best else 0.0
     print(f"{c:10} {dm:10.2f} {dn:10.2f} {med(rd):+8.1f}% [{each}] {med(rn):+11.1f}% {best:+11.1f}%"
-          f" {med(rc):+11.1f}% {pm:11.2f} {med(rp):+8.1f}%")
+          f" {med(rc):+11.1f}% {pm:11.2f} {med(rp):+8.1f}% {med(paired):+8.1f}%")
 steps = next((len(j["decode_ms"]) for j in J["plain"] if j), "?")
 print(f"(decode: 1 token, batch 1, use_cache=False; prefill 8 x 512; ms, each process's median of {steps} "
-      "and min; cpu: its main thread's CPU ms per step, median. Ratios: the median over rounds of each process's median, and of its min, to that "
+      "and min; cpu: its main thread's CPU ms per step, median; paired: the median over all "
+      "decode steps of step k's ratio to step k of that round's plain process (with LOCKSTEP, "
+      "the step just before or after it). Ratios: the median over rounds of each process's median, and of its min, to that "
       "round's plain process; best: the fastest step of all its processes to plain's fastest)")
 PY
 if [ -f "$OUT/overhead-on-trace.bin" ] && [ -x build/bin/ft-trace ]; then

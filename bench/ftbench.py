@@ -184,12 +184,18 @@ def repeat_forwards(step, warmup, iters, on_steady=None, cpu_ms=None, turns=None
     one before is freed first). Returns (the last one on the cpu as float, warm-up ms,
     timed ms, whether every one equals the first). on_steady() runs once, before the
     first timed call; cpu_ms, a list, gets each timed call's thread CPU ms; turns (a
-    Turns) brackets each timed call, outside its timing."""
+    Turns) brackets each timed call, outside its timing. Python's garbage collector
+    is off during the timed calls (it runs once before them)."""
+    import gc
     import torch
     ref, equal, warm, times, out = None, True, [], [], None
     for i in range(warmup + iters):
-        if i == warmup and on_steady is not None:
-            on_steady()
+        if i == warmup:
+            if on_steady is not None:
+                on_steady()
+            # no collector pause inside a timed step: collect now, not during
+            gc.collect()
+            gc.disable()
         out = None
         if turns is not None and i >= warmup:
             turns.wait()
@@ -201,4 +207,5 @@ def repeat_forwards(step, warmup, iters, on_steady=None, cpu_ms=None, turns=None
         else:
             equal = equal and torch.equal(out, ref)
         (warm if i < warmup else times).append(round(ms, 3))
+    gc.enable()
     return out.float().cpu(), warm, times, equal

@@ -131,6 +131,16 @@ named=$(grep -oE '(^|[[:space:]])(layers\.[0-3]|embed_tokens|lm_head)([[:space:]
 ps=$(sha "$OUT/nvtx-plain.txt" | cut -c1-12); ss=$(sha "$OUT/nvtx-shim.txt" | cut -c1-12)
 [ -n "$ps" ] && [ "$ps" = "$ss" ] && [ "$named" = 6 ] && r=ok || r=FAIL
 row "nvtx: units named after the ranges" "$r" "$named of 6 names in ft-trace's units; logits: plain ${ps:-none}, shim ${ss:-none}"
+# the same with the last logits alive through the next forward: small activations then
+# alternate between two placements, the detector's pass is two forwards, folded to one
+(cd bench && FT_DISCOVERY_ITERS=2 FT_LOG_LEVEL=trace ../build/bin/ft-run --trace "$OUT/nvtxk.bin" python3 nvtx_units.py \
+    --layers 4 --keep-logits >"$OUT/nvtxk-shim.txt" 2>"$OUT/nvtxk-shim.err")
+grep -E 'discovery: (detector|the pass found)' "$OUT/nvtxk-shim.err" >"$OUT/nvtxk-detector.txt"
+build/bin/ft-trace "$OUT/nvtxk.bin" >"$OUT/nvtxk-trace.txt" 2>&1
+named=$(grep -oE '(^|[[:space:]])(layers\.[0-3]|embed_tokens|lm_head)([[:space:]]|$)' "$OUT/nvtxk-trace.txt" | sort -u | wc -l)
+ks=$(sha "$OUT/nvtxk-shim.txt" | cut -c1-12)
+[ -n "$ps" ] && [ "$ps" = "$ks" ] && [ "$named" = 6 ] && r=ok || r=FAIL
+row "nvtx, last logits kept alive: same units" "$r" "$named of 6 names; $(grep -o 'the pass found is [0-9]* copies' "$OUT/nvtxk-shim.err" | head -1); logits ${ks:-none}"
 
 # --- 3a. per-launch host cost, C launcher (bench/launch_cost.c): five rounds, the
 # configurations interleaved in each, medians reported; launches pick among 256 weights

@@ -38,6 +38,7 @@ typedef struct {
                                  a launch, not a copy: an activation (a caching
                                  allocator's segment), never a weight, also after a
                                  restart (its content can repeat pass after pass) */
+    int fold_odd;             /* fold_repeated_pass: touched where another copy does not */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -97,7 +98,6 @@ typedef struct {
     /* Until the period is confirmed: every launch touching a candidate region, as
      * its pair key and its position in cur. */
     uint64_t *seq;
-    uint64_t *seq_loose;      /* the same keys without the offsets into regions */
     uint32_t *seq_pos;
     uint32_t *seq_minid;      /* lowest candidate region id the launch touched */
     uint8_t *seq_synced;      /* the host synchronised just before the launch */
@@ -108,7 +108,6 @@ typedef struct {
     int depth;                /* pushes, also beyond FT_DISC_RANGE_DEPTH */
     uint32_t range;
     int skip_boundary;        /* the pass under way does not count (confirm_period) */
-    int anchor_loose;         /* the anchor is a key without offsets (shorter_period) */
     long track_pos;           /* after DONE: position in the pass under way, -1 before */
     uint64_t since_start;     /* after DONE: launches since the last pass start */
     int track_mark;           /* after DONE, with explicit marks: a mark is pending */
@@ -227,7 +226,6 @@ static void lane_free(lane_t *ln)
     }
     rec_free(&ln->cur);
     free(ln->seq);
-    free(ln->seq_loose);
     free(ln->seq_pos);
     free(ln->seq_minid);
     free(ln->seq_synced);
@@ -915,6 +913,105 @@ static void choose_track_start(ft_disc_t *d)
 
 /* --- events ---------------------------------------------------------------------- */
 
+/* The weights launch i of r touches (direct and through pointer arrays), sorted, in
+ * out (room for FT_SCAN_MAX_IDS); their count. */
+static size_t weights_of(ft_disc_t *d, const record_t *r, size_t i, uint32_t *out)
+{
+    size_t m = 0;
+    for (uint32_t k = 0; k < r->l[i].n_ids && m < FT_SCAN_MAX_IDS; k++) {
+        uint32_t id = r->ids[r->l[i].first_id + k];
+        if (!is_weight(d, rinfo_get(d, id & ~ID_INDIRECT)))
+            continue;
+        size_t at = m++;
+        while (at > 0 && out[at - 1] > id) { /* insertion: a handful of ids */
+            out[at] = out[at - 1];
+            at--;
+        }
+        out[at] = id;
+    }
+    return m;
+}
+
+/* Marks (fold_odd) the weights in one list and not the other (both sorted). */
+static void mark_odd(ft_disc_t *d, const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
+{
+    size_t i = 0, j = 0;
+    while (i < na || j < nb) {
+        if (j == nb || (i < na && a[i] < b[j]))
+            rinfo_get(d, a[i++] & ~ID_INDIRECT)->fold_odd = 1;
+        else if (i == na || b[j] < a[i])
+            rinfo_get(d, b[j++] & ~ID_INDIRECT)->fold_odd = 1;
+        else
+            i++, j++;
+    }
+}
+
+/* A recorded pass that is k >= 2 copies of a shorter one -- the same kernels in the
+ * same order, nearly all of their weights the same -- is one copy. The detector's keys
+ * carry each pointer's offset into its region, and a program that keeps its last
+ * output alive through the next forward can have its small activations placed one way
+ * in odd forwards and another in even ones (PyTorch's 2 MiB segments, which also hold
+ * the input and the norm weights, so are candidates): the keys then repeat every two
+ * forwards. Such buffers can pass for weights too, their content being the same at
+ * every boundary two forwards apart; a region a copy touches where another does not is
+ * one of them, and is no weight. The copies must agree on at least 90% of the weight
+ * bytes: passes of different weights (layers, models taken in turn) never fold. A
+ * model whose weights all lie in one region and that has nothing but identical layers
+ * folds to one layer, which changes nothing: that region is one unit either way. */
+static int fold_repeated_pass(ft_disc_t *d)
+{
+    record_t *r = &d->last;
+    size_t n = r->n;
+    uint32_t a[FT_SCAN_MAX_IDS], b[FT_SCAN_MAX_IDS];
+    rinfo_t *x, *xt;
+    for (size_t len = 1; len <= n / 2; len++) {
+        int same = n % len == 0;
+        for (size_t i = 0; i + len < n && same; i++)
+            same = r->l[i].kernel == r->l[i + len].kernel;
+        if (!same)
+            continue;
+        HASH_ITER(hh, d->rmap, x, xt) x->fold_odd = 0;
+        for (size_t i = 0; i + len < n; i++) {
+            size_t na = weights_of(d, r, i, a), nb = weights_of(d, r, i + len, b);
+            mark_odd(d, a, na, b, nb);
+        }
+        uint64_t all = 0, odd = 0;
+        for (size_t i = 0; i < n; i++) { /* each weight once: flagged on the way */
+            size_t na = weights_of(d, r, i, a);
+            for (size_t k = 0; k < na; k++) {
+                rinfo_t *w = rinfo_get(d, a[k] & ~ID_INDIRECT);
+                if (w->fold_odd >= 2 || w->fold_odd == -1)
+                    continue;
+                all += w->size;
+                if (w->fold_odd == 1)
+                    odd += w->size;
+                w->fold_odd = w->fold_odd == 1 ? 2 : -1;
+            }
+        }
+        if (all == 0 || odd * 10 > all)
+            continue;
+        record_t one = { 0 };
+        if (rec_slice(r, 0, len, &one) != 0) {
+            rec_free(&one);
+            return -ENOMEM;
+        }
+        size_t n_odd = 0;
+        HASH_ITER(hh, d->rmap, x, xt) {
+            if (x->fold_odd == 2) {
+                x->changed = 1; /* used differently from one copy to the next */
+                n_odd++;
+            }
+        }
+        FT_INFO("discovery: the pass found is %zu copies of one of %zu launches (the same kernels on "
+                "the same weights): passes are that long%s", n / len, len,
+                n_odd ? "; regions used in some copies only are not weights" : "");
+        rec_free(r);
+        *r = one;
+        return 0;
+    }
+    return 0;
+}
+
 static void end_iteration(ft_disc_t *d, lane_t *ln)
 {
     ln->iterations++;
@@ -930,7 +1027,7 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         d->deciding_lane = ln->lane;
         lane_t *l, *lt;
         HASH_ITER(hh, d->lanes, l, lt) l->track_pos = -1;
-        if (build_units(d) != 0)
+        if (fold_repeated_pass(d) != 0 || build_units(d) != 0)
             FT_WARN("discovery: out of memory building units; nothing will be offloaded");
         if (d->n_units == 0 && d->restarts < MAX_RESTARTS) {
             FT_INFO("discovery: %d iteration(s) of %zu launches touch no weight (regions "
@@ -986,12 +1083,10 @@ static void drop_pairs(lane_t *ln)
         free(pr);
     }
     free(ln->seq);
-    free(ln->seq_loose);
     free(ln->seq_pos);
     free(ln->seq_minid);
     free(ln->seq_synced);
     ln->seq = NULL;
-    ln->seq_loose = NULL;
     ln->seq_pos = NULL;
     ln->seq_minid = NULL;
     ln->seq_synced = NULL;
@@ -1006,36 +1101,13 @@ static void drop_pairs(lane_t *ln)
  * that follows a host synchronisation (the previous pass's result was read), then
  * to the earliest. The anchor is that launch's pair; the launches before its latest
  * occurrence are dropped, and iteration 1 ends at its next one, watched live. */
-/* 1 when the key at a occurs once in [from, to) of keys v. */
-static int unique_in(const uint64_t *v, size_t a, size_t from, size_t to)
-{
-    for (size_t b = from; b < to; b++)
-        if (b != a && v[b] == v[a])
-            return 0;
-    return 1;
-}
-
-/* A shortened period's anchor (shorter_period): among [from, to), a launch whose key
- * without offsets occurs once there, on the earliest-allocated region, then after a
- * synchronisation, then the earliest. SIZE_MAX when none. */
-static size_t loose_anchor(const lane_t *ln, size_t from, size_t to)
-{
-    size_t best = SIZE_MAX;
-    for (size_t a = from; a < to; a++) {
-        if (!unique_in(ln->seq_loose, a, from, to))
-            continue;
-        if (best == SIZE_MAX || ln->seq_minid[a] < ln->seq_minid[best] ||
-            (ln->seq_minid[a] == ln->seq_minid[best] && ln->seq_synced[a] && !ln->seq_synced[best]))
-            best = a;
-    }
-    return best;
-}
-
-static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c, int shortened)
+static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
 {
     size_t from = c->start - c->period, best = from;
-    for (size_t a = from; a < c->start && !shortened; a++) {
-        int unique = unique_in(ln->seq, a, from, c->start);
+    for (size_t a = from; a < c->start; a++) {
+        int unique = 1;
+        for (size_t b = from; b < c->start && unique; b++)
+            unique = b == a || ln->seq[b] != ln->seq[a];
         if (!unique)
             continue;
         if (best == from && !(ln->seq_minid[from] <= ln->seq_minid[a]))
@@ -1044,10 +1116,6 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c, int
                  (ln->seq_minid[a] == ln->seq_minid[best] && ln->seq_synced[a] && !ln->seq_synced[best]))
             best = a;
     }
-    /* A shortened period: passes begin at a launch found by its key without offsets;
-     * the pass that ends at its last occurrence is recorded. */
-    if (shortened)
-        best = loose_anchor(ln, from, c->start) - c->period;
     /* One pass from that launch to its next occurrence may already be recorded: it is
      * iteration 1 (the "early" one, whose snapshots only count when it is the only
      * one). Otherwise iteration 1 is under way from that launch. */
@@ -1062,8 +1130,7 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c, int
         FT_WARN_CAPPED(1, "discovery: out of memory aligning the first iteration");
         return;
     }
-    ln->anchor = shortened ? ln->seq_loose[best] : ln->seq[best];
-    ln->anchor_loose = shortened;
+    ln->anchor = ln->seq[best];
     ln->anchored = 1;
     FT_DEBUG("discovery: lane %#llx repeats every %zu weight-touching launches; passes begin "
              "at the launch touching region %u", (unsigned long long)ln->lane, c->period,
@@ -1090,49 +1157,13 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c, int
  * earlier: a weight recurs once per pass, while a pair that recurs within a pass (a
  * norm kernel on a shared small segment, layer after layer) is followed by different
  * weights and is dropped. The confirmed pair is the anchor: it starts every pass. */
-/* The period a confirmed candidate (period p, verified up to index j) really has:
- * a pass the keys confirm may be several of the program's. A pointer into a candidate
- * region that also holds activations (a caching allocator's small segment, holding the
- * input too) can alternate between two places from one forward to the next when the
- * program keeps the last output alive through the next forward (`logits =
- * model(ids)` in a loop), so the keys with offsets repeat every two forwards. The
- * period is then the shortest divisor q of p at which, over the last p keys (or all
- * those with one q before, at least q of them), every key
- * without offsets repeats and at least half of the keys with offsets do; passes then
- * begin at a launch found by its key without offsets. A model whose weights all lie
- * in one region repeats without offsets at every layer, but its keys with offsets
- * there hardly ever: its period stays. Returns q, or p. */
-static size_t shorter_period(const lane_t *ln, size_t j, size_t p)
-{
-    if (ln->seq_loose == NULL)
-        return p;
-    for (size_t q = 1; q <= p / 2; q++) {
-        /* Compared: the last p keys, or as many as have one q before (at least q). */
-        size_t w = j + 1 - q < p ? j + 1 - q : p;
-        if (p % q != 0 || w < q)
-            continue;
-        size_t strict = 0;
-        int loose_ok = 1;
-        for (size_t i = j + 1 - w; i <= j && loose_ok; i++) {
-            loose_ok = ln->seq_loose[i] == ln->seq_loose[i - q];
-            strict += ln->seq[i] == ln->seq[i - q];
-        }
-        if (loose_ok && 2 * strict >= w && loose_anchor(ln, j + 1 - q, j + 1) != SIZE_MAX)
-            return q;
-    }
-    return p;
-}
-
-static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint64_t loose, uint32_t minid)
+static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid)
 {
     if (ln->n_seq == ln->cap_seq) {
         size_t cap = ln->cap_seq ? ln->cap_seq * 2 : 256;
         uint64_t *ns = realloc(ln->seq, cap * sizeof *ns);
         if (ns != NULL)
             ln->seq = ns;
-        uint64_t *nl = realloc(ln->seq_loose, cap * sizeof *nl);
-        if (nl != NULL)
-            ln->seq_loose = nl;
         uint32_t *np = realloc(ln->seq_pos, cap * sizeof *np);
         if (np != NULL)
             ln->seq_pos = np;
@@ -1142,13 +1173,12 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint64_t loose
         uint8_t *ny = realloc(ln->seq_synced, cap * sizeof *ny);
         if (ny != NULL)
             ln->seq_synced = ny;
-        if (ns == NULL || nl == NULL || np == NULL || nm == NULL || ny == NULL)
+        if (ns == NULL || np == NULL || nm == NULL || ny == NULL)
             return;
         ln->cap_seq = cap;
     }
     size_t j = ln->n_seq++;
     ln->seq[j] = key;
-    ln->seq_loose[j] = loose;
     ln->seq_pos[j] = (uint32_t)ln->cur.n; /* this launch is pushed at cur.n */
     ln->seq_minid[j] = minid;
     ln->seq_synced[j] = (uint8_t)ln->sync_pending;
@@ -1160,15 +1190,7 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint64_t loose
             size_t need = pc->period < MATCHES_NEEDED ? pc->period : MATCHES_NEEDED;
             if (++pc->matched >= need) {
                 period_cand_t won = *pc;
-                won.start = j + 1; /* the launches up to this one are in */
-                won.period = shorter_period(ln, j, pc->period);
-                if (won.period != pc->period)
-                    FT_DEBUG("discovery: lane %#llx: a pass of %zu weight-touching launches repeats "
-                             "every %zu without the offsets into regions; passes are %zu long",
-                             (unsigned long long)ln->lane, pc->period, won.period, won.period);
-                else
-                    won = *pc;
-                confirm_period(d, ln, &won, won.period != pc->period);
+                confirm_period(d, ln, &won);
                 return;
             }
             c++;
@@ -1213,7 +1235,7 @@ static void trace_detector_input(ft_disc_t *d, const lane_t *ln, const kinfo_t *
                                 off == UINT64_MAX ? -1ll : (long long)off);
     }
     buf[len] = '\0';
-    FT_TRACE("discovery: detector lane %#llx pos %zu kernel %u %.40s key %016llx loose %016llx ids%s",
+    FT_TRACE("discovery: detector lane %#llx pos %zu kernel %u %.40s key %016llx, without offsets %016llx, ids%s",
              (unsigned long long)ln->lane, ln->cur.n, k->idx, k->name,
              (unsigned long long)pair_key(d, k->idx, ids, ptrs, n, &minid),
              (unsigned long long)pair_key(d, k->idx, ids, NULL, n, &minid), buf);
@@ -1239,7 +1261,7 @@ static void restart(ft_disc_t *d)
     HASH_ITER(hh, d->lanes, ln, lt) {
         drop_pairs(ln);
         rec_free(&ln->cur);
-        ln->sync_pending = ln->skip_boundary = ln->anchored = ln->mark_pending = ln->anchor_loose = 0;
+        ln->sync_pending = ln->skip_boundary = ln->anchored = ln->mark_pending = 0;
         ln->iterations = 0;
         ln->anchor = 0;
         ln->track_pos = -1;
@@ -1318,13 +1340,12 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         }
     } else {
         uint32_t minid;
-        uint64_t key = pair_key(d, k->idx, ids, ln->anchor_loose ? NULL : ptrs, n, &minid);
+        uint64_t key = pair_key(d, k->idx, ids, ptrs, n, &minid);
         if (key != 0 && ln->anchored)
             boundary = key == ln->anchor;
         else if (key != 0) {
-            uint64_t loose = pair_key(d, k->idx, ids, NULL, n, &minid);
-            detect_period(d, ln, key, loose, minid);
-            if (ln->anchored && (ln->anchor_loose ? loose : key) == ln->anchor) {
+            detect_period(d, ln, key, minid);
+            if (ln->anchored && key == ln->anchor) {
                 /* This launch is the anchor's latest occurrence: a pass starts here. */
                 ln->cur.n = 0;
                 ln->cur.n_ids = 0;
@@ -1478,7 +1499,7 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
                 start = ids[i] == d->track_region;
             start = start && touches_only_start_units(d, ids, n);
         } else {
-            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, ln->anchor_loose ? NULL : ptrs, n, &minid) : 0;
+            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, ptrs, n, &minid) : 0;
             start = key != 0 && key == ln->anchor;
         }
         /* A start's kernel touching its weight again within half a pass of the last

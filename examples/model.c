@@ -24,6 +24,10 @@
  *                 buffers (allocated with the first, before any launch): the first
  *                 launch touches other regions than in discovery (on the GPU, the
  *                 input moved to another caching-allocator segment)
+ *   --alternate-acts  odd forwards run on that second pair, even ones on the first: a
+ *                 pass's pointers repeat only every two forwards (on the GPU, PyTorch's
+ *                 small activations when the last output stays alive through the next
+ *                 forward)
  *   --cross-from N  from forward N on, each layer runs one more gemv that reads its own
  *                 weight and, as its input vector, a far layer's: a launch touching two
  *                 units, one of them not predicted (data-dependent code after discovery)
@@ -150,6 +154,7 @@ static int big_last = 1; /* the last layer's weight is allocated this many times
 static int race_alloc; /* --race-alloc: 1 MiB buffers each thread allocates at its start */
 static pthread_barrier_t race_barrier;
 static int swap_from = -1; /* from this forward on, another pair of activation buffers */
+static int alternate_acts; /* odd forwards on the other pair */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int skip_from = -1; /* from this forward on, the last layer is skipped */
 static int prologue;
@@ -515,7 +520,7 @@ static void *run_worker(void *arg)
     CHECK(cudaMalloc((void **)&a, (size_t)dim * sizeof *a));
     CHECK(cudaMalloc((void **)&b, (size_t)dim * sizeof *b));
     uint32_t *a2 = NULL, *b2 = NULL;
-    if (swap_from >= 0) {
+    if (swap_from >= 0 || alternate_acts) {
         CHECK(cudaMalloc((void **)&a2, (size_t)dim * sizeof *a2));
         CHECK(cudaMalloc((void **)&b2, (size_t)dim * sizeof *b2));
     }
@@ -529,7 +534,7 @@ static void *run_worker(void *arg)
         CHECK(cudaEventRecord(t0, stream));
         cur_iter = it;
         extra_kernels = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
-        if (swap_from >= 0 && it >= swap_from)
+        if ((swap_from >= 0 && it >= swap_from) || (alternate_acts && it % 2 == 1))
             forward(stream, a2, b2, out);
         else
             forward(stream, a, b, out);
@@ -644,6 +649,8 @@ int main(int argc, char **argv)
             pad_odd = 1;
         else if (strcmp(a, "--swap-acts") == 0 && i + 1 < argc)
             swap_from = atoi(argv[++i]);
+        else if (strcmp(a, "--alternate-acts") == 0)
+            alternate_acts = 1;
         else if (strcmp(a, "--cross-from") == 0 && i + 1 < argc)
             cross_from = atoi(argv[++i]);
         else if (strcmp(a, "--skip-last-from") == 0 && i + 1 < argc)
@@ -680,7 +687,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

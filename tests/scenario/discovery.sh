@@ -1,7 +1,8 @@
 # Discovery on the simulated device: the example model's units are found exactly
 # (sizes and order) through cudart launches, driver `extra` launches and pointer
-# arrays, on one thread or four, with the detector or explicit marks; results are
-# those of a run without the shim.
+# arrays, on one thread or four, with the detector or explicit marks, and with
+# activation buffers that alternate from one forward to the next (a pass found two
+# forwards long is folded to one); results are those of a run without the shim.
 . "$(dirname "$0")/lib.sh"
 ARGS=(--layers 6 --dim 512 --iters 6 --quiet)
 
@@ -34,7 +35,8 @@ for variant in "plain::3:_Z11model_scalePjPKji:detector" \
                "threads:--threads 4:3:_Z11model_scalePjPKji:detector" \
                "ptr:--ptr-arrays:4:_Z10model_mixpPjPKPKji:detector" \
                "ptr-threads:--ptr-arrays --threads 4:4:_Z10model_mixpPjPKPKji:detector" \
-               "mark:--mark:3:_Z11model_scalePjPKji:ft_iteration_mark"; do
+               "mark:--mark:3:_Z11model_scalePjPKji:ft_iteration_mark" \
+               "alternate:--alternate-acts:3:_Z11model_scalePjPKji:detector"; do
     IFS=: read -r name extra nreg last source <<<"$variant"
     # shellcheck disable=SC2086
     sim "$MODEL" "${ARGS[@]}" $extra >"$WORK/$name.plain" || fail "$name: model without shim failed"

@@ -167,6 +167,12 @@ pass "a stale address far from where the pass is, once a forward: its unit is lo
 run_pair swap --swap-acts 4
 expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/swap.err" "swap: prefetched"
 pass "the first launch's activations move after discovery: passes still start, the model streams, same output"
+# Odd forwards run on the second pair, even ones on the first (a program keeping its
+# last output alive): discovery finds a pass two forwards long and folds it to one.
+run_pair alternate --alternate-acts
+expect_grep 'discovery: the pass found is 2 copies of one of 18 launches' "$WORK/alternate.err" "alternate: folded"
+expect_grep 'residency: [0-9]+ load\(s\), [0-9]+ of them prefetched and [0-2] on demand' "$WORK/alternate.err" "alternate: prefetched"
+pass "activations that alternate from one forward to the next: one forward a pass, the model streams, same output"
 # From forward 9 on, each layer runs one more gemv reading its own weight and a far
 # layer's (data-dependent code after discovery): the far unit is a miss, loaded without
 # evicting the unit the same launch reads (that launch read unmapped memory before),

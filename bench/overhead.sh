@@ -31,6 +31,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# one CPU thread for PyTorch's own pools: the decode runs on the GPU, and a pool of 16
+# on 3 pinned cores only adds noise
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 LAYERS=${LAYERS:-32}
 HIDDEN=${HIDDEN:-1024}
 ROUNDS=${ROUNDS:-5}

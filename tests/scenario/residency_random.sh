@@ -2,7 +2,8 @@
 # smallest plan to above the model), threads on their own streams, pointer arrays,
 # stale addresses in argument padding (also first seen after discovery), a weight every
 # layer reads, passes of two lengths, activations that move after discovery, launches
-# reading two layers' weights after discovery, passes that lose their last layer, reads
+# reading two layers' weights after discovery, activations that alternate from one
+# forward to the next, passes that lose their last layer, reads
 # and writes of an offloaded weight, a layer freed mid-run, a library's workspace from
 # the driver, address space reserved in large, small or per-allocation pieces
 # (FT_VMM_RESERVE), both pinning modes. Every
@@ -52,6 +53,7 @@ for ((i = 0; i < CASES; i++)); do
     modes=(alloc host_register)
     mode=${modes[RANDOM % 2]}
     spill=$((RANDOM % 2)) # the default (1) holds the budget from the first allocation
+    ((RANDOM % 5 == 0)) && extra+=(--alternate-acts) # a pass found two forwards long, folded
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
     what="seed $SEED case $i: FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve model ${args[*]}"
     sim "$MODEL" "${args[@]}" >"$WORK/plain" || fail "$what: run without the shim failed"

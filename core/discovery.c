@@ -38,7 +38,8 @@ typedef struct {
                                  a launch, not a copy: an activation (a caching
                                  allocator's segment), never a weight, also after a
                                  restart (its content can repeat pass after pass) */
-    int fold_odd;             /* fold_repeated_pass: touched where another copy does not */
+    int fold_touched;         /* fold_repeated_pass: touched in the pass */
+    int fold_odd;             /* and at a launch where another copy does not touch it */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -932,17 +933,18 @@ static size_t weights_of(ft_disc_t *d, const record_t *r, size_t i, uint32_t *ou
     return m;
 }
 
-/* Marks (fold_odd) the weights in one list and not the other (both sorted). */
-static void mark_odd(ft_disc_t *d, const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
+/* Marks the weights of two launches' sorted lists touched, and those in one list
+ * only odd. */
+static void mark_fold(ft_disc_t *d, const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
 {
     size_t i = 0, j = 0;
     while (i < na || j < nb) {
-        if (j == nb || (i < na && a[i] < b[j]))
-            rinfo_get(d, a[i++] & ~ID_INDIRECT)->fold_odd = 1;
-        else if (i == na || b[j] < a[i])
-            rinfo_get(d, b[j++] & ~ID_INDIRECT)->fold_odd = 1;
-        else
-            i++, j++;
+        int only_a = j == nb || (i < na && a[i] < b[j]), only_b = !only_a && (i == na || b[j] < a[i]);
+        rinfo_t *x = rinfo_get(d, (only_b ? b[j] : a[i]) & ~ID_INDIRECT);
+        x->fold_touched = 1;
+        x->fold_odd |= only_a || only_b;
+        i += !only_b;
+        j += !only_a;
     }
 }
 
@@ -970,23 +972,15 @@ static int fold_repeated_pass(ft_disc_t *d)
             same = r->l[i].kernel == r->l[i + len].kernel;
         if (!same)
             continue;
-        HASH_ITER(hh, d->rmap, x, xt) x->fold_odd = 0;
+        HASH_ITER(hh, d->rmap, x, xt) x->fold_touched = x->fold_odd = 0;
         for (size_t i = 0; i + len < n; i++) {
             size_t na = weights_of(d, r, i, a), nb = weights_of(d, r, i + len, b);
-            mark_odd(d, a, na, b, nb);
+            mark_fold(d, a, na, b, nb);
         }
         uint64_t all = 0, odd = 0;
-        for (size_t i = 0; i < n; i++) { /* each weight once: flagged on the way */
-            size_t na = weights_of(d, r, i, a);
-            for (size_t k = 0; k < na; k++) {
-                rinfo_t *w = rinfo_get(d, a[k] & ~ID_INDIRECT);
-                if (w->fold_odd >= 2 || w->fold_odd == -1)
-                    continue;
-                all += w->size;
-                if (w->fold_odd == 1)
-                    odd += w->size;
-                w->fold_odd = w->fold_odd == 1 ? 2 : -1;
-            }
+        HASH_ITER(hh, d->rmap, x, xt) {
+            all += x->fold_touched ? x->size : 0;
+            odd += x->fold_odd ? x->size : 0;
         }
         if (all == 0 || odd * 10 > all)
             continue;
@@ -997,7 +991,7 @@ static int fold_repeated_pass(ft_disc_t *d)
         }
         size_t n_odd = 0;
         HASH_ITER(hh, d->rmap, x, xt) {
-            if (x->fold_odd == 2) {
+            if (x->fold_odd) {
                 x->changed = 1; /* used differently from one copy to the next */
                 n_odd++;
             }

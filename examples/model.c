@@ -69,7 +69,9 @@
  *                 communicator's first all-reduce), and every layer of every forward
  *                 adds its input to it (mix: small activations reusing the segment)
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
- *   --nvtx        emit NVTX ranges: "forward", and "layers.N" around each layer
+ *   --nvtx        emit NVTX ranges: "forward", "layers.N" around each layer, and inside
+ *                 each layer a range whose message is a registered string (as NCCL's:
+ *                 it has no readable name)
  *   --time        print each forward's device time (CUDA events), "step_us"
  *   --poke N      after forward N, write one word into layer 0's weight (cudaMemcpy):
  *                 later forwards differ; the checksum printed is the last forward's
@@ -351,6 +353,23 @@ static void allocate_outside(void)
     pthread_mutex_unlock(&drv_workspace_lock);
 }
 
+/* A range in a domain of its own whose message is a registered string, as NCCL opens. */
+static nvtxDomainHandle_t nvtx_domain;
+static void nvtx_push_registered(void)
+{
+    static nvtxStringHandle_t msg;
+    if (nvtx_domain == NULL) {
+        nvtx_domain = nvtxDomainCreateA("model-lib");
+        msg = nvtxDomainRegisterStringA(nvtx_domain, "registered");
+    }
+    nvtxEventAttributes_t attr = { 0 };
+    attr.version = NVTX_VERSION;
+    attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    attr.message.registered = msg;
+    nvtxDomainRangePushEx(nvtx_domain, &attr);
+}
+
 static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
 {
     void *scratch_buf = NULL;
@@ -367,6 +386,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             char name[32];
             snprintf(name, sizeof name, "layers.%d", l);
             nvtxRangePushA(name);
+            nvtx_push_registered();
         }
         void *gemv_args[] = { &model[l].w, &a, &b, &dim };
         CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, stream));
@@ -443,8 +463,10 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         uint32_t *t = a;
         a = b;
         b = t;
-        if (nvtx)
+        if (nvtx) {
+            nvtxDomainRangePop(nvtx_domain);
             nvtxRangePop();
+        }
     }
     if (nvtx)
         nvtxRangePop();

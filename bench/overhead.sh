@@ -158,6 +158,26 @@ for c in configs:
     best = (min(j["decode_ms_min"] for j in ok) / plain_best - 1) * 100 if plain_best else 0.0
     print(f"{c:10} {dm:10.2f} {dn:10.2f} {med(rd):+8.1f}% [{each}] {med(rn):+11.1f}% {best:+11.1f}%"
           f" {med(rc):+11.1f}% {pm:11.2f} {med(rp):+8.1f}% {med(paired):+8.1f}%")
+import re
+for c in configs:
+    if c in ("plain", "off"):
+        continue
+    us, disc = [], []
+    for r in range(1, rounds + 1):
+        try:
+            log = open(os.path.join(out, f"overhead-{c}-{r}.log")).read()
+        except OSError:
+            continue
+        m = re.search(r"after a plan that streams nothing ([0-9.]+) us", log)
+        if m:
+            us.append(float(m.group(1)))
+        m = re.search(r"per launch, the real call excluded .*?discovery ([0-9.]+) us", log)
+        if m:
+            disc.append(float(m.group(1)))
+    if us:
+        print(f"{c}: FlexTensor's own host time per launch (sampled in the process, exit report): "
+              f"after the plan {statistics.median(us):.2f} us, discovery "
+              f"{statistics.median(disc) if disc else float('nan'):.2f} us (medians over {len(us)} processes)")
 steps = next((len(j["decode_ms"]) for j in J["plain"] if j), "?")
 print(f"(decode: 1 token, batch 1, use_cache=False; prefill 8 x 512; ms, each process's median of {steps} "
       "and min; cpu: its main thread's CPU ms per step, median; paired: the median over all "

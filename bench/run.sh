@@ -118,6 +118,8 @@ grep -o 'measured step [0-9.]* us (median of [0-9]*' "$OUT/llama-plan.txt" | hea
     | sed 's/^/  residency: /' >>"$OUT/summary-extra.txt"
 grep -o '"mem_get_info": \[[0-9]*, [0-9]*\]' "$OUT/llama-plan.txt" | head -1 \
     | sed 's/^/  under the shim: /' >>"$OUT/summary-extra.txt"
+grep -o 'host time in FlexTensor per launch.*' "$OUT/llama-plan.txt" | head -1 \
+    | sed 's/^/  llama at 2.5 GiB: /' >>"$OUT/summary-extra.txt"
 
 # --- 2c. NVTX ranges name the units: a small Llama whose embeddings, layers and head
 # run inside ranges named after them (bench/nvtx_units.py), under ft-run (which injects

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
@@ -3190,33 +3191,126 @@ CUresult ft_hook_drv_free_async(cuMemFreeAsync_fn_t real, CUdeviceptr dptr, CUst
 
 /* --- launches -------------------------------------------------------------------------- */
 
+/* FlexTensor's own host time in a launch -- the hook less the real call -- sampled
+ * at one launch in LAUNCH_SAMPLE on each thread (a clock read costs about as much as
+ * the engine's whole work once the plan streams nothing), summed by phase for the exit
+ * report: the per-launch cost measured in the process, beside the same launches,
+ * rather than against another process on a host whose speed drifts. */
+#define LAUNCH_SAMPLE 64
+enum { PH_DISCOVERY, PH_PROFILING, PH_STREAMING, PH_IDLE, PH_OTHER, PH_COUNT };
+static _Atomic uint64_t launch_self_ns[PH_COUNT], launch_samples[PH_COUNT];
+static __thread unsigned launch_tick; /* thread-local: no shared counter line per launch */
+
+typedef struct {
+    int on;
+    uint64_t self, t;
+} launch_clock_t;
+
+static uint64_t clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void launch_clock_start(launch_clock_t *c)
+{
+    c->on = ++launch_tick % LAUNCH_SAMPLE == 0;
+    if (c->on) {
+        c->self = 0;
+        c->t = clock_ns();
+    }
+}
+
+/* Around the real call: its time is not FlexTensor's. */
+static inline void launch_clock_pause(launch_clock_t *c)
+{
+    if (c->on)
+        c->self += clock_ns() - c->t;
+}
+
+static inline void launch_clock_resume(launch_clock_t *c)
+{
+    if (c->on)
+        c->t = clock_ns();
+}
+
+static void launch_clock_stop(launch_clock_t *c)
+{
+    if (!c->on)
+        return;
+    c->self += clock_ns() - c->t;
+    int ph = __atomic_load_n(&discovering, __ATOMIC_RELAXED)     ? PH_DISCOVERY
+           : __atomic_load_n(&profiling, __ATOMIC_RELAXED)       ? PH_PROFILING
+           : __atomic_load_n(&res.active, __ATOMIC_RELAXED)      ? PH_STREAMING
+           : __atomic_load_n(&engine_off, __ATOMIC_RELAXED)      ? PH_IDLE
+                                                                : PH_OTHER;
+    atomic_fetch_add_explicit(&launch_self_ns[ph], c->self, memory_order_relaxed);
+    atomic_fetch_add_explicit(&launch_samples[ph], 1, memory_order_relaxed);
+}
+
+static void report_launch_self(void)
+{
+    static const char *const names[PH_COUNT] = { "discovery", "profiling", "streaming",
+                                                 "after a plan that streams nothing", "other" };
+    char line[512];
+    size_t len = 0;
+    for (int ph = 0; ph < PH_COUNT; ph++) {
+        uint64_t n = atomic_load(&launch_samples[ph]);
+        if (n > 0)
+            len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %.2f us (%llu)", len ? ", " : "",
+                                    names[ph], (double)atomic_load(&launch_self_ns[ph]) / 1e3 / (double)n,
+                                    (unsigned long long)n);
+        if (len >= sizeof line)
+            break;
+    }
+    if (len > 0)
+        FT_INFO("host time in FlexTensor per launch, the real call excluded (1 launch in %d sampled): %s",
+                LAUNCH_SAMPLE, line);
+}
+
 cudaError_t ft_hook_rt_launch_handle(__cudaLaunchKernel_fn_t real, cudaKernel_t kernel, dim3 grid,
                                      dim3 block, void **args, size_t shmem, cudaStream_t stream)
 {
+    launch_clock_t clk;
+    launch_clock_start(&clk);
     int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)kernel, 0, args, NULL, stream);
+    launch_clock_pause(&clk);
     cudaError_t r_ = real(kernel, grid, block, args, shmem, stream);
+    launch_clock_resume(&clk);
     engine_leave(held);
+    launch_clock_stop(&clk);
     return r_;
 }
 
 cudaError_t ft_hook_rt_launch_stub(cudaLaunchKernel_fn_t real, const void *func, dim3 grid, dim3 block,
                                    void **args, size_t shmem, cudaStream_t stream)
 {
+    launch_clock_t clk;
+    launch_clock_start(&clk);
     int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)func, 1, args, NULL, stream);
+    launch_clock_pause(&clk);
     cudaError_t r_ = real(func, grid, block, args, shmem, stream);
+    launch_clock_resume(&clk);
     engine_leave(held);
+    launch_clock_stop(&clk);
     return r_;
 }
 
 cudaError_t ft_hook_rt_launch_ex(cudaLaunchKernelExC_fn_t real, const cudaLaunchConfig_t *config,
                                  const void *func, void **args)
 {
+    launch_clock_t clk;
+    launch_clock_start(&clk);
     int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)func, 1, args, NULL, config ? config->stream : NULL);
+    launch_clock_pause(&clk);
     cudaError_t r_ = real(config, func, args);
+    launch_clock_resume(&clk);
     engine_leave(held);
+    launch_clock_stop(&clk);
     return r_;
 }
 
@@ -3230,21 +3324,31 @@ CUresult ft_hook_drv_launch(cuLaunchKernel_fn_t real, CUfunction f, unsigned int
                             unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                             unsigned int shmem, CUstream stream, void **params, void **extra)
 {
+    launch_clock_t clk;
+    launch_clock_start(&clk);
     int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)f, 0, params, extra, (cudaStream_t)stream);
+    launch_clock_pause(&clk);
     CUresult r_ = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+    launch_clock_resume(&clk);
     engine_leave(held);
+    launch_clock_stop(&clk);
     return r_;
 }
 
 CUresult ft_hook_drv_launch_ex(cuLaunchKernelEx_fn_t real, const CUlaunchConfig *config, CUfunction f,
                                void **params, void **extra)
 {
+    launch_clock_t clk;
+    launch_clock_start(&clk);
     int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)f, 0, params, extra,
                    config ? (cudaStream_t)config->hStream : NULL);
+    launch_clock_pause(&clk);
     CUresult r_ = real(config, f, params, extra);
+    launch_clock_resume(&clk);
     engine_leave(held);
+    launch_clock_stop(&clk);
     return r_;
 }
 
@@ -3252,10 +3356,15 @@ CUresult ft_hook_drv_launch_coop(cuLaunchCooperativeKernel_fn_t real, CUfunction
                                  unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
                                  unsigned int bz, unsigned int shmem, CUstream stream, void **params)
 {
+    launch_clock_t clk;
+    launch_clock_start(&clk);
     int held = engine_enter();
     observe_launch((uint64_t)(uintptr_t)f, 0, params, NULL, (cudaStream_t)stream);
+    launch_clock_pause(&clk);
     CUresult r_ = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
+    launch_clock_resume(&clk);
     engine_leave(held);
+    launch_clock_stop(&clk);
     return r_;
 }
 
@@ -3882,6 +3991,7 @@ void ft_hooks_report(void)
 {
     if (disc == NULL)
         return;
+    report_launch_self();
     pthread_mutex_lock(&outside.lock);
     if (outside.n > 0)
         FT_INFO("device memory outside FlexTensor's count (in use on the device, less what "

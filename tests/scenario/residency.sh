@@ -24,6 +24,19 @@ expect_grep 'unload\(s\), 0 of them copied back' "$WORK/plain.err" "plain: uncha
 expect_grep 'host time per load: .* [1-9][0-9]* of [0-9]+ regions mapped onto the physical memory of the unit unloaded before' \
     "$WORK/plain.err" "plain: physical memory reused"
 pass "6 of 6 units offloaded under a 5 MiB budget (2 slots): same output; at most 2 units held; none copied back (device checksum)"
+# FlexTensor's own host time per launch, sampled in each phase (1 launch in 64), in the
+# exit report: under the budget (streaming), and with a budget above the model (the
+# plan streams nothing); 16 layers give every phase enough launches
+for lim in 5MiB 1GiB; do
+    FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=$lim FTSIM_TIME_SCALE=0.01 \
+        shim "$MODEL" "${ARGS[@]}" --layers 16 >"$WORK/self-$lim.out" 2>"$WORK/self-$lim.err" \
+        || fail "launch self time at $lim: run failed"
+done
+expect_grep 'host time in FlexTensor per launch, the real call excluded \(1 launch in 64 sampled\): discovery [0-9.]+ us \([1-9][0-9]*\), profiling [0-9.]+ us \([1-9][0-9]*\), streaming [0-9.]+ us \([1-9][0-9]*\)' \
+    "$WORK/self-5MiB.err" "launch self time while streaming"
+expect_grep 'discovery [0-9.]+ us \([1-9][0-9]*\), profiling [0-9.]+ us \([1-9][0-9]*\), after a plan that streams nothing [0-9.]+ us \([1-9][0-9]*\)' \
+    "$WORK/self-1GiB.err" "launch self time after a plan that streams nothing"
+pass "FlexTensor's own host time per launch is reported for discovery, profiling, streaming and after a plan that streams nothing"
 run_pair poke --poke 9
 expect_grep 'unload\(s\), [1-9][0-9]* of them copied back' "$WORK/poke.err" "poke: changed unit copied back"
 pass "a write into an offloaded weight is kept (the device checksum finds it changed: copied back before its memory goes)"

@@ -125,24 +125,26 @@ grep -o 'host time in FlexTensor per launch.*' "$OUT/llama-plan.txt" | head -1 \
 # run inside ranges named after them (bench/nvtx_units.py), under ft-run (which injects
 # libflextensor-nvtx.so); its logits equal a run without the shim
 (cd bench && python3 nvtx_units.py --layers 4 >"$OUT/nvtx-plain.txt" 2>&1)
-(cd bench && FT_DISCOVERY_ITERS=2 ../build/bin/ft-run --trace "$OUT/nvtx.bin" python3 nvtx_units.py --layers 4 \
-    >"$OUT/nvtx-shim.txt" 2>"$OUT/nvtx-shim.err")
-build/bin/ft-trace "$OUT/nvtx.bin" >"$OUT/nvtx-trace.txt" 2>&1
-sha() { sed -n 's/.*"sha1": "\([0-9a-f]*\)".*/\1/p' "$1" | tail -1; }
-named=$(grep -oE '(^|[[:space:]])(layers\.[0-3]|embed_tokens|lm_head)([[:space:]]|$)' "$OUT/nvtx-trace.txt" | sort -u | wc -l)
-ps=$(sha "$OUT/nvtx-plain.txt" | cut -c1-12); ss=$(sha "$OUT/nvtx-shim.txt" | cut -c1-12)
-[ -n "$ps" ] && [ "$ps" = "$ss" ] && [ "$named" = 6 ] && r=ok || r=FAIL
+sha() { sed -n 's/.*"sha1": "\([0-9a-f]*\)".*/\1/p' "$1" | tail -1 | cut -c1-12; }
+ps=$(sha "$OUT/nvtx-plain.txt")
+nvtx_check() { # NAME EXTRA...: under ft-run, sets `named` (of 6) and `ss` (the logits' hash)
+    local name=$1
+    shift
+    (cd bench && FT_DISCOVERY_ITERS=2 FT_LOG_LEVEL=${NVTX_LOG:-info} ../build/bin/ft-run --trace "$OUT/$name.bin" \
+        python3 nvtx_units.py --layers 4 "$@" >"$OUT/$name-shim.txt" 2>"$OUT/$name-shim.err")
+    build/bin/ft-trace "$OUT/$name.bin" >"$OUT/$name-trace.txt" 2>&1
+    named=$(grep -oE '(^|[[:space:]])(layers\.[0-3]|embed_tokens|lm_head)([[:space:]]|$)' "$OUT/$name-trace.txt" \
+        | sort -u | wc -l)
+    ss=$(sha "$OUT/$name-shim.txt")
+    [ -n "$ps" ] && [ "$ps" = "$ss" ] && [ "$named" = 6 ] && r=ok || r=FAIL
+}
+nvtx_check nvtx
 row "nvtx: units named after the ranges" "$r" "$named of 6 names in ft-trace's units; logits: plain ${ps:-none}, shim ${ss:-none}"
 # the same with the last logits alive through the next forward: small activations then
 # alternate between two placements, the detector's pass is two forwards, folded to one
-(cd bench && FT_DISCOVERY_ITERS=2 FT_LOG_LEVEL=trace ../build/bin/ft-run --trace "$OUT/nvtxk.bin" python3 nvtx_units.py \
-    --layers 4 --keep-logits >"$OUT/nvtxk-shim.txt" 2>"$OUT/nvtxk-shim.err")
+NVTX_LOG=trace nvtx_check nvtxk --keep-logits
 grep -E 'discovery: (detector|the pass found)' "$OUT/nvtxk-shim.err" >"$OUT/nvtxk-detector.txt"
-build/bin/ft-trace "$OUT/nvtxk.bin" >"$OUT/nvtxk-trace.txt" 2>&1
-named=$(grep -oE '(^|[[:space:]])(layers\.[0-3]|embed_tokens|lm_head)([[:space:]]|$)' "$OUT/nvtxk-trace.txt" | sort -u | wc -l)
-ks=$(sha "$OUT/nvtxk-shim.txt" | cut -c1-12)
-[ -n "$ps" ] && [ "$ps" = "$ks" ] && [ "$named" = 6 ] && r=ok || r=FAIL
-row "nvtx, last logits kept alive: same units" "$r" "$named of 6 names; $(grep -o 'the pass found is [0-9]* copies' "$OUT/nvtxk-shim.err" | head -1); logits ${ks:-none}"
+row "nvtx, last logits kept alive: same units" "$r" "$named of 6 names; $(grep -o 'the pass found is [0-9]* copies' "$OUT/nvtxk-shim.err" | head -1); logits ${ss:-none}"
 
 # --- 3a. per-launch host cost, C launcher (bench/launch_cost.c): five rounds, the
 # configurations interleaved in each, medians reported; launches pick among 256 weights

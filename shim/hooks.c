@@ -1584,7 +1584,6 @@ static uint64_t spill_bytes;
 static void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream);
 static uint64_t spill_restore_all(const char *why);
 
-
 static int guarding(void)
 {
     return engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
@@ -2587,18 +2586,18 @@ static uint64_t copy_ns(uint64_t bytes, double gbps)
     return (uint64_t)((double)bytes / (gbps > 0 ? gbps : 25.0));
 }
 
-/* An FT_SPILL move of `ns` (device time) during a profiled pass of the profiled lane:
- * charged to the unit under way, whose time it is taken out of. */
+/* This thread runs a profiled pass of the profiled lane: FT_SPILL's moves are charged. */
 static int profile_charging(void)
 {
     return __atomic_load_n(&profiling, __ATOMIC_RELAXED) && prof.moves_ns != NULL &&
            lane_id() == __atomic_load_n(&prof.lane, __ATOMIC_RELAXED);
 }
 
+/* An FT_SPILL move of `ns` (device time) during a profiled pass of the profiled lane:
+ * charged to the unit under way, whose time it is taken out of. */
 static void profile_charge_move(uint64_t ns)
 {
-    if (!__atomic_load_n(&profiling, __ATOMIC_RELAXED) || prof.moves_ns == NULL ||
-        lane_id() != __atomic_load_n(&prof.lane, __ATOMIC_RELAXED))
+    if (!profile_charging())
         return;
     int u = __atomic_load_n(&prof.cur_unit, __ATOMIC_RELAXED);
     if (u >= 0 && (size_t)u < prof.n)
@@ -2667,9 +2666,6 @@ static int spill_out(vmm_t *v)
     return 0;
 }
 
-/* Maps v back and copies its bytes in, first making room under the budget
- * by spilling the least recently touched allocations (never one touched at `stamp`,
- * the call being guarded). Over the budget when nothing else can go: said once. */
 /* Room under the budget for `size` more bytes (res.lock held): the least recently
  * touched allocations are copied out, never one touched at `stamp`. -1, said once,
  * when nothing more can leave the device. */
@@ -2692,6 +2688,9 @@ static int spill_make_room(uint64_t size, uint64_t stamp)
     return 0;
 }
 
+/* Maps v back and copies its bytes in, first making room under the budget (never
+ * moving out an allocation touched at `stamp`, the call being guarded). Over the
+ * budget when nothing else can go. */
 static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
 {
     spill_make_room(v->size, stamp);
@@ -3206,40 +3205,27 @@ typedef struct {
     uint64_t self, t;
 } launch_clock_t;
 
-static uint64_t clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static inline void launch_clock_start(launch_clock_t *c)
+/* Every launch hook: the engine's entry and the launch observed before the real call
+ * (FlexTensor's time, on a sampled launch, starts here and pauses at the return). */
+static inline int launch_enter(launch_clock_t *c, uint64_t key, int is_stub, void **params, void **extra,
+                               cudaStream_t stream)
 {
     c->on = ++launch_tick % LAUNCH_SAMPLE == 0;
-    if (c->on) {
-        c->self = 0;
-        c->t = clock_ns();
-    }
-}
-
-/* Around the real call: its time is not FlexTensor's. */
-static inline void launch_clock_pause(launch_clock_t *c)
-{
     if (c->on)
-        c->self += clock_ns() - c->t;
-}
-
-static inline void launch_clock_resume(launch_clock_t *c)
-{
+        c->t = now_ns();
+    int held = engine_enter();
+    observe_launch(key, is_stub, params, extra, stream);
     if (c->on)
-        c->t = clock_ns();
+        c->self = now_ns() - c->t;
+    return held;
 }
 
-static void launch_clock_stop(launch_clock_t *c)
+/* A sampled launch's exit: its time added to the phase's. */
+static void launch_leave_sampled(launch_clock_t *c, int held)
 {
-    if (!c->on)
-        return;
-    c->self += clock_ns() - c->t;
+    c->t = now_ns();
+    engine_leave(held);
+    c->self += now_ns() - c->t;
     int ph = __atomic_load_n(&discovering, __ATOMIC_RELAXED)     ? PH_DISCOVERY
            : __atomic_load_n(&profiling, __ATOMIC_RELAXED)       ? PH_PROFILING
            : __atomic_load_n(&res.active, __ATOMIC_RELAXED)      ? PH_STREAMING
@@ -3247,6 +3233,15 @@ static void launch_clock_stop(launch_clock_t *c)
                                                                 : PH_OTHER;
     atomic_fetch_add_explicit(&launch_self_ns[ph], c->self, memory_order_relaxed);
     atomic_fetch_add_explicit(&launch_samples[ph], 1, memory_order_relaxed);
+}
+
+/* ... and the engine's exit after the real call. */
+static inline void launch_leave(launch_clock_t *c, int held)
+{
+    if (c->on)
+        launch_leave_sampled(c, held);
+    else
+        engine_leave(held);
 }
 
 static void report_launch_self(void)
@@ -3273,14 +3268,9 @@ cudaError_t ft_hook_rt_launch_handle(__cudaLaunchKernel_fn_t real, cudaKernel_t 
                                      dim3 block, void **args, size_t shmem, cudaStream_t stream)
 {
     launch_clock_t clk;
-    launch_clock_start(&clk);
-    int held = engine_enter();
-    observe_launch((uint64_t)(uintptr_t)kernel, 0, args, NULL, stream);
-    launch_clock_pause(&clk);
+    int held = launch_enter(&clk, (uint64_t)(uintptr_t)kernel, 0, args, NULL, stream);
     cudaError_t r_ = real(kernel, grid, block, args, shmem, stream);
-    launch_clock_resume(&clk);
-    engine_leave(held);
-    launch_clock_stop(&clk);
+    launch_leave(&clk, held);
     return r_;
 }
 
@@ -3288,14 +3278,9 @@ cudaError_t ft_hook_rt_launch_stub(cudaLaunchKernel_fn_t real, const void *func,
                                    void **args, size_t shmem, cudaStream_t stream)
 {
     launch_clock_t clk;
-    launch_clock_start(&clk);
-    int held = engine_enter();
-    observe_launch((uint64_t)(uintptr_t)func, 1, args, NULL, stream);
-    launch_clock_pause(&clk);
+    int held = launch_enter(&clk, (uint64_t)(uintptr_t)func, 1, args, NULL, stream);
     cudaError_t r_ = real(func, grid, block, args, shmem, stream);
-    launch_clock_resume(&clk);
-    engine_leave(held);
-    launch_clock_stop(&clk);
+    launch_leave(&clk, held);
     return r_;
 }
 
@@ -3303,14 +3288,9 @@ cudaError_t ft_hook_rt_launch_ex(cudaLaunchKernelExC_fn_t real, const cudaLaunch
                                  const void *func, void **args)
 {
     launch_clock_t clk;
-    launch_clock_start(&clk);
-    int held = engine_enter();
-    observe_launch((uint64_t)(uintptr_t)func, 1, args, NULL, config ? config->stream : NULL);
-    launch_clock_pause(&clk);
+    int held = launch_enter(&clk, (uint64_t)(uintptr_t)func, 1, args, NULL, config ? config->stream : NULL);
     cudaError_t r_ = real(config, func, args);
-    launch_clock_resume(&clk);
-    engine_leave(held);
-    launch_clock_stop(&clk);
+    launch_leave(&clk, held);
     return r_;
 }
 
@@ -3325,14 +3305,9 @@ CUresult ft_hook_drv_launch(cuLaunchKernel_fn_t real, CUfunction f, unsigned int
                             unsigned int shmem, CUstream stream, void **params, void **extra)
 {
     launch_clock_t clk;
-    launch_clock_start(&clk);
-    int held = engine_enter();
-    observe_launch((uint64_t)(uintptr_t)f, 0, params, extra, (cudaStream_t)stream);
-    launch_clock_pause(&clk);
+    int held = launch_enter(&clk, (uint64_t)(uintptr_t)f, 0, params, extra, (cudaStream_t)stream);
     CUresult r_ = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
-    launch_clock_resume(&clk);
-    engine_leave(held);
-    launch_clock_stop(&clk);
+    launch_leave(&clk, held);
     return r_;
 }
 
@@ -3340,15 +3315,10 @@ CUresult ft_hook_drv_launch_ex(cuLaunchKernelEx_fn_t real, const CUlaunchConfig 
                                void **params, void **extra)
 {
     launch_clock_t clk;
-    launch_clock_start(&clk);
-    int held = engine_enter();
-    observe_launch((uint64_t)(uintptr_t)f, 0, params, extra,
-                   config ? (cudaStream_t)config->hStream : NULL);
-    launch_clock_pause(&clk);
+    int held = launch_enter(&clk, (uint64_t)(uintptr_t)f, 0, params, extra,
+                            config ? (cudaStream_t)config->hStream : NULL);
     CUresult r_ = real(config, f, params, extra);
-    launch_clock_resume(&clk);
-    engine_leave(held);
-    launch_clock_stop(&clk);
+    launch_leave(&clk, held);
     return r_;
 }
 
@@ -3357,14 +3327,9 @@ CUresult ft_hook_drv_launch_coop(cuLaunchCooperativeKernel_fn_t real, CUfunction
                                  unsigned int bz, unsigned int shmem, CUstream stream, void **params)
 {
     launch_clock_t clk;
-    launch_clock_start(&clk);
-    int held = engine_enter();
-    observe_launch((uint64_t)(uintptr_t)f, 0, params, NULL, (cudaStream_t)stream);
-    launch_clock_pause(&clk);
+    int held = launch_enter(&clk, (uint64_t)(uintptr_t)f, 0, params, NULL, (cudaStream_t)stream);
     CUresult r_ = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
-    launch_clock_resume(&clk);
-    engine_leave(held);
-    launch_clock_stop(&clk);
+    launch_leave(&clk, held);
     return r_;
 }
 

@@ -118,7 +118,7 @@ grep -o 'measured step [0-9.]* us (median of [0-9]*' "$OUT/llama-plan.txt" | hea
     | sed 's/^/  residency: /' >>"$OUT/summary-extra.txt"
 grep -o '"mem_get_info": \[[0-9]*, [0-9]*\]' "$OUT/llama-plan.txt" | head -1 \
     | sed 's/^/  under the shim: /' >>"$OUT/summary-extra.txt"
-grep -o 'host time in FlexTensor per launch.*' "$OUT/llama-plan.txt" | head -1 \
+grep -oE '(host time in FlexTensor per launch|one-time work in launches).*' "$OUT/llama-plan.txt" | head -2 \
     | sed 's/^/  llama at 2.5 GiB: /' >>"$OUT/summary-extra.txt"
 
 # --- 2c. NVTX ranges name the units: a small Llama whose embeddings, layers and head

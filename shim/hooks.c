@@ -373,6 +373,22 @@ static void fill_kinfo(kinfo_t *k, uint64_t handle)
     snprintf(k->name, sizeof k->name, "%s", name ? name : "?");
 }
 
+/* One-time work inside a launch -- a kernel's first sight (its name and parameter
+ * layout from the driver) and a pointer-array peek (a stream sync and small copies) --
+ * is timed whenever it happens and kept out of the sampled per-launch time
+ * (report_launch_self), which is then what every launch pays. */
+enum { ONCE_KERNEL, ONCE_PEEK, ONCE_COUNT };
+static _Atomic uint64_t once_ns[ONCE_COUNT], once_n[ONCE_COUNT];
+static __thread int launch_did_once; /* cleared when a sampled launch starts */
+static uint64_t now_ns(void);
+
+static void once_charge(int kind, uint64_t t0)
+{
+    atomic_fetch_add_explicit(&once_ns[kind], now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&once_n[kind], 1, memory_order_relaxed);
+    launch_did_once = 1;
+}
+
 /* key: the handle, or the runtime stub (then resolved through cudaGetKernel). */
 static kinfo_t *kinfo_get(uint64_t key, int is_stub)
 {
@@ -382,6 +398,7 @@ static kinfo_t *kinfo_get(uint64_t key, int is_stub)
     pthread_rwlock_unlock(&kinfo_lock);
     if (k != NULL)
         return k;
+    uint64_t t0 = now_ns();
     resolve_driver();
     k = calloc(1, sizeof *k);
     if (k == NULL)
@@ -408,6 +425,7 @@ static kinfo_t *kinfo_get(uint64_t key, int is_stub)
             other = NULL;
     }
     pthread_rwlock_unlock(&kinfo_lock);
+    once_charge(ONCE_KERNEL, t0);
     if (other != NULL) {
         free(k);
         return other;
@@ -426,11 +444,13 @@ static void peek_pointer_arrays(kinfo_t *k, ft_scan_set_t *set, cudaStream_t str
     if (__atomic_load_n(&k->peeks_left, __ATOMIC_RELAXED) <= 0)
         return;
     int synced = 0;
+    uint64_t t0 = 0;
     for (size_t i = 0; i < direct; i++) {
         ft_region_t r;
         if (!ft_regions_find(regions, set->ptr[i], &r) || r.size > PTR_PEEK_REGION_MAX)
             continue;
         if (!synced) {
+            t0 = now_ns();
             if (REAL(cudaStreamSynchronize)(stream) != cudaSuccess)
                 return;
             synced = 1;
@@ -446,6 +466,8 @@ static void peek_pointer_arrays(kinfo_t *k, ft_scan_set_t *set, cudaStream_t str
     }
     if (synced && set->n == direct)
         __atomic_fetch_sub(&k->peeks_left, 1, __ATOMIC_RELAXED);
+    if (synced)
+        once_charge(ONCE_PEEK, t0);
 }
 
 static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, size_t len);
@@ -3211,8 +3233,10 @@ static inline int launch_enter(launch_clock_t *c, uint64_t key, int is_stub, voi
                                cudaStream_t stream)
 {
     c->on = ++launch_tick % LAUNCH_SAMPLE == 0;
-    if (c->on)
+    if (c->on) {
+        launch_did_once = 0;
         c->t = now_ns();
+    }
     int held = engine_enter();
     observe_launch(key, is_stub, params, extra, stream);
     if (c->on)
@@ -3226,6 +3250,8 @@ static void launch_leave_sampled(launch_clock_t *c, int held)
     c->t = now_ns();
     engine_leave(held);
     c->self += now_ns() - c->t;
+    if (launch_did_once)
+        return; /* timed apart (once_charge) */
     int ph = __atomic_load_n(&discovering, __ATOMIC_RELAXED)     ? PH_DISCOVERY
            : __atomic_load_n(&profiling, __ATOMIC_RELAXED)       ? PH_PROFILING
            : __atomic_load_n(&res.active, __ATOMIC_RELAXED)      ? PH_STREAMING
@@ -3262,6 +3288,12 @@ static void report_launch_self(void)
     if (len > 0)
         FT_INFO("host time in FlexTensor per launch, the real call excluded (1 launch in %d sampled): %s",
                 LAUNCH_SAMPLE, line);
+    uint64_t nk = atomic_load(&once_n[ONCE_KERNEL]), np = atomic_load(&once_n[ONCE_PEEK]);
+    if (nk + np > 0)
+        FT_INFO("one-time work in launches, left out of the line above: %llu kernels' first launch "
+                "%.1f us each; %llu pointer-array peeks %.1f us each (a stream sync and small copies)",
+                (unsigned long long)nk, nk ? (double)atomic_load(&once_ns[ONCE_KERNEL]) / 1e3 / (double)nk : 0.0,
+                (unsigned long long)np, np ? (double)atomic_load(&once_ns[ONCE_PEEK]) / 1e3 / (double)np : 0.0);
 }
 
 cudaError_t ft_hook_rt_launch_handle(__cudaLaunchKernel_fn_t real, cudaKernel_t kernel, dim3 grid,

@@ -35,8 +35,7 @@
 #include <string.h>
 #include <time.h>
 
-#define HASH_NONFATAL_OOM 1
-#include <uthash.h>
+#include "core/hash.h"
 
 #include "config/config.h"
 #include "core/discovery.h"

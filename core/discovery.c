@@ -423,7 +423,7 @@ static void start_observing(ft_disc_t *d)
         rinfo_add(d, &v[i], 1);
     free(v);
     snapshot_hashes(d, 1);
-    d->state = FT_DISC_OBSERVING;
+    __atomic_store_n(&d->state, FT_DISC_OBSERVING, __ATOMIC_RELEASE);
 }
 
 static int is_weight(const ft_disc_t *d, const rinfo_t *r)
@@ -1030,7 +1030,7 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
             d->restart_pending = 1;
             return;
         }
-        d->state = FT_DISC_DONE;
+        __atomic_store_n(&d->state, FT_DISC_DONE, __ATOMIC_RELEASE);
         choose_track_start(d);
         FT_INFO("discovery: %d iteration(s) of %zu launches, %zu units, %.1f MiB of weights",
                 ln->iterations, d->last.n, d->n_units, (double)d->weight_bytes / 1048576.0);
@@ -1273,7 +1273,7 @@ static void restart(ft_disc_t *d)
     d->restart_pending = 0;
     d->track_set = 0;
     d->restarts++;
-    d->state = FT_DISC_WAITING;
+    __atomic_store_n(&d->state, FT_DISC_WAITING, __ATOMIC_RELEASE);
 }
 
 int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *name,
@@ -1641,12 +1641,11 @@ void ft_disc_region_freed(ft_disc_t *d, uint32_t id)
     pthread_mutex_unlock(&d->lock);
 }
 
+/* Read on every launch in discovery: an atomic load, not the lock (the state is
+ * stored, under the lock, with release order: what was learned before it is seen). */
 ft_disc_state_t ft_disc_state(ft_disc_t *d)
 {
-    pthread_mutex_lock(&d->lock);
-    ft_disc_state_t s = d->state;
-    pthread_mutex_unlock(&d->lock);
-    return s;
+    return __atomic_load_n(&d->state, __ATOMIC_ACQUIRE);
 }
 
 int ft_disc_iterations(ft_disc_t *d)

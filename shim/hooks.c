@@ -388,15 +388,29 @@ static void once_charge(int kind, uint64_t t0)
     launch_did_once = 1;
 }
 
+/* A kinfo is never freed: each thread keeps the ones it used last in a small
+ * direct-mapped cache, which spares a launch the table's lock and lookup. */
+#define KINFO_CACHE 16
+static __thread struct {
+    uint64_t key;
+    kinfo_t *k;
+} kinfo_cache[KINFO_CACHE];
+
 /* key: the handle, or the runtime stub (then resolved through cudaGetKernel). */
 static kinfo_t *kinfo_get(uint64_t key, int is_stub)
 {
+    unsigned slot = ft_hash_mix64(key) % KINFO_CACHE;
+    if (kinfo_cache[slot].key == key && kinfo_cache[slot].k != NULL)
+        return kinfo_cache[slot].k;
     kinfo_t *k;
     pthread_rwlock_rdlock(&kinfo_lock);
     HASH_FIND(hh, kinfos, &key, sizeof key, k);
     pthread_rwlock_unlock(&kinfo_lock);
-    if (k != NULL)
+    if (k != NULL) {
+        kinfo_cache[slot].key = key;
+        kinfo_cache[slot].k = k;
         return k;
+    }
     uint64_t t0 = now_ns();
     resolve_driver();
     k = calloc(1, sizeof *k);

@@ -43,12 +43,12 @@ void ft_scan_set_drop_unsure(ft_scan_set_t *s)
     s->n = k;
 }
 
-static int bit_has(const uint64_t *bits, size_t w)
+static inline int bit_has(const uint64_t *bits, size_t w)
 {
     return w < FT_SCAN_WORDS && (__atomic_load_n(&bits[w / 64], __ATOMIC_RELAXED) >> (w % 64) & 1);
 }
 
-static void bit_mark(uint64_t *bits, size_t w)
+static inline void bit_mark(uint64_t *bits, size_t w)
 {
     if (w < FT_SCAN_WORDS && !bit_has(bits, w))
         __atomic_fetch_or(&bits[w / 64], 1ull << (w % 64), __ATOMIC_RELAXED);
@@ -65,42 +65,80 @@ static int word_unsure(const ft_scan_junk_t *j, size_t w)
     return w < FT_SCAN_WORDS && __atomic_load_n(&j->learned, __ATOMIC_RELAXED) && !bit_has(j->ptr, w);
 }
 
-/* The scan of one buffer whose first word is word w0 of the kernel's arguments, the
- * region table's read lock held by the caller. */
-static size_t scan_held(ft_regions_t *t, const unsigned char *b, size_t len, size_t w0,
-                        ft_scan_junk_t *junk, int learn, ft_scan_set_t *out)
+/* Word w of the kernel's arguments, at b: marks it when marking, adds its region. */
+static inline size_t scan_word(ft_regions_t *t, const unsigned char *b, size_t w, ft_scan_junk_t *junk,
+                               int marking, ft_scan_set_t *out)
 {
-    size_t added = 0;
-    int marking = learn && junk != NULL;
+    uint64_t v;
+    memcpy(&v, b, 8); /* parameter buffers need not be 8-byte aligned in memory */
+    if (v < 4096) {   /* sizes, counts, flags, NULL: the common case */
+        if (v != 0 && marking)
+            bit_mark(junk->bit, w);
+        return 0;
+    }
+    ft_region_t r;
+    if (ft_regions_find_held(t, v, &r)) {
+        if (marking)
+            bit_mark(junk->ptr, w);
+        return (size_t)set_add(out, r.id, v, word_unsure(junk, w));
+    }
+    if (marking) /* host addresses, other allocators' memory */
+        bit_mark(junk->bit, w);
+    return 0;
+}
+
+/* The scan of one buffer whose first word is word w0 of the kernel's arguments, the
+ * region table's read lock held by the caller. Most words of a large parameter block
+ * are 0 (a cuBLAS GEMM's 215 words hold about 40 others; an elementwise kernel's
+ * offset calculator is filled up to the tensor's rank): four at a time are passed
+ * over when all are. With FT_SCAN_SURE and not learning, once the kernel was learned,
+ * only the words that held a region address then can give a sure id: the junk map
+ * picks them, 64 words at a time. */
+static size_t scan_held(ft_regions_t *t, const unsigned char *b, size_t len, size_t w0,
+                        ft_scan_junk_t *junk, int flags, ft_scan_set_t *out)
+{
+    size_t added = 0, nw = len / 8, i = 0;
+    int marking = (flags & FT_SCAN_LEARN) && junk != NULL;
     if (marking && !__atomic_load_n(&junk->learned, __ATOMIC_RELAXED))
         __atomic_store_n(&junk->learned, 1, __ATOMIC_RELAXED);
-    for (size_t off = 0; off + 8 <= len; off += 8) {
-        uint64_t v;
-        size_t w = w0 + off / 8;
-        memcpy(&v, b + off, 8); /* parameter buffers need not be 8-byte aligned in memory */
-        if (v < 4096) {         /* sizes, counts, flags, NULL: the common case */
-            if (v != 0 && marking)
-                bit_mark(junk->bit, w);
-            continue;
+    int pointers_only = (flags & FT_SCAN_SURE) && !marking && junk != NULL &&
+                        __atomic_load_n(&junk->learned, __ATOMIC_RELAXED);
+    while (pointers_only && i < nw && w0 + i < FT_SCAN_WORDS) {
+        size_t w = w0 + i, shift = w % 64, span = 64 - shift;
+        if (span > nw - i)
+            span = nw - i;
+        uint64_t live = __atomic_load_n(&junk->ptr[w / 64], __ATOMIC_RELAXED) &
+                        ~__atomic_load_n(&junk->bit[w / 64], __ATOMIC_RELAXED);
+        live >>= shift;
+        if (span < 64)
+            live &= (1ull << span) - 1;
+        for (; live != 0; live &= live - 1) {
+            size_t k = (size_t)__builtin_ctzll(live);
+            added += scan_word(t, b + (i + k) * 8, w + k, junk, marking, out);
         }
-        ft_region_t r;
-        if (ft_regions_find_held(t, v, &r)) {
-            if (marking)
-                bit_mark(junk->ptr, w);
-            added += (size_t)set_add(out, r.id, v, word_unsure(junk, w));
-        } else if (marking) {  /* host addresses, other allocators' memory */
-            bit_mark(junk->bit, w);
+        i += span;
+    }
+    while (i < nw) {
+        if (i + 4 <= nw) {
+            uint64_t q[4];
+            memcpy(q, b + i * 8, sizeof q);
+            if ((q[0] | q[1] | q[2] | q[3]) == 0) {
+                i += 4;
+                continue;
+            }
         }
+        added += scan_word(t, b + i * 8, w0 + i, junk, marking, out);
+        i++;
     }
     return added;
 }
 
 size_t ft_scan_bytes_junk(ft_regions_t *t, const void *p, size_t len, ft_scan_junk_t *junk,
-                          int learn, ft_scan_set_t *out)
+                          int flags, ft_scan_set_t *out)
 {
     /* One read lock for the whole buffer: a cuBLAS parameter buffer is 215 words. */
     ft_regions_read_begin(t);
-    size_t added = scan_held(t, p, len, 0, junk, learn, out);
+    size_t added = scan_held(t, p, len, 0, junk, flags, out);
     ft_regions_read_end(t);
     return added;
 }
@@ -111,13 +149,13 @@ size_t ft_scan_bytes(ft_regions_t *t, const void *p, size_t len, ft_scan_set_t *
 }
 
 size_t ft_scan_params_junk(ft_regions_t *t, void *const *params, const uint32_t *sizes, size_t n,
-                           ft_scan_junk_t *junk, int learn, ft_scan_set_t *out)
+                           ft_scan_junk_t *junk, int flags, ft_scan_set_t *out)
 {
     size_t added = 0, w0 = 0;
     ft_regions_read_begin(t);
     for (size_t i = 0; i < n; i++) {
         if (params[i] != NULL)
-            added += scan_held(t, params[i], sizes[i], w0, junk, learn, out);
+            added += scan_held(t, params[i], sizes[i], w0, junk, flags, out);
         w0 += (sizes[i] + 7) / 8;
     }
     ft_regions_read_end(t);

@@ -61,15 +61,23 @@ typedef struct {
     int learned;
 } ft_scan_junk_t;
 
+/* The flags of a scan with a kernel's garbage words. */
+enum {
+    FT_SCAN_LEARN = 1, /* mark the words that hold garbage or a region address */
+    FT_SCAN_SURE = 2,  /* the caller keeps sure ids only: without FT_SCAN_LEARN, once
+                        * the kernel was learned, only the words that held a region
+                        * address then are read (any other would give an unsure id) */
+};
+
 /* ft_scan_bytes and ft_scan_params with a kernel's garbage words: an id found only at
  * words marked in *junk, or at words that never held a region address while the
- * kernel was learned, is flagged unsure in out; with learn set, the words that hold
- * garbage or a region address at this launch are marked first. junk may be NULL
- * (every id sure). */
+ * kernel was learned, is flagged unsure in out (or, with FT_SCAN_SURE, may be left
+ * out); with FT_SCAN_LEARN, the words that hold garbage or a region address at this
+ * launch are marked first. junk may be NULL (every id sure). */
 size_t ft_scan_bytes_junk(ft_regions_t *t, const void *p, size_t len, ft_scan_junk_t *junk,
-                          int learn, ft_scan_set_t *out);
+                          int flags, ft_scan_set_t *out);
 size_t ft_scan_params_junk(ft_regions_t *t, void *const *params, const uint32_t *sizes, size_t n,
-                           ft_scan_junk_t *junk, int learn, ft_scan_set_t *out);
+                           ft_scan_junk_t *junk, int flags, ft_scan_set_t *out);
 
 /* Pointer arrays hold allocation-aligned pointers: a word read from device data is
  * taken for a pointer only at this alignment, which keeps data that happens to look

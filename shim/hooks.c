@@ -485,7 +485,7 @@ static void peek_pointer_arrays(kinfo_t *k, ft_scan_set_t *set, cudaStream_t str
 
 static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, size_t len);
 
-static void scan_extra(void **extra, kinfo_t *k, int learn, ft_scan_set_t *set, int trace)
+static void scan_extra(void **extra, kinfo_t *k, int scan_flags, ft_scan_set_t *set, int trace)
 {
     void *buf = NULL;
     size_t size = 0;
@@ -498,7 +498,7 @@ static void scan_extra(void **extra, kinfo_t *k, int learn, ft_scan_set_t *set, 
             break; /* an option we do not know: its value's shape is unknown too */
     }
     if (buf != NULL && size > 0)
-        ft_scan_bytes_junk(regions, buf, size, &k->junk, learn, set);
+        ft_scan_bytes_junk(regions, buf, size, &k->junk, scan_flags, set);
     if (trace)
         trace_arg_words(k, buf ? "extra buffer" : "extra without a buffer", buf, buf ? size : 0);
 }
@@ -2432,13 +2432,17 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     ft_scan_set_t set;
     ft_scan_set_clear(&set);
     int first = FT_LOG_ENABLED(FT_LOG_TRACE) && __atomic_fetch_add(&k->launches, 1, __ATOMIC_RELAXED) == 0;
+    /* Only the residency guard and FT_SPILL's faults act on unsure ids; discovery and
+     * pass tracking drop them (below), and a scan that does not learn can then read
+     * only the words that held region addresses in discovery. */
+    int scan = (disc_on ? FT_SCAN_LEARN : 0) | (!res_on && !spill_on ? FT_SCAN_SURE : 0);
     if (params != NULL && k->nparams > 0) {
-        ft_scan_params_junk(regions, params, k->size, (size_t)k->nparams, &k->junk, disc_on, &set);
+        ft_scan_params_junk(regions, params, k->size, (size_t)k->nparams, &k->junk, scan, &set);
         for (int i = 0; first && i < k->nparams; i++)
             if (params[i] != NULL)
                 trace_arg_words(k, "kernelParams", params[i], k->size[i]);
     } else if (extra != NULL) {
-        scan_extra(extra, k, disc_on, &set, first);
+        scan_extra(extra, k, scan, &set, first);
     } else if (first) {
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }

@@ -451,6 +451,52 @@ START_TEST(garbage_words_make_touches_unsure)
     ft_scan_set_clear(&set);
     ft_scan_bytes(regions, tail, sizeof tail, &set);
     ck_assert(set.n == 1 && !set.unsure[0]);
+    /* With FT_SCAN_SURE, the sure ids are those of a full scan, and the words are
+     * still learned (tail word 2 holding a small integer becomes garbage). */
+    ft_scan_set_t full;
+    ft_scan_set_clear(&full);
+    ft_scan_params_junk(regions, params, sizes, 2, &junk, 0, &full);
+    ft_scan_set_drop_unsure(&full);
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, params, sizes, 2, &junk, FT_SCAN_LEARN | FT_SCAN_SURE, &set);
+    ft_scan_set_drop_unsure(&set);
+    ck_assert_uint_eq(set.n, full.n);
+    ck_assert_uint_eq(set.n, 1);
+    ck_assert_uint_eq(set.id[0], id_of(act));
+    ck_assert(!set.unsure[0]);
+    tail[2] = 7;
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, params, sizes, 2, &junk, FT_SCAN_LEARN | FT_SCAN_SURE, &set);
+    ck_assert(junk.bit[0] == (1ull << 2 | 1ull << 3 | 1ull << 4));
+    /* Without learning, once learned, only words that held a region address are read:
+     * a word that held NULL while learning (here 70 of them, past a block of 64) and
+     * now a region gives nothing, as a full scan's unsure id would be dropped. */
+    static uint64_t many[72];
+    static ft_scan_junk_t learned;
+    memset(&learned, 0, sizeof learned);
+    memset(many, 0, sizeof many);
+    many[0] = act;
+    many[66] = w0;
+    void *one[1] = { many };
+    uint32_t size_one[1] = { sizeof many };
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, one, size_one, 1, &learned, FT_SCAN_LEARN | FT_SCAN_SURE, &set);
+    ck_assert_uint_eq(set.n, 2);
+    many[66] = 0;
+    many[70] = w1;
+    ft_scan_set_clear(&full);
+    ft_scan_params_junk(regions, one, size_one, 1, &learned, 0, &full);
+    ft_scan_set_drop_unsure(&full);
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, one, size_one, 1, &learned, FT_SCAN_SURE, &set);
+    ck_assert_uint_eq(full.n, 1);
+    ck_assert_uint_eq(set.n, 1);
+    ck_assert_uint_eq(set.id[0], id_of(act));
+    many[66] = w1; /* a word that held a region while learning stays read */
+    ft_scan_set_clear(&set);
+    ft_scan_params_junk(regions, one, size_one, 1, &learned, FT_SCAN_SURE, &set);
+    ck_assert_uint_eq(set.n, 2);
+    ck_assert_uint_eq(set.id[1], id_of(w1));
 }
 END_TEST
 

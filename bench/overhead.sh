@@ -10,6 +10,8 @@
 #   on       FT_ENABLED=1, FT_GPU_MEM_LIMIT=120GiB: discovery, profiling, a plan that
 #            streams nothing; the timed steps come after it
 #   nocupti  as on, FT_CUPTI=off
+#   first    as on, FT_CUPTI_CONFIRM=first-pass (CUPTI detached after discovery's first
+#            pass: compare the warm-up steps, decode_warmup_ms in the JSON files)
 #   novmm    as on, FT_VMM_MIN_SIZE=0: every allocation passes through to cudaMalloc
 #            (nothing could be offloaded), which tells the wrappers' cost from that of
 #            kernels reading memory the shim mapped
@@ -68,6 +70,7 @@ run_one() { # config round [cores] [turns spec]
     on) envs=("${ON[@]}" LD_PRELOAD="$SHIM")
         [ "$r" = 1 ] && envs+=(FT_TRACE_FILE="$OUT/overhead-on-trace.bin") ;; # what discovery found
     nocupti) envs=("${ON[@]}" FT_CUPTI=off LD_PRELOAD="$SHIM") ;;
+    first) envs=("${ON[@]}" FT_CUPTI_CONFIRM=first-pass LD_PRELOAD="$SHIM") ;;
     novmm) envs=("${ON[@]}" FT_VMM_MIN_SIZE=0 LD_PRELOAD="$SHIM") ;;
     noarena) envs=("${ON[@]}" FT_VMM_RESERVE=0 LD_PRELOAD="$SHIM") ;;
     *) envs=("${ON[@]}" LD_PRELOAD="$ALT_SHIM") ;;

@@ -2418,6 +2418,31 @@ static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, s
     }
 }
 
+/* FT_CUPTI_CONFIRM=first-pass: at the end of discovery's first pass, CUPTI is
+ * detached (its callbacks, and its attachment, cost every launch: about 1.7 us on an
+ * H200) when every driver call so far went through the wrappers; profiling attaches
+ * it again to time kernels. A bypass keeps it for the rest of discovery. */
+static int cupti_first_pass, cupti_detached_early;
+
+static void cupti_after_first_pass(void)
+{
+    ft_cupti_stats_t s;
+    ft_cupti_get_stats(&s);
+    if (s.status != FT_CUPTI_STATUS_ACTIVE)
+        return;
+    uint64_t unseen = s.unseen_launches + s.unseen_copies + s.unseen_sets;
+    if (unseen > 0) {
+        FT_INFO("CUPTI: %llu driver call(s) of the first pass bypassed the wrappers (first: %s); it "
+                "stays attached for the rest of discovery", (unsigned long long)unseen, s.first_unseen);
+        return;
+    }
+    ft_cupti_stop();
+    cupti_detached_early = 1;
+    FT_INFO("CUPTI: the first pass's %llu launches, %llu copies and %llu sets in the driver all went "
+            "through the wrappers; detached until profiling (FT_CUPTI_CONFIRM=first-pass)",
+            (unsigned long long)s.launches, (unsigned long long)s.copies, (unsigned long long)s.sets);
+}
+
 static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
 {
     int disc_on = __atomic_load_n(&discovering, __ATOMIC_RELAXED);
@@ -2493,11 +2518,18 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     }
     if (set.n > 0 && !spill_on) /* under FT_SPILL, peeked above */
         peek_pointer_arrays(k, &set, stream);
-    ft_disc_launch(disc, lane_id(), key, k->name, &set);
+    if (ft_disc_launch(disc, lane_id(), key, k->name, &set) && cfgp->cupti_confirm == FT_CUPTI_CONFIRM_FIRST_PASS &&
+        !__atomic_exchange_n(&cupti_first_pass, 1, __ATOMIC_ACQ_REL))
+        cupti_after_first_pass();
     /* One thread wins the switch, however many see discovery done at once. */
     if (ft_disc_state(disc) == FT_DISC_DONE && __atomic_exchange_n(&discovering, 0, __ATOMIC_ACQ_REL)) {
         /* Release CUPTI so that a profiler started later can subscribe. */
         start_profiling();
+        if (cupti_detached_early && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
+            char why[256] = "";
+            if (ft_cupti_start(why, sizeof why) != FT_CUPTI_STATUS_ACTIVE)
+                FT_INFO("CUPTI not attached again for profiling: %s; kernels timed with CUDA events", why);
+        }
         /* CUPTI stays for profiling when its activity API can time the kernels, and is
          * released afterwards (a profiler started later can subscribe then). */
         prof.cupti_timing = __atomic_load_n(&profiling, __ATOMIC_RELAXED) && ft_cupti_timing_start() == 0;

@@ -7,17 +7,22 @@ profile() { "$BUILD/bin/ft-trace" --json "$1" | python3 -c "import json,sys; p=j
 # Two sources: CUPTI's activity records (kernel timestamps; the default when CUPTI is
 # there) and CUDA events at unit boundaries (FT_CUPTI=off). With events, the last
 # unit's range runs to the next pass; with kernel records it ends with its last kernel.
-for src in cupti events held; do
+# first: FT_CUPTI_CONFIRM=first-pass detaches CUPTI after discovery's first pass and
+# attaches it again for profiling, whose records still time the kernels.
+for src in cupti events held first; do
     env_cupti=(); [ $src = events ] && env_cupti=(FT_CUPTI=off)
     [ $src = held ] && env_cupti=(FTSIM_CUPTI_HELD=1) # another subscriber has CUPTI
+    [ $src = first ] && env_cupti=(FT_CUPTI_CONFIRM=first-pass)
     env "${env_cupti[@]}" FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_TRACE_FILE="$WORK/p.bin" \
         LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$SHIM" "$MODEL" "${ARGS[@]}" --iters 10 >"$WORK/out" 2>"$WORK/err" \
         || fail "$src: model under shim failed"
     [ "$(cat "$WORK/out")" = "$(sim "$MODEL" "${ARGS[@]}" --iters 10)" ] || fail "$src: output changed"
-    if [ $src = cupti ]; then
-        expect_grep 'profiling: 3 of 3 pass\(es\) timed from CUPTI activity records' "$WORK/err" "cupti: source"
+    if [ $src = cupti ] || [ $src = first ]; then
+        expect_grep 'profiling: 3 of 3 pass\(es\) timed from CUPTI activity records' "$WORK/err" "$src: source"
         # After profiling, CUPTI is detached at the next driver call's exit (cuptiFinalize)
-        expect_grep "CUPTI was detached after profiling" "$WORK/err" "cupti: detached"
+        expect_grep "CUPTI was detached after profiling" "$WORK/err" "$src: detached"
+        [ $src = cupti ] || expect_grep "CUPTI: the first pass's [1-9][0-9]* launches, .* all went through the wrappers; detached until profiling" \
+            "$WORK/err" "first: detached after the first pass"
     else
         grep -q 'timed from CUPTI activity records' "$WORK/err" && fail "events: CUPTI records used with FT_CUPTI=off"
     fi
@@ -35,11 +40,11 @@ for x in u[:3]:
 # events: the last unit's range runs to the next pass, so it also holds the output
 # copied back to pinned memory (2 us latency + 2 KiB at 55 GB/s) and the next input
 # copied in from pageable memory (2 us + 2 KiB at 7.7 GB/s)
-tail = (2000 + 2048 / 55.0) + (2000 + 2048 / 7.7) if sys.argv[2] != "cupti" else 0
+tail = (2000 + 2048 / 55.0) + (2000 + 2048 / 7.7) if sys.argv[2] not in ("cupti", "first") else 0
 assert abs(u[3]["median_ns"] - (layer + tail)) <= 1, (u[3], layer + tail)
 PY
 done
-pass "unit compute times equal the kernels' virtual durations (3 passes), from CUPTI activity records, and from events with FT_CUPTI=off or CUPTI held by another subscriber"
+pass "unit compute times equal the kernels' virtual durations (3 passes), from CUPTI activity records (also attached again after FT_CUPTI_CONFIRM=first-pass detached it), and from events with FT_CUPTI=off or CUPTI held by another subscriber"
 
 FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_TRACE_FILE="$WORK/s.bin" \
     shim "$MODEL" "${ARGS[@]}" --iters 10 --pause 10 >/dev/null 2>&1 || fail "suspended run failed"

@@ -36,6 +36,12 @@ const void *model_kernel_scale(void);
 const void *model_kernel_mixp(void);
 const void *model_kernel_bump(void);
 
+/* Launches kernel stub (1-D grid and block, args as cudaLaunchKernel's) through the
+ * driver's cuLaunchKernel reached without its exported symbol, as a library with a
+ * private path to the driver would (--bypass-from): an interposer does not see it.
+ * 0 on success; -1 where the device offers no such path (a real GPU). */
+int model_launch_uninterposed(const void *stub, unsigned grid, unsigned block, void **args, void *stream);
+
 /* Threads per block the launches use (the simulator ignores the shape). */
 #define MODEL_BLOCK 256
 

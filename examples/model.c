@@ -31,6 +31,10 @@
  *   --cross-from N  from forward N on, each layer runs one more gemv that reads its own
  *                 weight and, as its input vector, a far layer's: a launch touching two
  *                 units, one of them not predicted (data-dependent code after discovery)
+ *   --bypass-from N  from forward N on, the mix kernels are launched through the
+ *                 driver reached without its exported symbol (simulator only): calls an
+ *                 interposer does not see, as a library with a private driver path
+ *                 makes; CUPTI reports them
  *   --skip-last-from N  from forward N on, the last layer is skipped: passes shorter
  *                 than the one discovery recorded (profiling then plans from the passes
  *                 it timed before)
@@ -159,6 +163,7 @@ static int swap_from = -1; /* from this forward on, another pair of activation b
 static int alternate_acts; /* odd forwards on the other pair */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int skip_from = -1; /* from this forward on, the last layer is skipped */
+static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
 static uint32_t *warm; /* --prologue's buffer */
 static int device;
@@ -408,7 +413,14 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         cfg.blockDim = block;
         cfg.stream = stream;
         void *mix_args[] = { &b, &model[l].bias, &dim };
-        CHECK(cudaLaunchKernelExC(&cfg, k_mix, mix_args));
+        if (bypass_from >= 0 && cur_iter >= bypass_from) {
+            if (model_launch_uninterposed(k_mix, grid.x, block.x, mix_args, stream) != 0) {
+                fprintf(stderr, "model: --bypass-from: no uninterposed launch on this device\n");
+                exit(1);
+            }
+        } else {
+            CHECK(cudaLaunchKernelExC(&cfg, k_mix, mix_args));
+        }
 
         int rc = minblas_scale(stream, b, shared ? shared_table : model[l].s, dim);
         if (rc != 0) {
@@ -671,6 +683,8 @@ int main(int argc, char **argv)
             pad_odd = 1;
         else if (strcmp(a, "--swap-acts") == 0 && i + 1 < argc)
             swap_from = atoi(argv[++i]);
+        else if (strcmp(a, "--bypass-from") == 0 && i + 1 < argc)
+            bypass_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--alternate-acts") == 0)
             alternate_acts = 1;
         else if (strcmp(a, "--cross-from") == 0 && i + 1 < argc)
@@ -709,7 +723,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

@@ -440,7 +440,8 @@ static int driver_name_ok(const char *name)
 #include "drv_procs.def"
 #undef SIM_PROC
     return strcmp(name, "simcudaVirtualNow") == 0 || strcmp(name, "simcudaHostNow") == 0 ||
-           strcmp(name, "simcudaInjectFault") == 0 || strcmp(name, "simcudaDeviceMemUsed") == 0;
+           strcmp(name, "simcudaInjectFault") == 0 || strcmp(name, "simcudaDeviceMemUsed") == 0 ||
+           strcmp(name, "simcudaUninterposed") == 0;
 }
 
 static int runtime_name_ok(const char *name)
@@ -457,7 +458,7 @@ START_TEST(test_export_lists)
 #include "drv_procs.def"
 #undef SIM_PROC
     g_bad_export[0] = 0;
-    ck_assert_int_eq(count_exports("libcuda.so.1", driver_name_ok), nprocs + 4);
+    ck_assert_int_eq(count_exports("libcuda.so.1", driver_name_ok), nprocs + 5);
     ck_assert_int_gt(count_exports("libcudart.so.13", runtime_name_ok), 60);
     ck_assert_int_gt(count_exports("libcupti.so.13", cupti_name_ok), 20);
     ck_assert_msg(g_bad_export[0] == 0, "unexpected export %s", g_bad_export);

@@ -30,3 +30,20 @@ pass "FT_CUPTI=on and CUPTI unavailable: exit 2 before main"
 FT_ENABLED=1 FT_CUPTI=off shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" || fail "FT_CUPTI=off run failed"
 expect_no_grep "CUPTI" "$WORK/err" "FT_CUPTI=off"
 pass "FT_CUPTI=off: CUPTI never loaded"
+
+# A launch through a driver path the wrappers do not see (--bypass-from: the driver's
+# cuLaunchKernel reached without its exported symbol): CUPTI counts it and the exit
+# summary names it; with FT_CUPTI_CONFIRM=first-pass, CUPTI then stays attached.
+FT_ENABLED=1 FT_DISCOVERY_ITERS=3 shim "$MODEL" "${ARGS[@]}" --bypass-from 1 >"$WORK/out" 2>"$WORK/err" \
+    || fail "model with bypassing launches failed"
+[ "$(cat "$WORK/out")" = "$want" ] || fail "bypass: output changed"
+expect_grep "warning: CUPTI saw [0-9]+ launches, .* of which [1-9][0-9]*, 0, 0 bypassed FlexTensor's wrappers \(first: cuLaunchKernel: _Z9model_mixPjPKji\)" \
+    "$WORK/err" "bypass reported"
+pass "a launch that bypasses the wrappers: CUPTI counts it, the summary names its kernel"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=3 FT_CUPTI_CONFIRM=first-pass shim "$MODEL" "${ARGS[@]}" --bypass-from 0 \
+    >"$WORK/out" 2>"$WORK/err" || fail "first-pass with bypassing launches failed"
+[ "$(cat "$WORK/out")" = "$want" ] || fail "first-pass bypass: output changed"
+expect_grep "CUPTI: [1-9][0-9]* driver call\(s\) of the first pass bypassed the wrappers \(first: cuLaunchKernel: _Z9model_mixPjPKji\); it stays attached" \
+    "$WORK/err" "first-pass: stays attached"
+expect_no_grep "detached until profiling" "$WORK/err" "first-pass: not detached"
+pass "FT_CUPTI_CONFIRM=first-pass: a bypass in the first pass keeps CUPTI attached"

@@ -87,6 +87,11 @@ int simcudaInjectFault(simcuda_fault_t kind, long nth, int persist);
  * FTSIM_DEVICE_MEM), or 0 for a bad ordinal. Exported by libcuda.so.1. */
 uint64_t simcudaDeviceMemUsed(int device);
 
+/* A driver entry point as a library reaching the driver through a private table would
+ * call it ("cuLaunchKernel" only; NULL otherwise): an interposer does not see such a
+ * call, CUPTI's callbacks do (FlexTensor's bypass report). */
+void *simcudaUninterposed(const char *name);
+
 /* The runtime entry points nvcc's generated host code calls (declared by the CUDA
  * headers only when compiling with nvcc): a C test program that plays nvcc's part
  * includes cuda_runtime_api.h first and then calls them directly. */

@@ -177,6 +177,16 @@ for c in configs:
         m = re.search(r"per launch, the real call excluded .*?discovery ([0-9.]+) us", log)
         if m:
             disc.append(float(m.group(1)))
+    warm = [sum(j["decode_warmup_ms"]) for j in (get(c, r) for r in range(1, rounds + 1))
+            if j and j.get("decode_warmup_ms")]
+    if warm:  # discovery's and profiling's forwards are among the warm-up ones
+        print(f"{c}: warm-up forwards, total ms: median {statistics.median(warm):.1f} over {len(warm)} processes")
+    if c == "first":  # did CUPTI detach after the first pass, and time profiling once attached again?
+        logs = [open(os.path.join(out, f"overhead-{c}-{r}.log")).read() for r in range(1, rounds + 1)
+                if os.path.exists(os.path.join(out, f"overhead-{c}-{r}.log"))]
+        print(f"first: {sum('detached until profiling' in l for l in logs)} of {len(logs)} processes detached "
+              f"CUPTI after the first pass; {sum('timed from CUPTI activity records' in l for l in logs)} timed "
+              "profiling from CUPTI's records after attaching it again")
     if us:
         print(f"{c}: FlexTensor's own host time per launch (sampled in the process, exit report): "
               f"after the plan {statistics.median(us):.2f} us, discovery "

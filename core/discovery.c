@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* uthash (HASH_NONFATAL_OOM: a library inside someone else's process never exits on a
  * failed allocation; the entry is simply not added). */
@@ -150,6 +151,7 @@ struct ft_disc {
     int iterations;           /* most complete iterations seen by one lane */
     int boundary_source;      /* 0 detector, 1 ft_iteration_mark, 2 marker kernel */
     uint64_t launches_total;
+    uint64_t pass_work_n, pass_work_ns; /* FT_DISC_PASS_WORK: count and host time */
     uint64_t launches_unattributed; /* launches touching no region at all */
 
     ft_disc_unit_t *units;
@@ -1276,9 +1278,25 @@ static void restart(ft_disc_t *d)
     __atomic_store_n(&d->state, FT_DISC_WAITING, __ATOMIC_RELEASE);
 }
 
+static uint64_t clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The end of a pass's work begun at t0 (FT_DISC_PASS_WORK), under d->lock. */
+static int pass_work_done(ft_disc_t *d, uint64_t t0)
+{
+    d->pass_work_n++;
+    d->pass_work_ns += clock_ns() - t0;
+    return FT_DISC_PASS_WORK;
+}
+
 int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *name,
                    const ft_scan_set_t *set)
 {
+    int work = 0;
     pthread_mutex_lock(&d->lock);
     if (d->state == FT_DISC_DONE) {
         pthread_mutex_unlock(&d->lock);
@@ -1286,8 +1304,11 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     }
     if (d->restart_pending)
         restart(d);
-    if (d->state == FT_DISC_WAITING)
+    if (d->state == FT_DISC_WAITING) {
+        uint64_t t0 = clock_ns();
         start_observing(d);
+        work = pass_work_done(d, t0);
+    }
     kinfo_t *k = kinfo_get(d, kernel, name);
     lane_t *ln = lane_get(d, lane);
     if (k == NULL || ln == NULL) {
@@ -1352,14 +1373,26 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         ln->cur.n = 0;
         ln->cur.n_ids = 0;
     } else if (boundary) {
+        uint64_t t0 = clock_ns();
         end_iteration(d, ln);
-    }
-    else if (ln->iterations >= 1 && d->last.n > 1 && ln->cur.n == d->last.n / 2)
+        work = pass_work_done(d, t0);
+    } else if (ln->iterations >= 1 && d->last.n > 1 && ln->cur.n == d->last.n / 2) {
+        uint64_t t0 = clock_ns();
         snapshot_hashes(d, 0); /* half-way through a pass */
+        work = pass_work_done(d, t0);
+    }
     if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ln->range, ids, n) != 0)
         FT_WARN_CAPPED(1, "discovery: out of memory recording launches");
     pthread_mutex_unlock(&d->lock);
-    return boundary;
+    return (boundary ? FT_DISC_NEW_PASS : 0) | work;
+}
+
+void ft_disc_pass_work(ft_disc_t *d, uint64_t *count, uint64_t *ns)
+{
+    pthread_mutex_lock(&d->lock);
+    *count = d->pass_work_n;
+    *ns = d->pass_work_ns;
+    pthread_mutex_unlock(&d->lock);
 }
 
 void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set)

@@ -64,11 +64,23 @@ typedef enum {
 ft_disc_t *ft_disc_new(ft_regions_t *regions, const ft_disc_params_t *params);
 void ft_disc_free(ft_disc_t *d);
 
+/* What ft_disc_launch returns, as bits. */
+enum {
+    FT_DISC_NEW_PASS = 1,  /* the launch began a new iteration */
+    FT_DISC_PASS_WORK = 2, /* it also did a pass's work (the weights' content snapshot at
+                            * the first launch, a boundary or half-way through a pass):
+                            * a per-pass cost, not a per-launch one */
+};
+
 /* A kernel launch by lane (the calling thread's id) that touched the regions in set
- * (from ft_scan_bytes). kernel is the handle's identity, name its name. Returns 1 when the launch began a new iteration,
- * 0 otherwise. */
+ * (from ft_scan_bytes). kernel is the handle's identity, name its name. Returns
+ * FT_DISC_* bits, 0 for a launch that did neither. */
 int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *name,
                    const ft_scan_set_t *set);
+
+/* The pass work done so far (FT_DISC_PASS_WORK): how many times, and the host time
+ * it took in all (ns). */
+void ft_disc_pass_work(ft_disc_t *d, uint64_t *count, uint64_t *ns);
 
 /* A copy or memset wrote into the regions in set. */
 void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set);

@@ -2518,7 +2518,10 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     }
     if (set.n > 0 && !spill_on) /* under FT_SPILL, peeked above */
         peek_pointer_arrays(k, &set, stream);
-    if (ft_disc_launch(disc, lane_id(), key, k->name, &set) && cfgp->cupti_confirm == FT_CUPTI_CONFIRM_FIRST_PASS &&
+    int seen = ft_disc_launch(disc, lane_id(), key, k->name, &set);
+    if (seen & FT_DISC_PASS_WORK)
+        launch_did_once = 1; /* a pass's cost, reported apart (ft_disc_pass_work) */
+    if ((seen & FT_DISC_NEW_PASS) && cfgp->cupti_confirm == FT_CUPTI_CONFIRM_FIRST_PASS &&
         !__atomic_exchange_n(&cupti_first_pass, 1, __ATOMIC_ACQ_REL))
         cupti_after_first_pass();
     /* One thread wins the switch, however many see discovery done at once. */
@@ -3337,12 +3340,16 @@ static void report_launch_self(void)
     if (len > 0)
         FT_INFO("host time in FlexTensor per launch, the real call excluded (1 launch in %d sampled): %s",
                 LAUNCH_SAMPLE, line);
-    uint64_t nk = atomic_load(&once_n[ONCE_KERNEL]), np = atomic_load(&once_n[ONCE_PEEK]);
-    if (nk + np > 0)
+    uint64_t nk = atomic_load(&once_n[ONCE_KERNEL]), np = atomic_load(&once_n[ONCE_PEEK]), nw = 0, ws = 0;
+    if (disc != NULL)
+        ft_disc_pass_work(disc, &nw, &ws);
+    if (nk + np + nw > 0)
         FT_INFO("one-time work in launches, left out of the line above: %llu kernels' first launch "
-                "%.1f us each; %llu pointer-array peeks %.1f us each (a stream sync and small copies)",
+                "%.1f us each; %llu pointer-array peeks %.1f us each (a stream sync and small copies); "
+                "%llu weight snapshots of discovery's passes %.1f us each",
                 (unsigned long long)nk, nk ? (double)atomic_load(&once_ns[ONCE_KERNEL]) / 1e3 / (double)nk : 0.0,
-                (unsigned long long)np, np ? (double)atomic_load(&once_ns[ONCE_PEEK]) / 1e3 / (double)np : 0.0);
+                (unsigned long long)np, np ? (double)atomic_load(&once_ns[ONCE_PEEK]) / 1e3 / (double)np : 0.0,
+                (unsigned long long)nw, nw ? (double)ws / 1e3 / (double)nw : 0.0);
 }
 
 cudaError_t ft_hook_rt_launch_handle(__cudaLaunchKernel_fn_t real, cudaKernel_t kernel, dim3 grid,

@@ -36,8 +36,9 @@ expect_grep 'host time in FlexTensor per launch, the real call excluded \(1 laun
     "$WORK/self-5MiB.err" "launch self time while streaming"
 expect_grep 'discovery [0-9.]+ us \([1-9][0-9]*\), profiling [0-9.]+ us \([1-9][0-9]*\), after a plan that streams nothing [0-9.]+ us \([1-9][0-9]*\)' \
     "$WORK/self-1GiB.err" "launch self time after a plan that streams nothing"
-# ... with the one-time work (a kernel's first sight, pointer-array peeks) timed apart
-expect_grep "one-time work in launches, left out of the line above: [1-9][0-9]* kernels' first launch [0-9.]+ us each; [0-9]+ pointer-array peeks [0-9.]+ us each" \
+# ... with the one-time work (a kernel's first sight, pointer-array peeks, discovery's
+# weight snapshots at its passes) timed apart
+expect_grep "one-time work in launches, left out of the line above: [1-9][0-9]* kernels' first launch [0-9.]+ us each; [0-9]+ pointer-array peeks [0-9.]+ us each \(a stream sync and small copies\); [1-9][0-9]* weight snapshots of discovery's passes [0-9.]+ us each" \
     "$WORK/self-1GiB.err" "one-time launch work reported apart"
 pass "FlexTensor's own host time per launch is reported for discovery, profiling, streaming and after a plan that streams nothing"
 run_pair poke --poke 9

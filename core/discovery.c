@@ -136,7 +136,10 @@ struct ft_disc {
     ft_disc_params_t p;
 
     ft_disc_state_t state;
+    uint64_t serial;          /* from disc_serial: tells detectors apart for lane_recent */
     rinfo_t *rmap;
+    rinfo_t **rvec;           /* rmap by region id (ids are dense, from 1): one lookup */
+    size_t n_rvec;
     kinfo_t *kmap;
     kinfo_t **kv;             /* by idx */
     size_t n_kernels, cap_kernels;
@@ -234,12 +237,26 @@ static void lane_free(lane_t *ln)
     free(ln);
 }
 
+/* A thread's last lane: a lane lives as long as its detector, and a thread launches
+ * as one lane, so a launch skips the lanes' lookup. The serial tells a detector from
+ * one made later at the same address. */
+static __thread struct {
+    uint64_t serial, lane;
+    lane_t *ln;
+} lane_recent;
+
 static lane_t *lane_get(ft_disc_t *d, uint64_t lane)
 {
+    if (lane_recent.serial == d->serial && lane_recent.lane == lane)
+        return lane_recent.ln;
     lane_t *ln;
     HASH_FIND(hh, d->lanes, &lane, sizeof lane, ln);
-    if (ln != NULL)
+    if (ln != NULL) {
+        lane_recent.serial = d->serial;
+        lane_recent.lane = lane;
+        lane_recent.ln = ln;
         return ln;
+    }
     ln = calloc(1, sizeof *ln);
     if (ln == NULL)
         return NULL;
@@ -265,11 +282,14 @@ static int rec_slice(const record_t *src, size_t from, size_t to, record_t *dst)
     return 0;
 }
 
+static uint64_t disc_serial; /* atomic builtins */
+
 ft_disc_t *ft_disc_new(ft_regions_t *regions, const ft_disc_params_t *params)
 {
     ft_disc_t *d = calloc(1, sizeof *d);
     if (d == NULL)
         return NULL;
+    d->serial = __atomic_add_fetch(&disc_serial, 1, __ATOMIC_RELAXED);
     pthread_mutex_init(&d->lock, NULL);
     d->regions = regions;
     d->p = *params;
@@ -287,6 +307,7 @@ void ft_disc_free(ft_disc_t *d)
         HASH_DEL(d->rmap, r);
         free(r);
     }
+    free(d->rvec);
     kinfo_t *k, *kt;
     HASH_ITER(hh, d->kmap, k, kt) {
         HASH_DEL(d->kmap, k);
@@ -320,10 +341,8 @@ void ft_disc_free(ft_disc_t *d)
 
 static rinfo_t *rinfo_get(ft_disc_t *d, uint32_t id)
 {
-    rinfo_t *r;
     id &= ~ID_INDIRECT;
-    HASH_FIND(hh, d->rmap, &id, sizeof id, r);
-    return r;
+    return id < d->n_rvec ? d->rvec[id] : NULL;
 }
 
 static rinfo_t *rinfo_add(ft_disc_t *d, const ft_region_t *reg, int candidate)
@@ -340,11 +359,25 @@ static rinfo_t *rinfo_add(ft_disc_t *d, const ft_region_t *reg, int candidate)
     r->flags = reg->flags;
     r->candidate = candidate;
     r->unit = -1;
+    if (r->id >= d->n_rvec) {
+        size_t n = d->n_rvec ? d->n_rvec : 1024;
+        while (n <= r->id)
+            n *= 2;
+        rinfo_t **nv = realloc(d->rvec, n * sizeof *nv);
+        if (nv == NULL) {
+            free(r);
+            return NULL;
+        }
+        memset(nv + d->n_rvec, 0, (n - d->n_rvec) * sizeof *nv);
+        d->rvec = nv;
+        d->n_rvec = n;
+    }
     HASH_ADD(hh, d->rmap, id, sizeof r->id, r);
     if (r->hh.tbl == NULL) { /* uthash ran out of memory (HASH_NONFATAL_OOM) */
         free(r);
         return NULL;
     }
+    d->rvec[r->id] = r;
     return r;
 }
 
@@ -1250,6 +1283,7 @@ static void restart(ft_disc_t *d)
                             .unit = -1, .kernel_born = 1, .hh = r->hh };
             continue;
         }
+        d->rvec[r->id] = NULL;
         HASH_DEL(d->rmap, r);
         free(r);
     }

@@ -2437,7 +2437,7 @@ static void cupti_after_first_pass(void)
         return;
     }
     ft_cupti_stop();
-    cupti_detached_early = 1;
+    __atomic_store_n(&cupti_detached_early, 1, __ATOMIC_RELEASE); /* read by the thread ending discovery */
     FT_INFO("CUPTI: the first pass's %llu launches, %llu copies and %llu sets in the driver all went "
             "through the wrappers; detached until profiling (FT_CUPTI_CONFIRM=first-pass)",
             (unsigned long long)s.launches, (unsigned long long)s.copies, (unsigned long long)s.sets);
@@ -2528,7 +2528,7 @@ static void observe_launch(uint64_t key, int is_stub, void **params, void **extr
     if (ft_disc_state(disc) == FT_DISC_DONE && __atomic_exchange_n(&discovering, 0, __ATOMIC_ACQ_REL)) {
         /* Release CUPTI so that a profiler started later can subscribe. */
         start_profiling();
-        if (cupti_detached_early && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
+        if (__atomic_load_n(&cupti_detached_early, __ATOMIC_ACQUIRE) && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
             char why[256] = "";
             if (ft_cupti_start(why, sizeof why) != FT_CUPTI_STATUS_ACTIVE)
                 FT_INFO("CUPTI not attached again for profiling: %s; kernels timed with CUDA events", why);

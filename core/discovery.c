@@ -1079,16 +1079,15 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
  * ptrs[i] is 0): a caching allocator's segment holds several layers' weights, and
  * only the offset tells their layers apart (PyTorch with hidden 1024: 20 MiB segments
  * of 2-5 MiB tensors; by region alone, a pass looked two layers long). 0: no such
- * region. rs, when not NULL, holds each id's region (NULL for one found indirectly):
- * the caller's lookups, not made twice. */
-static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, rinfo_t *const *rs, const uint32_t *ids,
-                         const uint64_t *ptrs, size_t n, uint32_t *minid)
+ * region. */
+static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, const uint64_t *ptrs,
+                         size_t n, uint32_t *minid)
 {
     uint64_t h = 1469598103934665603ull;
     int any = 0;
     *minid = UINT32_MAX;
     for (size_t i = 0; i < n; i++) {
-        rinfo_t *r = rs != NULL ? rs[i] : (ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, ids[i]);
+        rinfo_t *r = (ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, ids[i]);
         if (r == NULL || !r->candidate)
             continue;
         any = 1;
@@ -1266,8 +1265,8 @@ static void trace_detector_input(ft_disc_t *d, const lane_t *ln, const kinfo_t *
     buf[len] = '\0';
     FT_TRACE("discovery: detector lane %#llx pos %zu kernel %u %.40s key %016llx, without offsets %016llx, ids%s",
              (unsigned long long)ln->lane, ln->cur.n, k->idx, k->name,
-             (unsigned long long)pair_key(d, k->idx, NULL, ids, ptrs, n, &minid),
-             (unsigned long long)pair_key(d, k->idx, NULL, ids, NULL, n, &minid), buf);
+             (unsigned long long)pair_key(d, k->idx, ids, ptrs, n, &minid),
+             (unsigned long long)pair_key(d, k->idx, ids, NULL, n, &minid), buf);
 }
 
 /* Discovery from scratch (restart_pending): what was learned about passes and units
@@ -1353,17 +1352,16 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     d->launches_total++;
     uint32_t ids[FT_SCAN_MAX_IDS];
     uint64_t ptrs[FT_SCAN_MAX_IDS]; /* for the detector: an unsure pointer's offset is noise */
-    rinfo_t *rs[FT_SCAN_MAX_IDS];   /* each id's region, for pair_key; NULL if indirect */
     size_t n = set->n;
     for (size_t i = 0; i < n; i++) {
         ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
         ptrs[i] = set->unsure[i] ? 0 : set->ptr[i];
         ft_region_t reg;
         /* Allocated after the first launch: observed, never a weight. */
-        rinfo_t *x = rinfo_get(d, ids[i]);
-        if (x == NULL && ft_regions_find(d->regions, set->ptr[i], &reg) && (x = rinfo_add(d, &reg, 0)) != NULL)
+        rinfo_t *x;
+        if (rinfo_get(d, ids[i]) == NULL && ft_regions_find(d->regions, set->ptr[i], &reg) &&
+            (x = rinfo_add(d, &reg, 0)) != NULL)
             x->kernel_born = 1;
-        rs[i] = set->indirect[i] ? NULL : x;
     }
     if (n == 0)
         d->launches_unattributed++;
@@ -1390,7 +1388,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         }
     } else {
         uint32_t minid;
-        uint64_t key = pair_key(d, k->idx, rs, ids, ptrs, n, &minid);
+        uint64_t key = pair_key(d, k->idx, ids, ptrs, n, &minid);
         if (key != 0 && ln->anchored)
             boundary = key == ln->anchor;
         else if (key != 0) {
@@ -1561,7 +1559,7 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
                 start = ids[i] == d->track_region;
             start = start && touches_only_start_units(d, ids, n);
         } else {
-            uint64_t key = k != NULL ? pair_key(d, k->idx, NULL, ids, ptrs, n, &minid) : 0;
+            uint64_t key = k != NULL ? pair_key(d, k->idx, ids, ptrs, n, &minid) : 0;
             start = key != 0 && key == ln->anchor;
         }
         /* A start's kernel touching its weight again within half a pass of the last

@@ -3322,6 +3322,12 @@ static inline void launch_leave(launch_clock_t *c, int held)
         engine_leave(held);
 }
 
+/* ns in n parts, in us each (0 for none). */
+static double mean_us(uint64_t ns, uint64_t n)
+{
+    return n > 0 ? (double)ns / 1e3 / (double)n : 0.0;
+}
+
 static void report_launch_self(void)
 {
     static const char *const names[PH_COUNT] = { "discovery", "profiling", "streaming",
@@ -3332,7 +3338,7 @@ static void report_launch_self(void)
         uint64_t n = atomic_load(&launch_samples[ph]);
         if (n > 0)
             len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %.2f us (%llu)", len ? ", " : "",
-                                    names[ph], (double)atomic_load(&launch_self_ns[ph]) / 1e3 / (double)n,
+                                    names[ph], mean_us(atomic_load(&launch_self_ns[ph]), n),
                                     (unsigned long long)n);
         if (len >= sizeof line)
             break;
@@ -3347,9 +3353,9 @@ static void report_launch_self(void)
         FT_INFO("one-time work in launches, left out of the line above: %llu kernels' first launch "
                 "%.1f us each; %llu pointer-array peeks %.1f us each (a stream sync and small copies); "
                 "%llu weight snapshots of discovery's passes %.1f us each",
-                (unsigned long long)nk, nk ? (double)atomic_load(&once_ns[ONCE_KERNEL]) / 1e3 / (double)nk : 0.0,
-                (unsigned long long)np, np ? (double)atomic_load(&once_ns[ONCE_PEEK]) / 1e3 / (double)np : 0.0,
-                (unsigned long long)nw, nw ? (double)ws / 1e3 / (double)nw : 0.0);
+                (unsigned long long)nk, mean_us(atomic_load(&once_ns[ONCE_KERNEL]), nk),
+                (unsigned long long)np, mean_us(atomic_load(&once_ns[ONCE_PEEK]), np),
+                (unsigned long long)nw, mean_us(ws, nw));
 }
 
 cudaError_t ft_hook_rt_launch_handle(__cudaLaunchKernel_fn_t real, cudaKernel_t kernel, dim3 grid,

@@ -37,9 +37,18 @@
 
 typedef struct ft_disc ft_disc_t;
 
-/* Content hash of [base, base+size) on the device; 0 or a negative error (the
- * region is then treated as changed). */
-typedef int (*ft_disc_hash_fn)(void *ctx, uint64_t base, uint64_t size, uint64_t *hash);
+/* One region to hash: the callback fills hash, or sets failed (the region is then
+ * treated as changed). */
+typedef struct {
+    uint64_t base, size;
+    uint64_t hash;
+    int failed;
+} ft_disc_hash_req_t;
+
+/* Content hashes of n regions (at most FT_DISC_HASH_BATCH) on the device, asked for
+ * together at each snapshot so that the shim can compute them behind one sync. */
+#define FT_DISC_HASH_BATCH 256
+typedef void (*ft_disc_hash_fn)(void *ctx, ft_disc_hash_req_t *req, size_t n);
 
 typedef struct {
     int iters;                      /* complete iterations to observe (>= 1) */

@@ -234,8 +234,12 @@ static int hash_failed(uint64_t base, cudaError_t err)
 }
 
 static int spilled_read(void *dst, uint64_t addr, size_t len);
+static const void *spilled_host(uint64_t addr);
+static void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n);
 
-static int hash_region(void *ctx, uint64_t base, uint64_t size, uint64_t *out)
+/* The fallback where the device checksum cannot run (no JIT for its PTX, a size not a
+ * whole number of words): up to 16 chunks copied back, each behind a sync. */
+static int hash_sampled(uint64_t base, uint64_t size, uint64_t *out)
 {
     static unsigned char buf[4096];
     cudaMemcpy_fn_t copy = REAL(cudaMemcpy);
@@ -326,7 +330,7 @@ int ft_hooks_init(const struct ft_config *cfg)
     ft_disc_params_t p = {
         .iters = cfg->discovery_iters,
         .marker_glob = cfg->iteration_marker[0] ? strdup(cfg->iteration_marker) : NULL,
-        .hash = hash_region,
+        .hash = hash_regions,
         .include = include_items,
         .n_include = include_items ? cfg->include_patterns.n : 0,
         .exclude = exclude_items,
@@ -1281,33 +1285,37 @@ static struct {
     cudaStream_t stream;      /* its own: the side stream's queued copies are not waited for */
     uint64_t *dev, *host;     /* per unit, the sum on the device and in pinned host memory */
     unsigned blocks;
+    int units;                /* dev and host are there: the residency engine may use it */
 } ck;
 
-static void checksum_init(void)
+/* Loads the kernel and makes its stream, once: discovery's first snapshot or the plan,
+ * whichever comes first. */
+static void checksum_kernel_init(void)
 {
     typedef CUresult (*load_fn)(CUmodule *, const void *);
     typedef CUresult (*get_fn)(CUfunction *, CUmodule, const char *);
-    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
     typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
     typedef cudaError_t (*attr_fn)(int *, enum cudaDeviceAttr, int);
     typedef cudaError_t (*get_device_fn)(int *);
     load_fn load = (load_fn)ft_shim_driver_proc("cuModuleLoadData", 2000);
     get_fn get = (get_fn)ft_shim_driver_proc("cuModuleGetFunction", 2000);
-    host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
     stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
     attr_fn attr = (attr_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaDeviceGetAttribute");
     get_device_fn get_device = (get_device_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
     ck.launch = (launch_fn)ft_shim_driver_proc("cuLaunchKernel", 4000);
-    if (load == NULL || get == NULL || host_alloc == NULL || stream_create == NULL || ck.launch == NULL)
+    if (load == NULL || get == NULL || stream_create == NULL || ck.launch == NULL)
         return;
     CUmodule mod;
     CUresult rc = load(&mod, ft_checksum_ptx);
     if (rc == CUDA_SUCCESS)
         rc = get(&ck.fn, mod, FT_CHECKSUM_KERNEL);
+    if (rc == CUDA_SUCCESS && stream_create(&ck.stream, cudaStreamNonBlocking) != cudaSuccess)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) {
         ck.fn = NULL;
-        FT_WARN("residency: the device checksum kernel did not load (CUresult %d): every evicted "
-                "unit will be copied back to the host", (int)rc);
+        FT_WARN("the device checksum kernel did not load (CUresult %d): discovery samples "
+                "regions' content instead, and every evicted unit will be copied back to the host",
+                (int)rc);
         return;
     }
     int dev = 0, sms = 0;
@@ -1315,22 +1323,102 @@ static void checksum_init(void)
         attr(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
         sms = 32;
     ck.blocks = (unsigned)sms * 4;
-    size_t n = ft_disc_unit_count(disc);
-    if (stream_create(&ck.stream, cudaStreamNonBlocking) != cudaSuccess ||
-        REAL(cudaMalloc)((void **)&ck.dev, n * sizeof *ck.dev) != cudaSuccess ||
-        host_alloc((void **)&ck.host, n * sizeof *ck.host, cudaHostAllocDefault) != cudaSuccess) {
-        ck.fn = NULL;
-        FT_WARN("residency: no stream or memory for the device checksum: every evicted unit will "
-                "be copied back to the host");
-    }
 }
 
-/* Loads the checksum kernel on first call; 1 when it can be used. */
+/* 1 when the checksum kernel can be launched. */
+static int checksum_kernel_ready(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, checksum_kernel_init);
+    return ck.fn != NULL;
+}
+
+/* The residency engine's sums, one per unit. */
+static void checksum_init(void)
+{
+    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
+    host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
+    if (!checksum_kernel_ready())
+        return;
+    size_t n = ft_disc_unit_count(disc);
+    if (host_alloc == NULL || REAL(cudaMalloc)((void **)&ck.dev, n * sizeof *ck.dev) != cudaSuccess ||
+        host_alloc((void **)&ck.host, n * sizeof *ck.host, cudaHostAllocDefault) != cudaSuccess) {
+        FT_WARN("residency: no memory for the device checksum: every evicted unit will be copied "
+                "back to the host");
+        return;
+    }
+    ck.units = 1;
+}
+
+/* Sets up the residency engine's checksums on first call; 1 when they can be used. */
 static int checksum_available(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, checksum_init);
-    return ck.fn != NULL;
+    return ck.units;
+}
+
+/* --- discovery's content hash: the device checksum of every candidate region -------
+ *
+ * A snapshot's regions are summed on the checksum's stream behind one device sync and
+ * read back together, one sync for the batch: on the H200, a copy and a sync for each
+ * of 16 sampled chunks a region (hash_sampled, still the fallback) cost 5 ms a snapshot
+ * for 40 regions. A spilled region (FT_SPILL) is summed on the host, with the same
+ * function, so its hash does not depend on where its bytes are. */
+static struct {
+    uint64_t *dev, *host;     /* a batch's sums, FT_DISC_HASH_BATCH of them */
+    int tried;
+} dh;
+
+static void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n)
+{
+    (void)ctx;
+    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
+    cudaError_t err = REAL(cudaDeviceSynchronize)();
+    if (!dh.tried && checksum_kernel_ready()) {
+        host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
+        dh.tried = 1;
+        if (host_alloc == NULL || REAL(cudaMalloc)((void **)&dh.dev, FT_DISC_HASH_BATCH * sizeof *dh.dev) != cudaSuccess ||
+            host_alloc((void **)&dh.host, FT_DISC_HASH_BATCH * sizeof *dh.host, cudaHostAllocDefault) != cudaSuccess)
+            dh.dev = NULL;
+    }
+    int on_device = dh.dev != NULL && n <= FT_DISC_HASH_BATCH;
+    char summed[FT_DISC_HASH_BATCH] = { 0 }; /* 1: its sum comes from dh.dev[i] */
+    if (on_device && err == cudaSuccess)
+        err = REAL(cudaMemsetAsync)(dh.dev, 0, n * sizeof *dh.dev, ck.stream);
+    for (size_t i = 0; i < n; i++) {
+        /* A call that can enqueue launches holds off FT_SPILL's moves (engine_enter):
+         * where the bytes are cannot change before the sums are read back. */
+        const void *h = spilled_host(q[i].base);
+        uint64_t words = q[i].size / 8, salt = q[i].base / 8;
+        q[i].failed = 0;
+        if (err != cudaSuccess) {
+            q[i].failed = hash_failed(q[i].base, err) != 0;
+        } else if (!on_device || q[i].size % 8 != 0) {
+            q[i].failed = hash_sampled(q[i].base, q[i].size, &q[i].hash) != 0;
+        } else if (h != NULL) {
+            q[i].hash = ft_checksum_host(h, words, salt);
+        } else {
+            uint64_t p = q[i].base, *out = dh.dev + i;
+            unsigned blocks = words / 256 + 1 < ck.blocks ? (unsigned)(words / 256 + 1) : ck.blocks;
+            void *args[] = { &p, &words, &salt, &out };
+            summed[i] = 1;
+            if (ck.launch(ck.fn, blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL) != CUDA_SUCCESS)
+                err = cudaErrorLaunchFailure;
+        }
+    }
+    if (on_device && err == cudaSuccess)
+        err = REAL(cudaMemcpyAsync)(dh.host, dh.dev, n * sizeof *dh.host, cudaMemcpyDeviceToHost, ck.stream);
+    if (on_device && err == cudaSuccess)
+        err = REAL(cudaStreamSynchronize)(ck.stream);
+    for (size_t i = 0; i < n; i++) {
+        if (!summed[i])
+            continue;
+        if (err != cudaSuccess)
+            q[i].failed = hash_failed(q[i].base, err) != 0;
+        else
+            q[i].hash = dh.host[i];
+    }
 }
 
 /* A call on `stream` touched the unit: its use event for that stream is recorded. */
@@ -1378,7 +1466,7 @@ static int checksum_issue(int u)
 {
     res_unit_t *un = &res.units[u];
     un->ck_pending = 0;
-    if (ck.fn == NULL || un->ck_done == NULL)
+    if (!ck.units || un->ck_done == NULL)
         return -1;
     uint64_t *out = ck.dev + u;
     if ((un->ready_recorded && prof.wait(ck.stream, un->ready, 0) != cudaSuccess) ||
@@ -2346,7 +2434,7 @@ static void activate_locked(void)
             ok = prof.create(&res.units[i].used[k], cudaEventDisableTiming) == cudaSuccess;
     for (size_t i = 0; ok && i < n; i++)
         ok = prof.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess &&
-             (ck.fn == NULL || prof.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
+             (!ck.units || prof.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
     if (!ok) {
         FT_WARN("residency: out of memory or events; nothing offloaded");
         __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
@@ -2851,16 +2939,24 @@ static uint64_t spill_admit(uint64_t size)
 
 /* Reads len bytes at addr from the host copy when addr lies in a spilled allocation
  * (discovery's content hashes); 0 when it does not. */
-static int spilled_read(void *dst, uint64_t addr, size_t len)
+/* Where addr's bytes are while its allocation is spilled (FT_SPILL); else NULL. */
+static const void *spilled_host(uint64_t addr)
 {
     if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
-        return 0;
+        return NULL;
     ft_region_t r;
     vmm_t *v;
     if (!ft_regions_find(regions, addr, &r) || (v = vmm_find(r.base)) == NULL || !v->spilled)
-        return 0;
-    memcpy(dst, (const char *)v->host + (addr - v->va), len);
-    return 1;
+        return NULL;
+    return (const char *)v->host + (addr - v->va);
+}
+
+static int spilled_read(void *dst, uint64_t addr, size_t len)
+{
+    const void *h = spilled_host(addr);
+    if (h != NULL)
+        memcpy(dst, h, len);
+    return h != NULL;
 }
 
 /* Every spilled allocation back on the device (res.lock held): the plan will not

@@ -21,6 +21,8 @@ static ft_regions_t *regions;
 static uint64_t next_base;
 static uint64_t version[4096];
 static unsigned hash_calls[4096]; /* snapshots that read each region */
+static uint64_t hash_fails;       /* a region whose content cannot be read (0: none) */
+static size_t hash_batch_max;     /* the most regions one hash call was given */
 
 static uint64_t alloc_region(uint64_t size)
 {
@@ -37,11 +39,16 @@ static uint32_t id_of(uint64_t ptr)
     return r.id;
 }
 
-static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
+static void fake_hash(void *ctx, ft_disc_hash_req_t *q, size_t n)
 {
-    hash_calls[id_of(base)]++;
-    *h = version[id_of(base)] * 31 + size;
-    return 0;
+    (void)ctx;
+    if (n > hash_batch_max)
+        hash_batch_max = n;
+    for (size_t i = 0; i < n; i++) {
+        hash_calls[id_of(q[i].base)]++;
+        q[i].hash = version[id_of(q[i].base)] * 31 + q[i].size;
+        q[i].failed = q[i].base == hash_fails;
+    }
 }
 
 static int lazy_layers; /* layers of the next forward that run extra one-time launches */
@@ -87,6 +94,8 @@ static void setup(void)
     next_base = 0x700000000000ull;
     memset(version, 0, sizeof version);
     memset(hash_calls, 0, sizeof hash_calls);
+    hash_fails = 0;
+    hash_batch_max = 0;
     ft_log_set_threshold(FT_LOG_ERROR);
 }
 
@@ -721,6 +730,32 @@ START_TEST(activations_and_copies_are_not_weights)
 }
 END_TEST
 
+/* More candidates than one hash call takes: every region is hashed, in calls of at
+ * most 256, and one whose content cannot be read is not a weight. */
+START_TEST(hash_batches_and_failures)
+{
+    enum { N = 600, PER = 15 };
+    uint64_t w[N], act = alloc_region(64 * KIB);
+    for (int i = 0; i < N; i++)
+        w[i] = alloc_region(64 * KIB);
+    hash_fails = w[N / 2];
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 4; it++)
+        for (int i = 0; i < N; i += PER)
+            launch(d, 7, i == 0 ? "first" : "matmul", act, PER + 1, act, w[i], w[i + 1], w[i + 2], w[i + 3],
+                   w[i + 4], w[i + 5], w[i + 6], w[i + 7], w[i + 8], w[i + 9], w[i + 10], w[i + 11],
+                   w[i + 12], w[i + 13], w[i + 14]);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_le(hash_batch_max, 256);
+    for (int i = 0; i < N; i++) /* the unreadable one no more once failed */
+        ck_assert_uint_eq(hash_calls[id_of(w[i])], i == N / 2 ? 1 : hash_calls[id_of(w[0])]);
+    ck_assert_uint_ge(hash_calls[id_of(w[0])], 2);
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), (N - 1) * 64 * KIB);
+    ft_disc_free(d);
+}
+END_TEST
+
 START_TEST(shared_small_segment_does_not_fool_the_detector)
 {
     /* As PyTorch lays a model out: every norm weight in one 2 MiB small-pool segment,
@@ -977,6 +1012,7 @@ Suite *discovery_suite(void)
     TCase *tc = tcase_create("engine");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, llama_units_by_wraparound);
+    tcase_add_test(tc, hash_batches_and_failures);
     tcase_add_test(tc, passes_align_on_the_embedding_despite_a_different_first_forward);
     tcase_add_test(tc, pointer_array_touches_do_not_reorder_the_pass);
     tcase_add_test(tc, stale_pointers_in_padding_do_not_move_weights);

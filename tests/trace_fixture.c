@@ -63,11 +63,11 @@ static uint32_t id_of(uint64_t ptr)
 }
 
 /* A region's content hash is its version: a kernel writing it bumps the version. */
-static int fake_hash(void *ctx, uint64_t base, uint64_t size, uint64_t *h)
+static void fake_hash(void *ctx, ft_disc_hash_req_t *q, size_t n)
 {
     (void)ctx;
-    *h = version[id_of(base)] * 31 + size;
-    return 0;
+    for (size_t i = 0; i < n; i++)
+        q[i].hash = version[id_of(q[i].base)] * 31 + q[i].size;
 }
 
 /* After discovery, launches are followed (ft_disc_track), as the shim does. */

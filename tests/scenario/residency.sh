@@ -24,6 +24,14 @@ expect_grep 'unload\(s\), 0 of them copied back' "$WORK/plain.err" "plain: uncha
 expect_grep 'host time per load: .* [1-9][0-9]* of [0-9]+ regions mapped onto the physical memory of the unit unloaded before' \
     "$WORK/plain.err" "plain: physical memory reused"
 pass "6 of 6 units offloaded under a 5 MiB budget (2 slots): same output; at most 2 units held; none copied back (device checksum)"
+# Without the device checksum (a driver that cannot JIT its PTX): discovery samples
+# the candidates' bytes instead and finds the same units; every unload copies back
+FTSIM_NO_JIT=1 run_pair nojit
+expect_grep 'the device checksum kernel did not load \(CUresult [0-9]+\)' "$WORK/nojit.err" "nojit: said once"
+n=$(grep -oE '[0-9]+ unload\(s\), [0-9]+ of them copied back' "$WORK/nojit.err" | head -1)
+[ -n "$n" ] && [ "$(echo "$n" | cut -d' ' -f1)" = "$(echo "$n" | cut -d' ' -f3)" ] \
+    || fail "nojit: every unload should copy back ($n)"
+pass "without the device checksum: the same 6 units found by sampling; same output; every unload copied back ($n)"
 # FlexTensor's own host time per launch, sampled in each phase (1 launch in 64), in the
 # exit report: under the budget (streaming), and with a budget above the model (the
 # plan streams nothing); 16 layers give every phase enough launches

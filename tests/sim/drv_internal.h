@@ -62,6 +62,7 @@
     X(FAIL_COPY,       long,   0,            "fail the Nth copy at enqueue") \
     X(FAIL_PERSIST,    long,   0,            "1: every call of a FAIL_ kind from the Nth on fails") \
     X(CUPTI_HELD,      long,   0,            "1: CUPTI's subscriber slot is taken (as by Kineto/Nsight)") \
+    X(NO_JIT,          long,   0,            "1: cuModuleLoadData refuses PTX (a driver without its JIT compiler)") \
     X(REPORT_PEAK,     long,   0,            "1: at exit, print each device's peak physical memory (what nvidia-smi would see)")
 
 typedef struct {

@@ -597,8 +597,11 @@ SIM_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image
     CUresult r;
     r = DRV_ENTER(&c, cuModuleLoadData, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS) {
+        sim_load_options();
         if (!module)
             r = CUDA_ERROR_INVALID_VALUE;
+        else if (g_sim.opt.NO_JIT)
+            r = CUDA_ERROR_JIT_COMPILER_NOT_FOUND;
         else
             *module = (CUmodule)&g_module_token;
     }

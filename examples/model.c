@@ -18,6 +18,9 @@
  *   --ptr-arrays  one more weight per layer, reached through a device table of
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
  *   --device N    run on device N (cudaSetDevice in every thread)
+ *   --side-device N  every forward begins with a kernel on device N (on a buffer of its
+ *                 own there), the thread switching to N and back: the process's first
+ *                 launch is on another device than its weights
  *   --big-tables  with --ptr-arrays: the weights behind the pointer table are as large
  *                 as a layer's (backed by virtual memory, so they could be offloaded)
  *   --swap-acts N from forward N on, the forward runs on a second pair of activation
@@ -167,6 +170,8 @@ static int bypass_from = -1; /* from this forward on, mix launches bypass the in
 static int prologue;
 static uint32_t *warm; /* --prologue's buffer */
 static int device;
+static int side_device = -1;  /* --side-device */
+static uint32_t *side_buf;    /* its buffer, on that device */
 static __thread int cur_iter; /* the forward under way on this thread */
 static int usage;
 static int drop_after = -1;
@@ -382,6 +387,14 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     dim3 block = { MODEL_BLOCK, 1, 1 };
     if (mark && iteration_mark != NULL)
         iteration_mark();
+    if (side_device >= 0) {
+        int side_n = 256;
+        void *side_args[] = { &side_buf, &side_buf, &side_n };
+        dim3 one = { 1, 1, 1 };
+        CHECK(cudaSetDevice(side_device));
+        CHECK(cudaLaunchKernel(k_mix, one, block, side_args, 0, 0));
+        CHECK(cudaSetDevice(device));
+    }
     if (nvtx)
         nvtxRangePushA("forward");
     CHECK(cudaMemcpyAsync(a, input, (size_t)dim * sizeof *a, cudaMemcpyHostToDevice, stream));
@@ -671,6 +684,8 @@ int main(int argc, char **argv)
             shared = 1;
         else if (strcmp(a, "--device") == 0 && i + 1 < argc)
             device = parse_int(a, argv[++i], 0, 1023);
+        else if (strcmp(a, "--side-device") == 0 && i + 1 < argc)
+            side_device = parse_int(a, argv[++i], 0, 1023);
         else if (strcmp(a, "--prologue") == 0)
             prologue = 1;
         else if (strcmp(a, "--big-tables") == 0)
@@ -723,7 +738,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -767,6 +782,12 @@ int main(int argc, char **argv)
         CHECK(cudaDeviceSynchronize());
     }
     load_weights();
+    if (side_device >= 0) {
+        CHECK(cudaSetDevice(side_device));
+        CHECK(cudaMalloc((void **)&side_buf, 256 * sizeof *side_buf));
+        CHECK(cudaMemset(side_buf, 0, 256 * sizeof *side_buf));
+        CHECK(cudaSetDevice(device));
+    }
 
     worker_t *wk = calloc((size_t)threads, sizeof *wk);
     pthread_t *tid = calloc((size_t)threads, sizeof *tid);

@@ -240,6 +240,8 @@ static int hash_failed(uint64_t base, cudaError_t err)
 static int spilled_read(void *dst, uint64_t addr, size_t len);
 static const void *spilled_host(uint64_t addr);
 static vmm_t *spilled_vmm(uint64_t addr);
+static int managed_device_enter(void);
+static void managed_device_leave(int prev);
 static void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n);
 
 /* The fallback where the device checksum cannot run (no JIT for its PTX, a size not a
@@ -1343,16 +1345,19 @@ static void checksum_init(void)
 {
     typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
     host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
-    if (!checksum_kernel_ready())
-        return;
+    int prev = managed_device_enter();
     size_t n = ft_disc_unit_count(disc);
-    if (host_alloc == NULL || REAL(cudaMalloc)((void **)&ck.dev, n * sizeof *ck.dev) != cudaSuccess ||
-        host_alloc((void **)&ck.host, n * sizeof *ck.host, cudaHostAllocDefault) != cudaSuccess) {
-        FT_WARN("residency: no memory for the device checksum: every evicted unit will be copied "
-                "back to the host");
+    if (!checksum_kernel_ready()) {
+        managed_device_leave(prev);
         return;
     }
-    ck.units = 1;
+    if (host_alloc == NULL || REAL(cudaMalloc)((void **)&ck.dev, n * sizeof *ck.dev) != cudaSuccess ||
+        host_alloc((void **)&ck.host, n * sizeof *ck.host, cudaHostAllocDefault) != cudaSuccess)
+        FT_WARN("residency: no memory for the device checksum: every evicted unit will be copied "
+                "back to the host");
+    else
+        ck.units = 1;
+    managed_device_leave(prev);
 }
 
 /* Sets up the residency engine's checksums on first call; 1 when they can be used. */
@@ -1375,9 +1380,18 @@ static struct {
     int tried;
 } dh;
 
+static void hash_on_device(ft_disc_hash_req_t *q, size_t n);
+
 static void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n)
 {
     (void)ctx;
+    int prev = managed_device_enter();
+    hash_on_device(q, n);
+    managed_device_leave(prev);
+}
+
+static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
+{
     typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
     cudaError_t err = REAL(cudaDeviceSynchronize)();
     if (!dh.tried && checksum_kernel_ready()) {
@@ -2852,7 +2866,9 @@ static int spill_out(vmm_t *v)
     if (v->host == NULL && (v->host = host_store_alloc(v->size)) == NULL)
         return -1;
     REAL(cudaDeviceSynchronize)();
+    int prev = managed_device_enter();
     spill_sum(v);
+    managed_device_leave(prev);
     if (REAL(cudaMemcpy)(v->host, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess)
         return -1;
     if (drv.unmap(v->va, v->size) != CUDA_SUCCESS)
@@ -3066,6 +3082,33 @@ static int on_managed_device(int runtime)
         want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
     }
     return (int)dev == want;
+}
+
+/* Makes the managed device current for FlexTensor's own device work, from whatever
+ * thread and device the application's call came: the checksum's module, stream and
+ * buffers are the managed device's, and a kernel reading its memory from another
+ * device without peer access faults. Returns the device to restore, or -1. */
+static int managed_device_enter(void)
+{
+    typedef cudaError_t (*get_fn)(int *);
+    typedef cudaError_t (*set_fn)(int);
+    static get_fn get;
+    static set_fn set;
+    if (get == NULL) {
+        set = (set_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaSetDevice");
+        get = (get_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
+    }
+    int want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE), cur = -1;
+    if (want < 0 || get == NULL || set == NULL || get(&cur) != cudaSuccess || cur == want)
+        return -1;
+    return set(want) == cudaSuccess ? cur : -1;
+}
+
+static void managed_device_leave(int prev)
+{
+    typedef cudaError_t (*set_fn)(int);
+    if (prev >= 0)
+        ((set_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaSetDevice"))(prev);
 }
 
 /* Device addresses of virtual-memory allocations (core/vaspace.h): cut in order out of

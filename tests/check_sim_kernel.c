@@ -553,6 +553,34 @@ START_TEST(test_devices_and_versions)
 }
 END_TEST
 
+/* No peer access in the simulator: a kernel given another device's memory faults when
+ * it runs (sticky on its context), and a stream of another device's context is not a
+ * handle the current one knows. */
+START_TEST(test_other_devices_memory_and_streams)
+{
+    setenv("FTSIM_DEVICE_COUNT", "2", 1);
+    register_axpy();
+    bufs_t b = setup_bufs(); /* on device 0 */
+    cudaStream_t s0;
+    RT_OK(cudaStreamCreate(&s0));
+    float a = 1.0f;
+    char tag = 'P';
+    void *args[] = {&a, &b.x, &b.y, &b.n, &tag};
+    dim3 g = {1, 1, 1}, blk = {64, 1, 1};
+    RT_OK(cudaSetDevice(1));
+    ck_assert_int_eq(cudaLaunchKernel(&axpy_stub, g, blk, args, 0, s0), cudaErrorInvalidResourceHandle);
+    stderr_capture_begin();
+    RT_OK(cudaLaunchKernel(&axpy_stub, g, blk, args, 0, 0));
+    cudaError_t e = cudaDeviceSynchronize();
+    const char *err = stderr_capture_end();
+    ck_assert_int_eq(e, cudaErrorIllegalAddress);
+    ck_assert_ptr_nonnull(strstr(err, "device 0's memory, no peer access"));
+    RT_OK(cudaSetDevice(0)); /* device 0's context is untouched */
+    RT_OK(cudaLaunchKernel(&axpy_stub, g, blk, args, 0, s0));
+    check_y(b, 1.0f);
+}
+END_TEST
+
 START_TEST(test_driver_needs_init_and_context)
 {
     CUdeviceptr p;
@@ -624,6 +652,7 @@ Suite *sim_kernel_suite(void)
     tcase_add_test(tc, test_export_lists);
     tcase_add_test(tc, test_checksum_kernel_from_ptx);
     tcase_add_test(tc, test_devices_and_versions);
+    tcase_add_test(tc, test_other_devices_memory_and_streams);
     tcase_add_test(tc, test_driver_needs_init_and_context);
     tcase_add_test(tc, test_error_strings_and_last_error);
     tcase_add_test(tc, test_registration_does_not_start_device);

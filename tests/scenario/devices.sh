@@ -34,3 +34,18 @@ d = json.load(sys.stdin)
 assert d["units"] == [] and all(r["size"] < 4096 for r in d["regions"]), (d["units"], d["regions"][:3])' \
     || fail "FT_GPU_DEVICE=0: device 1's allocations were tracked"
 pass "FT_GPU_DEVICE=0 while the model runs on device 1: its allocations pass through untracked; same output"
+
+# One process on two devices: its weights on device 0, and every forward begins with a
+# kernel on device 1 (the thread switching there and back), so discovery's first
+# snapshot comes from a launch on device 1. FlexTensor's own device work (the content
+# checksums) must run on the managed device: from device 1, without peer access, the
+# simulator faults, as a GPU would.
+sim "$MODEL" "${ARGS[@]}" --side-device 1 >"$WORK/side.plain" || fail "--side-device 1 without shim failed"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB \
+    shim "$MODEL" "${ARGS[@]}" --side-device 1 >"$WORK/side.out" 2>"$WORK/side.err" \
+    || { sed 's/^/    | /' "$WORK/side.err" | tail -5 >&2; fail "--side-device 1 under the shim failed"; }
+cmp -s "$WORK/side.plain" "$WORK/side.out" || fail "--side-device 1: output differs"
+expect_grep 'managing device 0 \(FT_GPU_DEVICE=-1: the first allocation' "$WORK/side.err" "side: device 0 managed"
+expect_grep 'residency: 6 unit\(s\), 6\.0 MiB, moved to pinned host memory' "$WORK/side.err" "side: offloaded"
+grep -q 'cannot read region' "$WORK/side.err" && fail "--side-device 1: a content check failed"
+pass "a process on two devices whose first launch is on the other one: the 6 units found and offloaded; same output"

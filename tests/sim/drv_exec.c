@@ -395,6 +395,14 @@ static int run_device_work(struct CUstream_st *s, sim_op_t *op)
     t_frame = &frame;
     switch (op->kind) {
     case SIM_OP_KERNEL:
+        if (op->u.kern.foreign != 0) {
+            sim_log("illegal address %#llx (device %d's memory, no peer access) in kernel %s on "
+                    "stream %u of device %d: CUDA_ERROR_ILLEGAL_ADDRESS is now sticky on the context",
+                    (unsigned long long)op->u.kern.foreign, op->u.kern.foreign_dev,
+                    op->u.kern.k->name, s->id, s->ctx->dev->ordinal);
+            t_frame = NULL;
+            return -1;
+        }
         op->u.kern.k->desc.fn(op->u.kern.args, &op->u.kern.dims);
         break;
     case SIM_OP_COPY:

@@ -127,6 +127,8 @@ typedef struct sim_op {
             void *argbuf;
             void **args;
             simcuda_dims_t dims;
+            uint64_t foreign;           /* an argument in another device's memory: faults */
+            int foreign_dev;            /* that device */
         } kern;
         struct {
             void *dst;

@@ -224,6 +224,23 @@ static CUresult launch(CUfunction f, const launch_dims_t *d, void **params, void
     pthread_mutex_lock(&g_sim.lock);
     struct CUstream_st *s;
     CUresult r = sim_stream_resolve(d->stream, &s);
+    /* A stream of another context is not a handle this context knows (the driver's
+     * CUDA_ERROR_INVALID_HANDLE, "invalid resource handle" through the runtime). */
+    if (r == CUDA_SUCCESS && s->ctx != sim_current_ctx())
+        r = CUDA_ERROR_INVALID_HANDLE;
+    /* The simulator has no peer access: a kernel given an address of another device's
+     * memory faults when it runs, as one reading it would on a GPU. */
+    for (int i = 0; r == CUDA_SUCCESS && i < k->desc.nparams; i++) {
+        uint64_t v;
+        if (k->desc.param_size[i] != 8)
+            continue;
+        memcpy(&v, args[i], 8);
+        sim_dev_t *dev = sim_mem_device_of((const void *)(uintptr_t)v);
+        if (dev != NULL && dev != s->ctx->dev && op->u.kern.foreign == 0) {
+            op->u.kern.foreign = v;
+            op->u.kern.foreign_dev = dev->ordinal;
+        }
+    }
     if (r == CUDA_SUCCESS)
         sim_enqueue_kernel(s, op, cost);
     pthread_mutex_unlock(&g_sim.lock);

@@ -20,7 +20,8 @@
  *   --device N    run on device N (cudaSetDevice in every thread)
  *   --side-device N  every forward begins with a kernel on device N (on a buffer of its
  *                 own there), the thread switching to N and back: the process's first
- *                 launch is on another device than its weights
+ *                 launch is on another device than its weights; then, on N's stream, a
+ *                 copy of the start of layer 0's weight into that buffer (a peer copy)
  *   --big-tables  with --ptr-arrays: the weights behind the pointer table are as large
  *                 as a layer's (backed by virtual memory, so they could be offloaded)
  *   --swap-acts N from forward N on, the forward runs on a second pair of activation
@@ -393,6 +394,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         dim3 one = { 1, 1, 1 };
         CHECK(cudaSetDevice(side_device));
         CHECK(cudaLaunchKernel(k_mix, one, block, side_args, 0, 0));
+        CHECK(cudaMemcpyAsync(side_buf, model[0].w, 256 * sizeof *side_buf, cudaMemcpyDeviceToDevice, 0));
         CHECK(cudaSetDevice(device));
     }
     if (nvtx)

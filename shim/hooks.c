@@ -81,6 +81,7 @@ static struct {
     /* The driver's query: the runtime's may leave cudaErrorNotReady for the
      * application's next cudaGetLastError. */
     CUresult (*event_query)(CUevent);
+    CUresult (*can_access_peer)(int *, CUdevice, CUdevice);
 } drv;
 
 /* Kernel metadata, per handle (CUkernel, CUfunction, or a runtime stub address). */
@@ -242,6 +243,7 @@ static const void *spilled_host(uint64_t addr);
 static vmm_t *spilled_vmm(uint64_t addr);
 static int managed_device_enter(void);
 static void managed_device_leave(int prev);
+static int managed_cu_device(CUdevice *dev);
 static void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n);
 
 /* The fallback where the device checksum cannot run (no JIT for its PTX, a size not a
@@ -303,6 +305,7 @@ static void resolve(void)
     drv.unmap = ft_shim_driver_proc("cuMemUnmap", 10020);
     drv.set_access = ft_shim_driver_proc("cuMemSetAccess", 10020);
     drv.event_query = ft_shim_driver_proc("cuEventQuery", 2000);
+    drv.can_access_peer = ft_shim_driver_proc("cuDeviceCanAccessPeer", 4000);
     drv.get_kernel = (get_kernel_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetKernel");
 }
 
@@ -1160,11 +1163,23 @@ static CUmemAllocationProp device_prop(CUdevice dev)
     return prop;
 }
 
-/* Makes [va, va + len), mapped, readable and writable from dev. */
+/* Other devices the process uses that can reach the managed device's memory (a bit per
+ * ordinal, see peer_note): a virtual-memory mapping is reachable from another device
+ * only where cuMemSetAccess grants it, whatever peer access the application enabled
+ * (on the H200 pair, a copy between the devices was "invalid argument" without). */
+static uint32_t peer_devs;
+
+/* Makes [va, va + len), mapped, readable and writable from dev and its peers in use. */
 static CUresult set_access(CUdevice dev, uint64_t va, size_t len)
 {
-    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    return drv.set_access(va, len, &access, 1);
+    CUmemAccessDesc access[32];
+    size_t n = 0;
+    access[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    uint32_t peers = __atomic_load_n(&peer_devs, __ATOMIC_ACQUIRE);
+    for (int d = 0; d < 32; d++)
+        if ((peers >> d & 1u) && d != dev)
+            access[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, d }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    return drv.set_access(va, len, access, n);
 }
 
 /* Maps physical memory of dev over [va, va + len), readable and writable from dev
@@ -1662,7 +1677,7 @@ load:;
     uint64_t t2 = now_ns(), copy0 = res.ns_copy;
     release_unmatched_spares(un);
     CUdevice dev;
-    int have_dev = drv.ctx_get_device(&dev) == CUDA_SUCCESS;
+    int have_dev = managed_cu_device(&dev) == 0;
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         r->mapping = r->size != 0 && have_dev && map_region(r, dev) == 0; /* size 0: freed */
@@ -2758,7 +2773,7 @@ static uint64_t spill_held(void)
 static int map_fresh(uint64_t va, size_t len, CUmemGenericAllocationHandle *h)
 {
     CUdevice dev;
-    if (drv.ctx_get_device(&dev) != CUDA_SUCCESS)
+    if (managed_cu_device(&dev) != 0)
         return -1;
     return map_physical(dev, va, len, h, 0, NULL, 0) == CUDA_SUCCESS ? 0 : -1;
 }
@@ -3066,6 +3081,44 @@ static int managed_dev = -2; /* -2: not decided yet */
 
 /* runtime: the caller is a runtime allocation, which makes the primary context
  * current first (a driver caller has its own context current). */
+/* The process allocates on device `other` too: where it can reach the managed device,
+ * FlexTensor's mappings from now on, and those mapped already, grant it access, as the
+ * allocations cudaMalloc would have made are reachable once the application enables
+ * peer access. Said once per device. */
+static void peer_note(int other, int managed)
+{
+    static uint32_t checked;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    if (other < 0 || other >= 32 || managed < 0 || (__atomic_load_n(&checked, __ATOMIC_ACQUIRE) >> other & 1u))
+        return;
+    pthread_mutex_lock(&lock);
+    int can = 0;
+    if (!(checked >> other & 1u) && drv.can_access_peer != NULL && drv.set_access != NULL &&
+        drv.can_access_peer(&can, other, managed) == CUDA_SUCCESS && can) {
+        __atomic_or_fetch(&peer_devs, 1u << other, __ATOMIC_ACQ_REL);
+        unsigned granted = 0, mapped = 0;
+        CUmemAccessDesc a = { { CU_MEM_LOCATION_TYPE_DEVICE, other }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        vmm_t *v, *tmp;
+        pthread_mutex_lock(&vmm_lock);
+        HASH_ITER(hh, vmms, v, tmp) {
+            if (v->spilled)
+                continue;
+            mapped++;
+            /* Streamed units not loaded have nothing mapped: refused, and granted at
+             * their next load. */
+            granted += drv.set_access(v->va, v->size, &a, 1) == CUDA_SUCCESS;
+        }
+        pthread_mutex_unlock(&vmm_lock);
+        FT_INFO("device %d is used too: FlexTensor's mappings on device %d are made accessible from it "
+                "(%u of %u allocations now, the rest as they are mapped)", other, managed, granted, mapped);
+    } else if (!(checked >> other & 1u)) {
+        FT_INFO("device %d is used too, and cannot reach device %d's memory (no peer access): kernels "
+                "and copies on it cannot touch FlexTensor's allocations", other, managed);
+    }
+    __atomic_or_fetch(&checked, 1u << other, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&lock);
+}
+
 static int on_managed_device(int runtime)
 {
     CUdevice dev;
@@ -3081,7 +3134,23 @@ static int on_managed_device(int runtime)
             FT_INFO("managing device %d (FT_GPU_DEVICE%s)", pick, cfgp->gpu_device >= 0 ? "" : "=-1: the first allocation's");
         want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
     }
+    if ((int)dev != want)
+        peer_note((int)dev, want);
     return (int)dev == want;
+}
+
+/* The device FlexTensor's physical memory goes on: the managed one, whatever device
+ * the calling thread has current (a fault-in from a copy issued on another device put
+ * a weight's memory there, and the next kernel on the managed device faulted). 0 on
+ * success. */
+static int managed_cu_device(CUdevice *dev)
+{
+    int want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
+    if (want >= 0) {
+        *dev = (CUdevice)want;
+        return 0;
+    }
+    return drv.ctx_get_device(dev) == CUDA_SUCCESS ? 0 : -1;
 }
 
 /* Makes the managed device current for FlexTensor's own device work, from whatever

@@ -128,6 +128,50 @@ static CUdeviceptr map_phys(CUmemGenericAllocationHandle *h, size_t size, int se
     return va;
 }
 
+/* Another device reaches a virtual-memory mapping only where cuMemSetAccess granted it:
+ * a copy on its stream is CUDA_ERROR_INVALID_VALUE before, fine after; an ordinary
+ * allocation is copied (staged) without any grant. FTSIM_PEER=0 refuses the grant. */
+START_TEST(test_peer_access_to_mappings)
+{
+    setenv("FTSIM_DEVICE_COUNT", "2", 1);
+    RT_OK(cudaFree(0));
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va = map_phys(&h, 2u << 20, 1); /* device 0's, granted to device 0 */
+    void *plain0;
+    RT_OK(cudaMalloc(&plain0, 4096));
+    int can = -1;
+    RT_OK(cudaDeviceCanAccessPeer(&can, 1, 0));
+    ck_assert_int_eq(can, 1);
+    RT_OK(cudaSetDevice(1));
+    void *buf1;
+    RT_OK(cudaMalloc(&buf1, 4096));
+    ck_assert_int_eq(cudaMemcpy(buf1, (void *)va, 4096, cudaMemcpyDeviceToDevice), cudaErrorInvalidValue);
+    RT_OK(cudaMemcpy(buf1, plain0, 4096, cudaMemcpyDeviceToDevice));
+    CUmemAccessDesc ad = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CU_OK(cuMemSetAccess(va, 2u << 20, &ad, 1));
+    RT_OK(cudaMemcpy(buf1, (void *)va, 4096, cudaMemcpyDeviceToDevice));
+    RT_OK(cudaSetDevice(0)); /* device 0 kept its own access */
+    RT_OK(cudaMemcpy(plain0, (void *)va, 4096, cudaMemcpyDeviceToDevice));
+}
+END_TEST
+
+START_TEST(test_no_peer_access_refuses_grants)
+{
+    setenv("FTSIM_DEVICE_COUNT", "2", 1);
+    setenv("FTSIM_PEER", "0", 1);
+    RT_OK(cudaFree(0));
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va = map_phys(&h, 2u << 20, 1);
+    int can = -1;
+    RT_OK(cudaDeviceCanAccessPeer(&can, 1, 0));
+    ck_assert_int_eq(can, 0);
+    CUmemAccessDesc ad = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    ck_assert_int_eq(cuMemSetAccess(va, 2u << 20, &ad, 1), CUDA_ERROR_INVALID_DEVICE);
+}
+END_TEST
+
 START_TEST(test_access_before_set_access_faults)
 {
     sim_test_register();
@@ -431,6 +475,8 @@ Suite *sim_mem_suite(void)
     tcase_add_test(tc, test_copy_roundtrip);
     tcase_add_test(tc, test_unmapped_access_is_sticky_illegal_address);
     tcase_add_test(tc, test_access_before_set_access_faults);
+    tcase_add_test(tc, test_peer_access_to_mappings);
+    tcase_add_test(tc, test_no_peer_access_refuses_grants);
     tcase_add_test(tc, test_access_after_set_access_works);
     tcase_add_test(tc, test_double_mapping_same_bytes);
     tcase_add_test(tc, test_vmm_validation_and_granularity);

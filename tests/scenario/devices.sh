@@ -37,9 +37,11 @@ pass "FT_GPU_DEVICE=0 while the model runs on device 1: its allocations pass thr
 
 # One process on two devices: its weights on device 0, and every forward begins with a
 # kernel on device 1 (the thread switching there and back), so discovery's first
-# snapshot comes from a launch on device 1. FlexTensor's own device work (the content
-# checksums) must run on the managed device: from device 1, without peer access, the
-# simulator faults, as a GPU would.
+# snapshot comes from a launch on device 1, then a copy from layer 0's weight on device
+# 1's stream. FlexTensor's own device work (the content checksums) must run on the
+# managed device (from device 1 the simulator faults, as a GPU would); a weight faulted
+# in by that copy must get its memory on device 0; and device 1 must be granted access
+# to FlexTensor's mappings (without, the copy is "invalid argument", as on the H200 pair).
 sim "$MODEL" "${ARGS[@]}" --side-device 1 >"$WORK/side.plain" || fail "--side-device 1 without shim failed"
 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB \
     shim "$MODEL" "${ARGS[@]}" --side-device 1 >"$WORK/side.out" 2>"$WORK/side.err" \
@@ -48,4 +50,5 @@ cmp -s "$WORK/side.plain" "$WORK/side.out" || fail "--side-device 1: output diff
 expect_grep 'managing device 0 \(FT_GPU_DEVICE=-1: the first allocation' "$WORK/side.err" "side: device 0 managed"
 expect_grep 'residency: 6 unit\(s\), 6\.0 MiB, moved to pinned host memory' "$WORK/side.err" "side: offloaded"
 grep -q 'cannot read region' "$WORK/side.err" && fail "--side-device 1: a content check failed"
-pass "a process on two devices whose first launch is on the other one: the 6 units found and offloaded; same output"
+expect_grep 'device 1 is used too: FlexTensor.s mappings on device 0 are made accessible from it' "$WORK/side.err" "side: access granted"
+pass "a process on two devices whose first launch, and a copy from a weight, are on the other one: access granted; the 6 units found and offloaded; same output"

@@ -451,6 +451,26 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
     return r;
 }
 
+static int rt_peer_access(int dev, int peer);
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+    cuDeviceCanAccessPeer_params p = {canAccessPeer, dev, peerDev};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuDeviceCanAccessPeer, &p, &r, 0);
+    if (r == CUDA_SUCCESS) {
+        if (!canAccessPeer)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (!dev_of(dev) || !dev_of(peerDev))
+            r = CUDA_ERROR_INVALID_DEVICE;
+        else
+            *canAccessPeer = rt_peer_access(dev, peerDev);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
 SIM_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     cuDeviceTotalMem_v2_params p = {bytes, dev};
@@ -979,6 +999,12 @@ static CUresult rt_use_device(int ordinal)
 
 static int rt_device_count(void) { return g_sim.ndev; }
 
+static int rt_peer_access(int dev, int peer)
+{
+    sim_load_options();
+    return g_sim.opt.PEER && dev != peer;
+}
+
 static CUresult rt_sticky(void)
 {
     return t_ctx ? t_ctx->sticky : CUDA_SUCCESS;
@@ -995,6 +1021,7 @@ static const simcu_rt_table_t g_rt_table = {
     .use_device = rt_use_device,
     .device_count = rt_device_count,
     .sticky_error = rt_sticky,
+    .peer_access = rt_peer_access,
 };
 
 static int cupti_subscribe(CUpti_CallbackFunc fn, void *userdata)

@@ -1061,6 +1061,15 @@ static CUresult copy(void *dst, const void *src, size_t bytes, CUstream h, int s
     struct CUstream_st *s = NULL;
     if (r == CUDA_SUCCESS)
         r = sim_stream_resolve(h, &s);
+    /* Another device's virtual-memory mapping is reachable where cuMemSetAccess granted
+     * the stream's device access (the H200 pair: "invalid argument" otherwise); its
+     * ordinary allocations are, the driver staging the copy. */
+    for (int e = 0; r == CUDA_SUCCESS && e < 2; e++) {
+        const void *p = e == 0 ? src : dst;
+        sim_dev_t *pd = (e == 0 ? sdev : ddev) ? sim_mem_device_of(p) : NULL;
+        if (pd != NULL && pd != s->ctx->dev && sim_mem_granted(p, s->ctx->dev) == 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+    }
     if (r == CUDA_SUCCESS && sim_fault_hit(SIM_FAULT_KIND_COPY))
         r = CUDA_ERROR_UNKNOWN;
     sim_op_t *op = NULL;

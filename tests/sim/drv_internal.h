@@ -63,6 +63,7 @@
     X(FAIL_PERSIST,    long,   0,            "1: every call of a FAIL_ kind from the Nth on fails") \
     X(CUPTI_HELD,      long,   0,            "1: CUPTI's subscriber slot is taken (as by Kineto/Nsight)") \
     X(NO_JIT,          long,   0,            "1: cuModuleLoadData refuses PTX (a driver without its JIT compiler)") \
+    X(PEER,            long,   1,            "1: devices can access each other's virtual-memory mappings where cuMemSetAccess grants it (0: no peer access at all)") \
     X(REPORT_PEAK,     long,   0,            "1: at exit, print each device's peak physical memory (what nvidia-smi would see)")
 
 typedef struct {
@@ -232,6 +233,9 @@ int sim_mem_init(void);
 int sim_in_arena(const void *p, size_t n);
 int sim_host_pinned(const void *p, size_t n);  /* whole range inside a pinned range */
 sim_dev_t *sim_mem_device_of(const void *p);   /* device of a device address or NULL */
+/* Whether dev may reach p through a virtual-memory mapping: 1 when cuMemSetAccess
+ * granted it, 0 when not, -1 when p is in no mapping (lock held). */
+int sim_mem_granted(const void *p, const sim_dev_t *dev);
 void sim_mem_free_async_op(CUdeviceptr ptr);   /* called by a worker, lock held */
 
 /* ---- drv_exec.c ---- */

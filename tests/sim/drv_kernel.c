@@ -228,15 +228,17 @@ static CUresult launch(CUfunction f, const launch_dims_t *d, void **params, void
      * CUDA_ERROR_INVALID_HANDLE, "invalid resource handle" through the runtime). */
     if (r == CUDA_SUCCESS && s->ctx != sim_current_ctx())
         r = CUDA_ERROR_INVALID_HANDLE;
-    /* The simulator has no peer access: a kernel given an address of another device's
-     * memory faults when it runs, as one reading it would on a GPU. */
+    /* A kernel given an address of another device's memory that this device was not
+     * granted (cuMemSetAccess on a virtual-memory mapping; the simulator has no other
+     * peer access) faults when it runs, as one reading it would on a GPU. */
     for (int i = 0; r == CUDA_SUCCESS && i < k->desc.nparams; i++) {
         uint64_t v;
         if (k->desc.param_size[i] != 8)
             continue;
         memcpy(&v, args[i], 8);
         sim_dev_t *dev = sim_mem_device_of((const void *)(uintptr_t)v);
-        if (dev != NULL && dev != s->ctx->dev && op->u.kern.foreign == 0) {
+        if (dev != NULL && dev != s->ctx->dev && op->u.kern.foreign == 0 &&
+            sim_mem_granted((const void *)(uintptr_t)v, s->ctx->dev) != 1) {
             op->u.kern.foreign = v;
             op->u.kern.foreign_dev = dev->ordinal;
         }

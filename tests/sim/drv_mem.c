@@ -119,6 +119,7 @@ typedef struct {
     sim_phys_t *ph;
     size_t offset;
     CUmemAccess_flags access;
+    uint32_t devs;      /* devices cuMemSetAccess granted access (bit per ordinal) */
     uint64_t buffer_id;
 } sim_map_t;
 
@@ -381,6 +382,14 @@ SIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_, size_t *total)
     }
     sim_api_exit(&c);
     return r;
+}
+
+int sim_mem_granted(const void *ptr, const sim_dev_t *dev)
+{
+    sim_map_t *m = rs_find(&g_maps, (uintptr_t)ptr);
+    if (m == NULL)
+        return -1;
+    return dev != NULL && (m->devs >> dev->ordinal & 1u);
 }
 
 sim_dev_t *sim_mem_device_of(const void *ptr)
@@ -1078,7 +1087,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset
             if (m == MAP_FAILED) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
             } else {
-                sim_map_t e = {va, size, ph, offset, CU_MEM_ACCESS_FLAGS_PROT_NONE,
+                sim_map_t e = {va, size, ph, offset, CU_MEM_ACCESS_FLAGS_PROT_NONE, 0,
                                g_next_buffer_id++};
                 if (rs_insert(&g_maps, &e) != 0) {
                     arena_discard(va, size);
@@ -1164,15 +1173,26 @@ SIM_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const C
                 at = m->base + m->size;
                 i++;
             }
-            if (at < end) {
+            /* Another device than the memory's own needs peer access (FTSIM_PEER). */
+            for (size_t k = first; r == CUDA_SUCCESS && !g_sim.opt.PEER && k < i; k++)
+                for (size_t d = 0; d < count; d++)
+                    if (((sim_map_t *)RS_AT(&g_maps, k))->ph->dev->ordinal != desc[d].location.id)
+                        r = CUDA_ERROR_INVALID_DEVICE;
+            if (r == CUDA_SUCCESS && at < end) {
                 r = CUDA_ERROR_INVALID_VALUE;  /* part of the range is not mapped */
-            } else {
+            } else if (r == CUDA_SUCCESS) {
                 int prot = fl == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
                          : fl == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ : PROT_NONE;
                 if (mprotect((void *)va, size, prot) != 0)
                     r = CUDA_ERROR_INVALID_VALUE;
-                for (size_t k = first; r == CUDA_SUCCESS && k < i; k++)
-                    ((sim_map_t *)RS_AT(&g_maps, k))->access = fl;
+                for (size_t k = first; r == CUDA_SUCCESS && k < i; k++) {
+                    sim_map_t *m = RS_AT(&g_maps, k);
+                    m->access = fl;
+                    for (size_t d = 0; d < count; d++) { /* the listed devices; others keep theirs */
+                        uint32_t bit = 1u << desc[d].location.id;
+                        m->devs = desc[d].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE ? m->devs | bit : m->devs & ~bit;
+                    }
+                }
             }
             /* The host time the call takes (FTSIM_VMM_ACCESS_NS): work the host enqueues
              * afterwards starts that much later on the virtual clock. */

@@ -442,7 +442,7 @@ RT_EXPORT cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int *canAccessPeer, int 
         else if (device < 0 || device >= n || peerDevice < 0 || peerDevice >= n)
             e = cudaErrorInvalidDevice;
         else
-            *canAccessPeer = 0;  /* no peer copies in the simulator */
+            *canAccessPeer = P->peer_access(device, peerDevice);
     }
     return rt_exit(&c, e);
 }

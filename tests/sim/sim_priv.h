@@ -59,6 +59,8 @@ typedef struct simcu_rt_table {
     int (*device_count)(void);
     /* Sticky error of the current context, CUDA_SUCCESS if none. */
     CUresult (*sticky_error)(void);
+    /* 1 when `dev` can access `peer`'s memory (FTSIM_PEER; never its own). */
+    int (*peer_access)(int dev, int peer);
 } simcu_rt_table_t;
 
 /* Neutral activity record the driver hands to libcupti when a GPU operation

@@ -125,6 +125,7 @@ static int discovering;       /* relaxed: cleared once discovery is done */
  * calls it would guard then skip even its entry count. */
 static int engine_off;
 static int profiling;         /* relaxed: set when discovery is done, cleared after */
+static int managed_dev = -2; /* -2: not decided yet */
 static pthread_rwlock_t kinfo_lock = PTHREAD_RWLOCK_INITIALIZER;
 static kinfo_t *kinfos;
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -2567,8 +2568,66 @@ static void cupti_after_first_pass(void)
             (unsigned long long)s.launches, (unsigned long long)s.copies, (unsigned long long)s.sets);
 }
 
+/* Set by peer_note: the process allocates on another device too, so launches before
+ * the plan check the device they run on (stand_down). */
+static int other_device_seen;
+
+/* A kernel launched on another device than the managed one before the plan: one
+ * process on several GPUs is not supported yet (README; on the H200 pair profiling
+ * failed in that case). FlexTensor stands down: discovery and profiling stop, no plan
+ * is made, CUPTI is released, FT_SPILL's allocations come back to the device (what the
+ * device cannot take back stays in host memory, faulted in on use), and calls pass
+ * through from then on. */
+static int stood_down;
+
+static void stand_down(int other)
+{
+    if (__atomic_exchange_n(&stood_down, 1, __ATOMIC_ACQ_REL))
+        return;
+    __atomic_store_n(&discovering, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&profiling, 0, __ATOMIC_RELEASE);
+    if (prof.cupti_timing) {
+        prof.cupti_timing = 0;
+        ft_cupti_timing_stop();
+    }
+    ft_cupti_stop();
+    FT_WARN("a kernel was launched on device %d while FlexTensor manages device %d: one process "
+            "on several GPUs is not supported yet, so FlexTensor stands down (nothing is "
+            "offloaded; calls pass through)", other, __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
+    int keep = 0;
+    if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
+        if (!engine_held)
+            pthread_mutex_lock(&res.lock);
+        keep = spill_restore_all("FlexTensor stands down") > 0;
+        if (!keep)
+            __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+        if (!engine_held)
+            pthread_mutex_unlock(&res.lock);
+    }
+    if (!keep)
+        __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
+}
+
+/* 1 when this launch runs on another device than the managed one, before a plan. */
+static int launch_elsewhere(int *dev)
+{
+    if (!__atomic_load_n(&other_device_seen, __ATOMIC_ACQUIRE) || __atomic_load_n(&res.active, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&res.pending, __ATOMIC_RELAXED))
+        return 0;
+    CUdevice d;
+    int want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
+    if (want < 0 || drv.ctx_get_device == NULL || drv.ctx_get_device(&d) != CUDA_SUCCESS || (int)d == want)
+        return 0;
+    *dev = (int)d;
+    return 1;
+}
+
 static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
 {
+    int elsewhere;
+    if ((__atomic_load_n(&discovering, __ATOMIC_RELAXED) || __atomic_load_n(&profiling, __ATOMIC_RELAXED)) &&
+        launch_elsewhere(&elsewhere))
+        stand_down(elsewhere);
     int disc_on = __atomic_load_n(&discovering, __ATOMIC_RELAXED);
     int res_on = engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
     /* FT_SPILL's faults go on whatever discovery found (nothing, after its restarts). */
@@ -3077,7 +3136,6 @@ static uint64_t spill_restore_all(const char *why)
 /* FT_GPU_DEVICE: the one device whose allocations FlexTensor manages (-1: the device
  * current at the first allocation). Others pass through, untracked, so their
  * launches touch no region. */
-static int managed_dev = -2; /* -2: not decided yet */
 
 /* runtime: the caller is a runtime allocation, which makes the primary context
  * current first (a driver caller has its own context current). */
@@ -3091,6 +3149,7 @@ static void peer_note(int other, int managed)
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     if (other < 0 || other >= 32 || managed < 0 || (__atomic_load_n(&checked, __ATOMIC_ACQUIRE) >> other & 1u))
         return;
+    __atomic_store_n(&other_device_seen, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&lock);
     int can = 0;
     if (!(checked >> other & 1u) && drv.can_access_peer != NULL && drv.set_access != NULL &&
@@ -3583,8 +3642,10 @@ static double mean_us(uint64_t ns, uint64_t n)
 
 static void report_launch_self(void)
 {
-    static const char *const names[PH_COUNT] = { "discovery", "profiling", "streaming",
-                                                 "after a plan that streams nothing", "other" };
+    const char *const names[PH_COUNT] = { "discovery", "profiling", "streaming",
+                                          __atomic_load_n(&stood_down, __ATOMIC_ACQUIRE)
+                                              ? "after standing down" : "after a plan that streams nothing",
+                                          "other" };
     char line[512];
     size_t len = 0;
     for (int ph = 0; ph < PH_COUNT; ph++) {

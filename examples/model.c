@@ -589,6 +589,9 @@ static void *run_worker(void *arg)
             forward(stream, a, b, out);
         CHECK(cudaEventRecord(t1, stream));
         CHECK(cudaStreamSynchronize(stream));
+        /* As PyTorch checks after every launch: an error FlexTensor's own calls left in
+         * the runtime's last error would surface here. */
+        CHECK(cudaGetLastError());
         if (timing && wk->id == 0) {
             float ms = 0;
             CHECK(cudaEventElapsedTime(&ms, t0, t1));

@@ -532,6 +532,63 @@ static struct {
  * room it was sized to and the simulator's peak went a granule over the budget. */
 static uint64_t bw_device_bytes;
 
+/* --- FlexTensor's own runtime calls and the application's last error ---------------
+ *
+ * A runtime call that fails leaves its error as the thread's last error, which the
+ * application reads with its next cudaGetLastError: PyTorch checks after every launch,
+ * and would raise FlexTensor's failed allocation (a device too full to measure the link
+ * with 128 MiB, on the simulator) as its own out-of-memory. FlexTensor's own calls that
+ * can fail in normal operation go through own_call, which takes such an error back
+ * unless the application had one pending already. */
+typedef cudaError_t (*last_error_fn)(void);
+
+static cudaError_t own_pending(void)
+{
+    static last_error_fn peek;
+    if (peek == NULL)
+        peek = (last_error_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaPeekAtLastError");
+    return peek != NULL ? peek() : cudaSuccess;
+}
+
+/* rc: what the own call returned; pending: own_pending() before it. */
+static cudaError_t own_call(cudaError_t rc, cudaError_t pending)
+{
+    static last_error_fn take;
+    if (rc == cudaSuccess || pending != cudaSuccess)
+        return rc;
+    if (take == NULL)
+        take = (last_error_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetLastError");
+    if (take != NULL)
+        take();
+    return rc;
+}
+
+static cudaError_t own_malloc(void **p, size_t n)
+{
+    cudaError_t pending = own_pending();
+    return own_call(REAL(cudaMalloc)(p, n), pending);
+}
+
+static cudaError_t own_host_alloc(void **p, size_t n)
+{
+    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
+    host_alloc_fn alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
+    if (alloc == NULL)
+        return cudaErrorSharedObjectSymbolNotFound;
+    cudaError_t pending = own_pending();
+    return own_call(alloc(p, n, cudaHostAllocDefault), pending);
+}
+
+static cudaError_t own_stream(cudaStream_t *s)
+{
+    typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
+    stream_create_fn create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
+    if (create == NULL)
+        return cudaErrorSharedObjectSymbolNotFound;
+    cudaError_t pending = own_pending();
+    return own_call(create(s, cudaStreamNonBlocking), pending);
+}
+
 static void *host_store_alloc(size_t size);
 static void host_store_free(void *p);
 static const char *host_store_kind(void);
@@ -542,11 +599,9 @@ static uint64_t spill_held(void);
  * (FT_PINNED_MEMORY, FT_PINNED_MEMORY_MODE), so the plan gets their bandwidth. */
 static void measure_bandwidth(void)
 {
-    typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
     typedef cudaError_t (*stream_destroy_fn)(cudaStream_t);
-    stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
     stream_destroy_fn stream_destroy = (stream_destroy_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamDestroy");
-    if (!stream_create || !stream_destroy)
+    if (!stream_destroy)
         return;
     enum { MIN_BYTES = 256 << 10 };
     size_t bytes = 64u << 20;
@@ -563,15 +618,14 @@ static void measure_bandwidth(void)
     cudaEvent_t e[6];
     /* Smaller again where the device has no room for the buffer. */
     int ok = (host = host_store_alloc(2 * bytes)) != NULL;
-    while (ok && REAL(cudaMalloc)(&dev, 2 * bytes) != cudaSuccess) {
+    while (ok && own_malloc(&dev, 2 * bytes) != cudaSuccess) {
         dev = NULL;
         ok = bytes > MIN_BYTES;
         bytes = bytes / 8 > MIN_BYTES ? bytes / 8 : MIN_BYTES;
     }
     if (dev != NULL)
         __atomic_store_n(&bw_device_bytes, 2 * (uint64_t)bytes, __ATOMIC_RELAXED);
-    ok = ok && stream_create(&s1, cudaStreamNonBlocking) == cudaSuccess &&
-         stream_create(&s2, cudaStreamNonBlocking) == cudaSuccess;
+    ok = ok && own_stream(&s1) == cudaSuccess && own_stream(&s2) == cudaSuccess;
     for (int i = 0; ok && i < 6; i++)
         ok = prof.create(&e[i], cudaEventDefault) == cudaSuccess;
     cudaMemcpyAsync_fn_t copy = REAL(cudaMemcpyAsync);
@@ -1317,22 +1371,20 @@ static void checksum_kernel_init(void)
 {
     typedef CUresult (*load_fn)(CUmodule *, const void *);
     typedef CUresult (*get_fn)(CUfunction *, CUmodule, const char *);
-    typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
     typedef cudaError_t (*attr_fn)(int *, enum cudaDeviceAttr, int);
     typedef cudaError_t (*get_device_fn)(int *);
     load_fn load = (load_fn)ft_shim_driver_proc("cuModuleLoadData", 2000);
     get_fn get = (get_fn)ft_shim_driver_proc("cuModuleGetFunction", 2000);
-    stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
     attr_fn attr = (attr_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaDeviceGetAttribute");
     get_device_fn get_device = (get_device_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
     ck.launch = (launch_fn)ft_shim_driver_proc("cuLaunchKernel", 4000);
-    if (load == NULL || get == NULL || stream_create == NULL || ck.launch == NULL)
+    if (load == NULL || get == NULL || ck.launch == NULL)
         return;
     CUmodule mod;
     CUresult rc = load(&mod, ft_checksum_ptx);
     if (rc == CUDA_SUCCESS)
         rc = get(&ck.fn, mod, FT_CHECKSUM_KERNEL);
-    if (rc == CUDA_SUCCESS && stream_create(&ck.stream, cudaStreamNonBlocking) != cudaSuccess)
+    if (rc == CUDA_SUCCESS && own_stream(&ck.stream) != cudaSuccess)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) {
         ck.fn = NULL;
@@ -1359,16 +1411,14 @@ static int checksum_kernel_ready(void)
 /* The residency engine's sums, one per unit. */
 static void checksum_init(void)
 {
-    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
-    host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
     int prev = managed_device_enter();
     size_t n = ft_disc_unit_count(disc);
     if (!checksum_kernel_ready()) {
         managed_device_leave(prev);
         return;
     }
-    if (host_alloc == NULL || REAL(cudaMalloc)((void **)&ck.dev, n * sizeof *ck.dev) != cudaSuccess ||
-        host_alloc((void **)&ck.host, n * sizeof *ck.host, cudaHostAllocDefault) != cudaSuccess)
+    if (own_malloc((void **)&ck.dev, n * sizeof *ck.dev) != cudaSuccess ||
+        own_host_alloc((void **)&ck.host, n * sizeof *ck.host) != cudaSuccess)
         FT_WARN("residency: no memory for the device checksum: every evicted unit will be copied "
                 "back to the host");
     else
@@ -1408,13 +1458,11 @@ static void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n)
 
 static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
 {
-    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
     cudaError_t err = REAL(cudaDeviceSynchronize)();
     if (!dh.tried && checksum_kernel_ready()) {
-        host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
         dh.tried = 1;
-        if (host_alloc == NULL || REAL(cudaMalloc)((void **)&dh.dev, FT_DISC_HASH_BATCH * sizeof *dh.dev) != cudaSuccess ||
-            host_alloc((void **)&dh.host, FT_DISC_HASH_BATCH * sizeof *dh.host, cudaHostAllocDefault) != cudaSuccess)
+        if (own_malloc((void **)&dh.dev, FT_DISC_HASH_BATCH * sizeof *dh.dev) != cudaSuccess ||
+            own_host_alloc((void **)&dh.host, FT_DISC_HASH_BATCH * sizeof *dh.host) != cudaSuccess)
             dh.dev = NULL;
     }
     int on_device = dh.dev != NULL && n <= FT_DISC_HASH_BATCH;
@@ -2129,8 +2177,7 @@ static void *host_store_alloc(size_t size)
 {
     void *p = NULL;
     if (cfgp->pinned_memory && cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC) {
-        host_alloc_fn alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
-        return alloc != NULL && alloc(&p, size, cudaHostAllocDefault) == cudaSuccess ? p : NULL;
+        return own_host_alloc(&p, size) == cudaSuccess ? p : NULL;
     }
     size_t page = 4096;
     if (posix_memalign(&p, page, (size + page - 1) / page * page) != 0)
@@ -2484,9 +2531,7 @@ static void activate_locked(void)
             res.pass_ev[0] = NULL; /* no measured step; the engine runs all the same */
             break;
         }
-    typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
-    stream_create_fn stream_create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
-    if (stream_create == NULL || stream_create(&res.side, cudaStreamNonBlocking) != cudaSuccess)
+    if (own_stream(&res.side) != cudaSuccess)
         res.side = NULL; /* the legacy stream: correct, slower */
     REAL(cudaDeviceSynchronize)();
     if (!cfgp->pinned_memory)
@@ -2910,15 +2955,13 @@ static void moves_end(int moved)
  * the 9 GB spilled there on the host took 1.09 s a snapshot). */
 static void spill_sum(vmm_t *v)
 {
-    typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
     static uint64_t *dev, *host;
     v->sum_ok = 0;
     if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED) || v->asked % 8 != 0 || !checksum_kernel_ready())
         return;
     if (dev == NULL) {
-        host_alloc_fn host_alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
-        if (host_alloc == NULL || host_alloc((void **)&host, sizeof *host, cudaHostAllocDefault) != cudaSuccess ||
-            REAL(cudaMalloc)((void **)&dev, sizeof *dev) != cudaSuccess) {
+        if (own_host_alloc((void **)&host, sizeof *host) != cudaSuccess ||
+            own_malloc((void **)&dev, sizeof *dev) != cudaSuccess) {
             dev = NULL;
             return;
         }

@@ -24,6 +24,17 @@ expect_grep 'unload\(s\), 0 of them copied back' "$WORK/plain.err" "plain: uncha
 expect_grep 'host time per load: .* [1-9][0-9]* of [0-9]+ regions mapped onto the physical memory of the unit unloaded before' \
     "$WORK/plain.err" "plain: physical memory reused"
 pass "6 of 6 units offloaded under a 5 MiB budget (2 slots): same output; at most 2 units held; none copied back (device checksum)"
+# A device with little room left (14 MiB for a 12 MiB model, budget above it):
+# FlexTensor's own allocations (the link's measure) fail. The error they leave must not
+# reach the program's cudaGetLastError, which model.c checks after every forward as
+# PyTorch does after every launch (it reported "out of memory" there before).
+for spill in 0 1; do
+    FT_SPILL=$spill FTSIM_DEVICE_MEM=14MiB FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=100MiB \
+        shim "$MODEL" "${ARGS[@]}" >"$WORK/full-$spill.out" 2>"$WORK/full-$spill.err" \
+        || { grep -v '^flextensor' "$WORK/full-$spill.err" | tail -3 >&2; fail "a nearly full device (FT_SPILL=$spill): run failed"; }
+    cmp -s "$WORK/plain.plain" "$WORK/full-$spill.out" || fail "a nearly full device (FT_SPILL=$spill): output differs"
+done
+pass "a nearly full device: FlexTensor's own failed allocations leave no error for the program's cudaGetLastError; same output"
 # Without the device checksum (a driver that cannot JIT its PTX): discovery samples
 # the candidates' bytes instead and finds the same units; every unload copies back
 FTSIM_NO_JIT=1 run_pair nojit

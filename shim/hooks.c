@@ -702,12 +702,22 @@ static void measure_bandwidth(void)
         host_store_free(host);
 }
 
+/* cudaEventCreateWithFlags for FlexTensor's own events (own_call). */
+static cudaError_t own_event_create(cudaEvent_t *e, unsigned int flags)
+{
+    static event_create_fn create;
+    if (create == NULL && (create = (event_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventCreateWithFlags")) == NULL)
+        return cudaErrorSharedObjectSymbolNotFound;
+    cudaError_t pending = own_pending();
+    return own_call(create(e, flags), pending);
+}
+
 /* Discovery is done: set up the events for the units it found. */
 static void start_profiling(void)
 {
     size_t n = ft_disc_unit_count(disc);
     __atomic_store_n(&peak_tracked, device_bytes(), __ATOMIC_RELAXED);
-    prof.create = (event_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventCreateWithFlags");
+    prof.create = own_event_create;
     prof.record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
     prof.sync = (event_sync_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventSynchronize");
     prof.elapsed = (event_elapsed_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventElapsedTime");
@@ -2185,7 +2195,8 @@ static void *host_store_alloc(size_t size)
     if (!cfgp->pinned_memory)
         return p;
     host_register_fn reg = (host_register_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostRegister");
-    if (reg == NULL || reg(p, size, cudaHostRegisterDefault) != cudaSuccess) {
+    cudaError_t pending = own_pending();
+    if (reg == NULL || own_call(reg(p, size, cudaHostRegisterDefault), pending) != cudaSuccess) {
         free(p);
         return NULL;
     }

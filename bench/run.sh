@@ -218,6 +218,18 @@ if [ -n "${BENCH_TP:-}" ] && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; t
     done
 fi
 
+# --- 6. one process on two GPUs (bench/two_devices.sh, about a minute), when the
+# machine has two: not supported yet, so FlexTensor must stand down and leave the
+# program's results unchanged
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+    OUT="$OUT/two" timeout 240 bash bench/two_devices.sh >"$OUT/two.txt" 2>&1
+    l=$(grep -o 'per forward: [0-9]* of [0-9]* bitwise equal' "$OUT/two.txt")
+    n=$(awk '{print $3, $5}' <<<"$l")
+    [ -n "$l" ] && [ "$(cut -d' ' -f1 <<<"$n")" = "$(cut -d' ' -f2 <<<"$n")" ] \
+        && grep -q 'FlexTensor stands down' "$OUT/two.txt" && r=ok || r=FAIL
+    row "one process on 2 GPUs: stands down, = plain" "$r" "${l:-no comparison}"
+fi
+
 echo
 echo "== FlexTensor GPU checks ($(head -1 "$OUT/env.txt"))"
 printf '%-46s %-6s %s\n' "check" "result" "detail"

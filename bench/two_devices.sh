@@ -2,7 +2,7 @@
 # bench/two_devices.sh: FlexTensor in one process that uses two GPUs (bench/two_devices.py:
 # a Llama split between cuda:0 and cuda:1), managing cuda:0 under a budget below that
 # half. One process on several GPUs is not supported yet: FlexTensor should stand down
-# at the first launch on cuda:1 and leave the program unchanged. Compares every
+# at the first allocation on cuda:1 and leave the program unchanged. Compares every
 # forward's logits with a run without the shim and prints what FlexTensor said. run.sh
 # runs it when the machine has two GPUs.
 #

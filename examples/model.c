@@ -22,6 +22,8 @@
  *                 own there), the thread switching to N and back: the process's first
  *                 launch is on another device than its weights; then, on N's stream, a
  *                 copy of the start of layer 0's weight into that buffer (a peer copy)
+ *   --side-from K with --side-device: from forward K on only (its buffer is made at
+ *                 the start all the same)
  *   --big-tables  with --ptr-arrays: the weights behind the pointer table are as large
  *                 as a layer's (backed by virtual memory, so they could be offloaded)
  *   --swap-acts N from forward N on, the forward runs on a second pair of activation
@@ -172,6 +174,7 @@ static int prologue;
 static uint32_t *warm; /* --prologue's buffer */
 static int device;
 static int side_device = -1;  /* --side-device */
+static int side_from;         /* --side-from: the forward its launches begin at */
 static uint32_t *side_buf;    /* its buffer, on that device */
 static __thread int cur_iter; /* the forward under way on this thread */
 static int usage;
@@ -388,7 +391,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     dim3 block = { MODEL_BLOCK, 1, 1 };
     if (mark && iteration_mark != NULL)
         iteration_mark();
-    if (side_device >= 0) {
+    if (side_device >= 0 && cur_iter >= side_from) {
         int side_n = 256;
         void *side_args[] = { &side_buf, &side_buf, &side_n };
         dim3 one = { 1, 1, 1 };
@@ -691,6 +694,8 @@ int main(int argc, char **argv)
             device = parse_int(a, argv[++i], 0, 1023);
         else if (strcmp(a, "--side-device") == 0 && i + 1 < argc)
             side_device = parse_int(a, argv[++i], 0, 1023);
+        else if (strcmp(a, "--side-from") == 0 && i + 1 < argc)
+            side_from = parse_int(a, argv[++i], 0, 1 << 30);
         else if (strcmp(a, "--prologue") == 0)
             prologue = 1;
         else if (strcmp(a, "--big-tables") == 0)
@@ -743,7 +748,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K]] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

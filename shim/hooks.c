@@ -2624,16 +2624,13 @@ static void cupti_after_first_pass(void)
             (unsigned long long)s.launches, (unsigned long long)s.copies, (unsigned long long)s.sets);
 }
 
-/* Set by peer_note: the process allocates on another device too, so launches before
- * the plan check the device they run on (stand_down). */
-static int other_device_seen;
-
-/* A kernel launched on another device than the managed one before the plan: one
- * process on several GPUs is not supported yet (README; on the H200 pair profiling
- * failed in that case). FlexTensor stands down: discovery and profiling stop, no plan
- * is made, CUPTI is released, FT_SPILL's allocations come back to the device (what the
- * device cannot take back stays in host memory, faulted in on use), and calls pass
- * through from then on. */
+/* An allocation on another device than the managed one before the plan: one process
+ * on several GPUs is not supported yet (README; on the H200 pair profiling failed in
+ * that case, and on the simulator a device used after the plan made the streamed
+ * model's results wrong). FlexTensor stands down: discovery and profiling stop, no
+ * plan is made, CUPTI is released, FT_SPILL's allocations come back to the device
+ * (what the device cannot take back stays in host memory, faulted in on use), and
+ * calls pass through from then on. */
 static int stood_down;
 
 static void stand_down(int other)
@@ -2647,9 +2644,9 @@ static void stand_down(int other)
         ft_cupti_timing_stop();
     }
     ft_cupti_stop();
-    FT_WARN("a kernel was launched on device %d while FlexTensor manages device %d: one process "
-            "on several GPUs is not supported yet, so FlexTensor stands down (nothing is "
-            "offloaded; calls pass through)", other, __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
+    FT_WARN("an allocation on device %d while FlexTensor manages device %d: one process on "
+            "several GPUs is not supported yet, so FlexTensor stands down (nothing is offloaded; "
+            "calls pass through)", other, __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
     int keep = 0;
     if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
         if (!engine_held)
@@ -2664,26 +2661,8 @@ static void stand_down(int other)
         __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
 }
 
-/* 1 when this launch runs on another device than the managed one, before a plan. */
-static int launch_elsewhere(int *dev)
-{
-    if (!__atomic_load_n(&other_device_seen, __ATOMIC_ACQUIRE) || __atomic_load_n(&res.active, __ATOMIC_RELAXED) ||
-        __atomic_load_n(&res.pending, __ATOMIC_RELAXED))
-        return 0;
-    CUdevice d;
-    int want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
-    if (want < 0 || drv.ctx_get_device == NULL || drv.ctx_get_device(&d) != CUDA_SUCCESS || (int)d == want)
-        return 0;
-    *dev = (int)d;
-    return 1;
-}
-
 static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
 {
-    int elsewhere;
-    if ((__atomic_load_n(&discovering, __ATOMIC_RELAXED) || __atomic_load_n(&profiling, __ATOMIC_RELAXED)) &&
-        launch_elsewhere(&elsewhere))
-        stand_down(elsewhere);
     int disc_on = __atomic_load_n(&discovering, __ATOMIC_RELAXED);
     int res_on = engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
     /* FT_SPILL's faults go on whatever discovery found (nothing, after its restarts). */
@@ -3203,10 +3182,13 @@ static void peer_note(int other, int managed)
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     if (other < 0 || other >= 32 || managed < 0 || (__atomic_load_n(&checked, __ATOMIC_ACQUIRE) >> other & 1u))
         return;
-    __atomic_store_n(&other_device_seen, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&lock);
+    if (checked >> other & 1u) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
     int can = 0;
-    if (!(checked >> other & 1u) && drv.can_access_peer != NULL && drv.set_access != NULL &&
+    if (drv.can_access_peer != NULL && drv.set_access != NULL &&
         drv.can_access_peer(&can, other, managed) == CUDA_SUCCESS && can) {
         __atomic_or_fetch(&peer_devs, 1u << other, __ATOMIC_ACQ_REL);
         unsigned granted = 0, mapped = 0;
@@ -3224,10 +3206,18 @@ static void peer_note(int other, int managed)
         pthread_mutex_unlock(&vmm_lock);
         FT_INFO("device %d is used too: FlexTensor's mappings on device %d are made accessible from it "
                 "(%u of %u allocations now, the rest as they are mapped)", other, managed, granted, mapped);
-    } else if (!(checked >> other & 1u)) {
+    } else {
         FT_INFO("device %d is used too, and cannot reach device %d's memory (no peer access): kernels "
                 "and copies on it cannot touch FlexTensor's allocations", other, managed);
     }
+    /* After the grants: what standing down brings back to the device is mapped with
+     * them. */
+    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE))
+        stand_down(other);
+    else
+        FT_ERROR("an allocation on device %d after FlexTensor's plan for device %d: one process on "
+                 "several GPUs is not supported; kernels or copies on device %d that touch streamed "
+                 "weights may find them unloaded", other, managed, other);
     __atomic_or_fetch(&checked, 1u << other, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&lock);
 }

@@ -35,26 +35,32 @@ assert d["units"] == [] and all(r["size"] < 4096 for r in d["regions"]), (d["uni
     || fail "FT_GPU_DEVICE=0: device 1's allocations were tracked"
 pass "FT_GPU_DEVICE=0 while the model runs on device 1: its allocations pass through untracked; same output"
 
-# One process on two devices: its weights on device 0, and every forward begins with a
-# kernel on device 1 (the thread switching there and back), then a copy from layer 0's
-# weight on device 1's stream. One process on several GPUs is not supported yet: at the
-# first launch on device 1 FlexTensor stands down (it says so, FT_SPILL's allocations
-# come back), and the program runs as without it. Device 1 must still be granted access
-# to FlexTensor's mappings (without, the copy is "invalid argument", as on the H200
-# pair), and what FT_SPILL faults in from that copy must get its memory on device 0.
-sim "$MODEL" "${ARGS[@]}" --side-device 1 >"$WORK/side.plain" || fail "--side-device 1 without shim failed"
-for lim in 5MiB 1MiB; do
-    # 1 MiB on a 6 MiB model: the spilled weights cannot all come back (FTSIM_DEVICE_MEM)
-    FT_SPILL=1 FTSIM_DEVICE_MEM=$([ $lim = 1MiB ] && echo 5MiB || echo 8GiB) FT_ENABLED=1 FT_DISCOVERY_ITERS=2 \
-        FT_GPU_MEM_LIMIT=$lim shim "$MODEL" "${ARGS[@]}" --side-device 1 >"$WORK/side-$lim.out" 2>"$WORK/side-$lim.err" \
-        || { sed 's/^/    | /' "$WORK/side-$lim.err" | tail -5 >&2; fail "--side-device 1 at $lim under the shim failed"; }
-    cmp -s "$WORK/side.plain" "$WORK/side-$lim.out" || fail "--side-device 1 at $lim: output differs"
-    expect_grep 'device 1 is used too: FlexTensor.s mappings on device 0 are made accessible from it' \
-        "$WORK/side-$lim.err" "side $lim: access granted"
-    expect_grep 'a kernel was launched on device 1 while FlexTensor manages device 0: one process on several GPUs is not supported yet, so FlexTensor stands down' \
-        "$WORK/side-$lim.err" "side $lim: stood down"
-    grep -q 'moved to pinned host memory' "$WORK/side-$lim.err" && fail "side $lim: offloaded after standing down"
+# One process on two devices: its weights on device 0, a buffer on device 1 allocated
+# after them, and every forward (from forward K on) begins with a kernel on device 1
+# (the thread switching there and back), then a copy from layer 0's weight on device
+# 1's stream. One process on several GPUs is not supported yet: at the allocation on
+# device 1 FlexTensor stands down (it says so, FT_SPILL's allocations come back), and
+# the program runs as without it. (Used only after the plan, device 1 made the
+# streamed model's results wrong.) Device 1 must still be granted access to
+# FlexTensor's mappings (without, the copy is "invalid argument", as on the H200 pair),
+# and what FT_SPILL faults in from that copy must get its memory on device 0.
+for from in 0 8; do
+    sim "$MODEL" "${ARGS[@]}" --side-device 1 --side-from $from >"$WORK/side.plain" \
+        || fail "--side-device 1 without shim failed"
+    for lim in 5MiB 1MiB; do
+        # 1 MiB on a 6 MiB model: the spilled weights cannot all come back (FTSIM_DEVICE_MEM)
+        FT_SPILL=1 FTSIM_DEVICE_MEM=$([ $lim = 1MiB ] && echo 5MiB || echo 8GiB) FT_ENABLED=1 FT_DISCOVERY_ITERS=2 \
+            FT_GPU_MEM_LIMIT=$lim shim "$MODEL" "${ARGS[@]}" --side-device 1 --side-from $from \
+            >"$WORK/side-$lim.out" 2>"$WORK/side-$lim.err" \
+            || { sed 's/^/    | /' "$WORK/side-$lim.err" | tail -5 >&2; fail "--side-from $from at $lim under the shim failed"; }
+        cmp -s "$WORK/side.plain" "$WORK/side-$lim.out" || fail "--side-from $from at $lim: output differs"
+        expect_grep 'device 1 is used too: FlexTensor.s mappings on device 0 are made accessible from it' \
+            "$WORK/side-$lim.err" "side $from $lim: access granted"
+        expect_grep 'an allocation on device 1 while FlexTensor manages device 0: one process on several GPUs is not supported yet, so FlexTensor stands down' \
+            "$WORK/side-$lim.err" "side $from $lim: stood down"
+        grep -q 'moved to pinned host memory' "$WORK/side-$lim.err" && fail "side $from $lim: offloaded after standing down"
+    done
+    expect_grep 'FT_SPILL: the device has no room for .* it stays in host memory and is brought in on use' \
+        "$WORK/side-1MiB.err" "side $from 1MiB: some stays spilled"
 done
-expect_grep 'FT_SPILL: the device has no room for .* it stays in host memory and is brought in on use' \
-    "$WORK/side-1MiB.err" "side 1MiB: some stays spilled"
-pass "a process on two devices (a kernel and a copy from a weight on the other one): FlexTensor stands down, grants the other device access, keeps spilled memory on its device; same output"
+pass "a process on two devices (a kernel and a copy from a weight on the other one, from the first forward or the ninth): FlexTensor stands down, grants the other device access, keeps spilled memory on its device; same output"

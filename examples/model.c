@@ -22,8 +22,11 @@
  *                 own there), the thread switching to N and back: the process's first
  *                 launch is on another device than its weights; then, on N's stream, a
  *                 copy of the start of layer 0's weight into that buffer (a peer copy)
+ *   --per-thread-stream  every worker thread runs on cudaStreamPerThread (one handle,
+ *                 a stream per thread) instead of a stream of its own
  *   --side-from K with --side-device: from forward K on only (its buffer is made at
- *                 the start all the same)
+ *                 the start all the same, unless --side-late: at its first use; one
+ *                 thread)
  *   --big-tables  with --ptr-arrays: the weights behind the pointer table are as large
  *                 as a layer's (backed by virtual memory, so they could be offloaded)
  *   --swap-acts N from forward N on, the forward runs on a second pair of activation
@@ -175,6 +178,8 @@ static uint32_t *warm; /* --prologue's buffer */
 static int device;
 static int side_device = -1;  /* --side-device */
 static int side_from;         /* --side-from: the forward its launches begin at */
+static int side_late;         /* --side-late: its buffer made at its first use */
+static int per_thread_stream; /* --per-thread-stream: workers run on cudaStreamPerThread */
 static uint32_t *side_buf;    /* its buffer, on that device */
 static __thread int cur_iter; /* the forward under way on this thread */
 static int usage;
@@ -396,6 +401,10 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         void *side_args[] = { &side_buf, &side_buf, &side_n };
         dim3 one = { 1, 1, 1 };
         CHECK(cudaSetDevice(side_device));
+        if (side_buf == NULL) {
+            CHECK(cudaMalloc((void **)&side_buf, 256 * sizeof *side_buf));
+            CHECK(cudaMemset(side_buf, 0, 256 * sizeof *side_buf));
+        }
         CHECK(cudaLaunchKernel(k_mix, one, block, side_args, 0, 0));
         CHECK(cudaMemcpyAsync(side_buf, model[0].w, 256 * sizeof *side_buf, cudaMemcpyDeviceToDevice, 0));
         CHECK(cudaSetDevice(device));
@@ -561,7 +570,9 @@ static void *run_worker(void *arg)
     cudaStream_t stream = 0;
     uint32_t *a, *b, *out;
     CHECK(cudaSetDevice(device));
-    if (threads > 1)
+    if (per_thread_stream)
+        stream = cudaStreamPerThread;
+    else if (threads > 1)
         CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     void *race_bufs[64];
     if (race_alloc > 0) {
@@ -645,7 +656,7 @@ static void *run_worker(void *arg)
     for (int i = 0; i < race_alloc; i++)
         CHECK(cudaFree(race_bufs[i]));
     CHECK(cudaFreeHost(out));
-    if (stream)
+    if (stream && !per_thread_stream)
         CHECK(cudaStreamDestroy(stream));
     return NULL;
 }
@@ -696,6 +707,10 @@ int main(int argc, char **argv)
             side_device = parse_int(a, argv[++i], 0, 1023);
         else if (strcmp(a, "--side-from") == 0 && i + 1 < argc)
             side_from = parse_int(a, argv[++i], 0, 1 << 30);
+        else if (strcmp(a, "--side-late") == 0)
+            side_late = 1;
+        else if (strcmp(a, "--per-thread-stream") == 0)
+            per_thread_stream = 1;
         else if (strcmp(a, "--prologue") == 0)
             prologue = 1;
         else if (strcmp(a, "--big-tables") == 0)
@@ -748,7 +763,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K]] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -792,7 +807,7 @@ int main(int argc, char **argv)
         CHECK(cudaDeviceSynchronize());
     }
     load_weights();
-    if (side_device >= 0) {
+    if (side_device >= 0 && !side_late) {
         CHECK(cudaSetDevice(side_device));
         CHECK(cudaMalloc((void **)&side_buf, 256 * sizeof *side_buf));
         CHECK(cudaMemset(side_buf, 0, 256 * sizeof *side_buf));
@@ -823,8 +838,12 @@ int main(int argc, char **argv)
             while (forward_kind(first) != kind)
                 first++;
             uint64_t want = wk[0].checksum[first];
-            agree &= poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 || peek_after >= 0 ||
-                     wk[t].checksum[it] == want;
+            int same = poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 || peek_after >= 0 ||
+                       wk[t].checksum[it] == want;
+            if (!same && agree)
+                fprintf(stderr, "model: thread %d, forward %d: checksum %016" PRIx64 ", %016" PRIx64 " wanted\n",
+                        t, it, wk[t].checksum[it], want);
+            agree &= same;
         }
     for (int l = 0; l < layers; l++) {
         free_weight(model[l].w);

@@ -1517,17 +1517,29 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
 }
 
 /* A call on `stream` touched the unit: its use event for that stream is recorded. */
+static __thread char per_thread_key; /* its address tells threads' per-thread streams apart */
+
+/* What tells `stream` apart from the streams of other calls: cudaStreamPerThread is one
+ * handle for a stream per thread. Keyed by the handle, a thread skipped the wait for a
+ * unit's copy that another thread's stream had made (model --threads 3
+ * --per-thread-stream on the simulator: wrong results in 3 runs of 24 under load). */
+static cudaStream_t stream_key(cudaStream_t stream)
+{
+    return stream == cudaStreamPerThread ? (cudaStream_t)(void *)&per_thread_key : stream;
+}
+
 static void unit_record_use(res_unit_t *un, cudaStream_t stream)
 {
+    cudaStream_t key = stream_key(stream);
     int k = 0;
-    while (k < un->n_used && un->used_on[k] != stream)
+    while (k < un->n_used && un->used_on[k] != key)
         k++;
     if (k == USE_STREAMS) {
         un->use_overflow = 1;
         return;
     }
     if (k == un->n_used) {
-        un->used_on[k] = stream;
+        un->used_on[k] = key;
         un->n_used++;
     }
     prof.record(un->used[k], stream);
@@ -1943,9 +1955,9 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
             if (prefetch_after < 0)
                 prefetch_after = r->unit;
         }
-        if (un->ready_recorded && !(un->waited_valid && un->waited == stream)) {
+        if (un->ready_recorded && !(un->waited_valid && un->waited == stream_key(stream))) {
             prof.wait(stream, un->ready, 0);
-            un->waited = stream;
+            un->waited = stream_key(stream);
             un->waited_valid = 1;
         }
         int seen = 0;

@@ -65,6 +65,22 @@ expect_grep 'unload\(s\), [1-9][0-9]* of them copied back' "$WORK/poke.err" "pok
 pass "a write into an offloaded weight is kept (the device checksum finds it changed: copied back before its memory goes)"
 run_pair threads --threads 3
 pass "3 threads on 3 streams: same output"
+# ... and on cudaStreamPerThread: one handle, a stream per thread. Keyed by the handle,
+# a thread skipped the wait for a unit's copy that another thread's stream had made:
+# wrong results in 3 runs of 24, three at a time (the load widens the window).
+sim "$MODEL" "${ARGS[@]}" --threads 3 --per-thread-stream >"$WORK/ptds.plain" || fail "ptds: model without shim failed"
+for round in 1 2 3 4 5 6 7 8; do
+    for i in 1 2 3; do
+        FT_SPILL=1 FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB \
+            shim "$MODEL" "${ARGS[@]}" --threads 3 --per-thread-stream >"$WORK/ptds-$i.out" 2>"$WORK/ptds-$i.err" &
+    done
+    wait
+    for i in 1 2 3; do
+        cmp -s "$WORK/ptds.plain" "$WORK/ptds-$i.out" \
+            || { grep '^model:' "$WORK/ptds-$i.err" >&2; fail "ptds: round $round run $i: output differs"; }
+    done
+done
+pass "3 threads on cudaStreamPerThread, 24 runs three at a time: same output"
 run_pair zero --zero 9
 expect_grep 'residency: 1 copy\(ies\) or set\(s\) to or from units in host memory served there' "$WORK/zero.err" "zero: served"
 pass "a driver memset (cuMemsetD32, found by dlsym) into an evicted weight is done on its host store, the unit not loaded: same output"

@@ -20,6 +20,19 @@ def llama_config(layers, hidden, **extra):
     return LlamaConfig(**kw)
 
 
+def fill_random(model, gen):
+    """The benchmarks' weights, in parameter order: norms (1-D) at 1, every other
+    parameter uniform in [-0.02, 0.02) from `gen`, a torch.Generator."""
+    import torch
+
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.dim() == 1:
+                p.fill_(1.0)
+            else:
+                p.copy_((torch.rand(p.shape, generator=gen, dtype=torch.float32) - 0.5) * 0.04)
+
+
 def ft_usage(before_plan=False):
     """FlexTensor's ft_get_gpu_memory_usage as a dict, when it is preloaded and has a
     plan (or, with before_plan, before it too: "before_plan" then says which); None

@@ -15,7 +15,7 @@ import time
 import torch
 from transformers import LlamaForCausalLM
 
-from ftbench import ft_usage, llama_config
+from ftbench import fill_random, ft_usage, llama_config
 
 
 def main():
@@ -33,15 +33,8 @@ def main():
         model = LlamaForCausalLM(cfg)
     model = model.to_empty(device="cpu").to(torch.bfloat16)
     gen = torch.Generator().manual_seed(1234)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.fill_(1.0)
-            else:
-                p.copy_((torch.rand(p.shape, generator=gen, dtype=torch.float32) - 0.5) * 0.04)
-        for name, b in model.named_buffers():  # rotary inv_freq: recompute on CPU
-            pass
-    model.model.rotary_emb.__init__(config=cfg)
+    fill_random(model, gen)
+    model.model.rotary_emb.__init__(config=cfg)  # rotary inv_freq: recomputed on the CPU
     t_build = time.time() - t0
     model = model.to("cuda")
     model.eval()

@@ -47,7 +47,7 @@ import time
 import torch
 from transformers import LlamaForCausalLM
 
-from ftbench import Turns, ft_usage, gpu_used_mib, h2d_gbps, llama_config, repeat_forwards, timed
+from ftbench import Turns, fill_random, ft_usage, gpu_used_mib, h2d_gbps, llama_config, repeat_forwards, timed
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -68,13 +68,7 @@ def param_bytes(model):
 def make(a, cfg):
     t0 = time.time()
     model = empty_model(cfg)
-    gen = torch.Generator().manual_seed(WEIGHT_SEED)
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            if p.dim() == 1:
-                p.fill_(1.0)
-            else:
-                p.copy_((torch.rand(p.shape, generator=gen, dtype=torch.float32) - 0.5) * 0.04)
+    fill_random(model, torch.Generator().manual_seed(WEIGHT_SEED))
     t_build = time.time() - t0
     t0 = time.time()
     os.makedirs(os.path.dirname(os.path.abspath(a.weights)), exist_ok=True)

@@ -20,7 +20,7 @@ import torch
 from accelerate import dispatch_model
 from transformers import LlamaForCausalLM
 
-from ftbench import llama_config
+from ftbench import fill_random, llama_config
 
 
 def main():
@@ -37,12 +37,7 @@ def main():
         model = LlamaForCausalLM(cfg)
     model = model.to_empty(device="cpu").to(torch.bfloat16)
     gen = torch.Generator().manual_seed(1234)
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            if p.dim() == 1:
-                p.fill_(1.0)
-            else:
-                p.copy_((torch.rand(p.shape, generator=gen, dtype=torch.float32) - 0.5) * 0.04)
+    fill_random(model, gen)
     model.model.rotary_emb.__init__(config=cfg)
     model.eval()
     half = a.layers // 2

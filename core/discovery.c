@@ -438,14 +438,13 @@ static void hash_seen(rinfo_t *r, const ft_disc_hash_req_t *q, int early)
     r->hashed = 1;
 }
 
-/* Hashes the n regions of q (of: their records) in one call; returns 0. */
-static size_t hash_batch(ft_disc_t *d, ft_disc_hash_req_t *q, rinfo_t **of, size_t n, int early)
+/* Hashes the n regions of q (of: their records) in one call. */
+static void hash_batch(ft_disc_t *d, ft_disc_hash_req_t *q, rinfo_t **of, size_t n, int early)
 {
     if (n > 0)
         d->p.hash(d->p.hash_ctx, q, n);
     for (size_t i = 0; i < n; i++)
         hash_seen(of[i], &q[i], early);
-    return 0;
 }
 
 static void snapshot_hashes(ft_disc_t *d, int early)
@@ -463,8 +462,10 @@ static void snapshot_hashes(ft_disc_t *d, int early)
             continue;
         q[n] = (ft_disc_hash_req_t){ .base = r->base, .size = r->size };
         of[n++] = r;
-        if (n == FT_DISC_HASH_BATCH)
-            n = hash_batch(d, q, of, n, early);
+        if (n == FT_DISC_HASH_BATCH) {
+            hash_batch(d, q, of, n, early);
+            n = 0;
+        }
     }
     hash_batch(d, q, of, n, early);
 }

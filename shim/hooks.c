@@ -1418,6 +1418,17 @@ static int checksum_kernel_ready(void)
     return ck.fn != NULL;
 }
 
+/* Enqueues on ck.stream the checksum of the `words` 8-byte words at va, added to *out
+ * (the kernel's parameters, core/checksum.h): as many blocks as the words fill, up to
+ * ck.blocks. */
+static CUresult checksum_launch(uint64_t va, uint64_t words, uint64_t *out)
+{
+    uint64_t salt = va / 8;
+    unsigned blocks = words / 256 + 1 < ck.blocks ? (unsigned)(words / 256 + 1) : ck.blocks;
+    void *args[] = { &va, &words, &salt, &out };
+    return ck.launch(ck.fn, blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL);
+}
+
 /* The residency engine's sums, one per unit. */
 static void checksum_init(void)
 {
@@ -1456,6 +1467,20 @@ static struct {
     int tried;
 } dh;
 
+/* 1 when the kernel and dh's buffers are there (made on first call). Discovery's
+ * snapshots and FT_SPILL's spill-time sums share them: both run under res.lock once
+ * anything is spilled (engine_enter), so never at once. */
+static int sums_ready(void)
+{
+    if (!dh.tried && checksum_kernel_ready()) {
+        dh.tried = 1;
+        if (own_malloc((void **)&dh.dev, FT_DISC_HASH_BATCH * sizeof *dh.dev) != cudaSuccess ||
+            own_host_alloc((void **)&dh.host, FT_DISC_HASH_BATCH * sizeof *dh.host) != cudaSuccess)
+            dh.dev = NULL;
+    }
+    return dh.dev != NULL;
+}
+
 static void hash_on_device(ft_disc_hash_req_t *q, size_t n);
 
 static void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n)
@@ -1469,13 +1494,7 @@ static void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n)
 static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
 {
     cudaError_t err = REAL(cudaDeviceSynchronize)();
-    if (!dh.tried && checksum_kernel_ready()) {
-        dh.tried = 1;
-        if (own_malloc((void **)&dh.dev, FT_DISC_HASH_BATCH * sizeof *dh.dev) != cudaSuccess ||
-            own_host_alloc((void **)&dh.host, FT_DISC_HASH_BATCH * sizeof *dh.host) != cudaSuccess)
-            dh.dev = NULL;
-    }
-    int on_device = dh.dev != NULL && n <= FT_DISC_HASH_BATCH;
+    int on_device = sums_ready() && n <= FT_DISC_HASH_BATCH;
     char summed[FT_DISC_HASH_BATCH] = { 0 }; /* 1: its sum comes from dh.dev[i] */
     if (on_device && err == cudaSuccess)
         err = REAL(cudaMemsetAsync)(dh.dev, 0, n * sizeof *dh.dev, ck.stream);
@@ -1483,7 +1502,7 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
         /* A call that can enqueue launches holds off FT_SPILL's moves (engine_enter):
          * where the bytes are cannot change before the sums are read back. */
         vmm_t *v = spilled_vmm(q[i].base);
-        uint64_t words = q[i].size / 8, salt = q[i].base / 8;
+        uint64_t words = q[i].size / 8;
         q[i].failed = 0;
         if (err != cudaSuccess) {
             q[i].failed = hash_failed(q[i].base, err) != 0;
@@ -1492,13 +1511,10 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
         } else if (v != NULL && v->sum_ok && v->va == q[i].base && v->asked == q[i].size) {
             q[i].hash = v->sum;
         } else if (v != NULL) {
-            q[i].hash = ft_checksum_host((const char *)v->host + (q[i].base - v->va), words, salt);
+            q[i].hash = ft_checksum_host((const char *)v->host + (q[i].base - v->va), words, q[i].base / 8);
         } else {
-            uint64_t p = q[i].base, *out = dh.dev + i;
-            unsigned blocks = words / 256 + 1 < ck.blocks ? (unsigned)(words / 256 + 1) : ck.blocks;
-            void *args[] = { &p, &words, &salt, &out };
             summed[i] = 1;
-            if (ck.launch(ck.fn, blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL) != CUDA_SUCCESS)
+            if (checksum_launch(q[i].base, words, dh.dev + i) != CUDA_SUCCESS)
                 err = cudaErrorLaunchFailure;
         }
     }
@@ -1516,7 +1532,6 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
     }
 }
 
-/* A call on `stream` touched the unit: its use event for that stream is recorded. */
 static __thread char per_thread_key; /* its address tells threads' per-thread streams apart */
 
 /* What tells `stream` apart from the streams of other calls: cudaStreamPerThread is one
@@ -1528,6 +1543,7 @@ static cudaStream_t stream_key(cudaStream_t stream)
     return stream == cudaStreamPerThread ? (cudaStream_t)(void *)&per_thread_key : stream;
 }
 
+/* A call on `stream` touched the unit: its use event for that stream is recorded. */
 static void unit_record_use(res_unit_t *un, cudaStream_t stream)
 {
     cudaStream_t key = stream_key(stream);
@@ -1586,9 +1602,7 @@ static int checksum_issue(int u)
             continue; /* freed by the application */
         if (r->size % 8 != 0)
             return -1;
-        uint64_t p = r->va, n = r->size / 8, salt = r->va / 8;
-        void *args[] = { &p, &n, &salt, &out };
-        if (ck.launch(ck.fn, ck.blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL) != CUDA_SUCCESS)
+        if (checksum_launch(r->va, r->size / 8, out) != CUDA_SUCCESS)
             return -1;
     }
     if (REAL(cudaMemcpyAsync)(ck.host + u, out, sizeof *out, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
@@ -2159,24 +2173,29 @@ static int copy_enter(const void *dst, const void *src, cudaStream_t stream)
     return held;
 }
 
+/* FT_SPILL's allocations back on the device when FlexTensor will stream nothing (`why`
+ * goes in the warning about what the device cannot take back). 1 when some stay in
+ * host memory: they are faulted in on use, so the engine stays on for them. */
+static int spill_bring_back(const char *why)
+{
+    if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
+        return 0;
+    if (!engine_held)
+        pthread_mutex_lock(&res.lock);
+    int keep = spill_restore_all(why) > 0;
+    if (!keep)
+        __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+    if (!engine_held)
+        pthread_mutex_unlock(&res.lock);
+    return keep;
+}
+
 /* Planning is done: the next guarded call switches the engine on. */
 static void start_residency(void)
 {
     if (plan.rc == 0 && plan.out.slots > 0) {
         __atomic_store_n(&res.pending, 1, __ATOMIC_RELEASE);
-    } else {
-        if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
-            if (!engine_held)
-                pthread_mutex_lock(&res.lock);
-            /* What the device cannot take back stays spilled, faulted in on use. */
-            int keep = spill_restore_all("the plan streams nothing") > 0;
-            if (!keep)
-                __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
-            if (!engine_held)
-                pthread_mutex_unlock(&res.lock);
-            if (keep)
-                return;
-        }
+    } else if (!spill_bring_back("the plan streams nothing")) {
         __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
     }
 }
@@ -2659,17 +2678,7 @@ static void stand_down(int other)
     FT_WARN("an allocation on device %d while FlexTensor manages device %d: one process on "
             "several GPUs is not supported yet, so FlexTensor stands down (nothing is offloaded; "
             "calls pass through)", other, __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
-    int keep = 0;
-    if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
-        if (!engine_held)
-            pthread_mutex_lock(&res.lock);
-        keep = spill_restore_all("FlexTensor stands down") > 0;
-        if (!keep)
-            __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
-        if (!engine_held)
-            pthread_mutex_unlock(&res.lock);
-    }
-    if (!keep)
+    if (!spill_bring_back("FlexTensor stands down"))
         __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
 }
 
@@ -2957,25 +2966,15 @@ static void moves_end(int moved)
  * the 9 GB spilled there on the host took 1.09 s a snapshot). */
 static void spill_sum(vmm_t *v)
 {
-    static uint64_t *dev, *host;
     v->sum_ok = 0;
-    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED) || v->asked % 8 != 0 || !checksum_kernel_ready())
+    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED) || v->asked % 8 != 0 || !sums_ready())
         return;
-    if (dev == NULL) {
-        if (own_host_alloc((void **)&host, sizeof *host) != cudaSuccess ||
-            own_malloc((void **)&dev, sizeof *dev) != cudaSuccess) {
-            dev = NULL;
-            return;
-        }
-    }
-    uint64_t p = v->va, words = v->asked / 8, salt = v->va / 8, *out = dev;
-    void *args[] = { &p, &words, &salt, &out };
-    if (REAL(cudaMemsetAsync)(dev, 0, sizeof *dev, ck.stream) != cudaSuccess ||
-        ck.launch(ck.fn, ck.blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL) != CUDA_SUCCESS ||
-        REAL(cudaMemcpyAsync)(host, dev, sizeof *dev, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
+    if (REAL(cudaMemsetAsync)(dh.dev, 0, sizeof *dh.dev, ck.stream) != cudaSuccess ||
+        checksum_launch(v->va, v->asked / 8, dh.dev) != CUDA_SUCCESS ||
+        REAL(cudaMemcpyAsync)(dh.host, dh.dev, sizeof *dh.dev, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
         REAL(cudaStreamSynchronize)(ck.stream) != cudaSuccess)
         return;
-    v->sum = *host;
+    v->sum = dh.host[0];
     v->sum_ok = 1;
 }
 
@@ -3272,27 +3271,27 @@ static int managed_cu_device(CUdevice *dev)
  * thread and device the application's call came: the checksum's module, stream and
  * buffers are the managed device's, and a kernel reading its memory from another
  * device without peer access faults. Returns the device to restore, or -1. */
+static struct {
+    cudaError_t (*get)(int *);
+    cudaError_t (*set)(int);
+} cur_dev;
+
 static int managed_device_enter(void)
 {
-    typedef cudaError_t (*get_fn)(int *);
-    typedef cudaError_t (*set_fn)(int);
-    static get_fn get;
-    static set_fn set;
-    if (get == NULL) {
-        set = (set_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaSetDevice");
-        get = (get_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
+    if (cur_dev.get == NULL) {
+        cur_dev.set = (cudaError_t(*)(int))ft_shim_real_dlsym(RTLD_NEXT, "cudaSetDevice");
+        cur_dev.get = (cudaError_t(*)(int *))ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
     }
     int want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE), cur = -1;
-    if (want < 0 || get == NULL || set == NULL || get(&cur) != cudaSuccess || cur == want)
+    if (want < 0 || cur_dev.get == NULL || cur_dev.set == NULL || cur_dev.get(&cur) != cudaSuccess || cur == want)
         return -1;
-    return set(want) == cudaSuccess ? cur : -1;
+    return cur_dev.set(want) == cudaSuccess ? cur : -1;
 }
 
 static void managed_device_leave(int prev)
 {
-    typedef cudaError_t (*set_fn)(int);
     if (prev >= 0)
-        ((set_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaSetDevice"))(prev);
+        cur_dev.set(prev);
 }
 
 /* Device addresses of virtual-memory allocations (core/vaspace.h): cut in order out of

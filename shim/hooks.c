@@ -243,6 +243,7 @@ static int spilled_read(void *dst, uint64_t addr, size_t len);
 static const void *spilled_host(uint64_t addr);
 static vmm_t *spilled_vmm(uint64_t addr);
 static int managed_device_enter(void);
+static void sync_reaching_devices(void);
 static void managed_device_leave(int prev);
 static int managed_cu_device(CUdevice *dev);
 static void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n);
@@ -2983,7 +2984,7 @@ static int spill_out(vmm_t *v)
 {
     if (v->host == NULL && (v->host = host_store_alloc(v->size)) == NULL)
         return -1;
-    REAL(cudaDeviceSynchronize)();
+    sync_reaching_devices();
     int prev = managed_device_enter();
     spill_sum(v);
     managed_device_leave(prev);
@@ -3276,12 +3277,17 @@ static struct {
     cudaError_t (*set)(int);
 } cur_dev;
 
-static int managed_device_enter(void)
+static void cur_dev_resolve(void)
 {
     if (cur_dev.get == NULL) {
         cur_dev.set = (cudaError_t(*)(int))ft_shim_real_dlsym(RTLD_NEXT, "cudaSetDevice");
         cur_dev.get = (cudaError_t(*)(int *))ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
     }
+}
+
+static int managed_device_enter(void)
+{
+    cur_dev_resolve();
     int want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE), cur = -1;
     if (want < 0 || cur_dev.get == NULL || cur_dev.set == NULL || cur_dev.get(&cur) != cudaSuccess || cur == want)
         return -1;
@@ -3292,6 +3298,28 @@ static void managed_device_leave(int prev)
 {
     if (prev >= 0)
         cur_dev.set(prev);
+}
+
+/* The host waits for every device that can reach FlexTensor's memory: the managed one
+ * and its peers in use (peer_devs), whatever device the thread has current. Before an
+ * allocation is unmapped, a copy that another device's stream has queued on it must be
+ * over: cudaDeviceSynchronize waits for the current device alone, and with the thread
+ * back on the managed device, a copy still queued on device 1 read an allocation
+ * FT_SPILL had just moved out (illegal address on the simulator under load). */
+static void sync_reaching_devices(void)
+{
+    uint32_t peers = __atomic_load_n(&peer_devs, __ATOMIC_ACQUIRE);
+    int managed = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE), cur = -1;
+    REAL(cudaDeviceSynchronize)();
+    if (peers == 0)
+        return;
+    cur_dev_resolve();
+    if (cur_dev.get == NULL || cur_dev.set == NULL || cur_dev.get(&cur) != cudaSuccess)
+        return;
+    for (int d = 0; d < 32; d++)
+        if ((d == managed || (peers >> d & 1u)) && d != cur && cur_dev.set(d) == cudaSuccess)
+            REAL(cudaDeviceSynchronize)();
+    cur_dev.set(cur);
 }
 
 /* Device addresses of virtual-memory allocations (core/vaspace.h): cut in order out of

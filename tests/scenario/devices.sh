@@ -44,12 +44,16 @@ pass "FT_GPU_DEVICE=0 while the model runs on device 1: its allocations pass thr
 # streamed model's results wrong.) Device 1 must still be granted access to
 # FlexTensor's mappings (without, the copy is "invalid argument", as on the H200 pair),
 # and what FT_SPILL faults in from that copy must get its memory on device 0.
+# Device 1 lags (FTSIM_LAG_US): its copy is still queued when the thread, back on
+# device 0, moves that weight out again, and moving out must wait for device 1 too
+# (it waited for the current device alone, and the copy read unmapped memory: an
+# illegal address, which a loaded machine showed in about half the runs).
 for from in 0 8; do
     sim "$MODEL" "${ARGS[@]}" --side-device 1 --side-from $from >"$WORK/side.plain" \
         || fail "--side-device 1 without shim failed"
     for lim in 5MiB 1MiB; do
         # 1 MiB on a 6 MiB model: the spilled weights cannot all come back (FTSIM_DEVICE_MEM)
-        FT_SPILL=1 FTSIM_DEVICE_MEM=$([ $lim = 1MiB ] && echo 5MiB || echo 8GiB) FT_ENABLED=1 FT_DISCOVERY_ITERS=2 \
+        FTSIM_LAG_DEVICE=1 FTSIM_LAG_US=2000 FT_SPILL=1 FTSIM_DEVICE_MEM=$([ $lim = 1MiB ] && echo 5MiB || echo 8GiB) FT_ENABLED=1 FT_DISCOVERY_ITERS=2 \
             FT_GPU_MEM_LIMIT=$lim shim "$MODEL" "${ARGS[@]}" --side-device 1 --side-from $from \
             >"$WORK/side-$lim.out" 2>"$WORK/side-$lim.err" \
             || { sed 's/^/    | /' "$WORK/side-$lim.err" | tail -5 >&2; fail "--side-from $from at $lim under the shim failed"; }

@@ -122,6 +122,10 @@ static int check_option(const char *name, sim_options_t *o)
                  : !strcmp(name, "VMM_CREATE_NS") ? o->VMM_CREATE_NS : o->PIN_NS_PER_MIB;
         return v >= 0 && v <= 1000000000L ? 0 : -1;
     }
+    if (!strcmp(name, "LAG_US"))
+        return o->LAG_US >= 0 && o->LAG_US <= 1000000 ? 0 : -1;
+    if (!strcmp(name, "LAG_DEVICE"))
+        return o->LAG_DEVICE >= -1 && o->LAG_DEVICE < 16 ? 0 : -1;
     if (!strcmp(name, "TIME_SCALE"))
         return o->TIME_SCALE >= 0 && o->TIME_SCALE <= 1000 ? 0 : -1;
     if (!strcmp(name, "FAIL_ALLOC"))

@@ -456,6 +456,12 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&g_sim.lock);
 
         int faulted = 0;
+        if (g_sim.opt.LAG_US > 0 && !skip &&
+            (g_sim.opt.LAG_DEVICE < 0 || g_sim.opt.LAG_DEVICE == ctx->dev->ordinal)) {
+            struct timespec ts = {g_sim.opt.LAG_US / 1000000, g_sim.opt.LAG_US % 1000000 * 1000};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+                ;
+        }
         if (!skip) {
             if (op->kind == SIM_OP_HOSTFN)
                 op->u.hostfn.fn(op->u.hostfn.user);

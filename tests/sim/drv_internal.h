@@ -57,6 +57,8 @@
     X(VMM_CREATE_NS,   long,   0,            "host time a cuMemCreate or cuMemRelease call takes, virtual ns (0: none)") \
     X(PIN_NS_PER_MIB,  long,   0,            "host time pinning host memory takes per MiB (cuMemHostAlloc, cuMemHostRegister), virtual ns (0: none)") \
     X(TIME_SCALE,      double, 0.0,          "real ns a worker sleeps per virtual ns of an operation") \
+    X(LAG_US,          long,   0,            "real us a worker waits before it runs each operation: a busy device, so that work the host forgot to wait for is still queued (0: none)") \
+    X(LAG_DEVICE,      long,   -1,           "the device whose workers FTSIM_LAG_US delays (-1: every device): one device busier than another") \
     X(FAIL_ALLOC,      long,   0,            "fail the Nth device allocation (0: never)") \
     X(FAIL_HOST_ALLOC, long,   0,            "fail the Nth pinned allocation or registration") \
     X(FAIL_COPY,       long,   0,            "fail the Nth copy at enqueue") \

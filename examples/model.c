@@ -53,6 +53,9 @@
  *   --race-alloc N  each thread, after a barrier that starts them together, allocates
  *                 N buffers of 1 MiB (kept until it ends, never touched): allocations
  *                 from several threads at once, as a framework's threads make them
+ *   --lockstep    with --threads: every forward of every thread starts after a barrier
+ *                 (the threads go on together, so the number of forwards each has run
+ *                 when FlexTensor plans does not depend on how the host schedules them)
  *   --pad-odd     odd layers' weights are allocated 2 MiB larger than they are used
  *                 (zeroed): units of two sizes, whose physical memory a load cannot
  *                 reuse from the unit unloaded before
@@ -168,6 +171,8 @@ static int pad_odd; /* odd layers' weights are allocated 2 MiB larger than used 
 static int big_last = 1; /* the last layer's weight is allocated this many times larger */
 static int race_alloc; /* --race-alloc: 1 MiB buffers each thread allocates at its start */
 static pthread_barrier_t race_barrier;
+static int lockstep;                  /* --lockstep */
+static pthread_barrier_t step_barrier;
 static int swap_from = -1; /* from this forward on, another pair of activation buffers */
 static int alternate_acts; /* odd forwards on the other pair */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
@@ -592,6 +597,8 @@ static void *run_worker(void *arg)
     CHECK(cudaEventCreate(&t0));
     CHECK(cudaEventCreate(&t1));
     for (int it = 0; it < iters; it++) {
+        if (lockstep)
+            pthread_barrier_wait(&step_barrier);
         if (it == 0 && pause_forwards > 0 && profiling_suspend != NULL)
             profiling_suspend();
         CHECK(cudaEventRecord(t0, stream));
@@ -719,6 +726,8 @@ int main(int argc, char **argv)
             big_last = parse_int(a, argv[++i], 1, 64);
         else if (strcmp(a, "--race-alloc") == 0 && i + 1 < argc)
             race_alloc = parse_int(a, argv[++i], 0, 64);
+        else if (strcmp(a, "--lockstep") == 0)
+            lockstep = 1;
         else if (strcmp(a, "--pad-odd") == 0)
             pad_odd = 1;
         else if (strcmp(a, "--swap-acts") == 0 && i + 1 < argc)
@@ -763,7 +772,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -818,6 +827,8 @@ int main(int argc, char **argv)
     pthread_t *tid = calloc((size_t)threads, sizeof *tid);
     if (race_alloc > 0)
         pthread_barrier_init(&race_barrier, NULL, (unsigned)threads);
+    if (lockstep)
+        pthread_barrier_init(&step_barrier, NULL, (unsigned)threads);
     for (int t = 0; t < threads; t++) {
         wk[t].id = t;
         if (pthread_create(&tid[t], NULL, run_worker, &wk[t]) != 0) {

@@ -207,7 +207,15 @@ static struct {
     unsigned cupti_passes;    /* passes timed from activity records */
     int in_pass;
     uint64_t lane;            /* the thread whose pass is being timed */
-    int foreign_starts;       /* passes other lanes began meanwhile */
+    /* Passes other lanes began meanwhile, counted per lane: the timed lane went quiet
+     * when one other lane began three. Counted together, three threads' forwards
+     * reached three while the timed lane's own pass was under way (two other starts a
+     * forward): every pass was abandoned, and profiling never ended. */
+    struct {
+        uint64_t lane;
+        int starts;
+    } foreign[8];
+    int n_foreign;
     int off_record;           /* consecutive passes dropped for not following the record */
     unsigned epoch;           /* suspension epoch at the pass's start */
     event_create_fn create;
@@ -1018,14 +1026,28 @@ static void finish_profiling(void)
     }
 }
 
+/* Another lane than the timed one begins a pass (prof.lock held): how many it has
+ * begun since the timed pass did. Lanes past the table's size are not counted. */
+static int foreign_start(uint64_t lane)
+{
+    for (int i = 0; i < prof.n_foreign; i++)
+        if (prof.foreign[i].lane == lane)
+            return ++prof.foreign[i].starts;
+    if (prof.n_foreign == (int)(sizeof prof.foreign / sizeof *prof.foreign))
+        return 0;
+    prof.foreign[prof.n_foreign].lane = lane;
+    prof.foreign[prof.n_foreign].starts = 1;
+    return prof.foreign[prof.n_foreign++].starts;
+}
+
 /* Profiling, for a launch at position pos of its lane's pass. One lane's pass is timed
  * at a time; another lane is adopted at a pass start when none is under way, or when
- * the timed lane went quiet while others began three passes (its thread finished). */
+ * the timed lane went quiet while another began three passes (its thread finished). */
 static void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
 {
     pthread_mutex_lock(&prof.lock);
     if (prof.in_pass && lane != prof.lane) {
-        if (pos != 0 || ++prof.foreign_starts < 3) {
+        if (pos != 0 || foreign_start(lane) < 3) {
             pthread_mutex_unlock(&prof.lock);
             return;
         }
@@ -1058,7 +1080,7 @@ static void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
         for (size_t i = 0; i < prof.n; i++)
             __atomic_store_n(&prof.moves_ns[i], 0, __ATOMIC_RELAXED);
         prof.lane = lane;
-        prof.foreign_starts = 0;
+        prof.n_foreign = 0;
         prof.epoch = ft_prof_epoch(prof.prof);
         memset(prof.seen, 0, prof.n * sizeof *prof.seen);
     }

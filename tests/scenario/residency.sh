@@ -63,7 +63,9 @@ pass "FlexTensor's own host time per launch is reported for discovery, profiling
 run_pair poke --poke 9
 expect_grep 'unload\(s\), [1-9][0-9]* of them copied back' "$WORK/poke.err" "poke: changed unit copied back"
 pass "a write into an offloaded weight is kept (the device checksum finds it changed: copied back before its memory goes)"
-run_pair threads --threads 3
+# (--lockstep: the threads start each forward together, so that the plan comes within
+# the 12 forwards however the host schedules them)
+run_pair threads --threads 3 --lockstep
 pass "3 threads on 3 streams: same output"
 # ... and on cudaStreamPerThread: one handle, a stream per thread. Keyed by the handle,
 # a thread skipped the wait for a unit's copy that another thread's stream had made:

@@ -4,6 +4,9 @@
 # Each folder owns a fragment (<dir>/<dir>.mk) that appends to the variables below,
 # so that the top level stays a list of goals.
 
+# The version ft-run --version and ft-trace --version print; its one source.
+FT_VERSION := 0.1.0
+
 CUDA_HOME ?= /usr/local/cuda
 PREFIX    ?= /usr/local
 DESTDIR   ?=

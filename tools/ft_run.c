@@ -3,6 +3,7 @@
  *   ft-run [--gpu-mem SIZE] [--config FILE] [--trace FILE] [--log-level L] [--sim]
  *          [--disable] [--] PROGRAM [ARGS...]
  *   ft-run --print-config [--config FILE] [...]
+ *   ft-run --version
  *
  * Sets LD_PRELOAD to the libflextensor.so installed beside this program and
  * FT_ENABLED=1, then execs PROGRAM. Its flags are explicit settings: they win over
@@ -21,6 +22,10 @@
 
 #include "config/config.h"
 
+#ifndef FT_VERSION
+#error "FT_VERSION comes from the Makefile (its one source)"
+#endif
+
 extern char **environ;
 
 static void usage(FILE *out)
@@ -37,6 +42,7 @@ static void usage(FILE *out)
           "  --sim              run on the simulated CUDA device (no GPU needed)\n"
           "  --disable          preload the library but leave it off (FT_ENABLED=0)\n"
           "  --print-config     print every option's effective value and its source\n"
+          "  --version          print ft-run's version\n"
           "  -h, --help         this text\n"
           "\n"
           "Every FT_* option is documented in docs/configuration.md.\n",
@@ -85,7 +91,8 @@ static int prepend_env(const char *name, const char *value, char sep)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_GPU_MEM = 256, OPT_CONFIG, OPT_TRACE, OPT_LOG, OPT_SIM, OPT_DISABLE, OPT_PRINT };
+    enum { OPT_GPU_MEM = 256, OPT_CONFIG, OPT_TRACE, OPT_LOG, OPT_SIM, OPT_DISABLE, OPT_PRINT,
+           OPT_VERSION };
     static const struct option opts[] = {
         { "gpu-mem", required_argument, NULL, OPT_GPU_MEM },
         { "config", required_argument, NULL, OPT_CONFIG },
@@ -94,6 +101,7 @@ int main(int argc, char **argv)
         { "sim", no_argument, NULL, OPT_SIM },
         { "disable", no_argument, NULL, OPT_DISABLE },
         { "print-config", no_argument, NULL, OPT_PRINT },
+        { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -127,6 +135,9 @@ int main(int argc, char **argv)
         case OPT_PRINT:
             print = 1;
             break;
+        case OPT_VERSION:
+            puts("ft-run " FT_VERSION);
+            return 0;
         case 'h':
             usage(stdout);
             return 0;

@@ -89,6 +89,20 @@ static int prepend_env(const char *name, const char *value, char sep)
     return rc;
 }
 
+/* Sets option NAME among the n explicit settings in s. A flag given twice keeps its
+ * last value, in the entry it already has: one entry per option, so s never holds
+ * more than ft-run has flags however often they are repeated. */
+static void set_explicit(ft_config_override_t *s, size_t *n, const char *name, const char *value,
+                         const char *origin)
+{
+    size_t i = 0;
+    while (i < *n && strcmp(s[i].name, name) != 0)
+        i++;
+    s[i] = (ft_config_override_t){ name, value, origin };
+    if (i == *n)
+        (*n)++;
+}
+
 int main(int argc, char **argv)
 {
     enum { OPT_GPU_MEM = 256, OPT_CONFIG, OPT_TRACE, OPT_LOG, OPT_SIM, OPT_DISABLE, OPT_PRINT,
@@ -105,7 +119,7 @@ int main(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    ft_config_override_t explicit_settings[8];
+    ft_config_override_t explicit_settings[4]; /* GPU_MEM_LIMIT, TRACE_FILE, LOG_LEVEL, ENABLED */
     size_t n_explicit = 0;
     const char *config_file = NULL;
     int sim = 0, print = 0, disable = 0;
@@ -115,16 +129,16 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
         switch (c) {
         case OPT_GPU_MEM:
-            explicit_settings[n_explicit++] = (ft_config_override_t){ "GPU_MEM_LIMIT", optarg, "ft-run --gpu-mem" };
+            set_explicit(explicit_settings, &n_explicit, "GPU_MEM_LIMIT", optarg, "ft-run --gpu-mem");
             break;
         case OPT_CONFIG:
             config_file = optarg;
             break;
         case OPT_TRACE:
-            explicit_settings[n_explicit++] = (ft_config_override_t){ "TRACE_FILE", optarg, "ft-run --trace" };
+            set_explicit(explicit_settings, &n_explicit, "TRACE_FILE", optarg, "ft-run --trace");
             break;
         case OPT_LOG:
-            explicit_settings[n_explicit++] = (ft_config_override_t){ "LOG_LEVEL", optarg, "ft-run --log-level" };
+            set_explicit(explicit_settings, &n_explicit, "LOG_LEVEL", optarg, "ft-run --log-level");
             break;
         case OPT_SIM:
             sim = 1;
@@ -146,8 +160,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    explicit_settings[n_explicit++] = (ft_config_override_t){ "ENABLED", disable ? "0" : "1",
-                                                             disable ? "ft-run --disable" : "ft-run" };
+    set_explicit(explicit_settings, &n_explicit, "ENABLED", disable ? "0" : "1",
+                 disable ? "ft-run --disable" : "ft-run");
 
     if (config_file != NULL && setenv("FT_CONFIG_FILE", config_file, 1) != 0) {
         perror("ft-run: setenv");

@@ -4,7 +4,7 @@
 want=$(sed -n 's/^FT_VERSION *:= *//p' Makefile)
 [ -n "$want" ] || fail "no FT_VERSION in the Makefile"
 for tool in ft-run ft-trace; do
-    "$BUILD/bin/$tool" --version >"$WORK/out" 2>"$WORK/err" || { cat "$WORK/err" >&2; fail "$tool --version: exit $?"; }
+    "$BUILD/bin/$tool" --version >"$WORK/out" 2>"$WORK/err" || { rc=$?; cat "$WORK/err" >&2; fail "$tool --version: exit $rc"; }
     [ "$(cat "$WORK/out")" = "$tool $want" ] || fail "$tool --version printed '$(cat "$WORK/out")', want '$tool $want'"
     [ ! -s "$WORK/err" ] || { cat "$WORK/err" >&2; fail "$tool --version wrote to stderr"; }
     "$BUILD/bin/$tool" --help >"$WORK/out" 2>&1 || fail "$tool --help: exit $?"
@@ -31,3 +31,10 @@ set -e
 [ $rc -eq 1 ] || fail "ft-trace -- -no-such-file: exit $rc, want 1"
 expect_grep '^ft-trace: -no-such-file: No such file' "$WORK/err" "ft-trace -- FILE"
 pass "ft-trace -- -FILE reads a file named -FILE"
+# A flag given again and again keeps its last value (it once overran a fixed array).
+args=()
+for i in $(seq 1000); do args+=(--log-level debug); done
+"$BUILD/bin/ft-run" "${args[@]}" --log-level error --print-config >"$WORK/out" 2>"$WORK/err" \
+    || { rc=$?; cat "$WORK/err" >&2; fail "ft-run with --log-level 1001 times: exit $rc"; }
+expect_grep '^FT_LOG_LEVEL +(= +)?error +\(ft-run --log-level\)' "$WORK/out" "the last --log-level wins"
+pass "ft-run --log-level given 1001 times: the last one counts"

@@ -12,6 +12,22 @@ PREFIX    ?= /usr/local
 DESTDIR   ?=
 BUILD     ?= build
 
+# The set-up comes before anything below asks the system (pkg-config, libinih.a):
+# tools/setup-deps.sh installs the Debian packages that the build and the tests need
+# when they are missing, or fails with one line saying what to do (also for a missing
+# CUDA Toolkit), which becomes make's error. `make SETUP=0` skips it, for libraries
+# that come from elsewhere; `make clean` needs none; `make -n` installs nothing.
+SETUP ?= 1
+ifeq ($(SETUP),1)
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+FT_SETUP_ERROR := $(shell CUDA_HOME='$(CUDA_HOME)' bash tools/setup-deps.sh \
+                    $(if $(findstring n,$(firstword -$(MAKEFLAGS))),--check))
+ifneq ($(.SHELLSTATUS),0)
+$(error $(or $(FT_SETUP_ERROR),flextensor: tools/setup-deps.sh failed))
+endif
+endif
+endif
+
 CC      ?= gcc
 NVCC    ?= $(CUDA_HOME)/bin/nvcc
 CFLAGS  ?= -O2 -g

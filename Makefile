@@ -42,7 +42,9 @@ FT_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
 FT_LDFLAGS := -pthread $(LDFLAGS)
 
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
-INIH_LIB   := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libinih.a /usr/lib/libinih.a /usr/local/lib/libinih.a))
+# Debian keeps it under the multiarch triplet: x86_64-linux-gnu, aarch64-linux-gnu.
+INIH_LIB   := $(firstword $(wildcard /usr/lib/$(shell $(CC) -print-multiarch)/libinih.a \
+                                     /usr/lib/libinih.a /usr/local/lib/libinih.a))
 
 .PHONY: all check demo install clean gpu-check docs
 all:

@@ -125,12 +125,14 @@ pass "setup-deps.sh: a missing CUDA Toolkit (or part of it) is one line naming C
 
 # The Makefile runs it for every goal but clean and makes its line the error; make -n
 # asks it with --check (the missing toolkit fails before any package is looked at).
+# Without make check's MAKEFLAGS and MAKELEVEL (a sub-make adds "Entering directory").
+plain_make() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make "$@"; }
 set +e
-make -n all BUILD="$BUILD" CUDA_HOME="$WORK/no-cuda" >"$WORK/out" 2>"$WORK/err"
+plain_make -n all BUILD="$BUILD" CUDA_HOME="$WORK/no-cuda" >"$WORK/out" 2>"$WORK/err"
 rc=$?
 set -e
 [ $rc -ne 0 ] && [ ! -s "$WORK/out" ] && [ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "make without CUDA: exit $rc, $(cat "$WORK/out" "$WORK/err")"
 expect_grep "^Makefile:[0-9]+: \*\*\* flextensor: no CUDA Toolkit at $WORK/no-cuda \(cuda.h not found\)" "$WORK/err" "make without CUDA"
-make -n clean BUILD="$BUILD" CUDA_HOME="$WORK/no-cuda" >/dev/null || fail "make clean needs the set-up"
-make -n all SETUP=0 BUILD="$BUILD" CUDA_HOME="$WORK/no-cuda" >/dev/null || fail "make SETUP=0 runs the set-up"
+plain_make -n clean BUILD="$BUILD" CUDA_HOME="$WORK/no-cuda" >/dev/null || fail "make clean needs the set-up"
+plain_make -n all SETUP=0 BUILD="$BUILD" CUDA_HOME="$WORK/no-cuda" >/dev/null || fail "make SETUP=0 runs the set-up"
 pass "make: the set-up's one line is make's error; not for clean, nor with SETUP=0"

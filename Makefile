@@ -4,10 +4,29 @@
 # Each folder owns a fragment (<dir>/<dir>.mk) that appends to the variables below,
 # so that the top level stays a list of goals.
 
+# The version ft-run --version and ft-trace --version print; its one source.
+FT_VERSION := 0.1.0
+
 CUDA_HOME ?= /usr/local/cuda
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 BUILD     ?= build
+
+# The set-up comes before anything below asks the system (pkg-config, libinih.a):
+# tools/setup-deps.sh installs the Debian packages that the build and the tests need
+# when they are missing, or fails with one line saying what to do (also for a missing
+# CUDA Toolkit), which becomes make's error. `make SETUP=0` skips it, for libraries
+# that come from elsewhere; `make clean` needs none; `make -n` installs nothing.
+SETUP ?= 1
+ifeq ($(SETUP),1)
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+FT_SETUP_ERROR := $(shell CUDA_HOME='$(CUDA_HOME)' bash tools/setup-deps.sh \
+                    $(if $(findstring n,$(firstword -$(MAKEFLAGS))),--check))
+ifneq ($(.SHELLSTATUS),0)
+$(error $(or $(FT_SETUP_ERROR),flextensor: tools/setup-deps.sh failed))
+endif
+endif
+endif
 
 CC      ?= gcc
 NVCC    ?= $(CUDA_HOME)/bin/nvcc
@@ -23,7 +42,9 @@ FT_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
 FT_LDFLAGS := -pthread $(LDFLAGS)
 
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
-INIH_LIB   := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libinih.a /usr/lib/libinih.a /usr/local/lib/libinih.a))
+# Debian keeps it under the multiarch triplet: x86_64-linux-gnu, aarch64-linux-gnu.
+INIH_LIB   := $(firstword $(wildcard /usr/lib/$(shell $(CC) -print-multiarch)/libinih.a \
+                                     /usr/lib/libinih.a /usr/local/lib/libinih.a))
 
 .PHONY: all check demo install clean gpu-check docs
 all:

@@ -4,6 +4,9 @@
 #   build/tests/check_sim   simulator suites (tests/check_sim_<part>.c), run against
 #                           build/sim with LD_LIBRARY_PATH
 #   tests/scenario/*.sh     programs run under the shim, compared with runs without it
+#
+# tests/run.sh runs all three, every step even after a failure, and names the failed
+# ones at the end.
 
 UNIT_TEST_SRCS := $(filter-out tests/check_main.c tests/check_sim_%.c,$(wildcard tests/check_*.c))
 SIM_TEST_SRCS  := $(wildcard tests/check_sim_*.c)
@@ -24,7 +27,4 @@ $(BUILD)/tests/check_sim: tests/check_main.c tests/sim_suites.def $(SIM_TEST_SRC
 TEST_BINS := $(BUILD)/tests/check_unit $(BUILD)/tests/check_sim
 
 check: all $(TEST_BINS)
-	@echo "== unit suites"; $(BUILD)/tests/check_unit
-	@echo "== simulator suites"; LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/tests/check_sim
-	@set -e; for s in $(SCENARIOS); do echo "== scenario $$s"; BUILD=$(BUILD) bash $$s; done
-	@echo "make check: all passed"
+	@BUILD=$(BUILD) bash tests/run.sh $(SCENARIOS)

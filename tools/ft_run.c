@@ -3,6 +3,7 @@
  *   ft-run [--gpu-mem SIZE] [--config FILE] [--trace FILE] [--log-level L] [--sim]
  *          [--disable] [--] PROGRAM [ARGS...]
  *   ft-run --print-config [--config FILE] [...]
+ *   ft-run --version
  *
  * Sets LD_PRELOAD to the libflextensor.so installed beside this program and
  * FT_ENABLED=1, then execs PROGRAM. Its flags are explicit settings: they win over
@@ -21,6 +22,10 @@
 
 #include "config/config.h"
 
+#ifndef FT_VERSION
+#error "FT_VERSION comes from the Makefile (its one source)"
+#endif
+
 extern char **environ;
 
 static void usage(FILE *out)
@@ -37,6 +42,7 @@ static void usage(FILE *out)
           "  --sim              run on the simulated CUDA device (no GPU needed)\n"
           "  --disable          preload the library but leave it off (FT_ENABLED=0)\n"
           "  --print-config     print every option's effective value and its source\n"
+          "  --version          print ft-run's version\n"
           "  -h, --help         this text\n"
           "\n"
           "Every FT_* option is documented in docs/configuration.md.\n",
@@ -83,9 +89,24 @@ static int prepend_env(const char *name, const char *value, char sep)
     return rc;
 }
 
+/* Sets option NAME among the n explicit settings in s. A flag given twice keeps its
+ * last value, in the entry it already has: one entry per option, so s never holds
+ * more than ft-run has flags however often they are repeated. */
+static void set_explicit(ft_config_override_t *s, size_t *n, const char *name, const char *value,
+                         const char *origin)
+{
+    size_t i = 0;
+    while (i < *n && strcmp(s[i].name, name) != 0)
+        i++;
+    s[i] = (ft_config_override_t){ name, value, origin };
+    if (i == *n)
+        (*n)++;
+}
+
 int main(int argc, char **argv)
 {
-    enum { OPT_GPU_MEM = 256, OPT_CONFIG, OPT_TRACE, OPT_LOG, OPT_SIM, OPT_DISABLE, OPT_PRINT };
+    enum { OPT_GPU_MEM = 256, OPT_CONFIG, OPT_TRACE, OPT_LOG, OPT_SIM, OPT_DISABLE, OPT_PRINT,
+           OPT_VERSION };
     static const struct option opts[] = {
         { "gpu-mem", required_argument, NULL, OPT_GPU_MEM },
         { "config", required_argument, NULL, OPT_CONFIG },
@@ -94,10 +115,11 @@ int main(int argc, char **argv)
         { "sim", no_argument, NULL, OPT_SIM },
         { "disable", no_argument, NULL, OPT_DISABLE },
         { "print-config", no_argument, NULL, OPT_PRINT },
+        { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    ft_config_override_t explicit_settings[8];
+    ft_config_override_t explicit_settings[4]; /* GPU_MEM_LIMIT, TRACE_FILE, LOG_LEVEL, ENABLED */
     size_t n_explicit = 0;
     const char *config_file = NULL;
     int sim = 0, print = 0, disable = 0;
@@ -107,16 +129,16 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
         switch (c) {
         case OPT_GPU_MEM:
-            explicit_settings[n_explicit++] = (ft_config_override_t){ "GPU_MEM_LIMIT", optarg, "ft-run --gpu-mem" };
+            set_explicit(explicit_settings, &n_explicit, "GPU_MEM_LIMIT", optarg, "ft-run --gpu-mem");
             break;
         case OPT_CONFIG:
             config_file = optarg;
             break;
         case OPT_TRACE:
-            explicit_settings[n_explicit++] = (ft_config_override_t){ "TRACE_FILE", optarg, "ft-run --trace" };
+            set_explicit(explicit_settings, &n_explicit, "TRACE_FILE", optarg, "ft-run --trace");
             break;
         case OPT_LOG:
-            explicit_settings[n_explicit++] = (ft_config_override_t){ "LOG_LEVEL", optarg, "ft-run --log-level" };
+            set_explicit(explicit_settings, &n_explicit, "LOG_LEVEL", optarg, "ft-run --log-level");
             break;
         case OPT_SIM:
             sim = 1;
@@ -127,6 +149,9 @@ int main(int argc, char **argv)
         case OPT_PRINT:
             print = 1;
             break;
+        case OPT_VERSION:
+            puts("ft-run " FT_VERSION);
+            return 0;
         case 'h':
             usage(stdout);
             return 0;
@@ -135,8 +160,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    explicit_settings[n_explicit++] = (ft_config_override_t){ "ENABLED", disable ? "0" : "1",
-                                                             disable ? "ft-run --disable" : "ft-run" };
+    set_explicit(explicit_settings, &n_explicit, "ENABLED", disable ? "0" : "1",
+                 disable ? "ft-run --disable" : "ft-run");
 
     if (config_file != NULL && setenv("FT_CONFIG_FILE", config_file, 1) != 0) {
         perror("ft-run: setenv");

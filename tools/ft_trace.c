@@ -1,6 +1,7 @@
 /* ft-trace - print what a FlexTensor trace file holds.
  *
- *   ft-trace [--json] FILE
+ *   ft-trace [--json] [--] FILE
+ *   ft-trace --version
  *
  * Owns: reading a trace into memory, checking that its records agree with each other,
  * and the two renderings (text tables, one JSON object) of the same report.
@@ -21,6 +22,10 @@
 #include <sys/stat.h>
 
 #include "core/trace.h"
+
+#ifndef FT_VERSION
+#error "FT_VERSION comes from the Makefile (its one source)"
+#endif
 
 #define NO_UNIT 0xffffffffu
 
@@ -1205,27 +1210,47 @@ static void json_report(const trace_t *t, const char *path)
 
 /* --- main ------------------------------------------------------------------------ */
 
+static void usage(FILE *out)
+{
+    fputs("usage: ft-trace [--json] [--] FILE\n"
+          "       ft-trace --version\n"
+          "Prints the summary of a FlexTensor trace (FT_TRACE_FILE): the process,\n"
+          "and from discovery the units, the kernels and what was not attributed.\n"
+          "  --json     the same report as one JSON object\n"
+          "  --version  print ft-trace's version\n",
+          out);
+}
+
 int main(int argc, char **argv)
 {
-    int json = 0;
+    int json = 0, options = 1;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+        const char *a = argv[i];
+        if (options && strcmp(a, "--") == 0)
+            options = 0;
+        else if (options && strcmp(a, "--json") == 0)
             json = 1;
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: ft-trace [--json] FILE\n"
-                   "Prints the summary of a FlexTensor trace (FT_TRACE_FILE): the process,\n"
-                   "and from discovery the units, the kernels and what was not attributed.\n");
+        else if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+            usage(stdout);
             return 0;
+        } else if (options && strcmp(a, "--version") == 0) {
+            puts("ft-trace " FT_VERSION);
+            return 0;
+        } else if (options && a[0] == '-' && a[1] != '\0') {
+            /* A word with a dash is an option, never a file name ("--" ends the options). */
+            fprintf(stderr, "ft-trace: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
         } else if (path == NULL)
-            path = argv[i];
+            path = a;
         else {
-            fprintf(stderr, "ft-trace: one file at a time (got %s and %s)\n", path, argv[i]);
+            fprintf(stderr, "ft-trace: one file at a time (got %s and %s)\n", path, a);
             return 2;
         }
     }
     if (path == NULL) {
-        fprintf(stderr, "usage: ft-trace [--json] FILE\n");
+        usage(stderr);
         return 2;
     }
 

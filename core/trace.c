@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 uint32_t ft_crc32(uint32_t crc, const void *data, size_t len)
@@ -91,6 +93,35 @@ void ft_trace_end(ft_trace_writer_t *w)
     w->records++;
 }
 
+/* Creates the temporary file PATH.tmp.<16 hex digits> and returns its descriptor, or
+ * -errno. The folder may be writable by others (/tmp): O_EXCL|O_NOFOLLOW never opens
+ * what is already there, so a link planted at the name cannot redirect the write (the
+ * old PATH.tmp.<pid>, opened with O_TRUNC, overwrote the link's target); the random
+ * name only keeps a squatter from making every attempt fail. Mode 0644 through the
+ * umask, as a plain creat() gives: mkstemp's 0600 would need the umask to widen it,
+ * and a library cannot read the umask without setting it under the other threads. */
+static int create_temp(const char *path, char *tmp, size_t size)
+{
+    for (unsigned attempt = 0; attempt < 64; attempt++) {
+        uint64_t r;
+        if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+            /* No entropy yet (early boot) or no getrandom: O_EXCL still keeps it safe. */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            r = ((uint64_t)ts.tv_nsec << 24) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^
+                (uint64_t)(uintptr_t)&r ^ attempt;
+        }
+        if (snprintf(tmp, size, "%s.tmp.%016llx", path, (unsigned long long)r) >= (int)size)
+            return -ENAMETOOLONG;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST)
+            return -errno;
+    }
+    return -EEXIST;
+}
+
 int ft_trace_write_file(ft_trace_writer_t *w, const char *path)
 {
     uint32_t crc = ft_crc32(0, w->buf, w->len);
@@ -103,11 +134,9 @@ int ft_trace_write_file(ft_trace_writer_t *w, const char *path)
         return -ENOMEM;
 
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return -ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = create_temp(path, tmp, sizeof tmp);
     if (fd < 0)
-        return -errno;
+        return fd;
     size_t done = 0;
     while (done < w->len) {
         ssize_t n = write(fd, w->buf + done, w->len - done);

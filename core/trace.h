@@ -89,7 +89,10 @@ void ft_trace_put_u64(ft_trace_writer_t *w, uint64_t v);
 void ft_trace_put_str(ft_trace_writer_t *w, const char *s);
 void ft_trace_end(ft_trace_writer_t *w);
 /* Closes the stream with the END record and writes it to path (via a temporary file
- * renamed into place, so a reader never sees half a file). 0 or -errno. */
+ * renamed into place, so a reader never sees half a file; the temporary is created
+ * exclusively under a random name, so a link planted in the folder is never followed,
+ * and a link at path itself is replaced). The file ends with mode 0644 less the umask.
+ * 0 or -errno. */
 int ft_trace_write_file(ft_trace_writer_t *w, const char *path);
 
 /* Reading: a cursor over one record's payload. Getters return 0, or -1 when the

@@ -26,5 +26,12 @@ $(BUILD)/tests/check_sim: tests/check_main.c tests/sim_suites.def $(SIM_TEST_SRC
 
 TEST_BINS := $(BUILD)/tests/check_unit $(BUILD)/tests/check_sim
 
+# Another interposer, preloaded with the shim by tests/scenario/interposers.sh.
+$(BUILD)/tests/libinterposer_getpid.so: tests/interposer_getpid.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -shared -o $@ $< $(FT_LDFLAGS) -ldl
+
+all: $(BUILD)/tests/libinterposer_getpid.so
+
 check: all $(TEST_BINS)
 	@BUILD=$(BUILD) bash tests/run.sh $(SCENARIOS)

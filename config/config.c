@@ -265,6 +265,22 @@ typedef union {
     ft_config_list_t l;
 } value_t;
 
+/* A byte count as the parser reads it back: in the largest binary unit that divides
+ * it, else with a B (a plain number below 1 MiB would not parse). */
+static const char *size_text(uint64_t v, char *buf, size_t len)
+{
+    static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
+    snprintf(buf, len, "%lluB", (unsigned long long)v);
+    for (int i = 0; i < 4 && v != 0; i++) {
+        uint64_t m = 1ull << (10 * (4 - i));
+        if (v % m == 0) {
+            snprintf(buf, len, "%llu%s", (unsigned long long)(v / m), units[i]);
+            break;
+        }
+    }
+    return buf;
+}
+
 /* What an option accepts, for error messages and the documentation. */
 static const char *accepted_text(int opt, char *buf, size_t len)
 {
@@ -283,9 +299,15 @@ static const char *accepted_text(int opt, char *buf, size_t len)
         sb_printf(&sb, "number in %c%.15g, %.15g]%s", (d->flags & FT_OPT_LO_OPEN) ? '(' : '[', d->lo,
                   d->hi, none_ok ? ", or none" : "");
         break;
-    case T_SIZE:
-        sb_printf(&sb, "byte size such as 8GiB, 512MiB, 1.5GiB, 4G or 123; 0 or none = no limit");
+    case T_SIZE: {
+        char hi[32];
+        sb_printf(&sb, "byte size such as 8GiB, 512MiB, 1.5GiB, 4G or 64B (a number without "
+                  "a unit is bytes, at least 1MiB)");
+        if (d->hi > 0)
+            sb_printf(&sb, ", at most %s", size_text((uint64_t)d->hi, hi, sizeof hi));
+        sb_printf(&sb, "; 0 or none = off");
         break;
+    }
     case T_STRING:
         sb_printf(&sb, "any text%s", none_ok ? "; empty or none = unset" : "");
         break;
@@ -449,12 +471,22 @@ static int parse_value(int opt, const char *text, value_t *out, char *why, size_
         out->f = v;
         return 0;
     }
-    case T_SIZE:
-        if (n >= sizeof tmp || ft_parse_size(tmp, &out->u) != 0) {
+    case T_SIZE: {
+        int rc = n < sizeof tmp ? ft_parse_size(tmp, &out->u) : FT_SIZE_INVALID;
+        if (rc == FT_SIZE_NEEDS_UNIT)
+            snprintf(why, whylen, "a number without a unit below 1 MiB: did you mean %sMiB? "
+                     "(%sB if bytes are meant)", tmp, tmp);
+        else if (rc == FT_SIZE_BELOW_BYTE)
+            snprintf(why, whylen, "less than one byte, which would read as 0 and turn the "
+                     "option off (write 0 or none for that)");
+        else if (rc != 0)
             snprintf(why, whylen, "not a byte size");
-            return -1;
-        }
-        return 0;
+        else if (d->hi > 0 && (double)out->u > d->hi)
+            snprintf(why, whylen, "out of range");
+        else
+            return 0;
+        return -1;
+    }
     case T_STRING:
         if (text[0] == '\0') {
             out->s = (char *)empty_string;
@@ -578,19 +610,10 @@ const char *ft_config_format_value(const ft_config_t *cfg, ft_config_opt_t opt, 
     }
     case T_SIZE: {
         uint64_t v = *(const uint64_t *)f;
-        static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
-        if (v == 0) {
+        if (v == 0)
             snprintf(buf, len, "none");
-            break;
-        }
-        snprintf(buf, len, "%llu", (unsigned long long)v);
-        for (int i = 0; i < 4; i++) {
-            uint64_t m = 1ull << (10 * (4 - i));
-            if (v % m == 0) {
-                snprintf(buf, len, "%llu%s", (unsigned long long)(v / m), units[i]);
-                break;
-            }
-        }
+        else
+            size_text(v, buf, len);
         break;
     }
     case T_STRING: {
@@ -636,16 +659,18 @@ int ft_parse_size(const char *s, uint64_t *out)
         {"tb", 1000000000000ull},
     };
     if (s == NULL)
-        return -1;
+        return FT_SIZE_INVALID;
     while (isspace((unsigned char)*s))
         s++;
     uint64_t ip = 0, fnum = 0, fden = 1;
     int digits = 0;
+    bool nonzero = false; /* a digit other than 0: "0.0001k" is not a way to write 0 */
     while (isdigit((unsigned char)*s)) {
         unsigned dgt = (unsigned)(*s++ - '0');
         if (ip > (UINT64_MAX - dgt) / 10)
-            return -1;
+            return FT_SIZE_INVALID;
         ip = ip * 10 + dgt;
+        nonzero |= dgt != 0;
         digits++;
     }
     if (*s == '.') {
@@ -657,12 +682,13 @@ int ft_parse_size(const char *s, uint64_t *out)
                 fnum = fnum * 10 + (unsigned)(*s - '0');
                 fden *= 10;
             }
+            nonzero |= *s != '0';
             s++;
             digits++;
         }
     }
     if (digits == 0)
-        return -1;
+        return FT_SIZE_INVALID;
     while (isspace((unsigned char)*s))
         s++;
     const char *u = s;
@@ -672,20 +698,27 @@ int ft_parse_size(const char *s, uint64_t *out)
     while (isspace((unsigned char)*s))
         s++;
     if (*s != '\0')
-        return -1;
+        return FT_SIZE_INVALID;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (!word_is(u, ue, units[i].unit))
             continue;
         uint64_t m = units[i].mult;
         if (m == 1 && fnum != 0)
-            return -1; /* fractional bytes */
+            return FT_SIZE_INVALID; /* fractional bytes */
         unsigned __int128 v = (unsigned __int128)ip * m + (unsigned __int128)fnum * m / fden;
         if (v > UINT64_MAX)
-            return -1;
+            return FT_SIZE_INVALID;
+        if (v == 0 && nonzero)
+            return FT_SIZE_BELOW_BYTE;
+        /* Nobody budgets a GPU in bytes below a MiB; such a number is almost always a
+         * count of MiB or GiB whose unit was left out ("8192" read as 8 KiB ran with no
+         * memory at all), so it needs its unit, B included. */
+        if (u == ue && v != 0 && v < FT_SIZE_PLAIN_MIN)
+            return FT_SIZE_NEEDS_UNIT;
         *out = (uint64_t)v;
         return 0;
     }
-    return -1;
+    return FT_SIZE_INVALID;
 }
 
 /* ---- layers -------------------------------------------------------------------- */
@@ -721,7 +754,7 @@ static int apply(loader_t *ld, int opt, const char *text, ft_config_src_kind_t k
                  unsigned line, const char *origin, const char *where)
 {
     value_t v;
-    char why[64], acc[512];
+    char why[200], acc[512];
     int rc = parse_value(opt, text, &v, why, sizeof why);
     if (rc == -ENOMEM) {
         diag_add(ld->diag, true, "%s: out of memory", where);
@@ -894,7 +927,7 @@ static int ini_handler_fn(void *user, const char *section, const char *name, con
             return 1;
         }
         value_t v;
-        char why[64];
+        char why[200];
         int rc = parse_value(opt, value, &v, why, sizeof why);
         if (rc == 0) {
             rc = list_append(ld->cfg, opt, &v.l);
@@ -1253,7 +1286,10 @@ int ft_config_write_doc(int fd)
             "optional values take `none` or `null`; words are matched in any case; lists are\n"
             "comma-separated (in the INI file they may continue on indented lines); sizes take\n"
             "`B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (powers of 1024) or `KB`, `MB`,\n"
-            "`GB`, `TB` (powers of 1000), and a fraction (`1.5GiB`).\n"
+            "`GB`, `TB` (powers of 1000), and a fraction (`1.5GiB`). A number without a unit\n"
+            "is bytes and must be 0 or at least 1 MiB: `8192` is an error that asks whether\n"
+            "`8192MiB` was meant (write `8192B` for bytes). A value that is not 0 but less\n"
+            "than a byte (`0.0001K`) is an error too, since 0 turns a size option off.\n"
             "\n"
             "Errors name the variable (or `file:line`), the value given and what is accepted;\n"
             "all of them are reported, not only the first. With offloading requested, an\n"

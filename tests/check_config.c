@@ -510,8 +510,12 @@ START_TEST(size_parser)
         const char *text;
         uint64_t bytes;
     } good[] = {
-        {"123", 123},
+        {"123B", 123},
+        {"123 b", 123},
         {"0", 0},
+        {"0.0", 0},
+        {"0GiB", 0},
+        {"1048576", 1ull << 20},
         {"8GiB", 8ull << 30},
         {"512MiB", 512ull << 20},
         {"1.5GiB", 3ull << 29},
@@ -543,6 +547,24 @@ START_TEST(size_parser)
         ck_assert_uint_eq(v, 7);
     }
     ck_assert_int_eq(ft_parse_size(NULL, NULL), -1);
+
+    /* A plain number below 1 MiB is a unit left out; a non-zero value below a byte is
+     * not a way to write 0. Neither touches *out. */
+    static const struct {
+        const char *text;
+        int rc;
+    } refused[] = {
+        {"8192", FT_SIZE_NEEDS_UNIT},   {"1", FT_SIZE_NEEDS_UNIT},
+        {" 123 ", FT_SIZE_NEEDS_UNIT},  {"1048575", FT_SIZE_NEEDS_UNIT},
+        {"0.0001k", FT_SIZE_BELOW_BYTE}, {"0.5KB", 0},
+        {"0.0000000000000000000001T", FT_SIZE_BELOW_BYTE},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        uint64_t v = 7;
+        int rc = ft_parse_size(refused[i].text, &v);
+        ck_assert_msg(rc == refused[i].rc, "'%s': %d", refused[i].text, rc);
+        ck_assert_uint_eq(v, refused[i].rc ? 7 : 500);
+    }
 }
 END_TEST
 
@@ -556,7 +578,69 @@ START_TEST(gpu_mem_limit_values)
     ck_assert_uint_eq(cfg.gpu_mem_limit, 0);
     ck_assert_int_lt(load_env(NULL, "FT_GPU_MEM_LIMIT=8XB", NULL), 0);
     assert_error("FT_GPU_MEM_LIMIT=8XB: not a byte size",
-                 "8GiB, 512MiB, 1.5GiB, 4G or 123; 0 or none = no limit");
+                 "8GiB, 512MiB, 1.5GiB, 4G or 64B (a number without a unit is bytes, at "
+                 "least 1MiB); 0 or none = off");
+}
+END_TEST
+
+/* 8192 was an 8 KiB budget (the run went on with 0.0 MiB): a number without a unit
+ * below 1 MiB is an error that names the likely fix, from every layer. */
+START_TEST(size_without_unit)
+{
+    ck_assert_int_lt(load_env(NULL, "FT_GPU_MEM_LIMIT=8192", NULL), 0);
+    assert_error("FT_GPU_MEM_LIMIT=8192: a number without a unit below 1 MiB: did you mean "
+                 "8192MiB? (8192B if bytes are meant)");
+    ck_assert_uint_eq(cfg.gpu_mem_limit, 0); /* the layer below stays */
+    ck_assert_int_eq(cfg.source[FT_CONFIG_OPT_GPU_MEM_LIMIT].kind, FT_CONFIG_SRC_DEFAULT);
+    ck_assert_int_eq(load_env(NULL, "FT_GPU_MEM_LIMIT=8192B", NULL), 0);
+    ck_assert_uint_eq(cfg.gpu_mem_limit, 8192);
+    ck_assert_int_eq(load_env(NULL, "FT_GPU_MEM_LIMIT=2147483648", NULL), 0);
+    ck_assert_uint_eq(cfg.gpu_mem_limit, 2ull << 30);
+
+    ft_config_override_t ex[] = {{"GPU_MEM_LIMIT", "8192", "ft-run --gpu-mem"}};
+    ft_config_free(&cfg);
+    ck_assert_int_lt(ft_config_load(&cfg, NULL, NULL, ex, 1, &diag), 0);
+    assert_error("ft-run --gpu-mem: FT_GPU_MEM_LIMIT=8192: ", "did you mean 8192MiB?");
+
+    const char *p = write_file("s.ini", "[flextensor]\nvmm_min_size = 4\n");
+    ck_assert_int_lt(load_env(p, NULL), 0);
+    char want[700];
+    snprintf(want, sizeof want, "%s:2: vmm_min_size=4: a number without a unit below 1 MiB: "
+             "did you mean 4MiB?", p);
+    assert_error(want);
+    ck_assert_uint_eq(cfg.vmm_min_size, 1ull << 20);
+}
+END_TEST
+
+/* 0.0001k was read as 0, which silently meant "no limit". */
+START_TEST(size_below_one_byte)
+{
+    ck_assert_int_lt(load_env(NULL, "FT_GPU_MEM_LIMIT=0.0001k", NULL), 0);
+    assert_error("FT_GPU_MEM_LIMIT=0.0001k: less than one byte, which would read as 0 and "
+                 "turn the option off (write 0 or none for that)");
+    ck_assert_int_eq(load_env(NULL, "FT_GPU_MEM_LIMIT=0.0GiB", NULL), 0);
+    ck_assert_uint_eq(cfg.gpu_mem_limit, 0);
+}
+END_TEST
+
+/* FT_VMM_RESERVE=2^64-1 was accepted; it is address space reserved at a time. */
+START_TEST(size_upper_bound)
+{
+    ck_assert_int_lt(load_env(NULL, "FT_VMM_RESERVE=18446744073709551615", NULL), 0);
+    assert_error("FT_VMM_RESERVE=18446744073709551615: out of range", "at most 1TiB");
+    ck_assert_uint_eq(cfg.vmm_reserve, 16ull << 30);
+    ck_assert_int_lt(load_env(NULL, "FT_VMM_RESERVE=1.5TiB", NULL), 0);
+    assert_error("FT_VMM_RESERVE=1.5TiB: out of range");
+    ck_assert_int_eq(load_env(NULL, "FT_VMM_RESERVE=1TiB", NULL), 0);
+    ck_assert_uint_eq(cfg.vmm_reserve, 1ull << 40);
+    ck_assert_int_eq(load_env(NULL, "FT_VMM_RESERVE=0", NULL), 0);
+    ck_assert_uint_eq(cfg.vmm_reserve, 0);
+    /* The budget has no bound of its own: the device's free memory caps it. */
+    ck_assert_int_eq(load_env(NULL, "FT_GPU_MEM_LIMIT=18446744073709551615", NULL), 0);
+    const char *doc = capture(write_doc);
+    ck_assert_ptr_nonnull(strstr(doc, "| `FT_VMM_RESERVE` | size | `16GiB` | byte size such as "
+                                      "8GiB, 512MiB, 1.5GiB, 4G or 64B (a number without a unit "
+                                      "is bytes, at least 1MiB), at most 1TiB; 0 or none = off |"));
 }
 END_TEST
 
@@ -836,6 +920,9 @@ Suite *config_suite(void)
     tcase_add_test(tc, diag_print_format_and_overflow);
     tcase_add_test(tc, size_parser);
     tcase_add_test(tc, gpu_mem_limit_values);
+    tcase_add_test(tc, size_without_unit);
+    tcase_add_test(tc, size_below_one_byte);
+    tcase_add_test(tc, size_upper_bound);
     tcase_add_test(tc, list_parsing);
     tcase_add_test(tc, list_continues_in_file);
     tcase_add_test(tc, strings_and_none);

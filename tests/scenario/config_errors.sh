@@ -47,3 +47,24 @@ expect_grep 'FT_PROFILING_ITERS.*7.*env' "$WORK/cfg" "env source"
 expect_grep 'FT_GPU_MEM_LIMIT.*ft-run --gpu-mem' "$WORK/cfg" "explicit source"
 expect_grep 'FT_STRATEGY.*knapsack.*default' "$WORK/cfg" "default source"
 pass "ft-run --print-config shows value and source of every option"
+
+# Sizes: 8192 without a unit ran with an 8 KiB budget ("0.0 MiB"); now it stops the
+# program, from ft-run's flag and from the environment, and names the likely fix.
+set +e
+"$BUILD/bin/ft-run" --sim --gpu-mem 8192 -- "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "ft-run --gpu-mem 8192: exit $rc, want 2"
+[ ! -s "$WORK/out" ] || fail "ft-run --gpu-mem 8192: the program ran"
+expect_grep 'ft-run --gpu-mem: FT_GPU_MEM_LIMIT=8192: .*did you mean 8192MiB\?' "$WORK/err" "ft-run --gpu-mem 8192"
+for v in FT_GPU_MEM_LIMIT=8192 FT_GPU_MEM_LIMIT=0.0001k FT_VMM_RESERVE=18446744073709551615; do
+    set +e
+    env FT_ENABLED=1 "$v" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$SHIM" "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] || fail "$v: exit $rc, want 2"
+    [ ! -s "$WORK/out" ] || fail "$v: the program ran"
+    expect_grep "error: ${v%%=*}=" "$WORK/err" "$v: error names the variable"
+done
+expect_grep 'FT_VMM_RESERVE=18446744073709551615: out of range .*at most 1TiB' "$WORK/err" "FT_VMM_RESERVE bound"
+pass "sizes: --gpu-mem 8192 and FT_GPU_MEM_LIMIT=8192 (did you mean 8192MiB?), 0.0001k, FT_VMM_RESERVE=2^64-1 stop before main"

@@ -952,6 +952,23 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcasecmp(s + n - m, suffix) == 0;
 }
 
+/* The line of the first NUL byte of fp, or 0; fp is rewound. inih hands values over as
+ * C strings, so a NUL cuts one short without a word ("1\0GiB" read as 1 byte): such a
+ * file is refused whole before inih sees it. */
+static unsigned find_nul(FILE *fp)
+{
+    unsigned line = 1, found = 0;
+    int c;
+    while (found == 0 && (c = getc(fp)) != EOF) {
+        if (c == '\0')
+            found = line;
+        else if (c == '\n')
+            line++;
+    }
+    rewind(fp);
+    return found;
+}
+
 static void load_file(loader_t *ld, const char *path, const char *named_by)
 {
     char named[4200];
@@ -974,6 +991,14 @@ static void load_file(loader_t *ld, const char *path, const char *named_by)
     struct stat stb;
     if (fstat(fileno(fp), &stb) == 0 && S_ISDIR(stb.st_mode)) {
         diag_add(ld->diag, true, "%s: is a directory (accepted: %s)", named, acc);
+        fclose(fp);
+        return;
+    }
+
+    unsigned nul_line = find_nul(fp);
+    if (nul_line != 0) {
+        diag_add(ld->diag, true, "%s:%u: NUL byte in the file; the file is not read (accepted: "
+                 "a text INI file)", path, nul_line);
         fclose(fp);
         return;
     }

@@ -46,6 +46,17 @@ static const char *write_file(const char *name, const char *text)
     return path;
 }
 
+/* Writes len bytes (NULs included) to tmpdir/name; returns its path as write_file. */
+static const char *write_bytes(const char *name, const char *bytes, size_t len)
+{
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, len, f), len);
+    fclose(f);
+    return path;
+}
+
 /* Loads with an envp built from the NULL-terminated arguments. */
 static int load_env(const char *file, const char *first, ...)
 {
@@ -864,6 +875,33 @@ START_TEST(file_enabled_invalid_then_env)
 }
 END_TEST
 
+/* inih reads C strings: "gpu_mem_limit = 1\0GiB" became a 1-byte budget. A NUL byte
+ * anywhere rejects the whole file, naming its line. */
+START_TEST(file_with_nul_byte)
+{
+    static const char text[] = "[flextensor]\nnum_blocks = 6\n\ngpu_mem_limit = 1\0GiB\n"
+                               "trace_file = /tmp/a\0b\n";
+    const char *p = write_bytes("z.ini", text, sizeof text - 1);
+    ck_assert_int_lt(load_env(p, NULL), 0);
+    char want[700];
+    snprintf(want, sizeof want, "%s:4: NUL byte in the file; the file is not read (accepted: a "
+             "text INI file)", p);
+    assert_error(want);
+    ck_assert_uint_eq(diag.n_errors, 1);
+    ck_assert_uint_eq(cfg.gpu_mem_limit, 0);
+    ck_assert_int_eq(cfg.num_blocks, 4); /* nothing of the file applies */
+    ck_assert_str_eq(cfg.trace_file, "");
+    ck_assert(ft_config_enabled_requested(&cfg)); /* a named file: the shim stops */
+
+    /* The first NUL is named, on a line of its own or at the very end. */
+    static const char tail[] = "[flextensor]\nnum_blocks = 6\n\0";
+    p = write_bytes("t.ini", tail, sizeof tail - 1);
+    ck_assert_int_lt(load_env(p, NULL), 0);
+    snprintf(want, sizeof want, "%s:3: NUL byte in the file", p);
+    assert_error(want);
+}
+END_TEST
+
 /* ---- documentation ---------------------------------------------------------------- */
 
 START_TEST(doc_lists_every_option)
@@ -935,6 +973,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, file_syntax_errors);
     tcase_add_test(tc, file_duplicate_key);
     tcase_add_test(tc, file_enabled_invalid_then_env);
+    tcase_add_test(tc, file_with_nul_byte);
     tcase_add_test(tc, doc_lists_every_option);
     tcase_add_test(tc, free_is_idempotent);
     suite_add_tcase(s, tc);

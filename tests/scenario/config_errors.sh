@@ -68,3 +68,14 @@ for v in FT_GPU_MEM_LIMIT=8192 FT_GPU_MEM_LIMIT=0.0001k FT_VMM_RESERVE=184467440
 done
 expect_grep 'FT_VMM_RESERVE=18446744073709551615: out of range .*at most 1TiB' "$WORK/err" "FT_VMM_RESERVE bound"
 pass "sizes: --gpu-mem 8192 and FT_GPU_MEM_LIMIT=8192 (did you mean 8192MiB?), 0.0001k, FT_VMM_RESERVE=2^64-1 stop before main"
+
+# A NUL byte in the file cut the value short (1\0GiB: a 1-byte budget): the file is
+# refused, naming the line.
+printf '[flextensor]\ngpu_mem_limit = 1\0GiB\n' >"$WORK/nul.ini"
+set +e
+FT_CONFIG_FILE="$WORK/nul.ini" shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "NUL byte in the config file: exit $rc, want 2"
+expect_grep "error: $WORK/nul.ini:2: NUL byte in the file" "$WORK/err" "NUL byte: file and line named"
+pass "a NUL byte in the config file stops the program, naming nul.ini:2"

@@ -1126,6 +1126,13 @@ static void check_combinations(loader_t *ld)
                  "MIN_BLOCKS from 2 to NUM_BLOCKS)",
                  cfg->min_blocks, ft_config_source_text(cfg, FT_CONFIG_OPT_MIN_BLOCKS, s1, sizeof s1),
                  cfg->num_blocks, ft_config_source_text(cfg, FT_CONFIG_OPT_NUM_BLOCKS, s2, sizeof s2));
+    /* Until profiles are saved, skipping discovery would leave the engine nothing to
+     * plan with: it used to switch FlexTensor off without a word. */
+    if (cfg->skip_discovery)
+        diag_add(ld->diag, true,
+                 "FT_SKIP_DISCOVERY=true (%s) needs a saved profile (FT_PROFILE_DIR), and saved "
+                 "profiles are not implemented yet (accepted: false)",
+                 ft_config_source_text(cfg, FT_CONFIG_OPT_SKIP_DISCOVERY, s1, sizeof s1));
     if (cfg->shm_enabled && cfg->shm_namespace[0] == '\0')
         diag_add(ld->diag, true,
                  "FT_SHM_ENABLED=true (%s) without FT_SHM_NAMESPACE (accepted: a non-empty "

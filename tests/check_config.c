@@ -480,6 +480,24 @@ START_TEST(shm_needs_namespace)
 }
 END_TEST
 
+/* FT_SKIP_DISCOVERY=1 switched the engine off without a word: it needs a saved profile,
+ * which does not exist yet, so it is an error like an invalid value. */
+START_TEST(skip_discovery_needs_a_profile)
+{
+    ck_assert_int_lt(load_env(NULL, "FT_ENABLED=1", "FT_SKIP_DISCOVERY=1", NULL), 0);
+    assert_error("FT_SKIP_DISCOVERY=true (env) needs a saved profile (FT_PROFILE_DIR), and "
+                 "saved profiles are not implemented yet (accepted: false)");
+    ck_assert(ft_config_enabled_requested(&cfg));
+    const char *p = write_file("k.ini", "[flextensor]\n\nskip_discovery = yes\n");
+    ck_assert_int_lt(load_env(p, NULL), 0);
+    char want[700];
+    snprintf(want, sizeof want, "FT_SKIP_DISCOVERY=true (file %s:3) needs a saved profile", p);
+    assert_error(want);
+    ck_assert_int_eq(load_env(NULL, "FT_SKIP_DISCOVERY=0", NULL), 0);
+    ck_assert(!cfg.skip_discovery);
+}
+END_TEST
+
 START_TEST(all_errors_collected)
 {
     ck_assert_int_lt(load_env(NULL, "FT_NUM_BLOCKS=abc", "FT_STRATEGY=best",
@@ -954,6 +972,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, enum_words_and_aliases);
     tcase_add_test(tc, log_level_values);
     tcase_add_test(tc, shm_needs_namespace);
+    tcase_add_test(tc, skip_discovery_needs_a_profile);
     tcase_add_test(tc, all_errors_collected);
     tcase_add_test(tc, diag_print_format_and_overflow);
     tcase_add_test(tc, size_parser);

@@ -79,3 +79,15 @@ set -e
 [ $rc -eq 2 ] || fail "NUL byte in the config file: exit $rc, want 2"
 expect_grep "error: $WORK/nul.ini:2: NUL byte in the file" "$WORK/err" "NUL byte: file and line named"
 pass "a NUL byte in the config file stops the program, naming nul.ini:2"
+
+# FT_SKIP_DISCOVERY=1 switched the engine off silently; saved profiles do not exist yet,
+# so it is a configuration error, handled as an invalid value is.
+set +e
+FT_ENABLED=1 FT_SKIP_DISCOVERY=1 shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "FT_SKIP_DISCOVERY=1: exit $rc, want 2"
+expect_grep 'error: FT_SKIP_DISCOVERY=true \(env\) needs a saved profile \(FT_PROFILE_DIR\)' "$WORK/err" "FT_SKIP_DISCOVERY=1"
+FT_SKIP_DISCOVERY=1 shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" \
+    || fail "FT_SKIP_DISCOVERY=1 with FlexTensor off must not stop the program"
+pass "FT_SKIP_DISCOVERY=1: a configuration error naming FT_PROFILE_DIR (exit 2 when enabled, as an invalid value)"

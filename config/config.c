@@ -1363,7 +1363,6 @@ int ft_config_write_doc(int fd)
             "[flextensor]\n"
             "enabled = true\n"
             "gpu_mem_limit = 8GiB\n"
-            "transfer_mode = block\n"
             "num_blocks = 4\n"
             "include_patterns = unit.*\n"
             "log_level = info\n"

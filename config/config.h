@@ -29,7 +29,7 @@ typedef enum {
     FT_CONFIG_N_OPTIONS
 } ft_config_opt_t;
 
-/* Enum words: FT_<OPTION>_<WORD>, e.g. FT_TRANSFER_MODE_BLOCK. Values are unique across
+/* Enum words: FT_<OPTION>_<WORD>, e.g. FT_STRATEGY_GREEDY. Values are unique across
  * options (a constant of the wrong option never compares equal). */
 enum {
     FT_CONFIG_WORD_NONE = 0,
@@ -163,7 +163,7 @@ int ft_parse_size(const char *s, uint64_t *out);
 const char *ft_config_option_name(ft_config_opt_t opt); /* "GPU_MEM_LIMIT" */
 const char *ft_config_option_doc(ft_config_opt_t opt);
 
-/* The word of an ENUM constant ("block" for FT_TRANSFER_MODE_BLOCK), "?" if none. */
+/* The word of an ENUM constant ("greedy" for FT_STRATEGY_GREEDY), "?" if none. */
 const char *ft_config_word_name(int word);
 
 /* The value of option `opt` formatted as the parser accepts it (into buf). */

@@ -328,7 +328,7 @@ END_TEST
 START_TEST(printed_values_parse_back)
 {
     ck_assert_int_eq(load_env(NULL, "FT_GPU_MEM_LIMIT=1.5GiB", "FT_MAX_GPU_MEM_FRACTION=0.85",
-                              "FT_EXCLUDE_PATTERNS=x.*, y", "FT_TRANSFER_MODE=raw_block_transfer",
+                              "FT_EXCLUDE_PATTERNS=x.*, y", "FT_STRATEGY=greedy",
                               "FT_LOG_LEVEL=TRACE", "FT_SHM_ENABLED=1", "FT_SHM_NAMESPACE=ns",
                               NULL),
                      0);
@@ -348,7 +348,7 @@ START_TEST(printed_values_parse_back)
                          ft_config_format_value(&cfg, (ft_config_opt_t)i, b, sizeof b));
     }
     ck_assert_uint_eq(cfg.gpu_mem_limit, 3ull << 29);
-    ck_assert_int_eq(cfg.transfer_mode, FT_TRANSFER_MODE_BLOCK);
+    ck_assert_int_eq(cfg.strategy, FT_STRATEGY_GREEDY);
     ft_config_free(&first);
 }
 END_TEST
@@ -421,12 +421,9 @@ START_TEST(enum_words_and_aliases)
     ck_assert_int_eq(cfg.pinned_memory_mode, FT_PINNED_MEMORY_MODE_ALLOC);
     ck_assert_int_eq(load_env(NULL, "FT_PINNED_MEMORY_MODE=Host_Register", NULL), 0);
     ck_assert_int_eq(cfg.pinned_memory_mode, FT_PINNED_MEMORY_MODE_HOST_REGISTER);
-    ck_assert_int_eq(load_env(NULL, "FT_TRANSFER_MODE=allocation_block_transfer", NULL), 0);
-    ck_assert_int_eq(cfg.transfer_mode, FT_TRANSFER_MODE_BLOCK);
-    ck_assert_int_eq(load_env(NULL, "FT_TRANSFER_MODE=raw_block_transfer", NULL), 0);
-    ck_assert_int_eq(cfg.transfer_mode, FT_TRANSFER_MODE_BLOCK);
-    ck_assert_str_eq(print_line("FT_TRANSFER_MODE") + strlen("FT_TRANSFER_MODE        = "),
-                     "block                (env)");
+    ck_assert_int_eq(load_env(NULL, "FT_STRATEGY=Greedy", NULL), 0);
+    ck_assert_str_eq(print_line("FT_STRATEGY") + strlen("FT_STRATEGY             = "),
+                     "greedy               (env)");
     ck_assert_int_eq(load_env(NULL, "FT_TRANSFER_MODE=strategy", "FT_STRATEGY=GLOBAL",
                               "FT_OFFLOAD_TIMING=cuda_graph", "FT_CUPTI=off", NULL),
                      0);
@@ -437,8 +434,7 @@ START_TEST(enum_words_and_aliases)
     ck_assert_str_eq(ft_config_word_name(FT_CUPTI_OFF), "off");
 
     ck_assert_int_lt(load_env(NULL, "FT_TRANSFER_MODE=fast", NULL), 0);
-    assert_error("FT_TRANSFER_MODE=fast: unknown word (accepted: strategy, block; aliases: "
-                 "allocation_block_transfer (= block), raw_block_transfer (= block))");
+    assert_error("FT_TRANSFER_MODE=fast: unknown word (accepted: strategy)");
     ck_assert_int_lt(load_env(NULL, "FT_PINNED_MEMORY_MODE=mlock", NULL), 0);
     assert_error("FT_PINNED_MEMORY_MODE=mlock: unknown word (accepted: alloc, host_register; "
                  "aliases: torch (= alloc))");
@@ -448,6 +444,27 @@ START_TEST(enum_words_and_aliases)
     assert_error("FT_OFFLOAD_TIMING=lazy", "accepted: off, eager, cuda_graph");
     ck_assert_int_lt(load_env(NULL, "FT_CUPTI=maybe", NULL), 0);
     assert_error("FT_CUPTI=maybe", "accepted: auto, on, off");
+}
+END_TEST
+
+/* block changed only the planner's model: the engine never packed units. The word and
+ * its aliases are refused, listing what is accepted. */
+START_TEST(transfer_mode_block_refused)
+{
+    static const char *const removed[] = {"FT_TRANSFER_MODE=block",
+                                          "FT_TRANSFER_MODE=allocation_block_transfer",
+                                          "FT_TRANSFER_MODE=raw_block_transfer"};
+    for (size_t i = 0; i < sizeof removed / sizeof removed[0]; i++) {
+        ck_assert_int_lt(load_env(NULL, removed[i], NULL), 0);
+        assert_error(removed[i], ": unknown word (accepted: strategy)");
+        ck_assert_int_eq(cfg.transfer_mode, FT_TRANSFER_MODE_STRATEGY);
+    }
+    const char *p = write_file("b.ini", "[flextensor]\ntransfer_mode = block\n");
+    ck_assert_int_lt(load_env(p, NULL), 0);
+    char want[700];
+    snprintf(want, sizeof want, "%s:2: transfer_mode=block: unknown word (accepted: strategy)", p);
+    assert_error(want);
+    ck_assert_int_eq(load_env(NULL, "FT_TRANSFER_MODE=Strategy", NULL), 0);
 }
 END_TEST
 
@@ -934,7 +951,7 @@ START_TEST(doc_lists_every_option)
         ck_assert_ptr_nonnull(strstr(doc, ft_config_option_doc((ft_config_opt_t)i)));
     }
     ck_assert_ptr_nonnull(strstr(doc, "`host_register`:"));
-    ck_assert_ptr_nonnull(strstr(doc, "raw_block_transfer (= block)"));
+    ck_assert_ptr_nonnull(strstr(doc, "torch (= alloc)"));
     ck_assert_ptr_nonnull(strstr(doc, "| `FT_GPU_MEM_LIMIT` | size | `none` |"));
     ck_assert_ptr_nonnull(strstr(doc, "| `FT_LOG_LEVEL` | level | `info` | error, warn, info, debug, trace |"));
     ck_assert_ptr_null(ft_config_option_name(FT_CONFIG_N_OPTIONS));
@@ -970,6 +987,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, min_blocks_rules);
     tcase_add_test(tc, float_errors_and_none);
     tcase_add_test(tc, enum_words_and_aliases);
+    tcase_add_test(tc, transfer_mode_block_refused);
     tcase_add_test(tc, log_level_values);
     tcase_add_test(tc, shm_needs_namespace);
     tcase_add_test(tc, skip_discovery_needs_a_profile);

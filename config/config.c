@@ -726,6 +726,7 @@ int ft_parse_size(const char *s, uint64_t *out)
 typedef struct {
     ft_config_t *cfg;
     ft_config_diag_t *diag;
+    bool warned_not_impl[FT_CONFIG_N_OPTIONS]; /* one warning per option, all layers */
 } loader_t;
 
 /* Text of a source, as printed: "default", "file PATH:LINE", "env", or the origin. */
@@ -755,6 +756,11 @@ static int apply(loader_t *ld, int opt, const char *text, ft_config_src_kind_t k
 {
     value_t v;
     char why[200], acc[512];
+    if (kind != FT_CONFIG_SRC_DEFAULT && (options[opt].flags & FT_OPT_NOT_IMPL) &&
+        !ld->warned_not_impl[opt]) {
+        ld->warned_not_impl[opt] = true;
+        diag_add(ld->diag, false, "%s: not implemented yet; FlexTensor ignores it", where);
+    }
     int rc = parse_value(opt, text, &v, why, sizeof why);
     if (rc == -ENOMEM) {
         diag_add(ld->diag, true, "%s: out of memory", where);
@@ -1133,11 +1139,6 @@ static void check_combinations(loader_t *ld)
                  "FT_SKIP_DISCOVERY=true (%s) needs a saved profile (FT_PROFILE_DIR), and saved "
                  "profiles are not implemented yet (accepted: false)",
                  ft_config_source_text(cfg, FT_CONFIG_OPT_SKIP_DISCOVERY, s1, sizeof s1));
-    if (cfg->shm_enabled && cfg->shm_namespace[0] == '\0')
-        diag_add(ld->diag, true,
-                 "FT_SHM_ENABLED=true (%s) without FT_SHM_NAMESPACE (accepted: a non-empty "
-                 "SHM_NAMESPACE when SHM_ENABLED is on)",
-                 ft_config_source_text(cfg, FT_CONFIG_OPT_SHM_ENABLED, s1, sizeof s1));
 }
 
 int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
@@ -1155,7 +1156,7 @@ int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
     cfg->config_file_origin = "";
     cfg->enabled_valid = true;
     cfg->loaded = true;
-    loader_t ld = {cfg, diag};
+    loader_t ld = {cfg, diag, {false}};
 
     load_defaults(&ld);
 
@@ -1272,9 +1273,10 @@ void ft_config_print(const ft_config_t *cfg, int fd)
                cfg->config_file[0] ? cfg->config_file : "none", config_file_source(cfg));
     for (int i = 0; i < FT_CONFIG_N_OPTIONS; i++) {
         char val[1024], src[4200];
-        out_printf(&o, "%-*s = %-20s (%s)\n", width, options[i].env,
+        out_printf(&o, "%-*s = %-20s (%s%s)\n", width, options[i].env,
                    ft_config_format_value(cfg, (ft_config_opt_t)i, val, sizeof val),
-                   ft_config_source_text(cfg, i, src, sizeof src));
+                   ft_config_source_text(cfg, i, src, sizeof src),
+                   (options[i].flags & FT_OPT_NOT_IMPL) ? "; not implemented yet" : "");
     }
     out_flush(&o);
 }
@@ -1345,6 +1347,9 @@ int ft_config_write_doc(int fd)
                    d->def[0] ? d->def : "\"\"");
         out_cell(&o, accepted_text(i, acc, sizeof acc));
         out_str(&o, " | ");
+        if (d->flags & FT_OPT_NOT_IMPL)
+            out_str(&o, "**Not implemented yet**: nothing reads it; setting it prints a "
+                        "warning. ");
         out_cell(&o, d->doc);
         if (d->type == T_ENUM)
             for (size_t w = 0; w < N_WORDS; w++)

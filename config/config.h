@@ -21,6 +21,8 @@
 /* Flags of an FT_OPT row (options.def). */
 #define FT_OPT_NONE_OK 1u /* "none"/"null" unset the value */
 #define FT_OPT_LO_OPEN 2u /* the lower bound is excluded */
+#define FT_OPT_NOT_IMPL 4u /* nothing reads it yet: setting it warns, the print-out and
+                              the documentation say so */
 
 /* Option ids: FT_CONFIG_OPT_<NAME>, in table order. */
 typedef enum {

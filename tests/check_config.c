@@ -481,19 +481,56 @@ START_TEST(log_level_values)
 }
 END_TEST
 
-START_TEST(shm_needs_namespace)
+/* Options that nothing reads yet: --print-config and the documentation say so, and
+ * setting one (any layer) prints one warning naming it. Their values are still checked
+ * and stored. */
+START_TEST(not_implemented_options)
 {
-    ck_assert_int_lt(load_env(NULL, "FT_SHM_ENABLED=1", NULL), 0);
-    assert_error("FT_SHM_ENABLED=true (env) without FT_SHM_NAMESPACE",
-                 "accepted: a non-empty SHM_NAMESPACE");
-    ck_assert_int_lt(load_env(NULL, "FT_SHM_ENABLED=1", "FT_SHM_NAMESPACE=none", NULL), 0);
-    const char *p = write_file("s.ini", "[flextensor]\nshm_enabled = yes\n");
-    ck_assert_int_lt(load_env(p, NULL), 0);
+    static const char *const names[] = {"SHM_ENABLED", "SHM_NAMESPACE", "SHM_WAIT_TIMEOUT",
+                                        "PROFILE_DIR", "PROFILE_READ_ONLY", "OFFLOAD_TIMING"};
+    ck_assert_int_eq(load_env(NULL, NULL), 0);
+    ck_assert_uint_eq(diag.n, 0); /* defaults say nothing */
+    static char doc[65536]; /* capture's buffer is reused by print_line */
+    snprintf(doc, sizeof doc, "%s", capture(write_doc));
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char var[64], row[128];
+        snprintf(var, sizeof var, "FT_%s", names[i]);
+        ck_assert_msg(strstr(print_line(var), "(default; not implemented yet)") != NULL, "%s",
+                      print_line(var));
+        snprintf(row, sizeof row, "| `%s` |", var);
+        const char *r = strstr(doc, row);
+        ck_assert_ptr_nonnull(r);
+        const char *end = strchr(r, '\n');
+        const char *ni = strstr(r, "**Not implemented yet**");
+        ck_assert_msg(ni != NULL && ni < end, "%s: doc row does not say it", var);
+    }
+    ck_assert_ptr_null(strstr(print_line("FT_GPU_MEM_LIMIT"), "not implemented"));
+
+    ck_assert_int_eq(load_env(NULL, "FT_PROFILE_DIR=/var/ft", "FT_SHM_ENABLED=1",
+                              "FT_OFFLOAD_TIMING=eager", NULL),
+                     0);
+    ck_assert_uint_eq(diag.n_warnings, 3);
+    ck_assert_uint_eq(diag.n_errors, 0);
+    assert_warning("FT_PROFILE_DIR=/var/ft: not implemented yet; FlexTensor ignores it");
+    assert_warning("FT_SHM_ENABLED=1: not implemented yet");
+    assert_warning("FT_OFFLOAD_TIMING=eager: not implemented yet");
+    ck_assert_str_eq(cfg.profile_dir, "/var/ft");
+    ck_assert_ptr_nonnull(strstr(print_line("FT_PROFILE_DIR"), "(env; not implemented yet)"));
+
+    /* One warning per option, even when the file and the environment both set it. */
+    const char *p = write_file("n.ini", "[flextensor]\nprofile_read_only = yes\n"
+                                        "shm_namespace = llama\n");
+    ck_assert_int_eq(load_env(p, "FT_PROFILE_READ_ONLY=0", NULL), 0);
+    ck_assert_uint_eq(diag.n_warnings, 2);
     char want[700];
-    snprintf(want, sizeof want, "FT_SHM_ENABLED=true (file %s:2) without FT_SHM_NAMESPACE", p);
-    assert_error(want);
-    ck_assert_int_eq(load_env(NULL, "FT_SHM_ENABLED=1", "FT_SHM_NAMESPACE=llama-7b", NULL), 0);
-    ck_assert_str_eq(cfg.shm_namespace, "llama-7b");
+    snprintf(want, sizeof want, "%s:2: profile_read_only=yes: not implemented yet", p);
+    assert_warning(want);
+    snprintf(want, sizeof want, "%s:3: shm_namespace=llama: not implemented yet", p);
+    assert_warning(want);
+
+    /* Values are still checked. */
+    ck_assert_int_lt(load_env(NULL, "FT_SHM_WAIT_TIMEOUT=soon", NULL), 0);
+    assert_error("FT_SHM_WAIT_TIMEOUT=soon: not a number");
 }
 END_TEST
 
@@ -989,7 +1026,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, enum_words_and_aliases);
     tcase_add_test(tc, transfer_mode_block_refused);
     tcase_add_test(tc, log_level_values);
-    tcase_add_test(tc, shm_needs_namespace);
+    tcase_add_test(tc, not_implemented_options);
     tcase_add_test(tc, skip_discovery_needs_a_profile);
     tcase_add_test(tc, all_errors_collected);
     tcase_add_test(tc, diag_print_format_and_overflow);

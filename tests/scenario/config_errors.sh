@@ -91,3 +91,17 @@ expect_grep 'error: FT_SKIP_DISCOVERY=true \(env\) needs a saved profile \(FT_PR
 FT_SKIP_DISCOVERY=1 shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" \
     || fail "FT_SKIP_DISCOVERY=1 with FlexTensor off must not stop the program"
 pass "FT_SKIP_DISCOVERY=1: a configuration error naming FT_PROFILE_DIR (exit 2 when enabled, as an invalid value)"
+
+# Options read by nothing yet: the program runs, one warning names the option, and
+# --print-config says so.
+FT_ENABLED=1 FT_PROFILE_DIR="$WORK/profiles" shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" \
+    || fail "FT_PROFILE_DIR set: the program must run"
+expect_grep '^checksum' "$WORK/out" "FT_PROFILE_DIR set: program ran"
+[ "$(grep -c 'not implemented' "$WORK/err")" = 1 ] || { cat "$WORK/err" >&2; fail "FT_PROFILE_DIR: want one warning"; }
+expect_grep "^flextensor: warning: FT_PROFILE_DIR=$WORK/profiles: not implemented yet" "$WORK/err" "FT_PROFILE_DIR warning"
+"$BUILD/bin/ft-run" --print-config >"$WORK/cfg" 2>&1 || fail "ft-run --print-config failed"
+for o in SHM_ENABLED SHM_NAMESPACE SHM_WAIT_TIMEOUT PROFILE_DIR PROFILE_READ_ONLY OFFLOAD_TIMING; do
+    expect_grep "^FT_$o .*\(default; not implemented yet\)" "$WORK/cfg" "--print-config marks FT_$o"
+done
+expect_no_grep '^FT_STRATEGY .*not implemented' "$WORK/cfg" "--print-config marks only those"
+pass "FT_SHM_*, FT_PROFILE_DIR, FT_PROFILE_READ_ONLY, FT_OFFLOAD_TIMING: one warning when set, marked by --print-config"

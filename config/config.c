@@ -5,7 +5,7 @@
  *
  * Owns: the option descriptors, the value parsers, the diagnostics text.
  * The only file of FlexTensor that reads the environment (from the envp it is given)
- * and calls inih.
+ * and calls inih; and so the one that refuses to in a secure-execution process.
  */
 #include "config/config.h"
 
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1141,9 +1142,22 @@ static void check_combinations(loader_t *ld)
                  ft_config_source_text(cfg, FT_CONFIG_OPT_SKIP_DISCOVERY, s1, sizeof s1));
 }
 
-int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
-                   const ft_config_override_t *explicit_settings, size_t n_explicit,
-                   ft_config_diag_t *diag)
+/* Whether a secure-execution load has anything to ignore: an FT_ variable of ours
+ * (FT_CONFIG_FILE included), a file or an explicit setting. */
+static bool anything_to_ignore(char *const *envp, const char *file_path, size_t n_explicit)
+{
+    if (file_path != NULL || n_explicit > 0)
+        return true;
+    for (size_t i = 0; envp != NULL && envp[i] != NULL; i++)
+        if (strncmp(envp[i], "FT_", 3) == 0 && !is_foreign(envp[i]))
+            return true;
+    return false;
+}
+
+/* ft_config_load, with the process's secure-execution status given. */
+static int load(ft_config_t *cfg, char *const *envp, const char *file_path,
+                const ft_config_override_t *explicit_settings, size_t n_explicit,
+                ft_config_diag_t *diag, bool secure)
 {
     static ft_config_diag_t discarded; /* a caller that passes no diag gets only rc */
     if (diag == NULL)
@@ -1159,6 +1173,22 @@ int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
     loader_t ld = {cfg, diag, {false}};
 
     load_defaults(&ld);
+
+    if (secure) {
+        /* A setuid or setgid program runs with its caller's environment: a library
+         * inside it must not let that environment choose a file to read, a trace file
+         * to write or what to do with the program's memory. Defaults only, with
+         * FlexTensor off whatever ENABLED's default; said once, and only when something
+         * was set. */
+        snprintf(cfg->source[FT_CONFIG_OPT_ENABLED].origin, FT_CONFIG_ORIGIN_MAX,
+                 "secure-execution process");
+        if (anything_to_ignore(envp, file_path, explicit_settings ? n_explicit : 0))
+            diag_add(diag, false,
+                     "secure-execution process (setuid, setgid or file capabilities): every "
+                     "FT_* variable and the config file are ignored; FlexTensor stays off");
+        cfg->enabled = false;
+        return 0;
+    }
 
     const char *named_by = "explicit";
     if (file_path == NULL) {
@@ -1184,6 +1214,21 @@ int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
     load_explicit(&ld, explicit_settings, explicit_settings ? n_explicit : 0);
     check_combinations(&ld);
     return diag->n_errors ? -1 : 0;
+}
+
+int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
+                   const ft_config_override_t *explicit_settings, size_t n_explicit,
+                   ft_config_diag_t *diag)
+{
+    return load(cfg, envp, file_path, explicit_settings, n_explicit, diag,
+                getauxval(AT_SECURE) != 0);
+}
+
+int ft_config_load_secure(ft_config_t *cfg, char *const *envp, const char *file_path,
+                          const ft_config_override_t *explicit_settings, size_t n_explicit,
+                          ft_config_diag_t *diag)
+{
+    return load(cfg, envp, file_path, explicit_settings, n_explicit, diag, true);
 }
 
 bool ft_config_enabled_requested(const ft_config_t *cfg)
@@ -1334,6 +1379,14 @@ int ft_config_write_doc(int fd)
             "\n"
             "Every option is read once, when the library starts (like the Python library's\n"
             "one-shot fields); changing a variable afterwards has no effect on that process.\n"
+            "\n"
+            "In a secure-execution process (a setuid or setgid program, or one that gained\n"
+            "file capabilities: `getauxval(AT_SECURE)`), every `FT_*` variable and the config\n"
+            "file are ignored and FlexTensor stays off; one warning says so when any was set.\n"
+            "\n"
+            "Options marked **Not implemented yet** are accepted (the Python library has\n"
+            "them) but nothing reads them: setting one prints a warning naming it, and\n"
+            "`--print-config` says so after its source.\n"
             "\n"
             "| Variable | Type | Default | Accepted | Description |\n"
             "|---|---|---|---|---|\n"

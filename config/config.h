@@ -117,10 +117,20 @@ typedef struct ft_config_diag {
  * call ft_config_free first); diag may be NULL. Returns 0 when there are no errors
  * (warnings allowed), -1 otherwise
  * (-ENOMEM style failures are reported as errors too). Call ft_config_free after, in
- * both cases. */
+ * both cases.
+ * In a secure-execution process (getauxval(AT_SECURE): a setuid or setgid program, or
+ * one that gained file capabilities) envp, the file and the explicit settings are all
+ * ignored: *cfg holds the defaults (ENABLED false), one warning says so when any FT_*
+ * variable, file or setting was given, and the result is 0. */
 int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
                    const ft_config_override_t *explicit_settings, size_t n_explicit,
                    ft_config_diag_t *diag);
+
+/* ft_config_load as in a secure-execution process, whatever this one is: for the
+ * tests, which cannot easily run setuid. */
+int ft_config_load_secure(ft_config_t *cfg, char *const *envp, const char *file_path,
+                          const ft_config_override_t *explicit_settings, size_t n_explicit,
+                          ft_config_diag_t *diag);
 
 /* Whether offloading was asked for, usable after a failed load: true when ENABLED
  * is true, or when its value is invalid (someone tried to set it, so the caller

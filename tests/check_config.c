@@ -974,6 +974,58 @@ START_TEST(file_with_nul_byte)
 }
 END_TEST
 
+/* ---- secure execution ------------------------------------------------------------- */
+
+/* A setuid or setgid program (AT_SECURE) must not let its caller's environment steer a
+ * library inside it: every FT_* variable, the file and explicit settings are ignored,
+ * the defaults stand (FlexTensor off), and one warning says so. ft_config_load asks
+ * getauxval; this test process is not secure, so it takes the flag directly
+ * (tests/scenario/secure.sh makes a real setgid program). */
+START_TEST(secure_process_ignores_environment_and_file)
+{
+    const char *p = write_file("sec.ini", "[flextensor]\nnum_blocks = 6\n");
+    char var[600];
+    snprintf(var, sizeof var, "FT_CONFIG_FILE=%s", p);
+    char *envp[] = {"FT_ENABLED=1", "FT_GPU_MEM_LIMIT=8GiB", "FT_NUM_BLOCKS=abc", var,
+                    "FT_SIM_BANDWIDTH=5", "PATH=/bin", NULL};
+    ft_config_override_t ex[] = {{"STRATEGY", "greedy", "ft-run --strategy"}};
+
+    ck_assert_int_eq(ft_config_load_secure(&cfg, envp, NULL, ex, 1, &diag), 0);
+    ck_assert(!cfg.enabled);
+    ck_assert(!ft_config_enabled_requested(&cfg));
+    ck_assert_uint_eq(cfg.gpu_mem_limit, 0);
+    ck_assert_int_eq(cfg.num_blocks, 4);
+    ck_assert_int_eq(cfg.strategy, FT_STRATEGY_KNAPSACK);
+    ck_assert_str_eq(cfg.config_file, "");
+    for (int i = 0; i < FT_CONFIG_N_OPTIONS; i++)
+        ck_assert_int_eq(cfg.source[i].kind, FT_CONFIG_SRC_DEFAULT);
+    ck_assert_uint_eq(diag.n_errors, 0);
+    ck_assert_uint_eq(diag.n_warnings, 1);
+    assert_warning("secure-execution process (setuid, setgid or file capabilities): every FT_* "
+                   "variable and the config file are ignored; FlexTensor stays off");
+    ck_assert_ptr_nonnull(strstr(print_line("FT_ENABLED"), "(default, secure-execution process)"));
+
+    /* A file named by the caller is ignored too, and does not turn ENABLED on. */
+    ft_config_free(&cfg);
+    ck_assert_int_eq(ft_config_load_secure(&cfg, NULL, p, NULL, 0, &diag), 0);
+    ck_assert(!cfg.enabled);
+    ck_assert_int_eq(cfg.num_blocks, 4);
+    ck_assert_uint_eq(diag.n_warnings, 1);
+
+    /* Nothing of ours set: nothing to say (a setuid program's output stays its own). */
+    char *quiet[] = {"PATH=/bin", "FT_SIM_BANDWIDTH=5", "FTX=1", NULL};
+    ft_config_free(&cfg);
+    ck_assert_int_eq(ft_config_load_secure(&cfg, quiet, NULL, NULL, 0, &diag), 0);
+    ck_assert_uint_eq(diag.n, 0);
+
+    /* The same environment in this ordinary process is read. */
+    ft_config_free(&cfg);
+    ck_assert_int_lt(ft_config_load(&cfg, envp, NULL, ex, 1, &diag), 0);
+    ck_assert(cfg.enabled);
+    ck_assert_int_eq(cfg.strategy, FT_STRATEGY_GREEDY);
+}
+END_TEST
+
 /* ---- documentation ---------------------------------------------------------------- */
 
 START_TEST(doc_lists_every_option)
@@ -1048,6 +1100,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, file_duplicate_key);
     tcase_add_test(tc, file_enabled_invalid_then_env);
     tcase_add_test(tc, file_with_nul_byte);
+    tcase_add_test(tc, secure_process_ignores_environment_and_file);
     tcase_add_test(tc, doc_lists_every_option);
     tcase_add_test(tc, free_is_idempotent);
     suite_add_tcase(s, tc);

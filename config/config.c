@@ -711,9 +711,9 @@ int ft_parse_size(const char *s, uint64_t *out)
             return FT_SIZE_INVALID;
         if (v == 0 && nonzero)
             return FT_SIZE_BELOW_BYTE;
-        /* Nobody budgets a GPU in bytes below a MiB; such a number is almost always a
-         * count of MiB or GiB whose unit was left out ("8192" read as 8 KiB ran with no
-         * memory at all), so it needs its unit, B included. */
+        /* A plain number below a MiB is far more often a count of MiB or GiB whose unit
+         * was left out than a byte count ("8192" read as 8 KiB ran with no memory at
+         * all), so there the unit is required, B included. */
         if (u == ue && v != 0 && v < FT_SIZE_PLAIN_MIN)
             return FT_SIZE_NEEDS_UNIT;
         *out = (uint64_t)v;

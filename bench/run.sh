@@ -155,13 +155,12 @@ make -j"$(nproc)" "${MK[@]}" gpu-bench >>"$OUT/build.log" 2>&1
 LC=build/bench/launch_cost-gpu
 declare -A LCV=()
 for round in 1 2 3 4 5; do
-    for cfg in none off disc disc_nocupti skip rep plan; do
+    for cfg in none off disc disc_nocupti rep plan; do
         case $cfg in
             none) v=$($LC) ;;
             off) v=$(FT_ENABLED=0 LD_PRELOAD=$SHIM $LC) ;;
             disc) v=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=1000 LD_PRELOAD=$SHIM $LC) ;;
             disc_nocupti) v=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=1000 FT_CUPTI=off LD_PRELOAD=$SHIM $LC) ;;
-            skip) v=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_SKIP_DISCOVERY=1 FT_CUPTI=off LD_PRELOAD=$SHIM $LC) ;;
             rep) v=$($LC --repeat) ;;
             plan) v=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 \
                       FT_GPU_MEM_LIMIT=120GiB LD_PRELOAD=$SHIM $LC --repeat) ;;
@@ -170,25 +169,20 @@ for round in 1 2 3 4 5; do
     done
 done
 med() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "?")}'; }
-echo "launch_cost ns: $(for k in none off disc disc_nocupti skip rep plan; do echo -n "$k [${LCV[$k]}] "; done)" >"$OUT/launch_cost.txt"
-row "C launch cost, median ns (5 rounds)" "info" "none $(med "${LCV[none]}") | off $(med "${LCV[off]}") | discovery $(med "${LCV[disc]}") (no CUPTI $(med "${LCV[disc_nocupti]}")) | after $(med "${LCV[skip]}") | in order: none $(med "${LCV[rep]}"), after the plan $(med "${LCV[plan]}")"
+echo "launch_cost ns: $(for k in none off disc disc_nocupti rep plan; do echo -n "$k [${LCV[$k]}] "; done)" >"$OUT/launch_cost.txt"
+row "C launch cost, median ns (5 rounds)" "info" "none $(med "${LCV[none]}") | off $(med "${LCV[off]}") | discovery $(med "${LCV[disc]}") (no CUPTI $(med "${LCV[disc_nocupti]}")) | in order: none $(med "${LCV[rep]}"), after the plan $(med "${LCV[plan]}")"
 
-# --- 3. per-launch host cost: no shim, preloaded off, discovery, after discovery
+# --- 3. per-launch host cost: no shim, preloaded off, discovery. (The rows with
+# discovery skipped are gone: FT_SKIP_DISCOVERY=1 switched the engine off without a
+# word and is now a configuration error, so that mode can no longer be measured.)
 lo() { python3 bench/launch_overhead.py "$@" 2>/dev/null | sed -n 's/.*"us_per_launch": \([0-9.]*\).*/\1/p'; }
 base=$(lo)
 off=$(FT_ENABLED=0 LD_PRELOAD=$SHIM lo)
 disc=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=1000 LD_PRELOAD=$SHIM lo)
 disc_nc=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_CUPTI=off FT_DISCOVERY_ITERS=1000 LD_PRELOAD=$SHIM lo)
-skip=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_SKIP_DISCOVERY=1 FT_CUPTI=off LD_PRELOAD=$SHIM lo)
-novmm=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_SKIP_DISCOVERY=1 FT_CUPTI=off FT_VMM_MIN_SIZE=none LD_PRELOAD=$SHIM lo)
-# the same two over one weight: the shim's work per launch is the same, the GPU's
-# address translation is not (256 weights mapped 12 MiB apiece against one)
-skip1=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_SKIP_DISCOVERY=1 FT_CUPTI=off LD_PRELOAD=$SHIM lo --weights 1)
-novmm1=$(FT_ENABLED=1 FT_LOG_LEVEL=warn FT_SKIP_DISCOVERY=1 FT_CUPTI=off FT_VMM_MIN_SIZE=none LD_PRELOAD=$SHIM lo --weights 1)
 base2=$(lo)
-echo "launch us: base $base/$base2 off $off discovery $disc discovery-nocupti $disc_nc no-discovery $skip no-discovery-no-vmm $novmm; one weight: no-discovery $skip1 no-vmm $novmm1" | tee "$OUT/overhead.txt"
+echo "launch us: base $base/$base2 off $off discovery $disc discovery-nocupti $disc_nc" | tee "$OUT/overhead.txt"
 row "torch add_ launch cost (us)" "info" "none $base/$base2 | off $off | discovery $disc (no CUPTI $disc_nc)"
-row "  same, discovery skipped (us)" "info" "$skip, and without VMM backing $novmm; one weight: $skip1 and $novmm1"
 
 # --- 4. the 13.5 GB Llama under a third of its size (bench/offload.sh; its accelerate
 # and overhead runs take longer: OFFLOAD_MODES="plain shim accelerate overhead", or

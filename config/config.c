@@ -5,7 +5,7 @@
  *
  * Owns: the option descriptors, the value parsers, the diagnostics text.
  * The only file of FlexTensor that reads the environment (from the envp it is given)
- * and calls inih.
+ * and calls inih; and so the one that refuses to in a secure-execution process.
  */
 #include "config/config.h"
 
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -265,6 +266,22 @@ typedef union {
     ft_config_list_t l;
 } value_t;
 
+/* A byte count as the parser reads it back: in the largest binary unit that divides
+ * it, else with a B (a plain number below 1 MiB would not parse). */
+static const char *size_text(uint64_t v, char *buf, size_t len)
+{
+    static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
+    snprintf(buf, len, "%lluB", (unsigned long long)v);
+    for (int i = 0; i < 4 && v != 0; i++) {
+        uint64_t m = 1ull << (10 * (4 - i));
+        if (v % m == 0) {
+            snprintf(buf, len, "%llu%s", (unsigned long long)(v / m), units[i]);
+            break;
+        }
+    }
+    return buf;
+}
+
 /* What an option accepts, for error messages and the documentation. */
 static const char *accepted_text(int opt, char *buf, size_t len)
 {
@@ -283,9 +300,15 @@ static const char *accepted_text(int opt, char *buf, size_t len)
         sb_printf(&sb, "number in %c%.15g, %.15g]%s", (d->flags & FT_OPT_LO_OPEN) ? '(' : '[', d->lo,
                   d->hi, none_ok ? ", or none" : "");
         break;
-    case T_SIZE:
-        sb_printf(&sb, "byte size such as 8GiB, 512MiB, 1.5GiB, 4G or 123; 0 or none = no limit");
+    case T_SIZE: {
+        char hi[32];
+        sb_printf(&sb, "byte size such as 8GiB, 512MiB, 1.5GiB, 4G or 64B (a number without "
+                  "a unit is bytes, at least 1MiB)");
+        if (d->hi > 0)
+            sb_printf(&sb, ", at most %s", size_text((uint64_t)d->hi, hi, sizeof hi));
+        sb_printf(&sb, "; 0 or none = off");
         break;
+    }
     case T_STRING:
         sb_printf(&sb, "any text%s", none_ok ? "; empty or none = unset" : "");
         break;
@@ -449,12 +472,22 @@ static int parse_value(int opt, const char *text, value_t *out, char *why, size_
         out->f = v;
         return 0;
     }
-    case T_SIZE:
-        if (n >= sizeof tmp || ft_parse_size(tmp, &out->u) != 0) {
+    case T_SIZE: {
+        int rc = n < sizeof tmp ? ft_parse_size(tmp, &out->u) : FT_SIZE_INVALID;
+        if (rc == FT_SIZE_NEEDS_UNIT)
+            snprintf(why, whylen, "a number without a unit below 1 MiB: did you mean %sMiB? "
+                     "(%sB if bytes are meant)", tmp, tmp);
+        else if (rc == FT_SIZE_BELOW_BYTE)
+            snprintf(why, whylen, "less than one byte, which would read as 0 and turn the "
+                     "option off (write 0 or none for that)");
+        else if (rc != 0)
             snprintf(why, whylen, "not a byte size");
-            return -1;
-        }
-        return 0;
+        else if (d->hi > 0 && (double)out->u > d->hi)
+            snprintf(why, whylen, "out of range");
+        else
+            return 0;
+        return -1;
+    }
     case T_STRING:
         if (text[0] == '\0') {
             out->s = (char *)empty_string;
@@ -578,19 +611,10 @@ const char *ft_config_format_value(const ft_config_t *cfg, ft_config_opt_t opt, 
     }
     case T_SIZE: {
         uint64_t v = *(const uint64_t *)f;
-        static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
-        if (v == 0) {
+        if (v == 0)
             snprintf(buf, len, "none");
-            break;
-        }
-        snprintf(buf, len, "%llu", (unsigned long long)v);
-        for (int i = 0; i < 4; i++) {
-            uint64_t m = 1ull << (10 * (4 - i));
-            if (v % m == 0) {
-                snprintf(buf, len, "%llu%s", (unsigned long long)(v / m), units[i]);
-                break;
-            }
-        }
+        else
+            size_text(v, buf, len);
         break;
     }
     case T_STRING: {
@@ -636,16 +660,18 @@ int ft_parse_size(const char *s, uint64_t *out)
         {"tb", 1000000000000ull},
     };
     if (s == NULL)
-        return -1;
+        return FT_SIZE_INVALID;
     while (isspace((unsigned char)*s))
         s++;
     uint64_t ip = 0, fnum = 0, fden = 1;
     int digits = 0;
+    bool nonzero = false; /* a digit other than 0: "0.0001k" is not a way to write 0 */
     while (isdigit((unsigned char)*s)) {
         unsigned dgt = (unsigned)(*s++ - '0');
         if (ip > (UINT64_MAX - dgt) / 10)
-            return -1;
+            return FT_SIZE_INVALID;
         ip = ip * 10 + dgt;
+        nonzero |= dgt != 0;
         digits++;
     }
     if (*s == '.') {
@@ -657,12 +683,13 @@ int ft_parse_size(const char *s, uint64_t *out)
                 fnum = fnum * 10 + (unsigned)(*s - '0');
                 fden *= 10;
             }
+            nonzero |= *s != '0';
             s++;
             digits++;
         }
     }
     if (digits == 0)
-        return -1;
+        return FT_SIZE_INVALID;
     while (isspace((unsigned char)*s))
         s++;
     const char *u = s;
@@ -672,20 +699,27 @@ int ft_parse_size(const char *s, uint64_t *out)
     while (isspace((unsigned char)*s))
         s++;
     if (*s != '\0')
-        return -1;
+        return FT_SIZE_INVALID;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (!word_is(u, ue, units[i].unit))
             continue;
         uint64_t m = units[i].mult;
         if (m == 1 && fnum != 0)
-            return -1; /* fractional bytes */
+            return FT_SIZE_INVALID; /* fractional bytes */
         unsigned __int128 v = (unsigned __int128)ip * m + (unsigned __int128)fnum * m / fden;
         if (v > UINT64_MAX)
-            return -1;
+            return FT_SIZE_INVALID;
+        if (v == 0 && nonzero)
+            return FT_SIZE_BELOW_BYTE;
+        /* A plain number below a MiB is far more often a count of MiB or GiB whose unit
+         * was left out than a byte count ("8192" read as 8 KiB ran with no memory at
+         * all), so there the unit is required, B included. */
+        if (u == ue && v != 0 && v < FT_SIZE_PLAIN_MIN)
+            return FT_SIZE_NEEDS_UNIT;
         *out = (uint64_t)v;
         return 0;
     }
-    return -1;
+    return FT_SIZE_INVALID;
 }
 
 /* ---- layers -------------------------------------------------------------------- */
@@ -693,6 +727,7 @@ int ft_parse_size(const char *s, uint64_t *out)
 typedef struct {
     ft_config_t *cfg;
     ft_config_diag_t *diag;
+    bool warned_not_impl[FT_CONFIG_N_OPTIONS]; /* one warning per option, all layers */
 } loader_t;
 
 /* Text of a source, as printed: "default", "file PATH:LINE", "env", or the origin. */
@@ -721,7 +756,12 @@ static int apply(loader_t *ld, int opt, const char *text, ft_config_src_kind_t k
                  unsigned line, const char *origin, const char *where)
 {
     value_t v;
-    char why[64], acc[512];
+    char why[200], acc[512];
+    if (kind != FT_CONFIG_SRC_DEFAULT && (options[opt].flags & FT_OPT_NOT_IMPL) &&
+        !ld->warned_not_impl[opt]) {
+        ld->warned_not_impl[opt] = true;
+        diag_add(ld->diag, false, "%s: not implemented yet; FlexTensor ignores it", where);
+    }
     int rc = parse_value(opt, text, &v, why, sizeof why);
     if (rc == -ENOMEM) {
         diag_add(ld->diag, true, "%s: out of memory", where);
@@ -894,7 +934,7 @@ static int ini_handler_fn(void *user, const char *section, const char *name, con
             return 1;
         }
         value_t v;
-        char why[64];
+        char why[200];
         int rc = parse_value(opt, value, &v, why, sizeof why);
         if (rc == 0) {
             rc = list_append(ld->cfg, opt, &v.l);
@@ -919,6 +959,23 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcasecmp(s + n - m, suffix) == 0;
 }
 
+/* The line of the first NUL byte of fp, or 0; fp is rewound. inih hands values over as
+ * C strings, so a NUL cuts one short without a word ("1\0GiB" read as 1 byte): such a
+ * file is refused whole before inih sees it. */
+static unsigned find_nul(FILE *fp)
+{
+    unsigned line = 1, found = 0;
+    int c;
+    while (found == 0 && (c = getc(fp)) != EOF) {
+        if (c == '\0')
+            found = line;
+        else if (c == '\n')
+            line++;
+    }
+    rewind(fp);
+    return found;
+}
+
 static void load_file(loader_t *ld, const char *path, const char *named_by)
 {
     char named[4200];
@@ -941,6 +998,14 @@ static void load_file(loader_t *ld, const char *path, const char *named_by)
     struct stat stb;
     if (fstat(fileno(fp), &stb) == 0 && S_ISDIR(stb.st_mode)) {
         diag_add(ld->diag, true, "%s: is a directory (accepted: %s)", named, acc);
+        fclose(fp);
+        return;
+    }
+
+    unsigned nul_line = find_nul(fp);
+    if (nul_line != 0) {
+        diag_add(ld->diag, true, "%s:%u: NUL byte in the file; the file is not read (accepted: "
+                 "a text INI file)", path, nul_line);
         fclose(fp);
         return;
     }
@@ -1068,16 +1133,31 @@ static void check_combinations(loader_t *ld)
                  "MIN_BLOCKS from 2 to NUM_BLOCKS)",
                  cfg->min_blocks, ft_config_source_text(cfg, FT_CONFIG_OPT_MIN_BLOCKS, s1, sizeof s1),
                  cfg->num_blocks, ft_config_source_text(cfg, FT_CONFIG_OPT_NUM_BLOCKS, s2, sizeof s2));
-    if (cfg->shm_enabled && cfg->shm_namespace[0] == '\0')
+    /* Until profiles are saved, skipping discovery would leave the engine nothing to
+     * plan with: it used to switch FlexTensor off without a word. */
+    if (cfg->skip_discovery)
         diag_add(ld->diag, true,
-                 "FT_SHM_ENABLED=true (%s) without FT_SHM_NAMESPACE (accepted: a non-empty "
-                 "SHM_NAMESPACE when SHM_ENABLED is on)",
-                 ft_config_source_text(cfg, FT_CONFIG_OPT_SHM_ENABLED, s1, sizeof s1));
+                 "FT_SKIP_DISCOVERY=true (%s) needs a saved profile (FT_PROFILE_DIR), and saved "
+                 "profiles are not implemented yet (accepted: false)",
+                 ft_config_source_text(cfg, FT_CONFIG_OPT_SKIP_DISCOVERY, s1, sizeof s1));
 }
 
-int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
-                   const ft_config_override_t *explicit_settings, size_t n_explicit,
-                   ft_config_diag_t *diag)
+/* Whether a secure-execution load has anything to ignore: an FT_ variable of ours
+ * (FT_CONFIG_FILE included), a file or an explicit setting. */
+static bool anything_to_ignore(char *const *envp, const char *file_path, size_t n_explicit)
+{
+    if (file_path != NULL || n_explicit > 0)
+        return true;
+    for (size_t i = 0; envp != NULL && envp[i] != NULL; i++)
+        if (strncmp(envp[i], "FT_", 3) == 0 && !is_foreign(envp[i]))
+            return true;
+    return false;
+}
+
+/* ft_config_load, with the process's secure-execution status given. */
+static int load(ft_config_t *cfg, char *const *envp, const char *file_path,
+                const ft_config_override_t *explicit_settings, size_t n_explicit,
+                ft_config_diag_t *diag, bool secure)
 {
     static ft_config_diag_t discarded; /* a caller that passes no diag gets only rc */
     if (diag == NULL)
@@ -1090,9 +1170,25 @@ int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
     cfg->config_file_origin = "";
     cfg->enabled_valid = true;
     cfg->loaded = true;
-    loader_t ld = {cfg, diag};
+    loader_t ld = {cfg, diag, {false}};
 
     load_defaults(&ld);
+
+    if (secure) {
+        /* A setuid or setgid program runs with its caller's environment: a library
+         * inside it must not let that environment choose a file to read, a trace file
+         * to write or what to do with the program's memory. Defaults only, with
+         * FlexTensor off whatever ENABLED's default; said once, and only when something
+         * was set. */
+        snprintf(cfg->source[FT_CONFIG_OPT_ENABLED].origin, FT_CONFIG_ORIGIN_MAX,
+                 "secure-execution process");
+        if (anything_to_ignore(envp, file_path, explicit_settings ? n_explicit : 0))
+            diag_add(diag, false,
+                     "secure-execution process (setuid, setgid or file capabilities): every "
+                     "FT_* variable and the config file are ignored; FlexTensor stays off");
+        cfg->enabled = false;
+        return 0;
+    }
 
     const char *named_by = "explicit";
     if (file_path == NULL) {
@@ -1118,6 +1214,21 @@ int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
     load_explicit(&ld, explicit_settings, explicit_settings ? n_explicit : 0);
     check_combinations(&ld);
     return diag->n_errors ? -1 : 0;
+}
+
+int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
+                   const ft_config_override_t *explicit_settings, size_t n_explicit,
+                   ft_config_diag_t *diag)
+{
+    return load(cfg, envp, file_path, explicit_settings, n_explicit, diag,
+                getauxval(AT_SECURE) != 0);
+}
+
+int ft_config_load_secure(ft_config_t *cfg, char *const *envp, const char *file_path,
+                          const ft_config_override_t *explicit_settings, size_t n_explicit,
+                          ft_config_diag_t *diag)
+{
+    return load(cfg, envp, file_path, explicit_settings, n_explicit, diag, true);
 }
 
 bool ft_config_enabled_requested(const ft_config_t *cfg)
@@ -1207,9 +1318,10 @@ void ft_config_print(const ft_config_t *cfg, int fd)
                cfg->config_file[0] ? cfg->config_file : "none", config_file_source(cfg));
     for (int i = 0; i < FT_CONFIG_N_OPTIONS; i++) {
         char val[1024], src[4200];
-        out_printf(&o, "%-*s = %-20s (%s)\n", width, options[i].env,
+        out_printf(&o, "%-*s = %-20s (%s%s)\n", width, options[i].env,
                    ft_config_format_value(cfg, (ft_config_opt_t)i, val, sizeof val),
-                   ft_config_source_text(cfg, i, src, sizeof src));
+                   ft_config_source_text(cfg, i, src, sizeof src),
+                   (options[i].flags & FT_OPT_NOT_IMPL) ? "; not implemented yet" : "");
     }
     out_flush(&o);
 }
@@ -1253,7 +1365,10 @@ int ft_config_write_doc(int fd)
             "optional values take `none` or `null`; words are matched in any case; lists are\n"
             "comma-separated (in the INI file they may continue on indented lines); sizes take\n"
             "`B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (powers of 1024) or `KB`, `MB`,\n"
-            "`GB`, `TB` (powers of 1000), and a fraction (`1.5GiB`).\n"
+            "`GB`, `TB` (powers of 1000), and a fraction (`1.5GiB`). A number without a unit\n"
+            "is bytes and must be 0 or at least 1 MiB: `8192` is an error that asks whether\n"
+            "`8192MiB` was meant (write `8192B` for bytes). A value that is not 0 but less\n"
+            "than a byte (`0.0001K`) is an error too, since 0 turns a size option off.\n"
             "\n"
             "Errors name the variable (or `file:line`), the value given and what is accepted;\n"
             "all of them are reported, not only the first. With offloading requested, an\n"
@@ -1264,6 +1379,14 @@ int ft_config_write_doc(int fd)
             "\n"
             "Every option is read once, when the library starts (like the Python library's\n"
             "one-shot fields); changing a variable afterwards has no effect on that process.\n"
+            "\n"
+            "In a secure-execution process (a setuid or setgid program, or one that gained\n"
+            "file capabilities: `getauxval(AT_SECURE)`), every `FT_*` variable and the config\n"
+            "file are ignored and FlexTensor stays off; one warning says so when any was set.\n"
+            "\n"
+            "Options marked **Not implemented yet** are accepted (the Python library has\n"
+            "them) but nothing reads them: setting one prints a warning naming it, and\n"
+            "`--print-config` says so after its source.\n"
             "\n"
             "| Variable | Type | Default | Accepted | Description |\n"
             "|---|---|---|---|---|\n"
@@ -1277,6 +1400,9 @@ int ft_config_write_doc(int fd)
                    d->def[0] ? d->def : "\"\"");
         out_cell(&o, accepted_text(i, acc, sizeof acc));
         out_str(&o, " | ");
+        if (d->flags & FT_OPT_NOT_IMPL)
+            out_str(&o, "**Not implemented yet**: nothing reads it; setting it prints a "
+                        "warning. ");
         out_cell(&o, d->doc);
         if (d->type == T_ENUM)
             for (size_t w = 0; w < N_WORDS; w++)
@@ -1295,7 +1421,6 @@ int ft_config_write_doc(int fd)
             "[flextensor]\n"
             "enabled = true\n"
             "gpu_mem_limit = 8GiB\n"
-            "transfer_mode = block\n"
             "num_blocks = 4\n"
             "include_patterns = unit.*\n"
             "log_level = info\n"

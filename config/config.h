@@ -21,6 +21,8 @@
 /* Flags of an FT_OPT row (options.def). */
 #define FT_OPT_NONE_OK 1u /* "none"/"null" unset the value */
 #define FT_OPT_LO_OPEN 2u /* the lower bound is excluded */
+#define FT_OPT_NOT_IMPL 4u /* nothing reads it yet: setting it warns, the print-out and
+                              the documentation say so */
 
 /* Option ids: FT_CONFIG_OPT_<NAME>, in table order. */
 typedef enum {
@@ -29,7 +31,7 @@ typedef enum {
     FT_CONFIG_N_OPTIONS
 } ft_config_opt_t;
 
-/* Enum words: FT_<OPTION>_<WORD>, e.g. FT_TRANSFER_MODE_BLOCK. Values are unique across
+/* Enum words: FT_<OPTION>_<WORD>, e.g. FT_STRATEGY_GREEDY. Values are unique across
  * options (a constant of the wrong option never compares equal). */
 enum {
     FT_CONFIG_WORD_NONE = 0,
@@ -115,10 +117,20 @@ typedef struct ft_config_diag {
  * call ft_config_free first); diag may be NULL. Returns 0 when there are no errors
  * (warnings allowed), -1 otherwise
  * (-ENOMEM style failures are reported as errors too). Call ft_config_free after, in
- * both cases. */
+ * both cases.
+ * In a secure-execution process (getauxval(AT_SECURE): a setuid or setgid program, or
+ * one that gained file capabilities) envp, the file and the explicit settings are all
+ * ignored: *cfg holds the defaults (ENABLED false), one warning says so when any FT_*
+ * variable, file or setting was given, and the result is 0. */
 int ft_config_load(ft_config_t *cfg, char *const *envp, const char *file_path,
                    const ft_config_override_t *explicit_settings, size_t n_explicit,
                    ft_config_diag_t *diag);
+
+/* ft_config_load as in a secure-execution process, whatever this one is: for the
+ * tests, which cannot easily run setuid. */
+int ft_config_load_secure(ft_config_t *cfg, char *const *envp, const char *file_path,
+                          const ft_config_override_t *explicit_settings, size_t n_explicit,
+                          ft_config_diag_t *diag);
 
 /* Whether offloading was asked for, usable after a failed load: true when ENABLED
  * is true, or when its value is invalid (someone tried to set it, so the caller
@@ -145,17 +157,25 @@ const char *ft_config_source_text(const ft_config_t *cfg, ft_config_opt_t opt, c
  * 0 on success, -1 on a write error. */
 int ft_config_write_doc(int fd);
 
-/* Parses a byte size: plain bytes ("123"), or a number (a fraction allowed: "1.5GiB")
- * followed by an optional blank and a unit, any case: B; K, M, G, T and KiB, MiB, GiB,
- * TiB (powers of 1024); KB, MB, GB, TB (powers of 1000). 0 and *out set, or -1 (not a
- * size, negative, fractional bytes, or over 2^64-1). */
+/* Parses a byte size: a number (a fraction allowed: "1.5GiB") followed by an optional
+ * blank and a unit, any case: B; K, M, G, T and KiB, MiB, GiB, TiB (powers of 1024);
+ * KB, MB, GB, TB (powers of 1000). Without a unit the number is bytes, and must be 0 or
+ * at least FT_SIZE_PLAIN_MIN. Returns 0 and sets *out, or leaves *out alone and returns
+ *   FT_SIZE_INVALID     not a size, negative, fractional bytes, or over 2^64-1;
+ *   FT_SIZE_NEEDS_UNIT  a plain number from 1 to FT_SIZE_PLAIN_MIN - 1 ("8192");
+ *   FT_SIZE_BELOW_BYTE  not zero, yet less than one byte ("0.0001k"), which would
+ *                       read as 0, the value that turns a size option off. */
+#define FT_SIZE_INVALID (-1)
+#define FT_SIZE_NEEDS_UNIT (-2)
+#define FT_SIZE_BELOW_BYTE (-3)
+#define FT_SIZE_PLAIN_MIN (1ull << 20)
 int ft_parse_size(const char *s, uint64_t *out);
 
 /* Option metadata, for tools (ft-run --help): NULL past the end. */
 const char *ft_config_option_name(ft_config_opt_t opt); /* "GPU_MEM_LIMIT" */
 const char *ft_config_option_doc(ft_config_opt_t opt);
 
-/* The word of an ENUM constant ("block" for FT_TRANSFER_MODE_BLOCK), "?" if none. */
+/* The word of an ENUM constant ("greedy" for FT_STRATEGY_GREEDY), "?" if none. */
 const char *ft_config_word_name(int word);
 
 /* The value of option `opt` formatted as the parser accepts it (into buf). */

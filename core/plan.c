@@ -31,9 +31,8 @@
 typedef struct {
     size_t n;
     int *group;          /* per unit: group index, -1 resident */
-    int *first, *last;   /* per group: first and last unit */
     double *copy_us;     /* per group */
-    double *end_prev;    /* per group: compute end of its last unit, previous pass */
+    double *end_prev;    /* per group: compute end of its unit, previous pass */
     double *end_cur;     /* same, this pass */
     double *hist;        /* HIST states of (G+1) values, relative to the pass end */
     double *stall_hist;  /* HIST passes x n stalls */
@@ -43,8 +42,6 @@ typedef struct {
 static void ws_free(ws_t *w)
 {
     free(w->group);
-    free(w->first);
-    free(w->last);
     free(w->copy_us);
     free(w->end_prev);
     free(w->end_cur);
@@ -60,15 +57,13 @@ static int ws_init(ws_t *w, size_t n)
     size_t m = n ? n : 1;
     w->n = n;
     w->group = calloc(m, sizeof *w->group);
-    w->first = calloc(m, sizeof *w->first);
-    w->last = calloc(m, sizeof *w->last);
     w->copy_us = calloc(m, sizeof *w->copy_us);
     w->end_prev = calloc(m, sizeof *w->end_prev);
     w->end_cur = calloc(m, sizeof *w->end_cur);
     w->hist = calloc((size_t)HIST * (m + 1), sizeof *w->hist);
     w->stall_hist = calloc((size_t)HIST * m, sizeof *w->stall_hist);
     w->pass_end = calloc(FT_PLAN_MAX_PASSES + 1, sizeof *w->pass_end);
-    if (!w->group || !w->first || !w->last || !w->copy_us || !w->end_prev || !w->end_cur ||
+    if (!w->group || !w->copy_us || !w->end_prev || !w->end_cur ||
         !w->hist || !w->stall_hist || !w->pass_end) {
         ws_free(w);
         return -ENOMEM;
@@ -103,38 +98,20 @@ static uint64_t largest_streamed(const ft_plan_input_t *in, const int *resident)
     return b;
 }
 
-/* Fills group[] and, when first/last/copy are not NULL, the groups' bounds and copy
- * times; returns the number of groups (plan.h: PER_UNIT one per streamed unit, PACKED
- * first-fit of consecutive streamed units within the largest one's bytes). */
-static int make_groups(const ft_plan_input_t *in, const int *resident, int *group,
-                       int *first, int *last, double *copy)
+/* Fills group[] and, when copy is not NULL, the groups' copy times; returns the number
+ * of groups (plan.h: one per streamed unit, in pass order). */
+static int make_groups(const ft_plan_input_t *in, const int *resident, int *group, double *copy)
 {
-    uint64_t cap = largest_streamed(in, resident);
-    uint64_t fill = 0, cfill = 0;
     int g = -1;
     for (size_t i = 0; i < in->n; i++) {
         if (resident[i]) {
             group[i] = -1;
             continue;
         }
-        uint64_t b = in->units[i].bytes;
-        if (g < 0 || in->transfer != FT_PLAN_PACKED || fill + b > cap) {
-            g++;
-            fill = cfill = 0;
-            if (first)
-                first[g] = (int)i;
-        }
-        fill += b;
-        cfill += unit_copy_bytes(&in->units[i]);
-        group[i] = g;
-        if (last)
-            last[g] = (int)i;
+        group[i] = ++g;
         if (copy)
-            copy[g] = (double)cfill; /* bytes for now, time below */
+            copy[g] = copy_time(in, unit_copy_bytes(&in->units[i]));
     }
-    if (copy)
-        for (int j = 0; j <= g; j++)
-            copy[j] = copy_time(in, (uint64_t)copy[j]);
     return g + 1;
 }
 
@@ -143,7 +120,7 @@ static double simulate(const ft_plan_input_t *in, ws_t *w, const int *resident, 
                        double scale, double *unit_stall)
 {
     size_t n = in->n;
-    int G = make_groups(in, resident, w->group, w->first, w->last, w->copy_us);
+    int G = make_groups(in, resident, w->group, w->copy_us);
     double C = 0, T = 0;
     for (size_t i = 0; i < n; i++)
         C += in->units[i].compute_us * scale;
@@ -168,7 +145,7 @@ static double simulate(const ft_plan_input_t *in, ws_t *w, const int *resident, 
         for (size_t i = 0; i < n; i++) {
             int j = w->group[i];
             double start = T;
-            if (j >= 0 && w->first[j] == (int)i) {
+            if (j >= 0) {
                 double release;
                 if (j >= slots)
                     release = w->end_cur[j - slots];
@@ -184,7 +161,7 @@ static double simulate(const ft_plan_input_t *in, ws_t *w, const int *resident, 
             }
             st[i] = start - T;
             T = start + in->units[i].compute_us * scale;
-            if (j >= 0 && w->last[j] == (int)i)
+            if (j >= 0)
                 w->end_cur[j] = T;
         }
         w->pass_end[p] = T;
@@ -257,7 +234,7 @@ double ft_plan_predict(const ft_plan_input_t *in, const int *resident, int slots
 
 int ft_plan_groups(const ft_plan_input_t *in, const int *resident, int *group)
 {
-    return make_groups(in, resident, group, NULL, NULL, NULL);
+    return make_groups(in, resident, group, NULL);
 }
 
 uint64_t ft_plan_device_bytes(const ft_plan_input_t *in, const int *resident, int slots)
@@ -858,7 +835,7 @@ int ft_plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budg
     int slots = s.best_slots;
     memcpy(out->resident, s.best, n * sizeof *s.best);
     int *group = s.tmp;
-    make_groups(in, s.best, group, NULL, NULL, NULL);
+    make_groups(in, s.best, group, NULL);
     for (size_t i = 0; i < n; i++)
         out->slot[i] = group[i] < 0 ? -1 : group[i] % slots;
     out->slots = slots;

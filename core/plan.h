@@ -11,20 +11,16 @@
  * THE PIPELINE MODEL. One pass runs the units in their learned order on one compute
  * stream; the pass repeats (unit 0 follows unit n-1). Streamed units are copied on one
  * side stream (one copy engine, copies run one at a time, in order) into a pool of
- * `slots` slots. Copies are grouped (a group is one copy):
- *   PER_UNIT  every streamed unit is a group of its own;
- *   PACKED    consecutive streamed units of a pass (resident units between them do not
- *             break a group; the pass boundary does) are packed first-fit into groups
- *             whose total bytes stay within slot_bytes.
- * slot_bytes = the largest streamed unit. Group j of a pass (j = 0..G-1) uses slot
- * j mod slots, the same in every pass. A group's copy time is
+ * `slots` slots, one copy per streamed unit; the j-th streamed unit of a pass is group j
+ * (j = 0..G-1). slot_bytes = the largest streamed unit. Group j uses slot j mod slots,
+ * the same in every pass. A group's copy time is
  * copy_latency_us + c / h2d_bytes_per_us, plus c / d2h_bytes_per_us when the write-back
  * is modelled (d2h_bytes_per_us > 0), c the group's copy_bytes (a unit's copy_bytes may
  * be below its bytes: memory is mapped in granules, copies move the regions' own
  * sizes). Event rules, all times in us:
  *   - copy of group j starts at max(end of the previous copy in issue order, end of the
- *     compute of the last unit of the slot's previous occupant (the latest earlier
- *     group, this pass or the previous one, with the same slot));
+ *     compute of the slot's previous occupant (the latest earlier group, this pass or
+ *     the previous one, with the same slot));
  *   - compute of unit i starts at max(end of unit i-1's compute, end of its group's
  *     copy when streamed); unit i's stall is that start minus the end of unit i-1;
  *   - every streamed group is copied in every pass, even when it has a slot of its
@@ -52,7 +48,6 @@ typedef struct {
 } ft_plan_unit_t;
 
 typedef enum { FT_PLAN_KNAPSACK, FT_PLAN_GREEDY, FT_PLAN_GLOBAL } ft_plan_strategy_t;
-typedef enum { FT_PLAN_PER_UNIT, FT_PLAN_PACKED } ft_plan_transfer_t;
 
 typedef struct {
     const ft_plan_unit_t *units;
@@ -73,7 +68,6 @@ typedef struct {
     double time_budget_factor;      /* > 0; 0 is read as 1 */
     int min_slots, max_slots;       /* FT_MIN_BLOCKS..FT_NUM_BLOCKS, 2 <= min <= max */
     ft_plan_strategy_t strategy;
-    ft_plan_transfer_t transfer;
 } ft_plan_input_t;
 
 typedef struct {

@@ -953,7 +953,6 @@ static void make_plan(void)
     in->max_slots = cfgp->num_blocks;
     in->strategy = cfgp->strategy == FT_STRATEGY_GREEDY ? FT_PLAN_GREEDY
                  : cfgp->strategy == FT_STRATEGY_GLOBAL ? FT_PLAN_GLOBAL : FT_PLAN_KNAPSACK;
-    in->transfer = cfgp->transfer_mode == FT_TRANSFER_MODE_BLOCK ? FT_PLAN_PACKED : FT_PLAN_PER_UNIT;
     plan.rc = ft_plan_choose(in, &plan.out, &plan.min_budget);
     __atomic_store_n(&plan.made, 1, __ATOMIC_RELEASE); /* ft_get_gpu_memory_usage reads */
     char a[32], b[32], c[32];

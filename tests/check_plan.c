@@ -140,37 +140,29 @@ START_TEST(steady_state_overlaps_the_wraparound)
 }
 END_TEST
 
-/* Packed: s0 (10 B) and s1 (10 B) share a block of the largest streamed size (20 B),
- * s2 (20 B) has its own; latency 5 makes each block's copy 25. Pass 2 on: copy0
- * starts at the engine's end of copy1 of the previous pass (slot 0 freed earlier),
- * copy1 right after it: the engine is busy all the time, step 50. Per unit the copies
- * take 15 + 15 + 25 = 55 per pass, so the step is at least 55. */
-START_TEST(packed_blocks_share_one_copy)
+/* Each streamed unit is copied on its own (the engine never packs units): s0, s1, s2
+ * take 15 + 15 + 25 = 55 of copy per pass with latency 5, so the step is at least 55.
+ * A resident unit gets no group and does not shift the slots of the others. */
+START_TEST(streamed_units_are_copied_one_by_one)
 {
     ft_plan_unit_t u[] = {{"s0", 10, 10}, {"s1", 10, 10}, {"s2", 20, 10}};
     ft_plan_input_t in = hand(u, 3);
     in.copy_latency_us = 5;
-    in.transfer = FT_PLAN_PACKED;
     int res[] = {0, 0, 0}, grp[3];
-    ck_assert_int_eq(ft_plan_groups(&in, res, grp), 2);
-    ck_assert_int_eq(grp[0], 0);
-    ck_assert_int_eq(grp[1], 0);
-    ck_assert_int_eq(grp[2], 1);
-    ck_assert_double_eq_tol(ft_plan_predict(&in, res, 2, NULL), 50.0, EPS);
-    in.transfer = FT_PLAN_PER_UNIT;
     ck_assert_int_eq(ft_plan_groups(&in, res, grp), 3);
+    ck_assert_int_eq(grp[0], 0);
+    ck_assert_int_eq(grp[1], 1);
+    ck_assert_int_eq(grp[2], 2);
     ck_assert_double_ge(ft_plan_predict(&in, res, 2, NULL), 55.0 - EPS);
-    /* A resident unit between two streamed ones does not break a block. */
     ft_plan_unit_t v[] = {{"s0", 5, 10}, {"r", 30, 10}, {"s1", 5, 10}, {"s2", 10, 10}};
     in.units = v;
     in.n = 4;
-    in.transfer = FT_PLAN_PACKED;
     int res2[] = {0, 1, 0, 0}, grp2[4];
-    ck_assert_int_eq(ft_plan_groups(&in, res2, grp2), 2);
+    ck_assert_int_eq(ft_plan_groups(&in, res2, grp2), 3);
     ck_assert_int_eq(grp2[0], 0);
     ck_assert_int_eq(grp2[1], -1);
-    ck_assert_int_eq(grp2[2], 0);
-    ck_assert_int_eq(grp2[3], 1);
+    ck_assert_int_eq(grp2[2], 1);
+    ck_assert_int_eq(grp2[3], 2);
 }
 END_TEST
 
@@ -227,7 +219,6 @@ static void random_instance(inst_t *x, size_t n)
     x->in.time_budget_factor = 1.0;
     x->in.min_slots = 2;
     x->in.max_slots = 2 + rnd(3);
-    x->in.transfer = rnd(2) ? FT_PLAN_PACKED : FT_PLAN_PER_UNIT;
 }
 
 typedef struct {
@@ -704,7 +695,7 @@ Suite *plan_suite(void)
     tcase_add_test(tc, copy_bytes_and_write_back_set_the_copy_time);
     tcase_add_test(tc, slot_reuse_waits_for_the_previous_occupant);
     tcase_add_test(tc, steady_state_overlaps_the_wraparound);
-    tcase_add_test(tc, packed_blocks_share_one_copy);
+    tcase_add_test(tc, streamed_units_are_copied_one_by_one);
     tcase_add_test(tc, invalid_inputs_are_refused);
     suite_add_tcase(s, tc);
     TCase *bf = tcase_create("strategies");

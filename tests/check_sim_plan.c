@@ -146,7 +146,6 @@ static void check_plan(ft_plan_unit_t *u, size_t n, const int *resident, int slo
     in.copy_latency_us = 2.0;
     in.min_slots = 2;
     in.max_slots = 8;
-    in.transfer = FT_PLAN_PER_UNIT;
     double predicted = ft_plan_predict(&in, resident, slots, NULL);
     double measured = replay(&in, resident, slots);
     ck_assert_msg(predicted > 0, "model refused the plan");

@@ -47,3 +47,61 @@ expect_grep 'FT_PROFILING_ITERS.*7.*env' "$WORK/cfg" "env source"
 expect_grep 'FT_GPU_MEM_LIMIT.*ft-run --gpu-mem' "$WORK/cfg" "explicit source"
 expect_grep 'FT_STRATEGY.*knapsack.*default' "$WORK/cfg" "default source"
 pass "ft-run --print-config shows value and source of every option"
+
+# Sizes: 8192 without a unit ran with an 8 KiB budget ("0.0 MiB"); now it stops the
+# program, from ft-run's flag and from the environment, and names the likely fix.
+set +e
+"$BUILD/bin/ft-run" --sim --gpu-mem 8192 -- "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "ft-run --gpu-mem 8192: exit $rc, want 2"
+[ ! -s "$WORK/out" ] || fail "ft-run --gpu-mem 8192: the program ran"
+expect_grep 'ft-run --gpu-mem: FT_GPU_MEM_LIMIT=8192: .*did you mean 8192MiB\?' "$WORK/err" "ft-run --gpu-mem 8192"
+for v in FT_GPU_MEM_LIMIT=8192 FT_GPU_MEM_LIMIT=0.0001k FT_VMM_RESERVE=18446744073709551615; do
+    set +e
+    env FT_ENABLED=1 "$v" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$SHIM" "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] || fail "$v: exit $rc, want 2"
+    [ ! -s "$WORK/out" ] || fail "$v: the program ran"
+    expect_grep "error: ${v%%=*}=" "$WORK/err" "$v: error names the variable"
+done
+expect_grep 'FT_VMM_RESERVE=18446744073709551615: out of range .*at most 1TiB' "$WORK/err" "FT_VMM_RESERVE bound"
+pass "sizes: --gpu-mem 8192 and FT_GPU_MEM_LIMIT=8192 (did you mean 8192MiB?), 0.0001k, FT_VMM_RESERVE=2^64-1 stop before main"
+
+# A NUL byte in the file cut the value short (1\0GiB: a 1-byte budget): the file is
+# refused, naming the line.
+printf '[flextensor]\ngpu_mem_limit = 1\0GiB\n' >"$WORK/nul.ini"
+set +e
+FT_CONFIG_FILE="$WORK/nul.ini" shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "NUL byte in the config file: exit $rc, want 2"
+expect_grep "error: $WORK/nul.ini:2: NUL byte in the file" "$WORK/err" "NUL byte: file and line named"
+pass "a NUL byte in the config file stops the program, naming nul.ini:2"
+
+# FT_SKIP_DISCOVERY=1 switched the engine off silently; saved profiles do not exist yet,
+# so it is a configuration error, handled as an invalid value is.
+set +e
+FT_ENABLED=1 FT_SKIP_DISCOVERY=1 shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "FT_SKIP_DISCOVERY=1: exit $rc, want 2"
+expect_grep 'error: FT_SKIP_DISCOVERY=true \(env\) needs a saved profile \(FT_PROFILE_DIR\)' "$WORK/err" "FT_SKIP_DISCOVERY=1"
+FT_SKIP_DISCOVERY=1 shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" \
+    || fail "FT_SKIP_DISCOVERY=1 with FlexTensor off must not stop the program"
+pass "FT_SKIP_DISCOVERY=1: a configuration error naming FT_PROFILE_DIR (exit 2 when enabled, as an invalid value)"
+
+# Options read by nothing yet: the program runs, one warning names the option, and
+# --print-config says so.
+FT_ENABLED=1 FT_PROFILE_DIR="$WORK/profiles" shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" \
+    || fail "FT_PROFILE_DIR set: the program must run"
+expect_grep '^checksum' "$WORK/out" "FT_PROFILE_DIR set: program ran"
+[ "$(grep -c 'not implemented' "$WORK/err")" = 1 ] || { cat "$WORK/err" >&2; fail "FT_PROFILE_DIR: want one warning"; }
+expect_grep "^flextensor: warning: FT_PROFILE_DIR=$WORK/profiles: not implemented yet" "$WORK/err" "FT_PROFILE_DIR warning"
+"$BUILD/bin/ft-run" --print-config >"$WORK/cfg" 2>&1 || fail "ft-run --print-config failed"
+for o in SHM_ENABLED SHM_NAMESPACE SHM_WAIT_TIMEOUT PROFILE_DIR PROFILE_READ_ONLY OFFLOAD_TIMING; do
+    expect_grep "^FT_$o .*\(default; not implemented yet\)" "$WORK/cfg" "--print-config marks FT_$o"
+done
+expect_no_grep '^FT_STRATEGY .*not implemented' "$WORK/cfg" "--print-config marks only those"
+pass "FT_SHM_*, FT_PROFILE_DIR, FT_PROFILE_READ_ONLY, FT_OFFLOAD_TIMING: one warning when set, marked by --print-config"

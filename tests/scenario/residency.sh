@@ -163,7 +163,7 @@ for A in "20 2 40" "8 5 40"; do
 done
 expect_grep 'residency: 5 unit\(s\), 40\.0 MiB, moved to pinned host memory' "$WORK/s8.err" "segments 8: streamed"
 pass "segments of 8 and 20 MiB, each holding many layers: the pass is the whole forward (96 launches), a unit per segment; at 24 MiB the 8 MiB segments stream; same output"
-# Every allocation from virtual memory (FT_VMM_MIN_SIZE=1): a unit is a layer's weight
+# Every allocation from virtual memory (FT_VMM_MIN_SIZE=1B): a unit is a layer's weight
 # and its two vectors, given addresses end to end out of one reservation
 # (FT_VMM_RESERVE), and a load sets their access in one call (cuMemSetAccess cost
 # 270-700 us a call on the two-H200 machine, whatever the size). The simulator, as the
@@ -171,14 +171,14 @@ pass "segments of 8 and 20 MiB, each holding many layers: the pass is the whole 
 # reservation each) it takes a call per region.
 V=(--layers 8 --dim 1024 --iters 10 --quiet)
 sim "$MODEL" "${V[@]}" >"$WORK/va.plain" || fail "access runs: model without shim failed"
-FTSIM_TIME_SCALE=0.01 FT_VMM_MIN_SIZE=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=30MiB \
+FTSIM_TIME_SCALE=0.01 FT_VMM_MIN_SIZE=1B FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=30MiB \
     shim "$MODEL" "${V[@]}" >"$WORK/va.shim" 2>"$WORK/va.err" || { sed 's/^/    | /' "$WORK/va.err" >&2; fail "access runs: failed"; }
 cmp -s "$WORK/va.plain" "$WORK/va.shim" || fail "access runs: output differs"
 calls=$(sed -n 's/.*cuMemSetAccess (\([0-9]*\) call(s) for \([0-9]*\) region(s)).*/\1 \2/p' "$WORK/va.err")
 read -r nc nr <<<"$calls"
 [ -n "$nc" ] && [ "$nc" -gt 0 ] && [ $((nc * 3)) = "$nr" ] ||
     fail "access runs: want one cuMemSetAccess call per 3 regions, got '${calls:-no report}'"
-FTSIM_TIME_SCALE=0.01 FT_VMM_RESERVE=0 FT_VMM_MIN_SIZE=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=30MiB \
+FTSIM_TIME_SCALE=0.01 FT_VMM_RESERVE=0 FT_VMM_MIN_SIZE=1B FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=30MiB \
     shim "$MODEL" "${V[@]}" >"$WORK/va0.shim" 2>"$WORK/va0.err" || { sed 's/^/    | /' "$WORK/va0.err" >&2; fail "access runs, FT_VMM_RESERVE=0: failed"; }
 cmp -s "$WORK/va.plain" "$WORK/va0.shim" || fail "access runs, FT_VMM_RESERVE=0: output differs"
 calls0=$(sed -n 's/.*cuMemSetAccess (\([0-9]*\) call(s) for \([0-9]*\) region(s)).*/\1 \2/p' "$WORK/va0.err")
@@ -190,7 +190,7 @@ read -r nc0 nr0 <<<"$calls0"
 V14=(--layers 8 --dim 1024 --iters 14 --quiet)
 sim "$MODEL" "${V14[@]}" >"$WORK/vt.plain" || fail "access runs: model without shim failed (14 forwards)"
 for r in 16GiB 0; do
-    FTSIM_VMM_ACCESS_NS=500000 FT_VMM_RESERVE=$r FT_VMM_MIN_SIZE=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 \
+    FTSIM_VMM_ACCESS_NS=500000 FT_VMM_RESERVE=$r FT_VMM_MIN_SIZE=1B FT_ENABLED=1 FT_DISCOVERY_ITERS=2 \
         FT_GPU_MEM_LIMIT=30MiB shim "$MODEL" "${V14[@]}" >"$WORK/vt.shim" 2>"$WORK/vt-$r.err" \
         || { sed 's/^/    | /' "$WORK/vt-$r.err" >&2; fail "access runs, 0.5 ms a call ($r): failed"; }
     cmp -s "$WORK/vt.plain" "$WORK/vt.shim" || fail "access runs, 0.5 ms a call ($r): output differs"

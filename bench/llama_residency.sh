@@ -17,7 +17,8 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 MK=()
 if [ ! -f /usr/include/ini.h ] && [ -d .devdeps ]; then
-    MK=(INIH_LIB="$PWD/.devdeps/libinih.a" CFLAGS="-O2 -g -I$PWD/.devdeps/include")
+    # SETUP=0: the GPU machine has no package archive to install from (.devdeps/ stands in)
+    MK=(SETUP=0 INIH_LIB="$PWD/.devdeps/libinih.a" CFLAGS="-O2 -g -I$PWD/.devdeps/include")
 fi
 make -j"$(nproc)" "${MK[@]}" build/libflextensor.so build/bin/ft-trace >"$OUT/build.log" 2>&1 \
     || { tail -30 "$OUT/build.log"; exit 1; }

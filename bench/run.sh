@@ -34,7 +34,8 @@ cat "$OUT/env.txt"
 
 MK=()
 if [ ! -f /usr/include/ini.h ] && [ -d .devdeps ]; then
-    MK=(INIH_LIB="$PWD/.devdeps/libinih.a" CFLAGS="-O2 -g -I$PWD/.devdeps/include")
+    # SETUP=0: the GPU machine has no package archive to install from (.devdeps/ stands in)
+    MK=(SETUP=0 INIH_LIB="$PWD/.devdeps/libinih.a" CFLAGS="-O2 -g -I$PWD/.devdeps/include")
 fi
 if make -j"$(nproc)" "${MK[@]}" build/libflextensor.so build/libflextensor-nvtx.so build/bin/ft-run \
         build/bin/ft-trace gpu-example >"$OUT/build.log" 2>&1; then

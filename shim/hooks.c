@@ -880,6 +880,15 @@ static uint64_t memory_budget(void)
 static void start_residency(void);
 static vmm_t *vmm_find(uint64_t va);
 
+/* The options that keep units out of streaming, for messages: FT_INCLUDE_PATTERNS
+ * (units it does not match), FT_EXCLUDE_PATTERNS (units it matches), or both. */
+static const char *kept_by(void)
+{
+    int inc = cfgp->include_patterns.n > 0, exc = cfgp->exclude_patterns.n > 0;
+    return inc && exc ? "FT_INCLUDE_PATTERNS and FT_EXCLUDE_PATTERNS"
+         : inc        ? "FT_INCLUDE_PATTERNS" : "FT_EXCLUDE_PATTERNS";
+}
+
 /* Profiling is done: choose the plan (FT_STRATEGY) and say what it is. */
 static void make_plan(void)
 {
@@ -896,6 +905,8 @@ static void make_plan(void)
         return;
     }
     uint64_t weights = 0; /* what the units occupy on the device */
+    uint64_t kept_bytes = 0;
+    size_t kept = 0;
     plan.weight_bytes = 0;
     for (size_t i = 0; i < n; i++) {
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
@@ -917,8 +928,12 @@ static void make_plan(void)
             bytes += held;
             copied += size;
         }
-        units[i] = (ft_plan_unit_t){ u->name, bytes, ft_prof_stat(prof.prof, i).median, copied };
+        /* The unit selection (FT_INCLUDE_PATTERNS, FT_EXCLUDE_PATTERNS): a unit it
+         * leaves out stays resident whatever the budget. */
+        units[i] = (ft_plan_unit_t){ u->name, bytes, ft_prof_stat(prof.prof, i).median, copied, !u->offload };
         weights += bytes;
+        kept += !u->offload;
+        kept_bytes += u->offload ? 0 : bytes;
     }
     uint64_t tracked = device_bytes();
     ft_plan_input_t *in = &plan.in;
@@ -947,13 +962,17 @@ static void make_plan(void)
     in->transfer = cfgp->transfer_mode == FT_TRANSFER_MODE_BLOCK ? FT_PLAN_PACKED : FT_PLAN_PER_UNIT;
     plan.rc = ft_plan_choose(in, &plan.out, &plan.min_budget);
     __atomic_store_n(&plan.made, 1, __ATOMIC_RELEASE); /* ft_get_gpu_memory_usage reads */
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], d[32], e[160] = "";
+    if (kept > 0)
+        snprintf(e, sizeof e, "the %zu unit(s) kept resident by %s (%s)", kept, kept_by(),
+                 human_bytes(kept_bytes, d, sizeof d));
     if (plan.rc == -ENOSPC) {
-        FT_ERROR("plan: the memory budget %s cannot hold this model's non-weight memory (%s) "
+        FT_ERROR("plan: the memory budget %s cannot hold this model's non-weight memory (%s)%s%s "
                  "and %d slots; the smallest budget that works is %s (FT_GPU_MEM_LIMIT or "
-                 "FT_MAX_GPU_MEM_FRACTION); nothing will be offloaded",
+                 "FT_MAX_GPU_MEM_FRACTION%s%s); nothing will be offloaded",
                  human_bytes(in->budget_bytes, a, sizeof a), human_bytes(in->other_bytes, b, sizeof b),
-                 in->min_slots, human_bytes(plan.min_budget, c, sizeof c));
+                 kept ? ", " : "", e, in->min_slots, human_bytes(plan.min_budget, c, sizeof c),
+                 kept ? ", or fewer units kept by " : "", kept ? kept_by() : "");
         start_residency(); /* it will not start: FT_SPILL's moves are undone */
         return;
     }
@@ -966,11 +985,11 @@ static void make_plan(void)
     for (size_t i = 0; i < n; i++)
         streamed += !plan.out.resident[i];
     FT_INFO("plan (%s mode, %s): %zu of %zu units streamed through %d slot(s) of %s; device "
-            "memory %s; predicted step %.1f us against %.1f us all resident",
+            "memory %s; predicted step %.1f us against %.1f us all resident%s%s",
             in->budget_bytes ? "memory" : "latency", ft_config_word_name(cfgp->strategy), streamed,
             n, plan.out.slots, human_bytes(plan.out.slot_bytes, a, sizeof a),
             human_bytes(plan.out.device_bytes, b, sizeof b), plan.out.step_us,
-            plan.out.all_resident_us);
+            plan.out.all_resident_us, kept ? "; " : "", e);
     if (log_diagnostics) {
         size_t need = ft_plan_format(in, &plan.out, NULL, 0) + 1;
         char *table = malloc(need);
@@ -2429,7 +2448,8 @@ static int demote_for(uint64_t size)
         int best = -1;
         uint64_t best_gain = 0, best_bytes = 1, cap = slots_full_locked(-1);
         for (int i = 0; i < res.n_units; i++) {
-            if (!plan.out.resident[i] || res.units[i].n != 0 || res.units[i].unstreamable)
+            if (!plan.out.resident[i] || res.units[i].n != 0 || res.units[i].unstreamable ||
+                !ft_disc_unit(disc, (size_t)i)->offload) /* kept by the unit selection */
                 continue;
             uint64_t bytes = ft_disc_unit(disc, (size_t)i)->bytes, grow = slots_full_locked(i) - cap;
             if (bytes <= grow)

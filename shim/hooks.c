@@ -2541,6 +2541,9 @@ static void admit_done(int adm, uint64_t size, void *p, uint32_t flags)
     }
 }
 
+/* The engine could not be set up at the switch (the exit report's verdict says so). */
+static int res_start_failed;
+
 /* The switch, res.lock held: calls already past their guard finish enqueueing first,
  * then the device drains, then the streamed units are evicted. */
 static void activate_locked(void)
@@ -2583,6 +2586,7 @@ static void activate_locked(void)
              (!ck.units || prof.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
     if (!ok) {
         FT_WARN("residency: out of memory or events; nothing offloaded");
+        res_start_failed = 1;
         __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
         return;
     }
@@ -2678,16 +2682,19 @@ static void cupti_after_first_pass(void)
 /* An allocation on another device than the managed one before the plan: one process
  * on several GPUs is not supported yet (README; on the H200 pair profiling failed in
  * that case, and on the simulator a device used after the plan made the streamed
- * model's results wrong). FlexTensor stands down: discovery and profiling stop, no
- * plan is made, CUPTI is released, FT_SPILL's allocations come back to the device
- * (what the device cannot take back stays in host memory, faulted in on use), and
- * calls pass through from then on. */
+ * model's results wrong); or FT_GPU_DEVICE names a device the process does not have.
+ * FlexTensor stands down: discovery and profiling stop, no plan is made, CUPTI is
+ * released, FT_SPILL's allocations come back to the device (what the device cannot
+ * take back stays in host memory, faulted in on use), and calls pass through from
+ * then on. `why` (kept for the exit report's verdict) says what happened. */
 static int stood_down;
+static char stood_down_why[192];
 
-static void stand_down(int other)
+static void stand_down_because(const char *why)
 {
     if (__atomic_exchange_n(&stood_down, 1, __ATOMIC_ACQ_REL))
         return;
+    snprintf(stood_down_why, sizeof stood_down_why, "%s", why);
     __atomic_store_n(&discovering, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&profiling, 0, __ATOMIC_RELEASE);
     if (prof.cupti_timing) {
@@ -2695,11 +2702,18 @@ static void stand_down(int other)
         ft_cupti_timing_stop();
     }
     ft_cupti_stop();
-    FT_WARN("an allocation on device %d while FlexTensor manages device %d: one process on "
-            "several GPUs is not supported yet, so FlexTensor stands down (nothing is offloaded; "
-            "calls pass through)", other, __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
+    FT_WARN("%s, so FlexTensor stands down (nothing is offloaded; calls pass through)", why);
     if (!spill_bring_back("FlexTensor stands down"))
         __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
+}
+
+static void stand_down(int other)
+{
+    char why[192];
+    snprintf(why, sizeof why, "an allocation on device %d while FlexTensor manages device %d: one "
+             "process on several GPUs is not supported yet", other,
+             __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
+    stand_down_because(why);
 }
 
 static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
@@ -4507,4 +4521,113 @@ void ft_hooks_report(void)
     FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights",
             state[ft_disc_state(disc)], ft_disc_iterations(disc), ft_disc_unit_count(disc),
             (double)ft_disc_weight_bytes(disc) / 1048576.0);
+}
+
+/* Why the plan streams nothing, into buf (plan.rc == 0). */
+static void verdict_all_resident(char *buf, size_t len)
+{
+    size_t n = plan.in.n, kept = 0;
+    for (size_t i = 0; i < n; i++)
+        kept += plan.in.units[i].keep_resident != 0;
+    char a[32], b[32];
+    if (kept == n)
+        snprintf(buf, len, "all %zu units stay resident: %s keeps every one", n, kept_by());
+    else if (plan.in.budget_bytes > 0)
+        /* the least step of all: chosen whenever it fits */
+        snprintf(buf, len, "all %zu units stay resident: the budget %s holds the whole model (%s "
+                 "planned)", n, human_bytes(plan.in.budget_bytes, a, sizeof a),
+                 human_bytes(plan.out.device_bytes, b, sizeof b));
+    else
+        snprintf(buf, len, "all %zu units stay resident: latency mode (no FT_GPU_MEM_LIMIT or "
+                 "FT_MAX_GPU_MEM_FRACTION), and no plan that streams saves memory within "
+                 "FT_TIME_BUDGET_FACTOR of the all-resident step", n);
+}
+
+/* Why no plan was made, into buf: the phase the process ended in. */
+static void verdict_no_plan(char *buf, size_t len)
+{
+    ft_disc_status_t st;
+    ft_disc_status(disc, &st);
+    char marker[160] = "";
+    if (cfgp->iteration_marker[0] && st.marker_hits == 0)
+        snprintf(marker, sizeof marker, "; FT_ITERATION_MARKER '%s' matched no kernel", cfgp->iteration_marker);
+    if (cfgp->skip_discovery) {
+        snprintf(buf, len, "FT_SKIP_DISCOVERY skipped discovery and no saved profile was loaded");
+    } else if (st.launches == 0) {
+        snprintf(buf, len, "no kernel was launched%s",
+                 __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE) >= 0 ? " on the managed device" : "");
+    } else if (ft_disc_state(disc) != FT_DISC_DONE) {
+        if (st.restarts > 0)
+            snprintf(buf, len, "discovery found no weights: the passes it found touched none "
+                     "(%d restart(s)), and the program ended before another pass completed (%llu "
+                     "launches)%s", st.restarts, (unsigned long long)st.launches, marker);
+        else
+            snprintf(buf, len, "the program ended during discovery, after %d of %d iteration(s) "
+                     "(%llu launches)%s", st.iterations, st.iters_wanted,
+                     (unsigned long long)st.launches, marker);
+    } else if (ft_disc_unit_count(disc) == 0) {
+        snprintf(buf, len, "discovery found no weights (%d iteration(s), %d restart(s))",
+                 st.iterations, st.restarts);
+    } else if (prof.prof != NULL && prof.n > 0) {
+        snprintf(buf, len, "the program ended during profiling, after %d of %d pass(es) timed",
+                 ft_prof_passes(prof.prof), profiling_iters < 1 ? 1 : profiling_iters);
+    } else {
+        snprintf(buf, len, "profiling could not start (no CUDA events)");
+    }
+}
+
+void ft_hooks_verdict(void)
+{
+    if (disc == NULL)
+        return;
+    char why[640], a[32], b[32];
+    const char *kind = "no plan";
+    if (__atomic_load_n(&stood_down, __ATOMIC_ACQUIRE)) {
+        kind = "stood down";
+        snprintf(why, sizeof why, "%s", stood_down_why);
+    } else if (!__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE)) {
+        verdict_no_plan(why, sizeof why);
+    } else if (plan.rc == -ENOSPC) {
+        size_t kept = 0;
+        for (size_t i = 0; i < plan.in.n; i++)
+            kept += plan.in.units[i].keep_resident != 0;
+        char k[96] = "";
+        if (kept > 0)
+            snprintf(k, sizeof k, "; %zu unit(s) kept resident by %s", kept, kept_by());
+        snprintf(why, sizeof why, "the budget %s is below the smallest that works, %s (FT_GPU_MEM_LIMIT "
+                 "or FT_MAX_GPU_MEM_FRACTION%s)", human_bytes(plan.in.budget_bytes, a, sizeof a),
+                 human_bytes(plan.min_budget, b, sizeof b), k);
+    } else if (plan.rc != 0) {
+        snprintf(why, sizeof why, "planning failed (error %d)", plan.rc);
+    } else if (plan.out.slots == 0) {
+        verdict_all_resident(why, sizeof why);
+    } else if (res_start_failed) {
+        snprintf(why, sizeof why, "the residency engine could not be set up (out of memory or CUDA events)");
+    } else if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE)) {
+        snprintf(why, sizeof why, "the program ended right after planning, before the first unit streamed");
+    } else {
+        int streaming = 0, demoted = 0;
+        size_t kept = 0;
+        for (int i = 0; i < res.n_units; i++) {
+            streaming += res.units[i].n > 0;
+            demoted += res.units[i].demoted;
+            kept += plan.in.units[i].keep_resident != 0;
+        }
+        char extra[160] = "";
+        size_t at = 0;
+        if (kept > 0)
+            at += (size_t)snprintf(extra + at, sizeof extra - at, "; %zu kept resident by %s", kept, kept_by());
+        if (demoted > 0 && at < sizeof extra)
+            snprintf(extra + at, sizeof extra - at, "; %d made to stream past the plan to hold the budget",
+                     demoted);
+        kind = "offloaded";
+        if (plan.in.budget_bytes > 0)
+            snprintf(why, sizeof why, "%d of %d units stream (memory mode, budget %s, %s planned%s)",
+                     streaming, res.n_units, human_bytes(plan.in.budget_bytes, a, sizeof a),
+                     human_bytes(plan.out.device_bytes, b, sizeof b), extra);
+        else
+            snprintf(why, sizeof why, "%d of %d units stream (latency mode, no budget, %s planned%s)",
+                     streaming, res.n_units, human_bytes(plan.out.device_bytes, b, sizeof b), extra);
+    }
+    FT_INFO("verdict: %s: %s", kind, why);
 }

@@ -78,6 +78,8 @@ FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_EXCLUDE_PATTERNS='*' FT_TRACE_FILE="$WORK/e
     shim "$MODEL" "${ARGS8[@]}" >"$WORK/e1.out" 2>"$WORK/e1.err" || fail "FT_EXCLUDE_PATTERNS='*' run failed"
 [ -z "$(streamed_units "$WORK/e1.bin")" ] || fail "FT_EXCLUDE_PATTERNS='*': units streamed: $(streamed_units "$WORK/e1.bin" | tr '\n' ' ')"
 [ "$(tail -n 1 "$WORK/e1.out")" = "$want" ] || fail "FT_EXCLUDE_PATTERNS='*': checksum differs from the run without the shim"
+expect_grep 'verdict: no plan: all 8 units stay resident: FT_EXCLUDE_PATTERNS keeps every one' "$WORK/e1.err" \
+    "FT_EXCLUDE_PATTERNS='*' verdict"
 pass "FT_EXCLUDE_PATTERNS='*': 0 of 8 units streamed (some without it), same checksum as without the shim"
 
 set +e
@@ -99,6 +101,8 @@ for u in $got; do
     case $u in unit.[1-4]) ;; *) fail "FT_INCLUDE_PATTERNS='unit.[1-4]': $u streamed" ;; esac
 done
 [ "$(tail -n 1 "$WORK/e3.out")" = "$want" ] || fail "FT_INCLUDE_PATTERNS: checksum differs"
+expect_grep 'verdict: offloaded: [1-4] of 8 units stream .*; 4 kept resident by FT_INCLUDE_PATTERNS' "$WORK/e3.err" \
+    "FT_INCLUDE_PATTERNS verdict"
 pass "FT_INCLUDE_PATTERNS='unit.[1-4]': only those stream ($got), same checksum"
 
 set +e

@@ -82,6 +82,8 @@ static struct {
      * application's next cudaGetLastError. */
     CUresult (*event_query)(CUevent);
     CUresult (*can_access_peer)(int *, CUdevice, CUdevice);
+    CUresult (*device_count)(int *);
+    CUresult (*device_total_mem)(size_t *, CUdevice);
 } drv;
 
 /* Kernel metadata, per handle (CUkernel, CUfunction, or a runtime stub address). */
@@ -307,6 +309,8 @@ static void resolve(void)
     drv.set_access = ft_shim_driver_proc("cuMemSetAccess", 10020);
     drv.event_query = ft_shim_driver_proc("cuEventQuery", 2000);
     drv.can_access_peer = ft_shim_driver_proc("cuDeviceCanAccessPeer", 4000);
+    drv.device_count = ft_shim_driver_proc("cuDeviceGetCount", 2000);
+    drv.device_total_mem = ft_shim_driver_proc("cuDeviceTotalMem", 3020);
     drv.get_kernel = (get_kernel_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetKernel");
 }
 
@@ -3267,10 +3271,55 @@ static void peer_note(int other, int managed)
     pthread_mutex_unlock(&lock);
 }
 
+/* FT_GPU_DEVICE names no device of this process: it stood down at the first
+ * allocation, and every allocation passes through (no peer to note). */
+static int no_such_device;
+
+/* At the first allocation (the driver answers by then): 1 when FT_GPU_DEVICE names a
+ * device the process does not have. FlexTensor then stands down at once, and says
+ * why, rather than at the first allocation on a device it does not manage. Set before
+ * the managed device is, so that no thread takes the missing device for a real one. */
+static int missing_device(int pick)
+{
+    int count = 0;
+    if (cfgp->gpu_device < 0 || drv.device_count == NULL || drv.device_count(&count) != CUDA_SUCCESS ||
+        pick < count)
+        return 0;
+    char why[192];
+    snprintf(why, sizeof why, "FT_GPU_DEVICE=%d, but this process sees %d CUDA device(s), "
+             "numbered from 0 (CUDA_VISIBLE_DEVICES renumbers them)", pick, count);
+    __atomic_store_n(&no_such_device, 1, __ATOMIC_RELEASE);
+    stand_down_because(why);
+    return 1;
+}
+
+/* The managed device is chosen: it is said, and a budget it cannot hold is said now,
+ * not found out later. FT_GPU_MEM_LIMIT above the device's memory is never reached:
+ * FT_SPILL, holding allocations to it, moves none to host memory before the device is
+ * full (a model larger than the device then fails to load: seen on the simulator), and
+ * the plan caps it to what the device has free. */
+static void managed_device_chosen(int pick)
+{
+    FT_INFO("managing device %d (FT_GPU_DEVICE%s)", pick, cfgp->gpu_device >= 0 ? "" : "=-1: the first allocation's");
+    size_t total = 0;
+    if (cfgp->gpu_mem_limit > 0 && drv.device_total_mem != NULL &&
+        drv.device_total_mem(&total, (CUdevice)pick) == CUDA_SUCCESS && total > 0 &&
+        cfgp->gpu_mem_limit > (uint64_t)total) {
+        char a[32], b[32];
+        FT_WARN("FT_GPU_MEM_LIMIT (%s) is more than device %d has (%s): %sthe plan will cap it to "
+                "what the device has free; set it to at most %s", human_bytes(cfgp->gpu_mem_limit, a, sizeof a),
+                pick, human_bytes(total, b, sizeof b),
+                cfgp->spill ? "FT_SPILL moves nothing to host memory before the device is full (a "
+                "model larger than the device fails to load), and " : "", b);
+    }
+}
+
 static int on_managed_device(int runtime)
 {
     CUdevice dev;
     resolve_driver();
+    if (__atomic_load_n(&no_such_device, __ATOMIC_ACQUIRE))
+        return 0;
     if (drv.ctx_get_device == NULL || (runtime && REAL(cudaFree)(NULL) != cudaSuccess) ||
         drv.ctx_get_device(&dev) != CUDA_SUCCESS)
         return 1; /* cannot tell: managed, as before the option existed */
@@ -3278,8 +3327,10 @@ static int on_managed_device(int runtime)
     if (want == -2) {
         int pick = cfgp->gpu_device >= 0 ? cfgp->gpu_device : (int)dev;
         int unset = -2;
+        if (missing_device(pick))
+            return 0;
         if (__atomic_compare_exchange_n(&managed_dev, &unset, pick, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            FT_INFO("managing device %d (FT_GPU_DEVICE%s)", pick, cfgp->gpu_device >= 0 ? "" : "=-1: the first allocation's");
+            managed_device_chosen(pick);
         want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
     }
     if ((int)dev != want)

@@ -1,7 +1,9 @@
 # What a process says about FlexTensor (issue "A trustworthy baseline", section 3): one
 # verdict line at exit, the last of the exit report (offloaded / no plan / stood down,
 # and why); nothing at all from a process that made no CUDA call; a warning at the end
-# of discovery for a unit pattern or an iteration marker that matched nothing.
+# of discovery for a unit pattern or an iteration marker that matched nothing; and at
+# the first allocation, for a budget above the device's memory or an FT_GPU_DEVICE the
+# process does not have.
 . "$(dirname "$0")/lib.sh"
 ARGS=(--layers 4 --dim 512 --iters 10 --quiet)
 want=$(sim "$MODEL" "${ARGS[@]}" | tail -n 1)
@@ -72,3 +74,21 @@ run match FT_INCLUDE_PATTERNS='unit.*' FT_EXCLUDE_PATTERNS='unit.3'
 expect_no_grep 'warning' "$WORK/match.err" "patterns that match"
 verdict match 'offloaded: 3 of 4 units stream .*; 1 kept resident by FT_INCLUDE_PATTERNS and FT_EXCLUDE_PATTERNS\)$'
 pass "an include, exclude or marker pattern that matches nothing: a warning naming the option and the pattern"
+
+# --- options the device cannot honour, said at the first allocation -----------------
+run big FTSIM_DEVICE_MEM=1GiB FT_GPU_MEM_LIMIT=2GiB
+expect_grep 'warning: FT_GPU_MEM_LIMIT \(2\.00 GiB\) is more than device 0 has \(1\.00 GiB\)' "$WORK/big.err" "budget above the device"
+grep -n . "$WORK/big.err" | grep -E 'FT_GPU_MEM_LIMIT|discovery: ' | head -n 1 | grep -q FT_GPU_MEM_LIMIT \
+    || fail "the budget warning comes after discovery"
+run bigspill FTSIM_DEVICE_MEM=1GiB FT_GPU_MEM_LIMIT=2GiB FT_SPILL=1
+expect_grep 'FT_GPU_MEM_LIMIT \(2\.00 GiB\) is more than device 0 has \(1\.00 GiB\): FT_SPILL moves nothing to host memory before the device is full' \
+    "$WORK/bigspill.err" "budget above the device, FT_SPILL"
+run fits FTSIM_DEVICE_MEM=1GiB FT_GPU_MEM_LIMIT=1GiB
+expect_no_grep 'FT_GPU_MEM_LIMIT' "$WORK/fits.err" "a budget the device holds"
+run nodev FT_GPU_DEVICE=1
+expect_grep '^flextensor: warning: FT_GPU_DEVICE=1, but this process sees 1 CUDA device\(s\).* stands down' "$WORK/nodev.err" "missing device"
+expect_no_grep 'managing device|several GPUs|discovery: [0-9]' "$WORK/nodev.err" "missing device"
+verdict nodev 'stood down: FT_GPU_DEVICE=1, but this process sees 1 CUDA device\(s\)'
+run twodev FTSIM_DEVICE_COUNT=2 FT_GPU_DEVICE=1
+expect_no_grep 'sees [0-9]+ CUDA device' "$WORK/twodev.err" "FT_GPU_DEVICE=1 of 2"
+pass "FT_GPU_MEM_LIMIT above the device, FT_GPU_DEVICE past the devices: a warning at the first allocation"

@@ -4637,7 +4637,10 @@ void ft_hooks_verdict(void)
         kind = "stood down";
         snprintf(why, sizeof why, "%s", stood_down_why);
     } else if (!__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE)) {
-        verdict_no_plan(why, sizeof why);
+        if (plan.rc == -ENOMEM) /* make_plan's arrays */
+            snprintf(why, sizeof why, "planning ran out of memory");
+        else
+            verdict_no_plan(why, sizeof why);
     } else if (plan.rc == -ENOSPC) {
         size_t kept = 0;
         for (size_t i = 0; i < plan.in.n; i++)

@@ -163,6 +163,7 @@ struct ft_disc {
     uint64_t weight_bytes;
     int restart_pending;      /* the passes found hold no weight: start over */
     int restarts;
+    uint64_t marker_hits;     /* launches whose kernel matched the marker glob */
     /* Once DONE (without explicit marks), every lane's passes are followed from the
      * first launch of the recorded pass that touches a weight of the unit it runs in
      * that no other launch touches (a kernel not in the pass touching it starts one
@@ -1065,6 +1066,38 @@ static int fold_repeated_pass(ft_disc_t *d)
     return 0;
 }
 
+/* The end of discovery: a pattern of the unit selection that matches no unit, or an
+ * iteration marker no launched kernel matched, did nothing -- most likely a typo or a
+ * name the program does not use. Each gets a warning naming its option. */
+static void warn_unmatched(ft_disc_t *d)
+{
+    char names[192] = "no units";
+    if (d->n_units == 1)
+        snprintf(names, sizeof names, "the only unit, %s", d->units[0].name);
+    else if (d->n_units > 1)
+        snprintf(names, sizeof names, "the %zu units, %s .. %s", d->n_units, d->units[0].name,
+                 d->units[d->n_units - 1].name);
+    for (int ex = 0; ex < 2; ex++) {
+        char *const *pats = ex ? d->p.exclude : d->p.include;
+        size_t np = ex ? d->p.n_exclude : d->p.n_include, unmatched = 0;
+        for (size_t i = 0; i < np; i++) {
+            int hit = 0;
+            for (size_t j = 0; j < d->n_units && !hit; j++)
+                hit = unit_matches_any(d, &d->units[j], &pats[i], 1);
+            if (hit)
+                continue;
+            unmatched++;
+            FT_WARN("FT_%s_PATTERNS: '%s' matches none of %s%s", ex ? "EXCLUDE" : "INCLUDE", pats[i],
+                    names, d->n_units > 0 && !ex && unmatched == np ? "; no pattern matches, so "
+                    "every unit stays resident" : "");
+        }
+    }
+    if (d->p.marker_glob && d->p.marker_glob[0] && d->marker_hits == 0)
+        FT_WARN("FT_ITERATION_MARKER: '%s' matches none of the %zu kernels launched during "
+                "discovery; iterations were found %s", d->p.marker_glob, d->n_kernels,
+                d->boundary_source == 1 ? "from ft_iteration_mark()" : "by the automatic detector");
+}
+
 static void end_iteration(ft_disc_t *d, lane_t *ln)
 {
     ln->iterations++;
@@ -1094,6 +1127,7 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         choose_track_start(d);
         FT_INFO("discovery: %d iteration(s) of %zu launches, %zu units, %.1f MiB of weights",
                 ln->iterations, d->last.n, d->n_units, (double)d->weight_bytes / 1048576.0);
+        warn_unmatched(d);
     }
 }
 
@@ -1392,6 +1426,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         d->launches_unattributed++;
 
     int marker = d->p.marker_glob && d->p.marker_glob[0] && fnmatch(d->p.marker_glob, k->name, 0) == 0;
+    d->marker_hits += (uint64_t)marker;
     if (marker && !d->explicit_marks) {
         d->explicit_marks = 1;
         d->boundary_source = 2;
@@ -1744,6 +1779,17 @@ int ft_disc_iterations(ft_disc_t *d)
     int n = d->iterations;
     pthread_mutex_unlock(&d->lock);
     return n;
+}
+
+void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out)
+{
+    pthread_mutex_lock(&d->lock);
+    out->iterations = d->iterations;
+    out->iters_wanted = d->p.iters;
+    out->restarts = d->restarts;
+    out->launches = d->launches_total;
+    out->marker_hits = d->marker_hits;
+    pthread_mutex_unlock(&d->lock);
 }
 
 size_t ft_disc_unit_count(ft_disc_t *d) { return d->n_units; }

@@ -112,6 +112,15 @@ void ft_disc_region_freed(ft_disc_t *d, uint32_t id);
 ft_disc_state_t ft_disc_state(ft_disc_t *d);
 int ft_disc_iterations(ft_disc_t *d);
 
+/* What discovery has seen so far, for the exit report: the most complete iterations
+ * of one lane (since the last restart) and how many it needs, its restarts (passes
+ * that held no weight), launches, and launches whose kernel matched the marker glob. */
+typedef struct {
+    int iterations, iters_wanted, restarts;
+    uint64_t launches, marker_hits;
+} ft_disc_status_t;
+void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out);
+
 /* After DONE, following each lane's passes (profiling): where this launch of the lane
  * falls in its pass, 0 when it begins one (the lane's anchor recurred, or an explicit
  * mark preceded it); -1 before DONE, for a lane whose passes were never found, or

@@ -300,13 +300,15 @@ static uint64_t min_plan(const ft_plan_input_t *in, uint64_t *thresh)
     uint64_t *s = in->n ? malloc(in->n * sizeof *s) : NULL;
     if (!s)
         return best;
+    size_t m = 0; /* the units that may stream; kept ones count in total only */
     for (size_t i = 0; i < in->n; i++)
-        s[i] = in->units[i].bytes;
-    qsort(s, in->n, sizeof *s, cmp_u64);
+        if (!in->units[i].keep_resident)
+            s[m++] = in->units[i].bytes;
+    qsort(s, m, sizeof *s, cmp_u64);
     uint64_t below = 0; /* bytes of the units up to and including threshold s[i] */
-    for (size_t i = 0; i < in->n; i++) {
+    for (size_t i = 0; i < m; i++) {
         below += s[i];
-        if (i + 1 < in->n && s[i + 1] == s[i])
+        if (i + 1 < m && s[i + 1] == s[i])
             continue;
         uint64_t m = in->other_bytes + (uint64_t)in->min_slots * s[i] + (total - below);
         if (m < best) {
@@ -357,6 +359,7 @@ typedef struct {
     int *tmp;
     pool_t pool[2];    /* the best plans; the leanest that miss (latency mode) */
     double work_left;  /* model work the local search may still spend, in unit-steps */
+    int any_kept;      /* some unit has keep_resident */
 } search_t;
 
 static score_t score(search_t *s, const int *res, int slots)
@@ -364,6 +367,12 @@ static score_t score(search_t *s, const int *res, int slots)
     const ft_plan_input_t *in = s->in;
     score_t r = {0};
     s->work_left -= (double)s->n + 1;
+    /* The searches never stream a kept unit; should one try, its plan loses to any. */
+    for (size_t i = 0; s->any_kept && i < s->n; i++)
+        if (!res[i] && in->units[i].keep_resident) {
+            r.viol = HUGE_VAL;
+            return r;
+        }
     r.dev = ft_plan_device_bytes(in, res, slots);
     for (size_t i = 0; i < s->n; i++)
         if (!res[i])
@@ -484,6 +493,8 @@ static score_t offer(search_t *s, const int *res, int slots)
 static int try_move(search_t *s, int *res, size_t i, long j, int *slots, score_t *cur)
 {
     const ft_plan_input_t *in = s->in;
+    if (in->units[i].keep_resident || (j >= 0 && in->units[j].keep_resident))
+        return 0; /* a kept unit never moves */
     res[i] = !res[i];
     if (j >= 0)
         res[j] = !res[j];
@@ -573,14 +584,15 @@ static uint64_t gcd64(uint64_t a, uint64_t b)
     return a;
 }
 
-/* Reconstructs the DP's set over items 0..last at capacity cell c into res (the items
- * beyond last, larger than the threshold, resident). */
+/* Reconstructs the DP's set over items 0..last at capacity cell c into res of n units
+ * (the items beyond last, larger than the threshold, and the kept units, which are no
+ * items, resident). */
 static void dp_set(const item_t *it, size_t n, const uint8_t *take, size_t width,
                    const uint32_t *w, size_t last, size_t c, int *res)
 {
-    set_all(res, n, 0);
-    for (size_t j = last + 1; j < n; j++)
-        res[it[j].idx] = 1;
+    set_all(res, n, 1);
+    for (size_t j = 0; j <= last; j++)
+        res[it[j].idx] = 0;
     for (size_t j = last + 1; j-- > 0;) {
         if (take[j * width + c / 8] & (1u << (c % 8))) {
             res[it[j].idx] = 1;
@@ -596,24 +608,32 @@ static void dp_set(const item_t *it, size_t n, const uint8_t *take, size_t width
  * bytes, rounded up so that every DP set truly fits) and value = copy time. One table
  * serves every B, since the units are added in size order and B's query is made once
  * its units are in. Each (B, slot count) candidate is scored with the exact model,
- * and the best is improved by local search with the model. */
+ * and the best is improved by local search with the model. Kept units (keep_resident)
+ * are no items: their bytes are fixed memory, like those of the units above B. */
 static int knapsack(search_t *s, int wide)
 {
     const ft_plan_input_t *in = s->in;
-    size_t n = s->n;
-    item_t *it = malloc(n * sizeof *it);
-    uint32_t *w = malloc(n * sizeof *w);
-    double *val = malloc(n * sizeof *val);
+    size_t units = s->n, m = units ? units : 1;
+    item_t *it = malloc(m * sizeof *it);
+    uint32_t *w = malloc(m * sizeof *w);
+    double *val = malloc(m * sizeof *val);
     if (!it || !w || !val) {
         free(it), free(w), free(val);
         return -ENOMEM;
     }
-    uint64_t total = 0, g = 0;
-    for (size_t i = 0; i < n; i++) {
-        it[i].bytes = in->units[i].bytes;
-        it[i].idx = i;
-        total += it[i].bytes;
-        g = gcd64(g, it[i].bytes);
+    /* The items are the units that may stream; the kept ones are fixed memory. */
+    uint64_t total = 0, kept = 0, g = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < units; i++) {
+        if (in->units[i].keep_resident) {
+            kept += in->units[i].bytes;
+            continue;
+        }
+        it[n].bytes = in->units[i].bytes;
+        it[n].idx = i;
+        total += it[n].bytes;
+        g = gcd64(g, it[n].bytes);
+        n++;
     }
     qsort(it, n, sizeof *it, cmp_item_asc);
     if (g == 0)
@@ -628,7 +648,7 @@ static int knapsack(search_t *s, int wide)
     }
     size_t width = K / 8 + 1;
     double *best = calloc(K + 1, sizeof *best);
-    uint8_t *take = calloc(n * width, 1);
+    uint8_t *take = calloc((n ? n : 1) * width, 1);
     if (!best || !take) {
         free(it), free(w), free(val), free(best), free(take);
         return -ENOMEM;
@@ -649,10 +669,10 @@ static int knapsack(search_t *s, int wide)
         tcopy += val[j];
         if (j + 1 < n && it[j + 1].bytes == it[j].bytes)
             continue;
-        uint64_t B = it[j].bytes, forced = total - below;
+        uint64_t B = it[j].bytes, larger = total - below;
         if (s->memory_mode) {
             for (int k = in->min_slots; k <= in->max_slots; k++) {
-                uint64_t fixed = in->other_bytes + (uint64_t)k * B + forced;
+                uint64_t fixed = in->other_bytes + (uint64_t)k * B + larger + kept;
                 if (fixed > in->budget_bytes)
                     break; /* more slots only cost more */
                 uint64_t cap = (in->budget_bytes - fixed) / g;
@@ -662,7 +682,7 @@ static int knapsack(search_t *s, int wide)
                 size_t c = cap > K ? K : (size_t)cap;
                 double last = -1;
                 for (int tries = 0; tries < LAT_TRIES; tries++) {
-                    dp_set(it, n, take, width, w, j, c, res);
+                    dp_set(it, units, take, width, w, j, c, res);
                     offer(s, res, k);
                     last = best[c];
                     while (c > 0 && best[c] >= last)
@@ -686,7 +706,7 @@ static int knapsack(search_t *s, int wide)
                 continue;
             last = best[c];
             tries++;
-            dp_set(it, n, take, width, w, j, c, res);
+            dp_set(it, units, take, width, w, j, c, res);
             if (s->best_score.ok &&
                 ft_plan_device_bytes(in, res, in->min_slots) >= s->best_score.dev)
                 break;
@@ -706,8 +726,8 @@ static int cmp_item_desc(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* GREEDY. For each slot count k: start with everything streamed and walk the units by
- * size, largest first (ties: earlier unit first). Memory mode: a unit is made resident
+/* GREEDY. For each slot count k: start with everything streamed but the kept units
+ * and walk the others by size, largest first (ties: earlier unit first). Memory mode: a unit is made resident
  * when the plan then fits the budget, else it stays streamed and the walk goes on.
  * Latency mode: units are made resident until the plan is acceptable. The best plan
  * over k wins under the mode's objective. */
@@ -725,15 +745,20 @@ static int greedy(search_t *s)
     qsort(it, n, sizeof *it, cmp_item_desc);
     int *res = s->tmp;
     for (int k = in->min_slots; k <= in->max_slots; k++) {
-        set_all(res, n, 0);
+        for (size_t i = 0; i < n; i++)
+            res[i] = in->units[i].keep_resident != 0;
         if (s->memory_mode) {
             for (size_t j = 0; j < n; j++) {
+                if (in->units[it[j].idx].keep_resident)
+                    continue;
                 res[it[j].idx] = 1;
                 if (ft_plan_device_bytes(in, res, norm_slots(s, res, k)) > in->budget_bytes)
                     res[it[j].idx] = 0;
             }
         } else {
             for (size_t j = 0; j <= n; j++) {
+                if (j < n && in->units[it[j].idx].keep_resident)
+                    continue;
                 if (score(s, res, norm_slots(s, res, k)).ok)
                     break;
                 if (j < n)
@@ -746,8 +771,8 @@ static int greedy(search_t *s)
     return 0;
 }
 
-/* GLOBAL. Every resident set with every slot count, scored by the model, when there
- * are at most FT_PLAN_GLOBAL_EXHAUSTIVE of them; else the knapsack's plan improved by
+/* GLOBAL. Every resident set (that holds the kept units) with every slot count, scored
+ * by the model, when there are at most FT_PLAN_GLOBAL_EXHAUSTIVE of them; else the knapsack's plan improved by
  * the local search with pair swaps at any size. Seeded with the knapsack's plan
  * either way, so never worse. */
 static int global(search_t *s)
@@ -757,13 +782,18 @@ static int global(search_t *s)
     int rc = knapsack(s, n <= 2 * WIDE_MAX_UNITS);
     if (rc < 0)
         return rc;
+    /* Every subset of the units that may stream; kept ones stay resident. */
+    size_t nf = 0;
+    for (size_t i = 0; i < n; i++)
+        nf += !in->units[i].keep_resident;
     uint64_t ks = (uint64_t)(in->max_slots - in->min_slots + 1);
-    if (n >= 40 || ((uint64_t)1 << n) * ks > FT_PLAN_GLOBAL_EXHAUSTIVE)
+    if (nf >= 40 || ((uint64_t)1 << nf) * ks > FT_PLAN_GLOBAL_EXHAUSTIVE)
         return 0;
     int *res = s->tmp;
-    for (uint64_t m = 0; m < ((uint64_t)1 << n); m++) {
+    for (uint64_t m = 0; m < ((uint64_t)1 << nf); m++) {
+        size_t b = 0;
         for (size_t i = 0; i < n; i++)
-            res[i] = (int)((m >> i) & 1);
+            res[i] = in->units[i].keep_resident ? 1 : (int)((m >> b++) & 1);
         if (!any_streamed(in, res)) {
             offer(s, res, 0);
             continue;
@@ -787,6 +817,8 @@ int ft_plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budg
     s.C = compute_sum(in);
     s.tol = time_tol(s.C);
     s.work_left = SEARCH_WORK;
+    for (size_t i = 0; i < n; i++)
+        s.any_kept |= in->units[i].keep_resident != 0;
     if (s.memory_mode) {
         uint64_t need = ft_plan_min_budget(in);
         if (in->budget_bytes < need) {
@@ -828,7 +860,7 @@ int ft_plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budg
         uint64_t B;
         min_plan(in, &B);
         for (size_t i = 0; i < n; i++)
-            s.tmp[i] = B == UINT64_MAX || in->units[i].bytes > B;
+            s.tmp[i] = B == UINT64_MAX || in->units[i].bytes > B || in->units[i].keep_resident;
         s.have_best = 0;
         offer(&s, s.tmp, in->min_slots);
     }
@@ -904,7 +936,7 @@ size_t ft_plan_format(const ft_plan_input_t *in, const ft_plan_t *plan, char *bu
             snprintf(slot, sizeof slot, "%d", plan->slot[i]);
         at = append(buf, len, at, "%5zu  %-24s %12.2f %12.2f %10.2f %-9s %5s %12.2f\n", i, nm,
                     mib(u->bytes), u->compute_us, copy_time(in, unit_copy_bytes(u)),
-                    r ? "resident" : "streamed", slot,
+                    !r ? "streamed" : u->keep_resident ? "kept" : "resident", slot,
                     plan->unit_stall_us ? plan->unit_stall_us[i] : 0.0);
     }
     at = append(buf, len, at,

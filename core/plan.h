@@ -45,6 +45,10 @@ typedef struct {
     uint64_t bytes;       /* device bytes it occupies (rounded as the runtime maps it) */
     double compute_us;    /* time of its kernel range in one pass */
     uint64_t copy_bytes;  /* bytes a load copies (the regions' own sizes); 0: bytes */
+    /* 1: the unit may not stream (FT_EXCLUDE_PATTERNS, or not matched by
+     * FT_INCLUDE_PATTERNS): every strategy keeps it resident, and its bytes count in
+     * every plan's device memory and in the smallest budget. */
+    int keep_resident;
 } ft_plan_unit_t;
 
 typedef enum { FT_PLAN_KNAPSACK, FT_PLAN_GREEDY, FT_PLAN_GLOBAL } ft_plan_strategy_t;
@@ -103,13 +107,15 @@ uint64_t ft_plan_device_bytes(const ft_plan_input_t *in, const int *resident, in
 int ft_plan_acceptable(const ft_plan_input_t *in, const int *resident, int slots);
 
 /* The smallest device memory of any plan whose slot count is in range: over every
- * threshold B (each distinct unit size, and "nothing streamed"), stream every unit of
- * at most B bytes with min_slots slots and keep the rest resident:
- *   min over B of other + min_slots x B + bytes of the units larger than B.
+ * threshold B (each distinct size of a unit that may stream, and "nothing streamed"),
+ * stream every such unit of at most B bytes with min_slots slots and keep the rest
+ * resident:
+ *   min over B of other + min_slots x B + bytes of the units larger than B or kept.
  * No plan uses less: a plan whose largest streamed unit is B streams at most those. */
 uint64_t ft_plan_min_budget(const ft_plan_input_t *in);
 
-/* Chooses the plan with in->strategy and fills *out (the caller's arrays included):
+/* Chooses the plan with in->strategy and fills *out (the caller's arrays included);
+ * units with keep_resident are resident in every plan considered:
  *   memory mode  least predicted step with device_bytes <= budget (ties: fewer
  *                streamed bytes, then less memory);
  *   latency mode least device_bytes among acceptable plans (ties: least step).
@@ -126,10 +132,11 @@ uint64_t ft_plan_min_budget(const ft_plan_input_t *in);
 int ft_plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budget);
 
 /* The diagnostics table (FT_LOG_DIAGNOSTICS) as text into buf, always NUL-terminated
- * when len > 0: one row per unit (index, name, bytes, compute us, copy us, decision,
- * slot, predicted stall us), then the totals (resident and streamed bytes, slots x
- * slot bytes, device bytes, predicted step vs all-resident). Returns the length the
- * whole text needs, as snprintf does. */
+ * when len > 0: one row per unit (index, name, bytes, compute us, copy us, decision:
+ * resident, streamed, or kept for a keep_resident unit; slot, predicted stall us),
+ * then the totals (resident and streamed bytes, slots x slot bytes, device bytes,
+ * predicted step vs all-resident). Returns the length the whole text needs, as
+ * snprintf does. */
 size_t ft_plan_format(const ft_plan_input_t *in, const ft_plan_t *plan, char *buf, size_t len);
 
 #endif

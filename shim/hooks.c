@@ -82,6 +82,8 @@ static struct {
      * application's next cudaGetLastError. */
     CUresult (*event_query)(CUevent);
     CUresult (*can_access_peer)(int *, CUdevice, CUdevice);
+    CUresult (*device_count)(int *);
+    CUresult (*device_total_mem)(size_t *, CUdevice);
 } drv;
 
 /* Kernel metadata, per handle (CUkernel, CUfunction, or a runtime stub address). */
@@ -316,6 +318,8 @@ static void resolve(void)
     drv.set_access = ft_shim_driver_proc("cuMemSetAccess", 10020);
     drv.event_query = ft_shim_driver_proc("cuEventQuery", 2000);
     drv.can_access_peer = ft_shim_driver_proc("cuDeviceCanAccessPeer", 4000);
+    drv.device_count = ft_shim_driver_proc("cuDeviceGetCount", 2000);
+    drv.device_total_mem = ft_shim_driver_proc("cuDeviceTotalMem", 3020);
     drv.get_kernel = (get_kernel_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetKernel");
 }
 
@@ -889,6 +893,15 @@ static uint64_t memory_budget(void)
 static void start_residency(void);
 static vmm_t *vmm_find(uint64_t va);
 
+/* The options that keep units out of streaming, for messages: FT_INCLUDE_PATTERNS
+ * (units it does not match), FT_EXCLUDE_PATTERNS (units it matches), or both. */
+static const char *kept_by(void)
+{
+    int inc = cfgp->include_patterns.n > 0, exc = cfgp->exclude_patterns.n > 0;
+    return inc && exc ? "FT_INCLUDE_PATTERNS and FT_EXCLUDE_PATTERNS"
+         : inc        ? "FT_INCLUDE_PATTERNS" : "FT_EXCLUDE_PATTERNS";
+}
+
 /* Profiling is done: choose the plan (FT_STRATEGY) and say what it is. */
 static void make_plan(void)
 {
@@ -905,6 +918,8 @@ static void make_plan(void)
         return;
     }
     uint64_t weights = 0; /* what the units occupy on the device */
+    uint64_t kept_bytes = 0;
+    size_t kept = 0;
     plan.weight_bytes = 0;
     for (size_t i = 0; i < n; i++) {
         const ft_disc_unit_t *u = ft_disc_unit(disc, i);
@@ -926,8 +941,12 @@ static void make_plan(void)
             bytes += held;
             copied += size;
         }
-        units[i] = (ft_plan_unit_t){ u->name, bytes, ft_prof_stat(prof.prof, i).median, copied };
+        /* The unit selection (FT_INCLUDE_PATTERNS, FT_EXCLUDE_PATTERNS): a unit it
+         * leaves out stays resident whatever the budget. */
+        units[i] = (ft_plan_unit_t){ u->name, bytes, ft_prof_stat(prof.prof, i).median, copied, !u->offload };
         weights += bytes;
+        kept += !u->offload;
+        kept_bytes += u->offload ? 0 : bytes;
     }
     uint64_t tracked = device_bytes();
     ft_plan_input_t *in = &plan.in;
@@ -955,13 +974,17 @@ static void make_plan(void)
                  : cfgp->strategy == FT_STRATEGY_GLOBAL ? FT_PLAN_GLOBAL : FT_PLAN_KNAPSACK;
     plan.rc = ft_plan_choose(in, &plan.out, &plan.min_budget);
     __atomic_store_n(&plan.made, 1, __ATOMIC_RELEASE); /* ft_get_gpu_memory_usage reads */
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], d[32], e[160] = "";
+    if (kept > 0)
+        snprintf(e, sizeof e, "the %zu unit(s) kept resident by %s (%s)", kept, kept_by(),
+                 human_bytes(kept_bytes, d, sizeof d));
     if (plan.rc == -ENOSPC) {
-        FT_ERROR("plan: the memory budget %s cannot hold this model's non-weight memory (%s) "
+        FT_ERROR("plan: the memory budget %s cannot hold this model's non-weight memory (%s)%s%s "
                  "and %d slots; the smallest budget that works is %s (FT_GPU_MEM_LIMIT or "
-                 "FT_MAX_GPU_MEM_FRACTION); nothing will be offloaded",
+                 "FT_MAX_GPU_MEM_FRACTION%s%s); nothing will be offloaded",
                  human_bytes(in->budget_bytes, a, sizeof a), human_bytes(in->other_bytes, b, sizeof b),
-                 in->min_slots, human_bytes(plan.min_budget, c, sizeof c));
+                 kept ? ", " : "", e, in->min_slots, human_bytes(plan.min_budget, c, sizeof c),
+                 kept ? ", or fewer units kept by " : "", kept ? kept_by() : "");
         start_residency(); /* it will not start: FT_SPILL's moves are undone */
         return;
     }
@@ -974,11 +997,11 @@ static void make_plan(void)
     for (size_t i = 0; i < n; i++)
         streamed += !plan.out.resident[i];
     FT_INFO("plan (%s mode, %s): %zu of %zu units streamed through %d slot(s) of %s; device "
-            "memory %s; predicted step %.1f us against %.1f us all resident",
+            "memory %s; predicted step %.1f us against %.1f us all resident%s%s",
             in->budget_bytes ? "memory" : "latency", ft_config_word_name(cfgp->strategy), streamed,
             n, plan.out.slots, human_bytes(plan.out.slot_bytes, a, sizeof a),
             human_bytes(plan.out.device_bytes, b, sizeof b), plan.out.step_us,
-            plan.out.all_resident_us);
+            plan.out.all_resident_us, kept ? "; " : "", e);
     if (log_diagnostics) {
         size_t need = ft_plan_format(in, &plan.out, NULL, 0) + 1;
         char *table = malloc(need);
@@ -2451,7 +2474,8 @@ static int demote_for(uint64_t size)
         int best = -1;
         uint64_t best_gain = 0, best_bytes = 1, cap = slots_full_locked(-1);
         for (int i = 0; i < res.n_units; i++) {
-            if (!plan.out.resident[i] || res.units[i].n != 0 || res.units[i].unstreamable)
+            if (!plan.out.resident[i] || res.units[i].n != 0 || res.units[i].unstreamable ||
+                !ft_disc_unit(disc, (size_t)i)->offload) /* kept by the unit selection */
                 continue;
             uint64_t bytes = ft_disc_unit(disc, (size_t)i)->bytes, grow = slots_full_locked(i) - cap;
             if (bytes <= grow)
@@ -2543,6 +2567,9 @@ static void admit_done(int adm, uint64_t size, void *p, uint32_t flags)
     }
 }
 
+/* The engine could not be set up at the switch (the exit report's verdict says so). */
+static int res_start_failed;
+
 /* The switch, res.lock held: calls already past their guard finish enqueueing first,
  * then the device drains, then the streamed units are evicted. */
 static void activate_locked(void)
@@ -2585,6 +2612,7 @@ static void activate_locked(void)
              (!ck.units || prof.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
     if (!ok) {
         FT_WARN("residency: out of memory or events; nothing offloaded");
+        res_start_failed = 1;
         __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
         return;
     }
@@ -2680,16 +2708,19 @@ static void cupti_after_first_pass(void)
 /* An allocation on another device than the managed one before the plan: one process
  * on several GPUs is not supported yet (README; on the H200 pair profiling failed in
  * that case, and on the simulator a device used after the plan made the streamed
- * model's results wrong). FlexTensor stands down: discovery and profiling stop, no
- * plan is made, CUPTI is released, FT_SPILL's allocations come back to the device
- * (what the device cannot take back stays in host memory, faulted in on use), and
- * calls pass through from then on. */
+ * model's results wrong); or FT_GPU_DEVICE names a device the process does not have.
+ * FlexTensor stands down: discovery and profiling stop, no plan is made, CUPTI is
+ * released, FT_SPILL's allocations come back to the device (what the device cannot
+ * take back stays in host memory, faulted in on use), and calls pass through from
+ * then on. `why` (kept for the exit report's verdict) says what happened. */
 static int stood_down;
+static char stood_down_why[192];
 
-static void stand_down(int other)
+static void stand_down_because(const char *why)
 {
     if (__atomic_exchange_n(&stood_down, 1, __ATOMIC_ACQ_REL))
         return;
+    snprintf(stood_down_why, sizeof stood_down_why, "%s", why);
     __atomic_store_n(&discovering, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&profiling, 0, __ATOMIC_RELEASE);
     if (prof.cupti_timing) {
@@ -2697,11 +2728,18 @@ static void stand_down(int other)
         ft_cupti_timing_stop();
     }
     ft_cupti_stop();
-    FT_WARN("an allocation on device %d while FlexTensor manages device %d: one process on "
-            "several GPUs is not supported yet, so FlexTensor stands down (nothing is offloaded; "
-            "calls pass through)", other, __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
+    FT_WARN("%s, so FlexTensor stands down (nothing is offloaded; calls pass through)", why);
     if (!spill_bring_back("FlexTensor stands down"))
         __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
+}
+
+static void stand_down(int other)
+{
+    char why[192];
+    snprintf(why, sizeof why, "an allocation on device %d while FlexTensor manages device %d: one "
+             "process on several GPUs is not supported yet", other,
+             __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
+    stand_down_because(why);
 }
 
 static void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
@@ -3255,10 +3293,55 @@ static void peer_note(int other, int managed)
     pthread_mutex_unlock(&lock);
 }
 
+/* FT_GPU_DEVICE names no device of this process: it stood down at the first
+ * allocation, and every allocation passes through (no peer to note). */
+static int no_such_device;
+
+/* At the first allocation (the driver answers by then): 1 when FT_GPU_DEVICE names a
+ * device the process does not have. FlexTensor then stands down at once, and says
+ * why, rather than at the first allocation on a device it does not manage. Set before
+ * the managed device is, so that no thread takes the missing device for a real one. */
+static int missing_device(int pick)
+{
+    int count = 0;
+    if (cfgp->gpu_device < 0 || drv.device_count == NULL || drv.device_count(&count) != CUDA_SUCCESS ||
+        pick < count)
+        return 0;
+    char why[192];
+    snprintf(why, sizeof why, "FT_GPU_DEVICE=%d, but this process sees %d CUDA device(s), "
+             "numbered from 0 (CUDA_VISIBLE_DEVICES renumbers them)", pick, count);
+    __atomic_store_n(&no_such_device, 1, __ATOMIC_RELEASE);
+    stand_down_because(why);
+    return 1;
+}
+
+/* The managed device is chosen: it is said, and a budget it cannot hold is said now,
+ * not found out later. FT_GPU_MEM_LIMIT above the device's memory is never reached:
+ * FT_SPILL, holding allocations to it, moves none to host memory before the device is
+ * full (a model larger than the device then fails to load: seen on the simulator), and
+ * the plan caps it to what the device has free. */
+static void managed_device_chosen(int pick)
+{
+    FT_INFO("managing device %d (FT_GPU_DEVICE%s)", pick, cfgp->gpu_device >= 0 ? "" : "=-1: the first allocation's");
+    size_t total = 0;
+    if (cfgp->gpu_mem_limit > 0 && drv.device_total_mem != NULL &&
+        drv.device_total_mem(&total, (CUdevice)pick) == CUDA_SUCCESS && total > 0 &&
+        cfgp->gpu_mem_limit > (uint64_t)total) {
+        char a[32], b[32];
+        FT_WARN("FT_GPU_MEM_LIMIT (%s) is more than device %d has (%s): %sthe plan will cap it to "
+                "what the device has free; set it to at most %s", human_bytes(cfgp->gpu_mem_limit, a, sizeof a),
+                pick, human_bytes(total, b, sizeof b),
+                cfgp->spill ? "FT_SPILL moves nothing to host memory before the device is full (a "
+                "model larger than the device fails to load), and " : "", b);
+    }
+}
+
 static int on_managed_device(int runtime)
 {
     CUdevice dev;
     resolve_driver();
+    if (__atomic_load_n(&no_such_device, __ATOMIC_ACQUIRE))
+        return 0;
     if (drv.ctx_get_device == NULL || (runtime && REAL(cudaFree)(NULL) != cudaSuccess) ||
         drv.ctx_get_device(&dev) != CUDA_SUCCESS)
         return 1; /* cannot tell: managed, as before the option existed */
@@ -3266,8 +3349,10 @@ static int on_managed_device(int runtime)
     if (want == -2) {
         int pick = cfgp->gpu_device >= 0 ? cfgp->gpu_device : (int)dev;
         int unset = -2;
+        if (missing_device(pick))
+            return 0;
         if (__atomic_compare_exchange_n(&managed_dev, &unset, pick, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            FT_INFO("managing device %d (FT_GPU_DEVICE%s)", pick, cfgp->gpu_device >= 0 ? "" : "=-1: the first allocation's");
+            managed_device_chosen(pick);
         want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
     }
     if ((int)dev != want)
@@ -4536,4 +4621,116 @@ void ft_hooks_report(void)
     FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights",
             state[ft_disc_state(disc)], ft_disc_iterations(disc), ft_disc_unit_count(disc),
             (double)ft_disc_weight_bytes(disc) / 1048576.0);
+}
+
+/* Why the plan streams nothing, into buf (plan.rc == 0). */
+static void verdict_all_resident(char *buf, size_t len)
+{
+    size_t n = plan.in.n, kept = 0;
+    for (size_t i = 0; i < n; i++)
+        kept += plan.in.units[i].keep_resident != 0;
+    char a[32], b[32];
+    if (kept == n)
+        snprintf(buf, len, "all %zu units stay resident: %s keeps every one", n, kept_by());
+    else if (plan.in.budget_bytes > 0)
+        /* the least step of all: chosen whenever it fits */
+        snprintf(buf, len, "all %zu units stay resident: the budget %s holds the whole model (%s "
+                 "planned)", n, human_bytes(plan.in.budget_bytes, a, sizeof a),
+                 human_bytes(plan.out.device_bytes, b, sizeof b));
+    else
+        snprintf(buf, len, "all %zu units stay resident: latency mode (no FT_GPU_MEM_LIMIT or "
+                 "FT_MAX_GPU_MEM_FRACTION), and no plan that streams saves memory within "
+                 "FT_TIME_BUDGET_FACTOR of the all-resident step", n);
+}
+
+/* Why no plan was made, into buf: the phase the process ended in. */
+static void verdict_no_plan(char *buf, size_t len)
+{
+    ft_disc_status_t st;
+    ft_disc_status(disc, &st);
+    char marker[160] = "";
+    if (cfgp->iteration_marker[0] && st.marker_hits == 0)
+        snprintf(marker, sizeof marker, "; FT_ITERATION_MARKER '%s' matched no kernel", cfgp->iteration_marker);
+    if (cfgp->skip_discovery) {
+        snprintf(buf, len, "FT_SKIP_DISCOVERY skipped discovery and no saved profile was loaded");
+    } else if (st.launches == 0) {
+        snprintf(buf, len, "no kernel was launched%s",
+                 __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE) >= 0 ? " on the managed device" : "");
+    } else if (ft_disc_state(disc) != FT_DISC_DONE) {
+        if (st.restarts > 0)
+            snprintf(buf, len, "discovery found no weights: the passes it found touched none "
+                     "(%d restart(s)), and the program ended before another pass completed (%llu "
+                     "launches)%s", st.restarts, (unsigned long long)st.launches, marker);
+        else
+            snprintf(buf, len, "the program ended during discovery, after %d of %d iteration(s) "
+                     "(%llu launches)%s", st.iterations, st.iters_wanted,
+                     (unsigned long long)st.launches, marker);
+    } else if (ft_disc_unit_count(disc) == 0) {
+        snprintf(buf, len, "discovery found no weights (%d iteration(s), %d restart(s))",
+                 st.iterations, st.restarts);
+    } else if (prof.prof != NULL && prof.n > 0) {
+        snprintf(buf, len, "the program ended during profiling, after %d of %d pass(es) timed",
+                 ft_prof_passes(prof.prof), profiling_iters < 1 ? 1 : profiling_iters);
+    } else {
+        snprintf(buf, len, "profiling could not start (no CUDA events)");
+    }
+}
+
+void ft_hooks_verdict(void)
+{
+    if (disc == NULL)
+        return;
+    char why[640], a[32], b[32];
+    const char *kind = "no plan";
+    if (__atomic_load_n(&stood_down, __ATOMIC_ACQUIRE)) {
+        kind = "stood down";
+        snprintf(why, sizeof why, "%s", stood_down_why);
+    } else if (!__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE)) {
+        if (plan.rc == -ENOMEM) /* make_plan's arrays */
+            snprintf(why, sizeof why, "planning ran out of memory");
+        else
+            verdict_no_plan(why, sizeof why);
+    } else if (plan.rc == -ENOSPC) {
+        size_t kept = 0;
+        for (size_t i = 0; i < plan.in.n; i++)
+            kept += plan.in.units[i].keep_resident != 0;
+        char k[96] = "";
+        if (kept > 0)
+            snprintf(k, sizeof k, "; %zu unit(s) kept resident by %s", kept, kept_by());
+        snprintf(why, sizeof why, "the budget %s is below the smallest that works, %s (FT_GPU_MEM_LIMIT "
+                 "or FT_MAX_GPU_MEM_FRACTION%s)", human_bytes(plan.in.budget_bytes, a, sizeof a),
+                 human_bytes(plan.min_budget, b, sizeof b), k);
+    } else if (plan.rc != 0) {
+        snprintf(why, sizeof why, "planning failed (error %d)", plan.rc);
+    } else if (plan.out.slots == 0) {
+        verdict_all_resident(why, sizeof why);
+    } else if (res_start_failed) {
+        snprintf(why, sizeof why, "the residency engine could not be set up (out of memory or CUDA events)");
+    } else if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE)) {
+        snprintf(why, sizeof why, "the program ended right after planning, before the first unit streamed");
+    } else {
+        int streaming = 0, demoted = 0;
+        size_t kept = 0;
+        for (int i = 0; i < res.n_units; i++) {
+            streaming += res.units[i].n > 0;
+            demoted += res.units[i].demoted;
+            kept += plan.in.units[i].keep_resident != 0;
+        }
+        char extra[160] = "";
+        size_t at = 0;
+        if (kept > 0)
+            at += (size_t)snprintf(extra + at, sizeof extra - at, "; %zu kept resident by %s", kept, kept_by());
+        if (demoted > 0 && at < sizeof extra)
+            snprintf(extra + at, sizeof extra - at, "; %d made to stream past the plan to hold the budget",
+                     demoted);
+        kind = "offloaded";
+        if (plan.in.budget_bytes > 0)
+            snprintf(why, sizeof why, "%d of %d units stream (memory mode, budget %s, %s planned%s)",
+                     streaming, res.n_units, human_bytes(plan.in.budget_bytes, a, sizeof a),
+                     human_bytes(plan.out.device_bytes, b, sizeof b), extra);
+        else
+            snprintf(why, sizeof why, "%d of %d units stream (latency mode, no budget, %s planned%s)",
+                     streaming, res.n_units, human_bytes(plan.out.device_bytes, b, sizeof b), extra);
+    }
+    FT_INFO("verdict: %s: %s", kind, why);
 }

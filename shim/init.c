@@ -188,16 +188,21 @@ static void report_cupti(void)
                 s.first_unseen);
 }
 
-/* The exit report: what the shim saw. Runs from atexit, after main returned. */
+/* The exit report: what the shim saw, and its verdict last. Runs from atexit, after
+ * main returned. A process that made no CUDA call (a launcher, a shell, a compiler the
+ * program ran with the same environment) says nothing: its report would only bury the
+ * real one (a Python launcher printed it 33 times). */
 static void report_at_exit(void)
 {
     if (!ft_shim_active)
         return;
+    uint64_t total = 0;
+    for (int i = 0; i < FT_FN_COUNT; i++)
+        total += ft_shim_calls((ft_shim_fn_t)i);
+    if (total == 0)
+        return;
     if (FT_LOG_ENABLED(FT_LOG_INFO)) {
         char line[256];
-        uint64_t total = 0;
-        for (int i = 0; i < FT_FN_COUNT; i++)
-            total += ft_shim_calls((ft_shim_fn_t)i);
         FT_INFO("summary: %llu CUDA runtime calls intercepted", (unsigned long long)total);
         for (int i = 0; i < FT_FN_COUNT; i++) {
             uint64_t c = ft_shim_calls((ft_shim_fn_t)i);
@@ -209,6 +214,7 @@ static void report_at_exit(void)
         }
         ft_hooks_report();
         report_cupti();
+        ft_hooks_verdict();
     }
     write_trace();
 }

@@ -93,6 +93,9 @@ int ft_hooks_init(const struct ft_config *cfg);
 void ft_hooks_trace(void *trace_writer);
 /* The exit summary lines (FT_INFO). */
 void ft_hooks_report(void);
+/* The exit report's last line, "verdict: offloaded|no plan|stood down: <why>" (FT_INFO):
+ * what FlexTensor did for this process, and why when it did nothing. */
+void ft_hooks_verdict(void);
 /* NVTX ranges opened and closed on the calling thread (nvtx.c). */
 
 #endif

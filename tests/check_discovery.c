@@ -2,7 +2,9 @@
  * boundaries (wrap-around, prologues, explicit marks, marker kernels, threads), weight
  * detection (copies, changed content, late allocations) and unit grouping (repeating
  * layers, embeddings and head, patterns). */
+#define _GNU_SOURCE /* pipe2 */
 #include <check.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -978,6 +980,91 @@ START_TEST(patterns)
 }
 END_TEST
 
+/* The log, into a pipe for the test (fork mode: the redirection dies with it); what
+ * was written since the last call. */
+static int log_pipe[2];
+static char logged[16384];
+
+static void log_to_pipe(void)
+{
+    ck_assert_int_eq(pipe2(log_pipe, O_NONBLOCK), 0);
+    ft_log_set_fd(log_pipe[1]);
+    ft_log_set_threshold(FT_LOG_INFO);
+}
+
+static const char *log_read(void)
+{
+    size_t len = 0;
+    ssize_t n;
+    while ((n = read(log_pipe[0], logged + len, sizeof logged - 1 - len)) > 0)
+        len += (size_t)n;
+    logged[len] = '\0';
+    return logged;
+}
+
+/* At the end of discovery, a unit pattern that matches no unit and a marker no launch
+ * matched are each warned about, by option and pattern; the ones that match are not. */
+START_TEST(unmatched_patterns_and_marker_are_warned)
+{
+    llama_t m;
+    llama_alloc(&m, 2);
+    char *inc[] = { "unit.*", "layers.*" };
+    char *exc[] = { "kernel:no_such*", "size:>=1GiB", "unit.1" };
+    ft_disc_params_t p = params(1);
+    p.include = inc;
+    p.n_include = 2;
+    p.exclude = exc;
+    p.n_exclude = 3;
+    p.marker_glob = "step_begin*";
+    log_to_pipe();
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 2; it++)
+        llama_forward(d, 1, &m, 2);
+    launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    const char *log = log_read();
+    ck_assert_ptr_nonnull(strstr(log, "warning: FT_INCLUDE_PATTERNS: 'layers.*' matches none of the 4 "
+                                      "units, unit.0 .. unit.3\n"));
+    ck_assert_ptr_nonnull(strstr(log, "warning: FT_EXCLUDE_PATTERNS: 'kernel:no_such*' matches none"));
+    ck_assert_ptr_nonnull(strstr(log, "warning: FT_EXCLUDE_PATTERNS: 'size:>=1GiB' matches none"));
+    ck_assert_ptr_null(strstr(log, "'unit.*' matches"));
+    ck_assert_ptr_null(strstr(log, "'unit.1' matches"));
+    ck_assert_ptr_nonnull(strstr(log, "warning: FT_ITERATION_MARKER: 'step_begin*' matches none of the "));
+    ft_disc_status_t st;
+    ft_disc_status(d, &st);
+    ck_assert_uint_eq(st.marker_hits, 0);
+    ck_assert_int_eq(st.iters_wanted, 1);
+    ft_disc_free(d);
+
+    /* No pattern of the include list matches: every unit stays resident, said so. */
+    char *none[] = { "layers.*" };
+    p = params(1);
+    p.include = none;
+    p.n_include = 1;
+    d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 2; it++)
+        llama_forward(d, 1, &m, 2);
+    launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
+    ck_assert_ptr_nonnull(strstr(log_read(), "; no pattern matches, so every unit stays resident"));
+    ft_disc_free(d);
+
+    /* A marker that matches: no warning. */
+    uint64_t w1 = alloc_region(MIB), w2 = alloc_region(2 * MIB);
+    p = params(1);
+    p.marker_glob = "step_begin*";
+    d = ft_disc_new(regions, &p);
+    launch(d, 1, "step_begin_v2", 0, 0);
+    launch(d, 1, "k", 0, 1, w2);
+    launch(d, 1, "k", 0, 1, w1);
+    launch(d, 1, "step_begin_v2", 0, 0);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_ptr_null(strstr(log_read(), "warning"));
+    ft_disc_status(d, &st);
+    ck_assert_uint_eq(st.marker_hits, 2);
+    ft_disc_free(d);
+}
+END_TEST
+
 START_TEST(trace_records_read_back)
 {
     llama_t m;
@@ -1036,6 +1123,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, marker_kernel_defines_iterations);
     tcase_add_test(tc, threads_interleaved_give_the_same_units);
     tcase_add_test(tc, patterns);
+    tcase_add_test(tc, unmatched_patterns_and_marker_are_warned);
     tcase_add_test(tc, trace_records_read_back);
     suite_add_tcase(s, tc);
     return s;

@@ -235,20 +235,23 @@ static double tol_of(const ft_plan_input_t *in)
     return 1e-7 * (C + 1);
 }
 
-/* Every resident set with every slot count: memory mode the least step within the
- * budget, latency mode the least memory among acceptable plans; and the least memory
- * of any plan. */
+/* Every resident set (that holds the kept units) with every slot count: memory mode
+ * the least step within the budget, latency mode the least memory among acceptable
+ * plans; and the least memory of any plan. */
 static best_t brute(const ft_plan_input_t *in, uint64_t *least_mem)
 {
     best_t b = {0};
     int res[MAXN];
     *least_mem = UINT64_MAX;
     for (unsigned m = 0; m < (1u << in->n); m++) {
-        int streamed = 0;
+        int streamed = 0, kept_streams = 0;
         for (size_t i = 0; i < in->n; i++) {
             res[i] = (m >> i) & 1;
             streamed |= !res[i];
+            kept_streams |= !res[i] && in->units[i].keep_resident;
         }
+        if (kept_streams)
+            continue;
         int lo = streamed ? in->min_slots : 0, hi = streamed ? in->max_slots : 0;
         for (int k = lo; k <= hi; k++) {
             uint64_t dev = ft_plan_device_bytes(in, res, k);
@@ -305,6 +308,8 @@ static void check_plan_consistent(const ft_plan_input_t *in, const out_t *o)
     for (size_t i = 0; i < in->n; i++) {
         C += in->units[i].compute_us;
         S += o->stall[i];
+        if (in->units[i].keep_resident)
+            ck_assert_int_eq(o->res[i], 1);
         if (o->res[i])
             ck_assert_int_eq(o->slot[i], -1);
         else {
@@ -348,10 +353,12 @@ static void greedy_reference(const ft_plan_input_t *in, double *step, uint64_t *
         found = 1;
     }
     for (int k = in->min_slots; k <= in->max_slots; k++) {
-        for (size_t i = 0; i < n; i++)
-            res[i] = 0;
+        for (size_t i = 0; i < n; i++) /* the kept units first, whatever their size */
+            res[i] = in->units[i].keep_resident;
         if (in->budget_bytes) {
             for (size_t j = 0; j < n; j++) {
+                if (in->units[order[j]].keep_resident)
+                    continue;
                 res[order[j]] = 1;
                 int streamed = 0;
                 for (size_t i = 0; i < n; i++)
@@ -361,6 +368,8 @@ static void greedy_reference(const ft_plan_input_t *in, double *step, uint64_t *
             }
         } else {
             for (size_t j = 0; j <= n; j++) {
+                if (j < n && in->units[order[j]].keep_resident)
+                    continue;
                 int streamed = 0;
                 for (size_t i = 0; i < n; i++)
                     streamed |= !res[i];
@@ -535,6 +544,81 @@ START_TEST(infeasible_budget_reports_the_least_that_works)
 }
 END_TEST
 
+/* Units that may not stream (FT_EXCLUDE_PATTERNS, or outside FT_INCLUDE_PATTERNS):
+ * random instances with about a third of the units kept, in both modes, every
+ * strategy. The brute force and the greedy rule keep them too; the least budget
+ * counts their bytes (one_case checks ft_plan_min_budget against the brute force, and
+ * check_plan_consistent that every kept unit is resident). */
+START_TEST(kept_units_are_resident_in_every_plan)
+{
+    rng_state = 7000u;
+    for (int rep = 0; rep < 80; rep++) {
+        inst_t x;
+        random_instance(&x, 2 + rnd(9));
+        for (size_t i = 0; i < x.in.n; i++)
+            x.u[i].keep_resident = rnd(3) == 0;
+        for (int which = 0; which < 3; which++) {
+            x.in.budget_bytes = pick_budget(&x.in, which);
+            one_case(&x.in);
+        }
+        x.in.budget_bytes = 0;
+        one_case(&x.in);
+        /* One byte below the least budget is refused, and that least budget names
+         * every kept byte. */
+        uint64_t least = ft_plan_min_budget(&x.in), kept = x.in.other_bytes;
+        for (size_t i = 0; i < x.in.n; i++)
+            kept += x.u[i].keep_resident ? x.u[i].bytes : 0;
+        ck_assert_uint_ge(least, kept);
+        out_t o;
+        uint64_t mb = 0;
+        x.in.budget_bytes = least - 1;
+        ck_assert_int_eq(choose(&x.in, FT_PLAN_KNAPSACK, &o, &mb), -ENOSPC);
+        ck_assert_uint_eq(mb, least);
+    }
+}
+END_TEST
+
+/* Every unit kept (FT_EXCLUDE_PATTERNS='*'): the plan streams nothing, in either mode,
+ * with any strategy, even where streaming would save memory; a budget below the whole
+ * model is refused with the whole model as the least that works. */
+START_TEST(every_unit_kept_streams_nothing)
+{
+    ft_plan_unit_t u[] = {{"l0", 10 * MIB, 5, 0, 1}, {"l1", 10 * MIB, 5, 0, 1},
+                          {"l2", 10 * MIB, 5, 0, 1}, {"l3", 10 * MIB, 5, 0, 1}};
+    ft_plan_input_t in = hand(u, 4);
+    in.h2d_bytes_per_us = (double)MIB; /* copies hide easily: streaming would pay */
+    in.other_bytes = 3 * MIB;
+    ck_assert_uint_eq(ft_plan_min_budget(&in), 43 * MIB);
+    static const ft_plan_strategy_t st[] = {FT_PLAN_KNAPSACK, FT_PLAN_GREEDY, FT_PLAN_GLOBAL};
+    for (int k = 0; k < 3; k++) {
+        out_t o;
+        uint64_t mb = 0;
+        for (int mode = 0; mode < 2; mode++) {
+            in.budget_bytes = mode ? 43 * MIB : 0;
+            ck_assert_int_eq(choose(&in, st[k], &o, NULL), 0);
+            ck_assert_int_eq(o.p.slots, 0);
+            for (int i = 0; i < 4; i++)
+                ck_assert_int_eq(o.res[i], 1);
+            ck_assert_uint_eq(o.p.device_bytes, 43 * MIB);
+        }
+        char buf[2048];
+        ft_plan_format(&in, &o.p, buf, sizeof buf);
+        ck_assert_ptr_nonnull(strstr(buf, "kept"));
+        ck_assert_ptr_null(strstr(buf, "streamed  "));
+        in.budget_bytes = 43 * MIB - 1;
+        ck_assert_int_eq(choose(&in, st[k], &o, &mb), -ENOSPC);
+        ck_assert_uint_eq(mb, 43 * MIB);
+    }
+    /* Without the flag the same budget streams: the flag, not the sizes, kept them. */
+    for (int i = 0; i < 4; i++)
+        u[i].keep_resident = 0;
+    in.budget_bytes = 30 * MIB;
+    out_t o;
+    ck_assert_int_eq(choose(&in, FT_PLAN_KNAPSACK, &o, NULL), 0);
+    ck_assert_int_gt(o.p.slots, 0);
+}
+END_TEST
+
 /* A huge unit is cheaper resident than in two slots: the least budget keeps it and
  * streams the layers; with too many slots keeping everything resident is least. */
 START_TEST(least_budget_keeps_a_huge_unit_resident)
@@ -672,6 +756,7 @@ START_TEST(format_lists_every_unit_and_the_totals)
     ck_assert_ptr_nonnull(strstr(buf, "streamed"));
     ck_assert_ptr_nonnull(strstr(buf, "predicted step"));
     ck_assert_ptr_nonnull(strstr(buf, "all-resident 60.00 us"));
+    ck_assert_ptr_null(strstr(buf, "kept"));
     /* one header, three unit rows, two total lines */
     int lines = 0;
     for (const char *c = buf; *c; c++)
@@ -702,6 +787,8 @@ Suite *plan_suite(void)
     tcase_add_test(bf, latency_mode_matches_the_brute_force);
     tcase_add_loop_test(bf, infeasible_budget_reports_the_least_that_works, 0, 10);
     tcase_add_test(bf, least_budget_keeps_a_huge_unit_resident);
+    tcase_add_test(bf, kept_units_are_resident_in_every_plan);
+    tcase_add_test(bf, every_unit_kept_streams_nothing);
     tcase_add_test(bf, two_hundred_units_plan);
     tcase_add_test(bf, knapsack_spreads_resident_layers_at_scale);
     tcase_add_test(bf, memory_mode_ties_prefer_fewer_copies);

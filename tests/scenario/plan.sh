@@ -55,3 +55,67 @@ FT_ENABLED=1 FT_LOG_LEVEL=warn FT_DISCOVERY_ITERS=2 FT_TRACE_FILE="$WORK/d.bin" 
 [ "$(plan_json "$WORK/d.bin" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["mode"])')" = latency ] \
     || fail "no budget: not latency mode"
 pass "no budget: latency mode"
+
+# The unit selection (FT_EXCLUDE_PATTERNS / FT_INCLUDE_PATTERNS): a unit it leaves out
+# stays resident whatever the plan would gain by streaming it, and a budget that cannot
+# hold the kept units is refused naming the option. Results never change.
+streamed_units() { # TRACE: the names of the units the plan streams, one per line
+    "$BUILD/bin/ft-trace" --json "$1" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+p = d.get("plan")
+assert p is not None, "no plan in the trace"
+for u, pu in zip(d["units"], p["units"]):
+    if not pu["resident"]:
+        print(u["name"])'
+}
+ARGS8=(--layers 8 --dim 512 --iters 10 --quiet)
+want=$(sim "$MODEL" "${ARGS8[@]}" | tail -n 1)
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_TRACE_FILE="$WORK/e0.bin" shim "$MODEL" "${ARGS8[@]}" >/dev/null 2>&1 \
+    || fail "latency-mode run (8 layers) failed"
+[ -n "$(streamed_units "$WORK/e0.bin")" ] || fail "latency mode, 8 layers: nothing streamed without patterns"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_EXCLUDE_PATTERNS='*' FT_TRACE_FILE="$WORK/e1.bin" \
+    shim "$MODEL" "${ARGS8[@]}" >"$WORK/e1.out" 2>"$WORK/e1.err" || fail "FT_EXCLUDE_PATTERNS='*' run failed"
+[ -z "$(streamed_units "$WORK/e1.bin")" ] || fail "FT_EXCLUDE_PATTERNS='*': units streamed: $(streamed_units "$WORK/e1.bin" | tr '\n' ' ')"
+[ "$(tail -n 1 "$WORK/e1.out")" = "$want" ] || fail "FT_EXCLUDE_PATTERNS='*': checksum differs from the run without the shim"
+expect_grep 'verdict: no plan: all 8 units stay resident: FT_EXCLUDE_PATTERNS keeps every one' "$WORK/e1.err" \
+    "FT_EXCLUDE_PATTERNS='*' verdict"
+pass "FT_EXCLUDE_PATTERNS='*': 0 of 8 units streamed (some without it), same checksum as without the shim"
+
+set +e
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_EXCLUDE_PATTERNS='*' FT_GPU_MEM_LIMIT=5MiB shim "$MODEL" "${ARGS8[@]}" \
+    >"$WORK/e2.out" 2>"$WORK/e2.err"
+rc=$?
+set -e
+[ $rc -eq 0 ] || fail "FT_EXCLUDE_PATTERNS='*' under a small budget must not stop the program (exit $rc)"
+expect_grep 'error: plan: the memory budget 5\.0 MiB .*the 8 unit\(s\) kept resident by FT_EXCLUDE_PATTERNS \(16\.0 MiB\).* smallest budget that works is 16\.0 MiB' \
+    "$WORK/e2.err" "kept units over the budget"
+[ "$(tail -n 1 "$WORK/e2.out")" = "$want" ] || fail "FT_EXCLUDE_PATTERNS='*', 5 MiB: checksum differs"
+pass "FT_EXCLUDE_PATTERNS='*', 5 MiB: refused, naming the option and the 16 MiB it keeps; same checksum"
+
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_INCLUDE_PATTERNS='unit.[1-4]' FT_TRACE_FILE="$WORK/e3.bin" \
+    shim "$MODEL" "${ARGS8[@]}" >"$WORK/e3.out" 2>"$WORK/e3.err" || fail "FT_INCLUDE_PATTERNS run failed"
+got=$(streamed_units "$WORK/e3.bin" | tr '\n' ' ')
+[ -n "$got" ] || fail "FT_INCLUDE_PATTERNS='unit.[1-4]': nothing streamed"
+for u in $got; do
+    case $u in unit.[1-4]) ;; *) fail "FT_INCLUDE_PATTERNS='unit.[1-4]': $u streamed" ;; esac
+done
+[ "$(tail -n 1 "$WORK/e3.out")" = "$want" ] || fail "FT_INCLUDE_PATTERNS: checksum differs"
+expect_grep 'verdict: offloaded: [1-4] of 8 units stream .*; 4 kept resident by FT_INCLUDE_PATTERNS' "$WORK/e3.err" \
+    "FT_INCLUDE_PATTERNS verdict"
+pass "FT_INCLUDE_PATTERNS='unit.[1-4]': only those stream ($got), same checksum"
+
+set +e
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_INCLUDE_PATTERNS='unit.1' FT_GPU_MEM_LIMIT=8MiB FT_TRACE_FILE="$WORK/e4.bin" \
+    shim "$MODEL" "${ARGS8[@]}" >"$WORK/e4.out" 2>"$WORK/e4.err"
+rc=$?
+set -e
+[ $rc -eq 0 ] || fail "FT_INCLUDE_PATTERNS='unit.1' under a small budget must not stop the program (exit $rc)"
+expect_grep 'error: plan: .*the 7 unit\(s\) kept resident by FT_INCLUDE_PATTERNS \(14\.0 MiB\).*or fewer units kept by FT_INCLUDE_PATTERNS' \
+    "$WORK/e4.err" "FT_INCLUDE_PATTERNS='unit.1', 8 MiB"
+[ "$(tail -n 1 "$WORK/e4.out")" = "$want" ] || fail "FT_INCLUDE_PATTERNS='unit.1': checksum differs"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_INCLUDE_PATTERNS='unit.1' FT_GPU_MEM_LIMIT=20MiB FT_TRACE_FILE="$WORK/e5.bin" \
+    shim "$MODEL" "${ARGS8[@]}" >/dev/null 2>&1 || fail "FT_INCLUDE_PATTERNS='unit.1', 20 MiB run failed"
+got=$(streamed_units "$WORK/e5.bin" | tr '\n' ' ')
+[ -z "$got" ] || [ "$got" = "unit.1 " ] || fail "FT_INCLUDE_PATTERNS='unit.1': $got streamed"
+pass "FT_INCLUDE_PATTERNS='unit.1': 8 MiB refused naming the option (7 units kept), 20 MiB streams nothing but unit.1"

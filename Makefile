@@ -7,7 +7,23 @@
 CUDA_HOME ?= /usr/local/cuda
 PREFIX    ?= /usr/local
 DESTDIR   ?=
-BUILD     ?= build
+# SAN=address (ASan and UBSan) or SAN=thread (TSan) instruments everything, the shim,
+# the tools, the tests and the simulated device, in a folder of its own. A sanitizer
+# error ends the program (UBSan recovers by default) so that a test fails on it.
+SAN ?=
+ifeq ($(SAN),address)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_RT    := asan
+else ifeq ($(SAN),thread)
+SAN_FLAGS := -fsanitize=thread
+SAN_RT    := tsan
+else ifneq ($(SAN),)
+$(error SAN=$(SAN): use SAN=address or SAN=thread)
+endif
+ifneq ($(SAN),)
+SAN_FLAGS += -fno-omit-frame-pointer
+endif
+BUILD     ?= build$(if $(SAN_RT),-$(SAN_RT))
 
 CC      ?= gcc
 NVCC    ?= $(CUDA_HOME)/bin/nvcc
@@ -19,8 +35,8 @@ CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 # start-up (LD_PRELOAD), and a launch reads several of them, each a call to
 # __tls_get_addr otherwise (bench/shim_instructions.sh).
 FT_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
-             -ftls-model=initial-exec -fvisibility=hidden -I. $(CUDA_INC) $(CFLAGS)
-FT_LDFLAGS := -pthread $(LDFLAGS)
+             -ftls-model=initial-exec -fvisibility=hidden -I. $(CUDA_INC) $(CFLAGS) $(SAN_FLAGS)
+FT_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
 
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 INIH_LIB   := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libinih.a /usr/lib/libinih.a /usr/local/lib/libinih.a))

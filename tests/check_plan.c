@@ -560,6 +560,16 @@ START_TEST(least_budget_keeps_a_huge_unit_resident)
 }
 END_TEST
 
+/* The bound on a plan's time is the plain build's. A sanitizer build checks every
+ * access to the knapsack's table (the largest case: 0.38 s plain, 1.6 s under ASan,
+ * 11 s under TSan) and sets Check's CK_TIMEOUT_MULTIPLIER, which scales it too. */
+static double plan_seconds(void)
+{
+    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
+    double k = m != NULL ? atof(m) : 1.0;
+    return k > 1.0 ? k : 1.0;
+}
+
 /* 200 layer-like units: each strategy answers well under a second, within budget. */
 START_TEST(two_hundred_units_plan_quickly)
 {
@@ -589,7 +599,7 @@ START_TEST(two_hundred_units_plan_quickly)
             ck_assert_int_eq(ft_plan_choose(&in, &p, NULL), 0);
             clock_gettime(CLOCK_MONOTONIC, &b);
             double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
-            ck_assert_msg(secs < 1.0, "strategy %d mode %d took %.3f s", s, mode, secs);
+            ck_assert_msg(secs < plan_seconds(), "strategy %d mode %d took %.3f s", s, mode, secs);
             if (in.budget_bytes)
                 ck_assert_uint_le(p.device_bytes, in.budget_bytes);
             else

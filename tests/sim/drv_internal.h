@@ -169,6 +169,7 @@ struct CUstream_st {
     int destroyed;
     pthread_cond_t cv;
     struct CUstream_st *next_in_ctx;
+    struct CUstream_st *next_retired;   /* g_sim.retired_streams, once destroyed */
     UT_hash_handle hh;
 };
 
@@ -210,6 +211,9 @@ typedef struct {
     uint64_t horizon;                   /* max virtual end of anything enqueued */
     uint32_t next_ctx_id, next_stream_id;
     struct CUstream_st *live_streams;   /* hash of valid stream handles */
+    /* Destroyed streams are never freed (events and queued operations may still point
+     * at them): this list holds them, so that a leak checker sees them kept, not lost. */
+    struct CUstream_st *retired_streams;
     struct CUevent_st *live_events;     /* hash of valid event handles */
     /* activity reporting (set by libcupti) */
     unsigned act_mask;

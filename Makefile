@@ -10,7 +10,23 @@ FT_VERSION := 0.1.0
 CUDA_HOME ?= /usr/local/cuda
 PREFIX    ?= /usr/local
 DESTDIR   ?=
-BUILD     ?= build
+# SAN=address (ASan and UBSan) or SAN=thread (TSan) instruments everything, the shim,
+# the tools, the tests and the simulated device, in a folder of its own. A sanitizer
+# error ends the program (UBSan recovers by default) so that a test fails on it.
+SAN ?=
+ifeq ($(SAN),address)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_RT    := asan
+else ifeq ($(SAN),thread)
+SAN_FLAGS := -fsanitize=thread
+SAN_RT    := tsan
+else ifneq ($(SAN),)
+$(error SAN=$(SAN): use SAN=address or SAN=thread)
+endif
+ifneq ($(SAN),)
+SAN_FLAGS += -fno-omit-frame-pointer
+endif
+BUILD     ?= build$(if $(SAN_RT),-$(SAN_RT))
 
 # The set-up comes before anything below asks the system (pkg-config, libinih.a):
 # tools/setup-deps.sh installs the Debian packages that the build and the tests need
@@ -38,8 +54,8 @@ CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 # start-up (LD_PRELOAD), and a launch reads several of them, each a call to
 # __tls_get_addr otherwise (bench/shim_instructions.sh).
 FT_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
-             -ftls-model=initial-exec -fvisibility=hidden -I. $(CUDA_INC) $(CFLAGS)
-FT_LDFLAGS := -pthread $(LDFLAGS)
+             -ftls-model=initial-exec -fvisibility=hidden -I. $(CUDA_INC) $(CFLAGS) $(SAN_FLAGS)
+FT_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
 
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 # Debian keeps it under the multiarch triplet: x86_64-linux-gnu, aarch64-linux-gnu.

@@ -132,6 +132,8 @@ static pthread_rwlock_t kinfo_lock = PTHREAD_RWLOCK_INITIALIZER;
 static kinfo_t *kinfos;
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 static vmm_t *vmms;
+/* Both found by the first allocations, which may come from several threads at once:
+ * atomic (vmm_ready). */
 static size_t vmm_granularity;
 static int vmm_disabled;
 static char **include_items, **exclude_items;
@@ -2886,21 +2888,24 @@ static void untrack(const void *p)
 static int vmm_ready(CUdevice *dev)
 {
     resolve_driver();
-    if (vmm_disabled || !drv.reserve || !drv.create || !drv.map || !drv.set_access ||
-        !drv.unmap || !drv.release || !drv.address_free || !drv.granularity || !drv.ctx_get_device)
+    if (__atomic_load_n(&vmm_disabled, __ATOMIC_RELAXED) || !drv.reserve || !drv.create || !drv.map ||
+        !drv.set_access || !drv.unmap || !drv.release || !drv.address_free || !drv.granularity ||
+        !drv.ctx_get_device)
         return 0;
     /* cudaMalloc makes the primary context current; so must we before the driver. */
     if (REAL(cudaFree)(NULL) != cudaSuccess || drv.ctx_get_device(dev) != CUDA_SUCCESS)
         return 0;
-    if (vmm_granularity == 0) {
+    /* Written once (the first thread to learn it) and read with acquire, so that the
+     * plain reads after vmm_ready returns are ordered after that one write. */
+    if (__atomic_load_n(&vmm_granularity, __ATOMIC_ACQUIRE) == 0) {
         CUmemAllocationProp prop = device_prop(*dev);
-        size_t g = 0;
+        size_t g = 0, none = 0;
         if (drv.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) {
             FT_WARN("virtual memory management unavailable; allocations are not evictable");
-            vmm_disabled = 1;
+            __atomic_store_n(&vmm_disabled, 1, __ATOMIC_RELAXED);
             return 0;
         }
-        vmm_granularity = g;
+        __atomic_compare_exchange_n(&vmm_granularity, &none, g, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE);
     }
     return 1;
 }
@@ -2919,7 +2924,7 @@ static int vmm_ready(CUdevice *dev)
  * faulted in. */
 static uint64_t spill_clock;
 static uint64_t spill_faults, spill_evictions;
-static uint64_t spill_limit;  /* the budget, once known */
+static uint64_t spill_limit;  /* the budget, once known; atomic: any allocating thread may learn it */
 
 static int spill_wanted(void)
 {
@@ -2929,12 +2934,15 @@ static int spill_wanted(void)
 
 static uint64_t spill_budget(void)
 {
-    if (spill_limit == 0) {
+    uint64_t limit = __atomic_load_n(&spill_limit, __ATOMIC_RELAXED);
+    if (limit == 0) {
         size_t free_b = 0, total_b = 0;
-        if (REAL(cudaMemGetInfo) != NULL && REAL(cudaMemGetInfo)(&free_b, &total_b) == cudaSuccess)
-            spill_limit = configured_budget(total_b);
+        if (REAL(cudaMemGetInfo) != NULL && REAL(cudaMemGetInfo)(&free_b, &total_b) == cudaSuccess) {
+            limit = configured_budget(total_b);
+            __atomic_store_n(&spill_limit, limit, __ATOMIC_RELAXED);
+        }
     }
-    return spill_limit;
+    return limit;
 }
 
 /* Device bytes held through the shim now. */

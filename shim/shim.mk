@@ -9,6 +9,11 @@ SHIM_OBJS := $(SHIM_SRCS:%.c=$(BUILD)/%.o)
 # the same). Not the NVTX injection library, which NVTX dlopens.
 $(SHIM_OBJS) $(CUPTI_OBJS): FT_CFLAGS += -ftls-model=initial-exec
 
+# The exported dlsym (driver.c) runs inside the sanitizer runtime's own start-up, which
+# looks up the functions it intercepts before its shadow memory exists: that file is
+# built without instrumentation.
+$(BUILD)/shim/driver.o: FT_CFLAGS += -fno-sanitize=all
+
 $(BUILD)/shim/exports.map: shim/exports.c shim/shim.def
 	@mkdir -p $(dir $@)
 	$(CC) -E -P -I. -x c shim/exports.c -o $@

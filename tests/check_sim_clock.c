@@ -232,16 +232,19 @@ START_TEST(test_deterministic_under_time_scale)
     set_clock_env();
     setenv("FTSIM_TIME_SCALE", "0.2", 1);
     sim_test_register();
-    void *h, *d;
-    RT_OK(cudaMallocHost(&h, MB));
-    RT_OK(cudaMalloc(&d, MB));
+    /* Each direction its own buffers: the streams are not ordered with one another. */
+    void *h[2], *d[2];
+    for (int i = 0; i < 2; i++) {
+        RT_OK(cudaMallocHost(&h[i], MB));
+        RT_OK(cudaMalloc(&d[i], MB));
+    }
     cudaStream_t s[3];
     for (int i = 0; i < 3; i++)
         RT_OK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
     for (int k = 0; k < 3; k++) {
-        RT_OK(cudaMemcpyAsync(d, h, MB, cudaMemcpyHostToDevice, s[0]));  /* 101000 each */
+        RT_OK(cudaMemcpyAsync(d[0], h[0], MB, cudaMemcpyHostToDevice, s[0]));  /* 101000 each */
         RT_OK(launch_spin(70000, s[1]));
-        RT_OK(cudaMemcpyAsync(h, d, MB, cudaMemcpyDeviceToHost, s[2]));  /* 51000 each */
+        RT_OK(cudaMemcpyAsync(h[1], d[1], MB, cudaMemcpyDeviceToHost, s[2]));  /* 51000 each */
     }
     RT_OK(cudaDeviceSynchronize());
     ck_assert_uint_eq(simcudaHostNow(), 303000);

@@ -21,7 +21,8 @@ static struct {
 #define CUPTI_FNS(X)                                                                         \
     X(Subscribe) X(Unsubscribe) X(EnableCallback) X(EnableDomain) X(GetCallbackState)        \
     X(ActivityEnable) X(ActivityDisable) X(ActivityRegisterCallbacks) X(ActivityFlushAll)    \
-    X(ActivityGetNextRecord) X(GetTimestamp) X(GetResultString) X(GetStreamId)
+    X(ActivityGetNextRecord) X(GetTimestamp) X(GetResultString) X(GetStreamId)              \
+    X(ActivityPushExternalCorrelationId) X(ActivityPopExternalCorrelationId)
 #define X(n) __typeof__(cupti##n) *n;
     CUPTI_FNS(X)
 #undef X
@@ -299,6 +300,8 @@ static void CUPTIAPI buf_done(CUcontext ctx, uint32_t streamId, uint8_t *buffer,
     if (g_nbufs < 16) {
         g_bufs[g_nbufs] = buffer;
         g_valid[g_nbufs++] = validSize;
+    } else {
+        free(buffer);
     }
 }
 
@@ -432,6 +435,70 @@ START_TEST(test_activity_buffers_fill_and_iterate)
 }
 END_TEST
 
+/* Threads calling the API while activity kinds are switched on and off: every outermost
+ * call reads the activity settings (for its external correlation records) without the
+ * driver's lock. They were plain variables, and SAN=thread found the race (a cudaFree
+ * against cuptiActivityEnable); the test fails under it if they are again. Afterwards
+ * the settings are those last made: one call, one record. */
+#define SWITCH_THREADS 3
+static int g_callers_done;
+
+static void *call_with_external_id(void *arg)
+{
+    uint64_t id = (uint64_t)(uintptr_t)arg;
+    ck_assert_int_eq(C.ActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id),
+                     CUPTI_SUCCESS);
+    for (int i = 0; i < 300; i++) {
+        void *p;
+        RT_OK(cudaMalloc(&p, 256));
+        RT_OK(cudaFree(p));
+    }
+    uint64_t last = 0;
+    ck_assert_int_eq(C.ActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
+                     CUPTI_SUCCESS);
+    ck_assert_uint_eq(last, id);
+    __atomic_add_fetch(&g_callers_done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+START_TEST(test_activity_switched_while_threads_call)
+{
+    load_cupti();
+    sim_test_register();
+    RT_OK(cudaFree(0));
+    ck_assert_int_eq(C.ActivityRegisterCallbacks(buf_req, buf_done), CUPTI_SUCCESS);
+    pthread_t t[SWITCH_THREADS];
+    for (int i = 0; i < SWITCH_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, call_with_external_id, (void *)(uintptr_t)(i + 1)), 0);
+    while (__atomic_load_n(&g_callers_done, __ATOMIC_ACQUIRE) < SWITCH_THREADS) {
+        ck_assert_int_eq(C.ActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), CUPTI_SUCCESS);
+        ck_assert_int_eq(C.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+        ck_assert_int_eq(C.ActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), CUPTI_SUCCESS);
+        ck_assert_int_eq(C.ActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+    }
+    for (int i = 0; i < SWITCH_THREADS; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_int_eq(C.ActivityFlushAll(0), CUPTI_SUCCESS);
+    while (g_nbufs > 0)
+        free(g_bufs[--g_nbufs]);
+
+    ck_assert_int_eq(C.ActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), CUPTI_SUCCESS);
+    ck_assert_int_eq(C.ActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 77),
+                     CUPTI_SUCCESS);
+    RT_OK(cudaFree(0));
+    uint64_t last;
+    ck_assert_int_eq(C.ActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
+                     CUPTI_SUCCESS);
+    ck_assert_int_eq(C.ActivityFlushAll(0), CUPTI_SUCCESS);
+    collect();
+    ck_assert_int_eq(g_nacts, 1);
+    CUpti_ActivityExternalCorrelation *x = (CUpti_ActivityExternalCorrelation *)g_acts[0];
+    ck_assert_int_eq(x->kind, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    ck_assert_int_eq(x->externalKind, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0);
+    ck_assert_uint_eq(x->externalId, 77);
+}
+END_TEST
+
 Suite *sim_cupti_suite(void)
 {
     Suite *s = suite_create("sim_cupti");
@@ -445,6 +512,7 @@ Suite *sim_cupti_suite(void)
     tcase_add_test(tc, test_no_cuda_calls_inside_callbacks);
     tcase_add_test(tc, test_activity_records_match_events);
     tcase_add_test(tc, test_activity_buffers_fill_and_iterate);
+    tcase_add_test(tc, test_activity_switched_while_threads_call);
     suite_add_tcase(s, tc);
     return s;
 }

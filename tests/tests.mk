@@ -33,5 +33,17 @@ $(BUILD)/tests/libinterposer_getpid.so: tests/interposer_getpid.c
 
 all: $(BUILD)/tests/libinterposer_getpid.so
 
+# A sanitizer build (the Makefile's SAN): every error ends the program that has it, and
+# the scenarios preload the sanitizer's runtime ahead of the shim (SAN_PRELOAD, read by
+# tests/scenario/lib.sh), as it must come first in a program that is not instrumented.
+ifneq ($(SAN),)
+check: export SAN_PRELOAD := $(shell $(CC) -print-file-name=lib$(SAN_RT).so)
+check: export ASAN_OPTIONS := detect_leaks=1
+check: export UBSAN_OPTIONS := print_stacktrace=1
+check: export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
+# Check's timeouts, and check_plan.c's bound on a plan's time, are the plain build's.
+check: export CK_TIMEOUT_MULTIPLIER := $(if $(filter thread,$(SAN)),50,5)
+endif
+
 check: all $(TEST_BINS)
 	@BUILD=$(BUILD) bash tests/run.sh $(SCENARIOS)

@@ -14,7 +14,7 @@ for src in cupti events held first; do
     [ $src = held ] && env_cupti=(FTSIM_CUPTI_HELD=1) # another subscriber has CUPTI
     [ $src = first ] && env_cupti=(FT_CUPTI_CONFIRM=first-pass)
     env "${env_cupti[@]}" FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_PROFILING_ITERS=3 FT_TRACE_FILE="$WORK/p.bin" \
-        LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$SHIM" "$MODEL" "${ARGS[@]}" --iters 10 >"$WORK/out" 2>"$WORK/err" \
+        LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" "${ARGS[@]}" --iters 10 >"$WORK/out" 2>"$WORK/err" \
         || fail "$src: model under shim failed"
     [ "$(cat "$WORK/out")" = "$(sim "$MODEL" "${ARGS[@]}" --iters 10)" ] || fail "$src: output changed"
     if [ $src = cupti ] || [ $src = first ]; then

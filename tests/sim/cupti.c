@@ -329,9 +329,10 @@ static CUptiResult set_kind(CUpti_ActivityKind kind, int on)
     } else {
         g_mask &= ~bit;
     }
-    unsigned mask = g_mask;
+    /* Under the lock: two threads changing kinds at once hand the driver their masks in
+     * the order they made them, the last one standing. */
+    T->set_activity(g_mask, sink);
     pthread_mutex_unlock(&g_act_lock);
-    T->set_activity(mask, sink);
     return CUPTI_SUCCESS;
 }
 
@@ -599,6 +600,7 @@ CUPTI_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
         return CUPTI_SUCCESS;
     pthread_mutex_lock(&g_act_lock);
     g_mask = 0;
+    T->set_activity(0, NULL);
     if (g_buffers_held) {
         g_buffers_held = 0;
         T->activity_memory(0);
@@ -607,7 +609,6 @@ CUPTI_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
     g_pending = NULL;
     g_npending = g_cap = 0;
     pthread_mutex_unlock(&g_act_lock);
-    T->set_activity(0, NULL);
     if (g_sub.active) {
         g_sub.active = 0;
         T->unsubscribe();

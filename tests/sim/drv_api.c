@@ -222,22 +222,25 @@ uint32_t sim_current_corr(void) { return t_call_depth > 0 ? t_corr : 0; }
 
 /* ------------------------------------------------------------------ callbacks */
 
-/* The CUPTI subscriber. Written under g_sim.lock by libcupti's calls, read without it
- * on every API call: a callback racing with cuptiUnsubscribe may fire once more, as
- * on real CUPTI. */
-static CUpti_CallbackFunc volatile g_sub_fn;
-static void *volatile g_sub_user;
+/* The CUPTI subscriber and its enabled callbacks. Written under g_sim.lock by
+ * libcupti's calls, read without it on every API call, hence atomic: a callback racing
+ * with cuptiUnsubscribe may fire once more, as on real CUPTI, with the user data it was
+ * subscribed with (unsubscribing leaves g_sub_user; subscribing sets it before g_sub_fn). */
+static _Atomic(CUpti_CallbackFunc) g_sub_fn;
+static void *_Atomic g_sub_user;
 static int g_sub_taken;
-static uint8_t g_cb_driver[CUPTI_DRIVER_TRACE_CBID_SIZE];
-static uint8_t g_cb_runtime[CUPTI_RUNTIME_TRACE_CBID_SIZE];
+static _Atomic uint8_t g_cb_driver[CUPTI_DRIVER_TRACE_CBID_SIZE];
+static _Atomic uint8_t g_cb_runtime[CUPTI_RUNTIME_TRACE_CBID_SIZE];
 static uint32_t g_next_corr;
 
 /* An outermost API call on a thread with pushed external ids: one EXTCORR record per
  * kind, tying the call's correlation id to the id on top of that kind's stack. */
 static void emit_external(uint32_t corr)
 {
+    if (!(g_sim.act_mask & SIMCU_ACTMASK_EXTCORR))
+        return;
     simcu_activity_sink_t sink = g_sim.act_sink;
-    if (sink == NULL || !(g_sim.act_mask & SIMCU_ACTMASK_EXTCORR))
+    if (sink == NULL)
         return;
     for (uint32_t k = 0; k < SIMCU_EXT_KINDS; k++) {
         if (t_ext_n[k] == 0)
@@ -271,7 +274,7 @@ static void fire(simcu_call_t *c)
     t_in_callback--;
 }
 
-static unsigned g_warned_in_cb;
+static _Atomic unsigned g_warned_in_cb;  /* any thread's callback may count */
 
 CUresult sim_api_enter(simcu_call_t *c, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                        const char *name, const void *params, const char *symbol,
@@ -314,9 +317,7 @@ CUresult sim_api_enter(simcu_call_t *c, CUpti_CallbackDomain domain, CUpti_Callb
         c->fired = 1;
         fire(c);
     }
-    if ((flags & SIMCU_CALL_STICKY) && t_ctx && t_ctx->sticky != CUDA_SUCCESS)
-        return t_ctx->sticky;
-    return CUDA_SUCCESS;
+    return (flags & SIMCU_CALL_STICKY) && t_ctx ? t_ctx->sticky : CUDA_SUCCESS;
 }
 
 void sim_api_exit(simcu_call_t *c)
@@ -1042,20 +1043,26 @@ static int cupti_subscribe(CUpti_CallbackFunc fn, void *userdata)
     return busy ? -1 : 0;
 }
 
+/* tab[1..n-1] = on (cbid 0 is INVALID in both domains). */
+static void cb_set_all(_Atomic uint8_t *tab, size_t n, int on)
+{
+    for (size_t i = 1; i < n; i++)
+        tab[i] = on ? 1 : 0;
+}
+
 static void cupti_unsubscribe(void)
 {
     pthread_mutex_lock(&g_sim.lock);
     g_sub_fn = NULL;
-    g_sub_user = NULL;
     g_sub_taken = 0;
-    memset(g_cb_driver, 0, sizeof g_cb_driver);
-    memset(g_cb_runtime, 0, sizeof g_cb_runtime);
+    cb_set_all(g_cb_driver, CUPTI_DRIVER_TRACE_CBID_SIZE, 0);
+    cb_set_all(g_cb_runtime, CUPTI_RUNTIME_TRACE_CBID_SIZE, 0);
     pthread_mutex_unlock(&g_sim.lock);
 }
 
 static int cupti_enable(CUpti_CallbackDomain d, CUpti_CallbackId cbid, int on)
 {
-    uint8_t *tab;
+    _Atomic uint8_t *tab;
     size_t n;
     if (d == CUPTI_CB_DOMAIN_DRIVER_API) {
         tab = g_cb_driver;
@@ -1069,7 +1076,7 @@ static int cupti_enable(CUpti_CallbackDomain d, CUpti_CallbackId cbid, int on)
     pthread_mutex_lock(&g_sim.lock);
     int rc = 0;
     if (cbid == (CUpti_CallbackId)-1)
-        memset(tab + 1, on ? 1 : 0, n - 1);  /* cbid 0 is INVALID in both domains */
+        cb_set_all(tab, n, on);
     else if (cbid == 0 || cbid >= n)
         rc = -1;
     else

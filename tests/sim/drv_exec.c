@@ -489,7 +489,7 @@ static void *worker_main(void *arg)
         sim_op_free(op);
     }
     /* Destroyed and drained: leave the context's list; the struct itself stays
-     * allocated because recorded events may still point at it. */
+     * allocated because recorded events may still point at it (retired_streams). */
     for (struct CUstream_st **pp = &s->ctx->streams; *pp; pp = &(*pp)->next_in_ctx) {
         if (*pp == s) {
             *pp = s->next_in_ctx;
@@ -578,6 +578,8 @@ SIM_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
         } else if ((r = sim_stream_resolve(hStream, &s)) == CUDA_SUCCESS) {
             /* Queued work still completes, as on a GPU. */
             HASH_DELETE(hh, g_sim.live_streams, s);
+            s->next_retired = g_sim.retired_streams;
+            g_sim.retired_streams = s;
             s->destroyed = 1;
             if (s->worker) {
                 pthread_cond_signal(&s->cv);

@@ -99,7 +99,9 @@ struct CUctx_st {
     uint32_t magic;
     uint32_t id;
     sim_dev_t *dev;
-    CUresult sticky;                    /* CUDA_SUCCESS, or the error every call returns */
+    /* CUDA_SUCCESS, or the error every call returns. Atomic: a worker sets it (under
+     * g_sim.lock) while API calls on other threads read it without the lock. */
+    _Atomic CUresult sticky;
     struct CUstream_st *legacy;         /* the legacy default stream */
     struct CUstream_st *streams;        /* live created streams */
 };
@@ -171,6 +173,7 @@ struct CUstream_st {
     int destroyed;
     pthread_cond_t cv;
     struct CUstream_st *next_in_ctx;
+    struct CUstream_st *next_retired;   /* g_sim.retired_streams, once destroyed */
     UT_hash_handle hh;
 };
 
@@ -205,17 +208,24 @@ typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t done_cv;             /* broadcast whenever an op completes */
     sim_options_t opt;
-    int initialized;                    /* cuInit succeeded */
+    /* cuInit succeeded: set under the lock, read without it by every API call, which
+     * must then see the devices cuInit set up (atomic: release, acquire). */
+    _Atomic int initialized;
     int ndev;
     sim_dev_t dev[SIM_MAX_DEVICES];
     uint64_t host_now;                  /* the host's virtual time */
     uint64_t horizon;                   /* max virtual end of anything enqueued */
     uint32_t next_ctx_id, next_stream_id;
     struct CUstream_st *live_streams;   /* hash of valid stream handles */
+    /* Destroyed streams are never freed (events and queued operations may still point
+     * at them): this list holds them, so that a leak checker sees them kept, not lost. */
+    struct CUstream_st *retired_streams;
     struct CUevent_st *live_events;     /* hash of valid event handles */
-    /* activity reporting (set by libcupti) */
-    unsigned act_mask;
-    simcu_activity_sink_t act_sink;
+    /* Activity reporting, set by libcupti under the lock; emit_external reads them
+     * without it on every outermost API call, hence atomic. A call racing a change may
+     * still report through the sink it read, which libcupti accepts at any time. */
+    _Atomic unsigned act_mask;
+    _Atomic(simcu_activity_sink_t) act_sink;
 } sim_state_t;
 
 extern sim_state_t g_sim;

@@ -14,8 +14,9 @@ SIM_CUPTI_OBJS := $(BUILD)/tests/sim/cupti.o
 SIM_LIBS       := $(SIM_DIR)/libcuda.so.1 $(SIM_DIR)/libcudart.so.13 $(SIM_DIR)/libcupti.so.13
 
 # The simulator's link flags are spelled out rather than taken from FT_LDFLAGS, so
-# that target-specific additions made for test binaries never leak into them.
-SIM_LDFLAGS := -shared -pthread -Wl,-z,defs -Wl,--no-undefined $(LDFLAGS)
+# that target-specific additions made for test binaries never leak into them; a
+# sanitizer build (Makefile's SAN) links its runtime.
+SIM_LDFLAGS := -shared -pthread -Wl,-z,defs -Wl,--no-undefined $(SAN_FLAGS) $(LDFLAGS)
 
 all: $(SIM_LIBS)
 

@@ -2,6 +2,7 @@
  * page protection, strict faults, pinned host ranges, pointer queries. */
 #include "sim_test.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -461,6 +462,11 @@ START_TEST(test_host_fault_is_not_swallowed)
     RT_OK(launch_touch(p, 0, 0));
     RT_OK(cudaDeviceSynchronize());
     RT_OK(cudaFree(p));
+    /* Under a sanitizer its handler reports the fault, which the test expects: kept out
+     * of make check's output, where it would read as a failure. */
+    int null = open("/dev/null", O_WRONLY);
+    ck_assert_int_ge(null, 0);
+    ck_assert_int_eq(dup2(null, STDERR_FILENO), STDERR_FILENO);
     *(volatile char *)p = 1;
 }
 END_TEST

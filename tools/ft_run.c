@@ -5,7 +5,8 @@
  *   ft-run --print-config [--config FILE] [...]
  *   ft-run --version
  *
- * Sets LD_PRELOAD to the libflextensor.so installed beside this program and
+ * Puts the libflextensor.so installed beside this program in front of LD_PRELOAD
+ * (behind a sanitizer's runtime the user preloaded, which must stay first) and sets
  * FT_ENABLED=1, then execs PROGRAM. Its flags are explicit settings: they win over
  * the environment and the file. The configuration is validated here first, so a
  * mistake is reported before the program starts (exit status 2).
@@ -86,6 +87,55 @@ static int prepend_env(const char *name, const char *value, char sep)
         return -1;
     int rc = setenv(name, joined, 1);
     free(joined);
+    return rc;
+}
+
+/* 1 when the preloaded object `entry` (len bytes, no separator) is a sanitizer's
+ * runtime: it must stay first in LD_PRELOAD (ASan refuses to start otherwise, and a
+ * sanitized program or library needs its interceptors in place before anything else). */
+static int sanitizer_runtime(const char *entry, size_t len)
+{
+    static const char *const names[] = { "libasan", "libtsan", "libubsan", "liblsan", "libhwasan",
+                                         "libmsan", "libclang_rt.asan", "libclang_rt.tsan",
+                                         "libclang_rt.ubsan", "libclang_rt.msan", "libclang_rt.hwasan" };
+    const char *base = entry;
+    for (size_t i = 0; i < len; i++)
+        if (entry[i] == '/')
+            base = entry + i + 1;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        size_t n = strlen(names[i]);
+        if ((size_t)(entry + len - base) >= n && strncmp(base, names[i], n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* LD_PRELOAD with lib in front of what the user had, but behind any sanitizer runtime
+ * the user preloaded (ld.so takes ':' and spaces between entries). */
+static int preload_first(const char *lib)
+{
+    const char *old = getenv("LD_PRELOAD");
+    if (old == NULL || *old == '\0')
+        return setenv("LD_PRELOAD", lib, 1);
+    size_t cap = strlen(old) + strlen(lib) + 2, at = 0;
+    char *out = malloc(cap);
+    if (out == NULL)
+        return -1;
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1) {
+            at += (size_t)snprintf(out + at, cap - at, "%s%s", at ? ":" : "", lib);
+            continue;
+        }
+        for (const char *p = old; *p != '\0';) {
+            size_t len = strcspn(p, ": ");
+            if (len > 0 && sanitizer_runtime(p, len) == (pass == 0))
+                at += (size_t)snprintf(out + at, cap - at, "%s%.*s", at ? ":" : "", (int)len, p);
+            p += len;
+            p += strspn(p, ": ");
+        }
+    }
+    int rc = setenv("LD_PRELOAD", out, 1);
+    free(out);
     return rc;
 }
 
@@ -205,7 +255,7 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "FT_%s", explicit_settings[i].name);
         setenv(name, explicit_settings[i].value, 1);
     }
-    prepend_env("LD_PRELOAD", lib, ':');
+    preload_first(lib);
     /* NVTX ranges name the units (libflextensor-nvtx.so, beside the shim); a tool that
      * already injects NVTX (Nsight) keeps it. */
     char nvtx[PATH_MAX];

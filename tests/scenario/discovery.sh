@@ -112,16 +112,9 @@ assert len(d["units"]) == 6 and not any("vmm" in r["flag_names"] for r in d["reg
     || fail "FT_VMM_MIN_SIZE=none: units or backing wrong"
 pass "FT_VMM_MIN_SIZE=none: same units, no region backed by virtual memory"
 
-# NVTX ranges name the units (ft-run makes FlexTensor the NVTX injection library; under
-# a sanitizer the settings ft-run makes are made here).
-if san_skip_ft_run "ft-run for the NVTX run (its settings made without it)"; then
-    FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_LOG_LEVEL=warn FT_TRACE_FILE="$WORK/n.bin" \
-        NVTX_INJECTION64_PATH="$BUILD/libflextensor-nvtx.so" shim "$MODEL" "${ARGS[@]}" --nvtx \
-        >"$WORK/n.out" 2>&1 || fail "--nvtx run failed"
-else
-    FT_DISCOVERY_ITERS=2 "$BUILD/bin/ft-run" --sim --log-level warn --trace "$WORK/n.bin" -- \
-        "$MODEL" "${ARGS[@]}" --nvtx >"$WORK/n.out" 2>&1 || fail "--nvtx run failed"
-fi
+# NVTX ranges name the units (ft-run makes FlexTensor the NVTX injection library).
+FT_DISCOVERY_ITERS=2 ftrun "$BUILD/bin/ft-run" --sim --log-level warn --trace "$WORK/n.bin" -- \
+    "$MODEL" "${ARGS[@]}" --nvtx >"$WORK/n.out" 2>&1 || fail "--nvtx run failed"
 "$BUILD/bin/ft-trace" --json "$WORK/n.bin" | python3 -c '
 import json, sys
 u = json.load(sys.stdin)["units"]

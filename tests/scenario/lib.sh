@@ -25,11 +25,6 @@ sim() { env LD_LIBRARY_PATH="$SIMLIB" "$@"; }
 # A sanitizer build (make check SAN=...) loads its runtime ahead of the shim.
 PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$SHIM"
 shim() { env LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$@"; }
-# san_skip_ft_run WHAT: under a sanitizer build, says that WHAT is skipped, and why, and
-# succeeds. ft-run puts the shim ahead of the sanitizer's runtime in LD_PRELOAD, and the
-# shim's dlsym resolves RTLD_NEXT from itself: the runtime, looking up the functions it
-# intercepts, is handed its own interceptors and spins in its start-up.
-san_skip_ft_run() {
-    [ -n "${SAN_PRELOAD:-}" ] || return 1
-    echo "  skip $1: a program started by ft-run hangs under a sanitizer (the shim's dlsym resolves RTLD_NEXT from itself)"
-}
+# ftrun FT_RUN [ARGS...]: run an ft-run; under a sanitizer build the runtime is in
+# LD_PRELOAD already, and ft-run keeps it ahead of the shim.
+ftrun() { env ${SAN_PRELOAD:+LD_PRELOAD="$SAN_PRELOAD"} "$@"; }

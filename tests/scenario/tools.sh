@@ -19,10 +19,21 @@ for tool in ft-run ft-trace; do
 done
 pass "ft-run and ft-trace --version print $want (the Makefile's FT_VERSION); --help; an unknown option exits 2"
 # After the program's name, --version is the program's.
-"$BUILD/bin/ft-run" --disable -- sh -c 'echo "$@"' sh --version >"$WORK/out" 2>"$WORK/err" \
+ftrun "$BUILD/bin/ft-run" --disable -- sh -c 'echo "$@"' sh --version >"$WORK/out" 2>"$WORK/err" \
     || { cat "$WORK/err" >&2; fail "ft-run -- sh -c ... --version"; }
 [ "$(cat "$WORK/out")" = "--version" ] || fail "ft-run -- PROGRAM --version: '$(cat "$WORK/out")'"
 pass "ft-run -- PROGRAM --version passes --version to PROGRAM"
+# ft-run puts the shim ahead of the user's preloads, but behind a sanitizer's runtime,
+# which must come first (ASan refuses to start otherwise). The entries need not exist:
+# ld.so only warns about those it cannot load (a sanitizer build's own runtime stands
+# in for the first).
+rt=${SAN_PRELOAD:-/opt/b/libasan.so.8}
+LD_PRELOAD="/opt/a/libother.so $rt:/opt/c/libclang_rt.tsan-x86_64.so" \
+    "$BUILD/bin/ft-run" --disable -- sh -c 'echo "$LD_PRELOAD"' >"$WORK/out" 2>"$WORK/err" \
+    || { cat "$WORK/err" >&2; fail "ft-run with a user's LD_PRELOAD"; }
+want="$rt:/opt/c/libclang_rt.tsan-x86_64.so:$BUILD/libflextensor.so:/opt/a/libother.so"
+[ "$(cat "$WORK/out")" = "$want" ] || fail "ft-run's LD_PRELOAD: '$(cat "$WORK/out")', want '$want'"
+pass "ft-run keeps a sanitizer's runtime first in LD_PRELOAD, then the shim, then the user's other preloads"
 # "--" ends ft-trace's options: a file may begin with a dash.
 set +e
 "$BUILD/bin/ft-trace" -- -no-such-file >"$WORK/out" 2>"$WORK/err"

@@ -1,0 +1,815 @@
+/* residency.c - the residency engine: the switch that makes streamed units leave the
+ * device, the guard before every launch, copy and set once it is on, loads and prefetch
+ * on a side stream, unloads proven by the device checksum, and the measured step.
+ *
+ * At the switch (activate_locked), each streamed unit's regions are copied out to
+ * pinned host memory and their physical memory is unmapped and released; the addresses
+ * stay reserved (docs/architecture.md, "Stable device addresses"). At each unit's first
+ * launch of a pass, the streamed units that follow it (as many as the other slots) are
+ * loaded on the side stream: physical memory is created and mapped at the same
+ * addresses, the bytes copied in, and an event recorded that every call touching the
+ * unit waits on. A call touching a unit that is not loaded (a miss) loads it on the
+ * caller's stream. At most `slots` streamed units are loaded at once; loading one more
+ * first unloads the least recently loaded: after the events behind its copy in and its
+ * last uses (its kernels must be done), it is dropped when the device checksum proves it
+ * unchanged, else copied back to the host store (nothing written is lost), and its
+ * physical memory goes to the unit loaded next or is released (docs/residency.md).
+ *
+ * Owns: res, under res.lock (application threads launch concurrently; engine_enter
+ * takes it for every guarded call, from the guard until the real call is enqueued,
+ * so that no unload falls between a guard and its launch), and the per-call
+ * thread-locals (what this call touched, the prefetch and checksum to issue once it is
+ * enqueued: a call's own, read by engine_leave on the same thread). res.active and
+ * res.pending are also read without the lock, with acquire order. */
+#define _GNU_SOURCE
+#include "shim/engine.h"
+
+#define KEEP_AFTER_CHANGES 3
+
+/* Per application thread, as positions are (each thread's passes are followed on
+ * their own): the tracked position of its last guarded launch (-1: none), and whether its pass
+ * under way has left the recorded launch sequence (prefetches then follow first touches
+ * only, not positions, and no touch is judged by its position, until its next pass). */
+__thread long lane_last_pos = -1;
+__thread int lane_off_script;
+res_state_t res = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Maps physical memory over region r (an unloaded unit's, when one matches its size,
+ * else new), without access yet: load_unit sets it once for each run of adjacent
+ * regions, then copies their bytes in. */
+static int map_region(res_region_t *r, CUdevice dev)
+{
+    CUmemGenericAllocationHandle h = 0;
+    int given = 0;
+    for (int i = 0; i < res.n_spare && !given; i++)
+        if (res.spare[i].len == r->len) {
+            h = res.spare[i].h;
+            res.spare[i] = res.spare[--res.n_spare];
+            res.reused++;
+            given = 1;
+        }
+    uint64_t ns[3] = { 0, 0, 0 };
+    CUresult rc = map_physical(dev, r->va, r->len, &h, given, ns, 1);
+    res.ns_create += ns[0];
+    res.ns_map_call += ns[1];
+    if (rc != CUDA_SUCCESS) {
+        FT_DEBUG("residency: mapping %zu bytes at %#llx failed: %d", r->len, (unsigned long long)r->va, (int)rc);
+        return -1;
+    }
+    vmm_t *v = vmm_find(r->va);
+    if (v != NULL)
+        v->handle = h;
+    return 0;
+}
+
+/* Undoes map_region when access cannot be set. */
+static void unmap_region(res_region_t *r)
+{
+    vmm_t *v = vmm_find(r->va);
+    drv.unmap(r->va, r->len);
+    if (v != NULL) {
+        drv.release(v->handle);
+        v->handle = 0;
+    }
+}
+
+/* cuMemSetAccess over several regions at once was refused once: one call per region
+ * from then on. The driver's documentation allows a range of several mappings. */
+static int access_runs_refused;
+
+/* Sets access on the regions of unit un that map_region mapped (r->mapping), one call
+ * per run of adjacent ones: the call costs the same for 2 MiB as for 196 MiB (tens of
+ * us on the one-H200 machine, 500-700 us on the two-H200 one while the engine runs),
+ * and a unit's regions, allocated one after another, usually lie end to end. A region
+ * whose access cannot be set is unmapped again (r->mapping cleared). */
+static void set_unit_access(res_unit_t *un, CUdevice dev)
+{
+    uint64_t t = now_ns();
+    for (int k = 0; k < un->n;) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (!r->mapping) {
+            k++;
+            continue;
+        }
+        int end = k + 1;
+        uint64_t run_end = r->va + r->len;
+        while (!access_runs_refused && end < un->n && res.regions[un->first + end].mapping &&
+               res.regions[un->first + end].va == run_end)
+            run_end += res.regions[un->first + end++].len;
+        CUresult rc = set_access(dev, r->va, run_end - r->va);
+        res.access_calls++;
+        if (rc != CUDA_SUCCESS && end - k > 1) {
+            access_runs_refused = 1;
+            FT_INFO("residency: cuMemSetAccess refused a range of %d adjacent regions (%d): one "
+                    "call per region from now on", end - k, (int)rc);
+            continue; /* again, region by region */
+        }
+        if (rc != CUDA_SUCCESS) {
+            FT_DEBUG("residency: access to %zu bytes at %#llx failed: %d", r->len,
+                     (unsigned long long)r->va, (int)rc);
+            unmap_region(r);
+            r->mapping = 0;
+        }
+        k = end;
+    }
+    res.ns_access += now_ns() - t;
+}
+
+static __thread char per_thread_key; /* its address tells threads' per-thread streams apart */
+
+/* What tells `stream` apart from the streams of other calls: cudaStreamPerThread is one
+ * handle for a stream per thread. Keyed by the handle, a thread skipped the wait for a
+ * unit's copy that another thread's stream had made (model --threads 3
+ * --per-thread-stream on the simulator: wrong results in 3 runs of 24 under load). */
+static cudaStream_t stream_key(cudaStream_t stream)
+{
+    return stream == cudaStreamPerThread ? (cudaStream_t)(void *)&per_thread_key : stream;
+}
+
+/* A call on `stream` touched the unit: its use event for that stream is recorded. */
+void unit_record_use(res_unit_t *un, cudaStream_t stream)
+{
+    cudaStream_t key = stream_key(stream);
+    int k = 0;
+    while (k < un->n_used && un->used_on[k] != key)
+        k++;
+    if (k == USE_STREAMS) {
+        un->use_overflow = 1;
+        return;
+    }
+    if (k == un->n_used) {
+        un->used_on[k] = key;
+        un->n_used++;
+    }
+    prof.record(un->used[k], stream);
+}
+
+/* The host waits for every call that touched the unit since its load. */
+static void unit_sync_used(res_unit_t *un)
+{
+    if (un->use_overflow)
+        REAL(cudaDeviceSynchronize)();
+    for (int k = 0; k < un->n_used; k++)
+        prof.sync(un->used[k]);
+}
+
+/* `stream` waits for every call that touched the unit since its load; -1 when it
+ * cannot (more streams than USE_STREAMS touched it, or an error). */
+static int unit_wait_used(res_unit_t *un, cudaStream_t stream)
+{
+    if (un->use_overflow)
+        return -1;
+    for (int k = 0; k < un->n_used; k++)
+        if (prof.wait(stream, un->used[k], 0) != cudaSuccess)
+            return -1;
+    return 0;
+}
+
+/* Enqueues the checksum of unit u's bytes on the device, behind the calls that have
+ * touched it so far, into ck.host[u]; ck_done marks its end. -1 when it cannot be had
+ * (no kernel, an error, a region whose size is not a whole number of words). */
+int checksum_issue(int u)
+{
+    res_unit_t *un = &res.units[u];
+    un->ck_pending = 0;
+    if (!ck.units || un->ck_done == NULL)
+        return -1;
+    uint64_t *out = ck.dev + u;
+    if ((un->ready_recorded && prof.wait(ck.stream, un->ready, 0) != cudaSuccess) ||
+        unit_wait_used(un, ck.stream) != 0 ||
+        REAL(cudaMemsetAsync)(out, 0, sizeof *out, ck.stream) != cudaSuccess)
+        return -1;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size == 0)
+            continue; /* freed by the application */
+        if (r->size % 8 != 0)
+            return -1;
+        if (checksum_launch(r->va, r->size / 8, out) != CUDA_SUCCESS)
+            return -1;
+    }
+    if (REAL(cudaMemcpyAsync)(ck.host + u, out, sizeof *out, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
+        prof.record(un->ck_done, ck.stream) != cudaSuccess)
+        return -1;
+    un->ck_pending = 1;
+    un->ck_uses = un->uses;
+    return 0;
+}
+
+/* Unit u's checksum now: the one issued behind its last launch if nothing has touched
+ * it since, else a new one; waits for it on the host. -1 when it cannot be had. */
+static int unit_checksum(int u, uint64_t *sum)
+{
+    res_unit_t *un = &res.units[u];
+    if (!(un->ck_pending && un->ck_uses == un->uses) && checksum_issue(u) != 0)
+        return -1;
+    un->ck_pending = 0;
+    if (prof.sync(un->ck_done) != cudaSuccess)
+        return -1;
+    *sum = ck.host[u];
+    return 0;
+}
+
+/* Releases region r's physical memory, first copying its bytes back to the host store
+ * when write_back is set. The calls that touched it have run. */
+static int unload_region(res_region_t *r, int write_back, int keep)
+{
+    vmm_t *v = vmm_find(r->va);
+    if (v == NULL)
+        return -1;
+    /* On the side stream, not the legacy one: a copy there would wait for all the
+     * application's work, not only the unit's. */
+    cudaError_t err = cudaSuccess;
+    if (write_back) {
+        err = REAL(cudaMemcpyAsync)(r->host, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost, res.side);
+        if (err == cudaSuccess)
+            err = REAL(cudaStreamSynchronize)(res.side);
+    }
+    if (err != cudaSuccess)
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
+    CUresult rc = drv.unmap(r->va, r->len);
+    if (rc == CUDA_SUCCESS && keep && res.n_spare < res.cap_spare)
+        res.spare[res.n_spare++] = (struct spare){ r->len, v->handle };
+    else if (rc == CUDA_SUCCESS)
+        rc = drv.release(v->handle);
+    if (rc != CUDA_SUCCESS)
+        FT_DEBUG("residency: unmapping %#llx failed: %d", (unsigned long long)r->va, (int)rc);
+    return rc == CUDA_SUCCESS ? 0 : -1;
+}
+
+static void unload_unit(int u)
+{
+    res_unit_t *un = &res.units[u];
+    /* Dropped without a copy back only when the device checksum proves it unchanged. */
+    uint64_t sum;
+    int write_back = 1, changed = 0;
+    if (unit_checksum(u, &sum) == 0) {
+        /* Without a reference yet (a unit that came from FT_SPILL's host memory), this
+         * copy back makes the host store match the sum, which becomes the reference. */
+        changed = un->ref_valid && sum != un->ref;
+        write_back = !un->ref_valid || changed;
+        un->ref = sum;
+        un->ref_valid = 1;
+    } else {
+        un->ref_valid = 0;
+    }
+    /* Nothing the application wrote is lost: a unit that keeps changing stays on the
+     * device from its next load on, outside the slots (over the plan's memory by its
+     * size). */
+    if (changed && ++un->changes == KEEP_AFTER_CHANGES) {
+        un->pinned = 1;
+        char a[32];
+        FT_WARN("residency: %s changed between loads %d times: it stays on the device from its "
+                "next load on (%s over the plan)", ft_disc_unit(disc, (size_t)u)->name,
+                KEEP_AFTER_CHANGES, human_bytes(un->bytes, a, sizeof a));
+    }
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size == 0)
+            continue; /* freed by the application */
+        unload_region(r, write_back, 1);
+        res.held_bytes -= r->len;
+    }
+    res.written_back += (uint64_t)write_back;
+    un->loaded = 0;
+    res.loaded--;
+    res.unloads++;
+}
+
+/* The physical allocations kept from the unit just unloaded that no region of un can
+ * take (more of a size than un has regions of it) are released before un's regions get
+ * new ones: held together, the two would go over the budget. */
+static void release_unmatched_spares(const res_unit_t *un)
+{
+    uint64_t t = now_ns();
+    for (int i = res.n_spare - 1; i >= 0; i--) {
+        int want = 0, have = 0;
+        for (int k = 0; k < un->n; k++) {
+            const res_region_t *r = &res.regions[un->first + k];
+            want += r->size != 0 && r->len == res.spare[i].len;
+        }
+        for (int j = 0; j < res.n_spare; j++)
+            have += res.spare[j].len == res.spare[i].len;
+        if (have > want) {
+            drv.release(res.spare[i].h);
+            res.spare[i] = res.spare[--res.n_spare];
+        }
+    }
+    res.ns_release += now_ns() - t;
+}
+
+/* The units this thread's call touched, to record their `used` events behind it; until
+ * then (the call is not enqueued yet), nothing may evict them. */
+__thread int touched[8], n_touched;
+
+static int touched_by_this_call(int u)
+{
+    for (int k = 0; k < n_touched; k++)
+        if (touched[k] == u)
+            return 1;
+    return 0;
+}
+
+/* Makes unit u resident for a call on `stream` (the lock held). */
+static void load_unit(int u, cudaStream_t stream, int keep)
+{
+    res_unit_t *un = &res.units[u];
+    if (un->loaded)
+        return;
+    if (res.loaded >= res.slots) {
+        /* The least recently loaded unit, other than `keep` (the unit running now) and
+         * those the call being guarded touched already (a launch reading two units: the
+         * first, loaded, was taken for the second's slot while the launch was not
+         * enqueued, and it read unmapped memory). */
+        int lru = -1;
+        for (int i = 0; i < res.n_units; i++)
+            if (res.units[i].loaded && res.units[i].n > 0 && !res.units[i].pinned && i != u &&
+                i != keep && !touched_by_this_call(i) &&
+                (lru < 0 || res.units[i].stamp < res.units[lru].stamp))
+                lru = i;
+        if (lru < 0 && keep >= 0)
+            return; /* every slot holds a unit in use: no prefetch now */
+        if (lru < 0)
+            goto load; /* a call needs it now: over the slots rather than a fault */
+        /* Mapping is not stream-ordered: its copy in and the calls that touched it
+         * must have run. */
+        uint64_t t = now_ns();
+        if (res.units[lru].ready_recorded)
+            prof.sync(res.units[lru].ready);
+        unit_sync_used(&res.units[lru]);
+        uint64_t t1 = now_ns();
+        res.ns_wait += t1 - t;
+        unload_unit(lru);
+        res.ns_unmap += now_ns() - t1;
+    }
+load:;
+    uint64_t t2 = now_ns(), copy0 = res.ns_copy;
+    release_unmatched_spares(un);
+    CUdevice dev;
+    int have_dev = managed_cu_device(&dev) == 0;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        r->mapping = r->size != 0 && have_dev && map_region(r, dev) == 0; /* size 0: freed */
+    }
+    if (have_dev)
+        set_unit_access(un, dev);
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size == 0)
+            continue;
+        if (!r->mapping) {
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: cannot load a region of %s back; "
+                          "its kernels will fault", ft_disc_unit(disc, (size_t)u)->name);
+            continue;
+        }
+        r->mapping = 0;
+        uint64_t t = now_ns();
+        REAL(cudaMemcpyAsync)((void *)(uintptr_t)r->va, r->host, r->size, cudaMemcpyHostToDevice, stream);
+        res.ns_copy += now_ns() - t;
+        res.held_bytes += r->len;
+        res.copied_in_bytes += r->size;
+        res.region_loads++;
+    }
+    uint64_t t3 = now_ns();
+    while (res.n_spare > 0)
+        drv.release(res.spare[--res.n_spare].h);
+    res.ns_release += now_ns() - t3;
+    res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
+    prof.record(un->ready, stream);
+    un->ready_recorded = 1;
+    un->touched_since_load = 0;
+    un->waited_valid = 0;
+    un->n_used = 0;
+    un->use_overflow = 0;
+    if (res.held_bytes > res.peak_held_bytes)
+        res.peak_held_bytes = res.held_bytes;
+    un->loaded = 1;
+    un->stamp = ++res.clock;
+    res.loaded += !un->pinned; /* a pinned unit holds no slot */
+    res.loads++;
+}
+
+/* By address, for cudaFree (the region has left the table by then); the guard looks
+ * regions up by id. */
+res_region_t *res_find(uint64_t addr)
+{
+    for (int i = 0; i < res.n_regions; i++)
+        if (addr >= res.regions[i].va && addr < res.regions[i].va + res.regions[i].size)
+            return &res.regions[i];
+    return NULL;
+}
+
+/* The guard: every address a call touches is resident once this returns. */
+__thread cudaStream_t touched_stream;
+/* A unit's first launch: the prefetch to run once the launch is enqueued (-1: none). */
+__thread int prefetch_after = -1;
+/* A unit's last launch: the unit whose checksum to issue once it is enqueued. */
+__thread int checksum_after = -1;
+
+/* The kernel of the launch being guarded, for messages ("?" for copies and sets). */
+__thread const char *res_kernel_name = "?";
+
+/* The repeat rule: a streamed region's last touch by one kernel on one lane, at the
+ * lane's launch count `at`, and how many touches in a row came within a quarter of a
+ * pass of the one before (`run`). Weights are grouped into units so that each is read
+ * in one range of the pass: a kernel that keeps touching the same streamed weight every
+ * few launches is carrying a stale address (PyTorch's cat kernels that discovery never
+ * saw, in the prefill, held one weight's address in an unused metadata slot in every
+ * layer). The third such touch in a row and those after it are stale; two reads half a
+ * pass apart (a layer reading a far layer's weight) are not. Kept under res.lock. */
+typedef struct {
+    struct repeat_key {
+        uint64_t kernel;
+        uint64_t region;
+    } key;
+    uint64_t lane, at;
+    uint32_t run;
+    UT_hash_handle hh;
+} repeat_t;
+static repeat_t *repeats;
+__thread uint64_t lane_launches; /* this thread's guarded launches */
+
+/* 1 when this touch of region id by kernel is stale by the repeat rule. Records it. */
+static int repeat_touch(uint64_t kernel, uint32_t id)
+{
+    struct repeat_key key;
+    memset(&key, 0, sizeof key);
+    key.kernel = kernel;
+    key.region = id;
+    repeat_t *e;
+    HASH_FIND(hh, repeats, &key, sizeof key, e);
+    if (e == NULL) {
+        if ((e = calloc(1, sizeof *e)) == NULL)
+            return 0;
+        e->key = key;
+        e->lane = lane_id();
+        e->at = lane_launches;
+        e->run = 1;
+        HASH_ADD(hh, repeats, key, sizeof key, e);
+        return 0;
+    }
+    if (e->lane == lane_id() && e->at == lane_launches)
+        return e->run >= 3; /* the same launch again */
+    uint64_t window = res.pass_len / 4 > 4 ? (uint64_t)res.pass_len / 4 : 4; /* a quarter pass */
+    int close = e->lane == lane_id() && lane_launches - e->at < window;
+    e->run = close ? e->run + 1 : 1;
+    e->lane = lane_id();
+    e->at = lane_launches;
+    return e->run >= 3;
+}
+
+/* Whether pass position `at` (ft_disc_track's; -1: unknown) is more than half a pass
+ * from unit un's range of positions, counted in the order of a pass (positions wrap at
+ * the pass length when passes begin past the record's first launch). */
+static int far_from_range(long at, const res_unit_t *un)
+{
+    long len = res.pass_len, half = len / 2, s = res.pass_start;
+    if (at < 0 || len <= 0)
+        return 0;
+    /* In pass order: positions before the start come after the wrap. A pass longer
+     * than the recorded one counts on past the length. */
+#define PASS_ORDER(x) ((x) >= s ? (x) - s : (x) + len - s)
+    long a = PASS_ORDER(at), f = PASS_ORDER((long)un->first_launch), l = PASS_ORDER((long)un->last_launch);
+#undef PASS_ORDER
+    if (f > l)
+        return 0; /* the range spans the wrap: no order to compare */
+    return a + half < f || a > l + half;
+}
+
+/* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
+ * found only at argument words that held garbage in discovery. The touch is stale
+ * too when pos (the launch's position in a pass that follows the recorded one, else
+ * -1) is outside the unit's range of positions: no launch of the recorded pass touched
+ * it there (a weight touched outside its unit's range in discovery stays resident);
+ * or when the kernel ran in the recorded pass touching no weight (weightless). Both
+ * are garbage that looks like a pointer, in a word that held NULL or an activation's
+ * address in discovery. So is one the repeat rule finds (kernel: the launch's kernel;
+ * 0 for copies and sets, which it spares). An unsure or stale touch of a unit that is
+ * not loaded loads nothing (FT_STRICT_GUARD=1: it does); of a loaded unit, it is a
+ * touch like any other (a wait costs nothing there). at: launches since the lane's
+ * pass began, also off the recorded sequence (-1: unknown); a touch more than half a
+ * pass away from its unit's range says nothing of where the pass is, so it loads what
+ * it needs but starts no prefetch (generate's reduce kernel on the H200 read a far
+ * layer's weight through a stale address at each step's third launch, and the
+ * prefetch that followed evicted the next layer: two misses a step). */
+void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream, long pos,
+                      int weightless, uint64_t kernel, long at)
+{
+    if (!guarding())
+        return;
+    /* res.lock is held: engine_enter took it for this call. */
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] >= res.n_ids || res.by_id[ids[i]] < 0)
+            continue;
+        res_region_t *r = &res.regions[res.by_id[ids[i]]];
+        res_unit_t *un = &res.units[r->unit];
+        int unexpected = weightless ||
+                           (pos >= 0 && ((uint32_t)pos < un->first_launch || (uint32_t)pos > un->last_launch));
+        int again = kernel != 0 && repeat_touch(kernel, ids[i]);
+        int stale = (unsure != NULL && unsure[i]) || unexpected || again;
+        if (!un->loaded && stale && !res.strict) {
+            res.unsure_skipped++;
+            res.unexpected_skipped += (uint64_t)(unexpected && !(unsure != NULL && unsure[i]));
+            res.repeat_skipped += (uint64_t)(again && !unexpected && !(unsure != NULL && unsure[i]));
+            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u%s) loads nothing",
+                          res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
+                          weightless ? ", from a kernel that touched no weight in the recorded pass"
+                          : unexpected ? ", outside its unit's range of the pass"
+                          : again ? ", touched by this kernel every few launches" : "");
+            continue;
+        }
+        if (!un->loaded) {
+            res.misses++;
+            if (res.n_miss_log < MISS_LOG) {
+                struct miss *m = &res.miss_log[res.n_miss_log++];
+                snprintf(m->kernel, sizeof m->kernel, "%s", res_kernel_name);
+                m->unit = r->unit;
+                m->off_script = lane_off_script;
+                m->pass = res.passes;
+                m->pos = lane_last_pos;
+            }
+            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u)", res_kernel_name,
+                          ft_disc_unit(disc, (size_t)r->unit)->name, ids[i]);
+            load_unit(r->unit, stream, -1);
+        }
+        /* A prefetch copied it on the side stream: this call waits for that copy (once
+         * per stream and load: later work on the stream is ordered behind the wait). */
+        /* The first touch of a unit after its load: what follows it in the learned
+         * order is loaded next, whatever the launch's position in the pass. A stale
+         * address (unsure) says nothing of where the pass is. */
+        if (!un->touched_since_load && !stale && !far_from_range(at, un)) {
+            un->touched_since_load = 1;
+            if (prefetch_after < 0)
+                prefetch_after = r->unit;
+        }
+        if (un->ready_recorded && !(un->waited_valid && un->waited == stream_key(stream))) {
+            prof.wait(stream, un->ready, 0);
+            un->waited = stream_key(stream);
+            un->waited_valid = 1;
+        }
+        int seen = 0;
+        for (int k = 0; k < n_touched; k++)
+            seen |= touched[k] == r->unit;
+        if (!seen && n_touched < 8)
+            touched[n_touched++] = r->unit;
+    }
+    touched_stream = stream;
+}
+
+/* The unit whose range starts (end 0) or ends (end 1) at pass position pos, or -1: a
+ * binary search, the units being in pass order (their ranges do not overlap). */
+int unit_bound_at(uint32_t pos, int end)
+{
+    int lo = 0, hi = res.n_units;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if ((end ? res.units[mid].last_launch : res.units[mid].first_launch) < pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == res.n_units)
+        return -1;
+    return (end ? res.units[lo].last_launch : res.units[lo].first_launch) == pos ? lo : -1;
+}
+
+/* Prefetch: the pass has reached unit u's first launch; load the streamed units that
+ * follow it, as many as the other slots hold, on the side stream. */
+void res_prefetch(int u, cudaStream_t stream)
+{
+    int ahead = res.slots - 1, n = res.n_units;
+    for (int step = 1; step < n && ahead > 0; step++) {
+        int w = (u + step) % n;
+        if (res.units[w].n == 0)
+            continue; /* resident */
+        ahead--;
+        if (!res.units[w].loaded) {
+            load_unit(w, res.side, u);
+            if (res.units[w].loaded)
+                res.prefetches++;
+        }
+    }
+}
+
+/* Reads the step times whose closing event has completed, oldest first. */
+static void step_harvest(void)
+{
+    while (res.harvested + 1 < res.passes) {
+        cudaEvent_t a = res.pass_ev[res.harvested % STEP_RING];
+        cudaEvent_t b = res.pass_ev[(res.harvested + 1) % STEP_RING];
+        float ms;
+        if (drv.event_query == NULL || drv.event_query((CUevent)b) != CUDA_SUCCESS)
+            return;
+        if (prof.elapsed(&ms, a, b) == cudaSuccess)
+            res.step_ms[res.n_steps++ % STEP_SAMPLES] = ms;
+        res.harvested++;
+    }
+}
+
+/* A pass begins on `stream` (res.lock held). */
+void step_mark(cudaStream_t stream)
+{
+    if (res.pass_ev[0] == NULL)
+        return;
+    step_harvest();
+    /* The ring is full of pending events: the oldest interval is given up. */
+    if (res.passes - res.harvested >= STEP_RING)
+        res.harvested = res.passes - STEP_RING + 1;
+    if (prof.record(res.pass_ev[res.passes % STEP_RING], stream) == cudaSuccess)
+        res.passes++;
+    if (res.passes <= 64 || res.passes % 64 == 0)
+        outside_sample("inference", (long)res.passes, 1);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median measured step in us, of *n samples (0: none), from the intervals read at
+ * pass starts. For the exit report: no CUDA call (the runtime's own exit handler has
+ * run by then and the events may be gone), and no wait for the lock (a thread stopped
+ * inside a guarded call may hold it; none counted then). */
+double step_median_us(uint64_t *n)
+{
+    *n = 0;
+    if (pthread_mutex_trylock(&res.lock) != 0)
+        return 0;
+    uint64_t k = res.n_steps < STEP_SAMPLES ? res.n_steps : STEP_SAMPLES;
+    float s[STEP_SAMPLES];
+    memcpy(s, res.step_ms, k * sizeof *s);
+    pthread_mutex_unlock(&res.lock);
+    if (k == 0)
+        return 0;
+    qsort(s, k, sizeof *s, cmp_float);
+    *n = k;
+    return s[k / 2] * 1000.0;
+}
+
+/* Makes unit i stream (res.lock held, its calls done): its regions backed by virtual
+ * memory, other than shared ones, get a host store (or keep FT_SPILL's) and are copied
+ * out and unmapped. 0 on success; -1 when it stays resident (nothing evictable, no host
+ * memory). *moved and *shared add up bytes for the report. */
+int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
+{
+    const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+    int first = res.n_regions, spilled_in_unit = 0, ok = 1;
+    res.units[i].first = first;
+    res.units[i].bytes = 0;
+    for (uint32_t k = 0; k < u->n_regions && ok; k++) {
+        uint64_t base, size;
+        vmm_t *v;
+        /* Regions below FT_VMM_MIN_SIZE are not backed by virtual memory: they
+         * stay resident (small by definition), the rest of the unit streams. */
+        if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 || (v = vmm_find(base)) == NULL)
+            continue;
+        /* Touched from other units' ranges too: streaming it would load its unit
+         * once per user. */
+        if (ft_disc_region_shared(disc, u->region_ids[k])) {
+            *shared_resident += size;
+            continue;
+        }
+        /* Reached only through pointer arrays: the guard reads no device memory, so
+         * it could not load it for the launch that uses it. */
+        if (ft_disc_region_indirect_only(disc, u->region_ids[k])) {
+            *shared_resident += size;
+            continue;
+        }
+        res_region_t *r = &res.regions[res.n_regions++];
+        *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k], 0 };
+        res.units[i].bytes += v->size;
+        res.by_id[r->id] = res.n_regions - 1;
+        /* Spilled before the plan (FT_SPILL): its host copy becomes the unit's. */
+        if (v->spilled) {
+            r->host = v->host;
+            v->host = NULL;
+            spilled_in_unit = 1;
+        } else if ((r->host = host_store_alloc(size)) == NULL) {
+            ok = 0;
+        }
+    }
+    if (!ok || res.n_regions == first) {
+        FT_WARN("residency: %s stays resident (%s)", u->name,
+                ok ? "none of its regions is backed by virtual memory" : "no host memory for it");
+        for (int k = first; k < res.n_regions; k++) {
+            vmm_t *v = vmm_find(res.regions[k].va);
+            if (v != NULL && v->spilled)
+                v->host = res.regions[k].host; /* still spilled: brought back below */
+            else
+                host_store_free(res.regions[k].host);
+            res.by_id[res.regions[k].id] = -1;
+        }
+        res.n_regions = first;
+        return -1;
+    }
+    res.units[i].n = res.n_regions - first;
+    /* A unit with a spilled region has no device copy to sum: its first eviction
+     * copies it back and takes the reference then. */
+    res.units[i].ref_valid = !spilled_in_unit && unit_checksum((int)i, &res.units[i].ref) == 0;
+    for (int k = first; k < res.n_regions; k++) {
+        vmm_t *v = vmm_find(res.regions[k].va);
+        if (v != NULL && v->spilled) {
+            v->spilled = 0; /* the engine's from now on */
+            spill_bytes -= v->size;
+        } else {
+            unload_region(&res.regions[k], 1, 0);
+        }
+        *moved += res.regions[k].size;
+    }
+    res.units[i].loaded = 0;
+    return 0;
+}
+
+/* The engine could not be set up at the switch (the exit report's verdict says so). */
+int res_start_failed;
+
+/* The switch, res.lock held: calls already past their guard finish enqueueing first,
+ * then the device drains, then the streamed units are evicted. */
+void activate_locked(void)
+{
+    __atomic_store_n(&res.active, 1, __ATOMIC_RELEASE);
+    wait_unguarded_calls();
+    int slots = plan.out.slots;
+    size_t n = plan.in.n;
+    int total = 0, streamed = 0;
+    res.strict = cfgp->strict_guard;
+    res.pass_len = (long)ft_disc_pass_length(disc);
+    res.pass_start = (long)ft_disc_track_start(disc);
+    /* Room for every unit's regions: a resident unit may be made to stream later
+     * (demote_for), when the application allocates past the budget. */
+    for (size_t i = 0; i < n; i++) {
+        const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+        total += (int)u->n_regions;
+        streamed += plan.out.resident[i] ? 0 : (int)u->n_regions;
+        for (uint32_t k = 0; k < u->n_regions; k++)
+            if (u->region_ids[k] >= res.n_ids)
+                res.n_ids = u->region_ids[k] + 1;
+    }
+    if (streamed == 0 || slots <= 0) {
+        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    /* Everything that can fail comes before the first eviction: afterwards the engine
+     * must run, or evicted units would fault. */
+    res.regions = calloc((size_t)total, sizeof *res.regions);
+    res.spare = calloc((size_t)total, sizeof *res.spare);
+    res.cap_spare = res.spare != NULL ? total : 0;
+    res.units = calloc(n, sizeof *res.units);
+    res.by_id = malloc(res.n_ids * sizeof *res.by_id);
+    int ok = res.regions != NULL && res.units != NULL && res.by_id != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        for (int k = 0; ok && k < USE_STREAMS; k++)
+            ok = prof.create(&res.units[i].used[k], cudaEventDisableTiming) == cudaSuccess;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = prof.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess &&
+             (!ck.units || prof.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
+    if (!ok) {
+        FT_WARN("residency: out of memory or events; nothing offloaded");
+        res_start_failed = 1;
+        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    for (uint32_t k = 0; k < res.n_ids; k++)
+        res.by_id[k] = -1;
+    for (int i = 0; i < STEP_RING; i++)
+        if (prof.create(&res.pass_ev[i], cudaEventDefault) != cudaSuccess) {
+            res.pass_ev[0] = NULL; /* no measured step; the engine runs all the same */
+            break;
+        }
+    if (own_stream(&res.side) != cudaSuccess)
+        res.side = NULL; /* the legacy stream: correct, slower */
+    REAL(cudaDeviceSynchronize)();
+    if (!cfgp->pinned_memory)
+        FT_WARN("residency: FT_PINNED_MEMORY=false: streamed weights live in pageable host "
+                "memory; every copy in is staged and synchronous, several times slower");
+    uint64_t moved = 0, shared_resident = 0;
+    int evicted_units = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+        res.units[i].first_launch = u->first_launch;
+        res.units[i].last_launch = u->last_launch;
+        res.units[i].loaded = 1; /* resident units, and streamed ones we cannot evict */
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (plan.out.resident[i])
+            continue;
+        if (evict_unit(i, &moved, &shared_resident) == 0)
+            evicted_units++;
+    }
+    res.n_units = (int)n;
+    res.slots = slots;
+    FT_INFO("residency: %d unit(s), %.1f MiB, moved to %s; copied in ahead of use (on demand "
+            "after a miss), at most %d at once", evicted_units, (double)moved / 1048576.0,
+            host_store_kind(), slots);
+    if (shared_resident > 0)
+        FT_INFO("residency: %.1f MiB of weights used by several units, or reached only through "
+                "pointer arrays, stay resident",
+                (double)shared_resident / 1048576.0);
+    /* FT_SPILL: what the plan keeps on the device comes back to it; the budget now
+     * has room for it, the streamed units having left. */
+    if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
+        spill_restore_all(NULL);
+        __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+    }
+}

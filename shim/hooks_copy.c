@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-
 /* The guard for copies and sets: their device source and destination. */
 static void guard_copy(const void *dst, const void *src, cudaStream_t stream)
 {
@@ -23,8 +22,9 @@ static void guard_copy(const void *dst, const void *src, cudaStream_t stream)
     res_touch(ids, NULL, n, stream, -1, 0, 0, -1);
 }
 
-/* Every copy and set begins here: the engine's entry, the write seen by discovery, and
- * the guard of its device destination and source (NULL where there is none). */
+/* The guard of a copy or set once the engine is entered: FT_SPILL's faults, the write
+ * seen by discovery, and the residency guard of its device destination and source
+ * (NULL where there is none). */
 static void copy_guard(int held, const void *dst, const void *src, cudaStream_t stream)
 {
     if (held && !res.active && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED)) {
@@ -35,240 +35,125 @@ static void copy_guard(int held, const void *dst, const void *src, cudaStream_t 
     guard_copy(dst, src, stream);
 }
 
-static int copy_enter(const void *dst, const void *src, cudaStream_t stream)
+/* A copy or set, as the one path every copy and set hook takes sees it. */
+typedef struct {
+    const void *dst, *src;    /* device destination and source; NULL where there is none */
+    cudaStream_t stream;
+    /* What a host store may serve while the unit is not loaded (hoststore.c): a
+     * one-dimensional copy between host and device, or a one-dimensional set; other
+     * copies and sets (2-D, 3-D, peer, device to device) are only guarded. */
+    enum { COPY_GUARDED, COPY_1D, SET_1D } what;
+    enum cudaMemcpyKind kind; /* COPY_1D */
+    size_t n;                 /* COPY_1D: bytes; SET_1D: elements */
+    unsigned v;               /* SET_1D: the value, of `width` bytes (1 or 4) */
+    int width;
+    int sync;                 /* a synchronous read of a result: a hint of a pass's end */
+} copy_t;
+
+/* Every copy and set begins here: the engine's entry, then the copy or set served on
+ * a host store (-1: the engine is left already, and the hook returns success without
+ * the real call), or guarded (the engine held or not, for copy_leave). */
+static int copy_enter(const copy_t *c)
 {
     int held = engine_enter();
-    copy_guard(held, dst, src, stream);
+    if (held && ((c->what == COPY_1D && host_store_copy((void *)c->dst, c->src, c->n, c->kind, c->stream)) ||
+                 (c->what == SET_1D &&
+                  host_store_set((uint64_t)(uintptr_t)c->dst, c->v, c->width, c->n, c->stream)))) {
+        engine_leave(held);
+        return -1;
+    }
+    copy_guard(held, c->dst, c->src, c->stream);
     return held;
 }
 
-/* A memset's entry (the engine held or not): 1 when it was served on a host store (the
- * caller returns success without forwarding), 0 when it is guarded and must be
- * forwarded. */
-static int set_enter(int held, uint64_t dst, unsigned v, int width, size_t count, cudaStream_t s)
+/* ... and its end, once the real call has returned. */
+static void copy_leave(const copy_t *c, int held)
 {
-    if (held && host_store_set(dst, v, width, count, s))
-        return 1;
-    copy_guard(held, (const void *)(uintptr_t)dst, NULL, s);
-    return 0;
+    engine_leave(held);
+    if (c->sync)
+        observe_sync();
 }
 
-cudaError_t ft_hook_rt_memcpy(cudaMemcpy_fn_t real, void *dst, const void *src, size_t n,
-                              enum cudaMemcpyKind kind)
-{
-    int held = engine_enter();
-    if (held && host_store_copy(dst, src, n, kind, 0)) {
-        engine_leave(held);
-        return cudaSuccess;
+/* One copy or set hook: its return type and success value, its hook name, the type of
+ * its real function, its parameters after `real`, the real call's arguments, and the
+ * copy_t it is (designated initializers over the parameters). */
+#define COPY_HOOK(ret, ok, hook, fn, params, args, ...)                                        \
+    ret ft_hook_##hook(fn real, FT_EXPAND params)                                              \
+    {                                                                                          \
+        const copy_t c = { __VA_ARGS__ };                                                      \
+        int held = copy_enter(&c);                                                             \
+        if (held < 0)                                                                          \
+            return ok;                                                                         \
+        ret rc = real args;                                                                    \
+        copy_leave(&c, held);                                                                  \
+        return rc;                                                                             \
     }
-    copy_guard(held, dst, src, 0);
-    cudaError_t rc = real(dst, src, n, kind);
-    engine_leave(held);
-    if (kind == cudaMemcpyDeviceToHost)
-        observe_sync(); /* a synchronous read of a result */
-    return rc;
-}
+#define RT_COPY_HOOK(hook, fn, params, args, ...) COPY_HOOK(cudaError_t, cudaSuccess, hook, fn, params, args, __VA_ARGS__)
+#define DRV_COPY_HOOK(hook, fn, params, args, ...) COPY_HOOK(CUresult, CUDA_SUCCESS, hook, fn, params, args, __VA_ARGS__)
+#define DPTR(x) ((const void *)(uintptr_t)(x))
 
-cudaError_t ft_hook_rt_memcpy_async(cudaMemcpyAsync_fn_t real, void *dst, const void *src, size_t n,
-                                    enum cudaMemcpyKind kind, cudaStream_t s)
-{
-    int held = engine_enter();
-    if (held && host_store_copy(dst, src, n, kind, s)) {
-        engine_leave(held);
-        return cudaSuccess;
-    }
-    copy_guard(held, dst, src, s);
-    cudaError_t r_ = real(dst, src, n, kind, s);
-    engine_leave(held);
-    return r_;
-}
+/* The runtime's copies and sets. */
+RT_COPY_HOOK(rt_memcpy, cudaMemcpy_fn_t,
+             (void *dst, const void *src, size_t n, enum cudaMemcpyKind kind), (dst, src, n, kind),
+             .dst = dst, .src = src, .what = COPY_1D, .kind = kind, .n = n,
+             .sync = kind == cudaMemcpyDeviceToHost)
+RT_COPY_HOOK(rt_memcpy_async, cudaMemcpyAsync_fn_t,
+             (void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s),
+             (dst, src, n, kind, s), .dst = dst, .src = src, .stream = s, .what = COPY_1D, .kind = kind, .n = n)
+RT_COPY_HOOK(rt_memcpy_2d, cudaMemcpy2D_fn_t,
+             (void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind kind),
+             (dst, dp, src, sp, w, h, kind), .dst = dst, .src = src)
+RT_COPY_HOOK(rt_memcpy_2d_async, cudaMemcpy2DAsync_fn_t,
+             (void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind kind,
+              cudaStream_t s),
+             (dst, dp, src, sp, w, h, kind, s), .dst = dst, .src = src, .stream = s)
+RT_COPY_HOOK(rt_memcpy_3d, cudaMemcpy3D_fn_t, (const struct cudaMemcpy3DParms *p), (p),
+             .dst = p != NULL ? p->dstPtr.ptr : NULL, .src = p != NULL ? p->srcPtr.ptr : NULL)
+RT_COPY_HOOK(rt_memcpy_3d_async, cudaMemcpy3DAsync_fn_t, (const struct cudaMemcpy3DParms *p, cudaStream_t s),
+             (p, s), .dst = p != NULL ? p->dstPtr.ptr : NULL, .src = p != NULL ? p->srcPtr.ptr : NULL,
+             .stream = s)
+RT_COPY_HOOK(rt_memcpy_peer, cudaMemcpyPeer_fn_t, (void *dst, int dd, const void *src, int sd, size_t n),
+             (dst, dd, src, sd, n), .dst = dst, .src = src)
+RT_COPY_HOOK(rt_memcpy_peer_async, cudaMemcpyPeerAsync_fn_t,
+             (void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s), (dst, dd, src, sd, n, s),
+             .dst = dst, .src = src, .stream = s)
+RT_COPY_HOOK(rt_memset, cudaMemset_fn_t, (void *dst, int v, size_t n), (dst, v, n),
+             .dst = dst, .what = SET_1D, .v = (unsigned)v, .width = 1, .n = n)
+RT_COPY_HOOK(rt_memset_async, cudaMemsetAsync_fn_t, (void *dst, int v, size_t n, cudaStream_t s),
+             (dst, v, n, s), .dst = dst, .stream = s, .what = SET_1D, .v = (unsigned)v, .width = 1, .n = n)
+RT_COPY_HOOK(rt_memset_2d, cudaMemset2D_fn_t, (void *dst, size_t pitch, int v, size_t w, size_t h),
+             (dst, pitch, v, w, h), .dst = dst)
+RT_COPY_HOOK(rt_memset_2d_async, cudaMemset2DAsync_fn_t,
+             (void *dst, size_t pitch, int v, size_t w, size_t h, cudaStream_t s), (dst, pitch, v, w, h, s),
+             .dst = dst, .stream = s)
 
-cudaError_t ft_hook_rt_memcpy_2d(cudaMemcpy2D_fn_t real, void *dst, size_t dp, const void *src, size_t sp,
-                                 size_t w, size_t h, enum cudaMemcpyKind kind)
-{
-    int held = copy_enter(dst, src, 0);
-    cudaError_t r_ = real(dst, dp, src, sp, w, h, kind);
-    engine_leave(held);
-    return r_;
-}
+/* The driver's. */
+DRV_COPY_HOOK(drv_memcpy, cuMemcpy_fn_t, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n),
+              .dst = DPTR(dst), .src = DPTR(src))
+DRV_COPY_HOOK(drv_memcpy_async, cuMemcpyAsync_fn_t, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s),
+              (dst, src, n, s), .dst = DPTR(dst), .src = DPTR(src), .stream = (cudaStream_t)s)
+DRV_COPY_HOOK(drv_memcpy_htod, cuMemcpyHtoD_v2_fn_t, (CUdeviceptr dst, const void *src, size_t n),
+              (dst, src, n), .dst = DPTR(dst))
+DRV_COPY_HOOK(drv_memcpy_dtoh, cuMemcpyDtoH_v2_fn_t, (void *dst, CUdeviceptr src, size_t n), (dst, src, n),
+              .src = DPTR(src))
+DRV_COPY_HOOK(drv_memcpy_htod_async, cuMemcpyHtoDAsync_v2_fn_t,
+              (CUdeviceptr dst, const void *src, size_t n, CUstream s), (dst, src, n, s),
+              .dst = DPTR(dst), .stream = (cudaStream_t)s)
+DRV_COPY_HOOK(drv_memcpy_dtoh_async, cuMemcpyDtoHAsync_v2_fn_t,
+              (void *dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s),
+              .src = DPTR(src), .stream = (cudaStream_t)s)
+DRV_COPY_HOOK(drv_memset_d8, cuMemsetD8_v2_fn_t, (CUdeviceptr dst, unsigned char v, size_t n), (dst, v, n),
+              .dst = DPTR(dst), .what = SET_1D, .v = v, .width = 1, .n = n)
+DRV_COPY_HOOK(drv_memset_d32, cuMemsetD32_v2_fn_t, (CUdeviceptr dst, unsigned int v, size_t n), (dst, v, n),
+              .dst = DPTR(dst), .what = SET_1D, .v = v, .width = 4, .n = n)
+DRV_COPY_HOOK(drv_memset_d8_async, cuMemsetD8Async_fn_t,
+              (CUdeviceptr dst, unsigned char v, size_t n, CUstream s), (dst, v, n, s),
+              .dst = DPTR(dst), .stream = (cudaStream_t)s, .what = SET_1D, .v = v, .width = 1, .n = n)
+DRV_COPY_HOOK(drv_memset_d32_async, cuMemsetD32Async_fn_t,
+              (CUdeviceptr dst, unsigned int v, size_t n, CUstream s), (dst, v, n, s),
+              .dst = DPTR(dst), .stream = (cudaStream_t)s, .what = SET_1D, .v = v, .width = 4, .n = n)
 
-cudaError_t ft_hook_rt_memcpy_2d_async(cudaMemcpy2DAsync_fn_t real, void *dst, size_t dp, const void *src,
-                                       size_t sp, size_t w, size_t h, enum cudaMemcpyKind kind,
-                                       cudaStream_t s)
-{
-    int held = copy_enter(dst, src, s);
-    cudaError_t r_ = real(dst, dp, src, sp, w, h, kind, s);
-    engine_leave(held);
-    return r_;
-}
-
-cudaError_t ft_hook_rt_memcpy_3d(cudaMemcpy3D_fn_t real, const struct cudaMemcpy3DParms *p)
-{
-    int held = copy_enter(p != NULL ? p->dstPtr.ptr : NULL, p != NULL ? p->srcPtr.ptr : NULL, 0);
-    cudaError_t r_ = real(p);
-    engine_leave(held);
-    return r_;
-}
-
-cudaError_t ft_hook_rt_memcpy_3d_async(cudaMemcpy3DAsync_fn_t real, const struct cudaMemcpy3DParms *p,
-                                       cudaStream_t s)
-{
-    int held = copy_enter(p != NULL ? p->dstPtr.ptr : NULL, p != NULL ? p->srcPtr.ptr : NULL, s);
-    cudaError_t r_ = real(p, s);
-    engine_leave(held);
-    return r_;
-}
-
-cudaError_t ft_hook_rt_memcpy_peer(cudaMemcpyPeer_fn_t real, void *dst, int dd, const void *src, int sd,
-                                   size_t n)
-{
-    int held = copy_enter(dst, src, 0);
-    cudaError_t r_ = real(dst, dd, src, sd, n);
-    engine_leave(held);
-    return r_;
-}
-
-cudaError_t ft_hook_rt_memcpy_peer_async(cudaMemcpyPeerAsync_fn_t real, void *dst, int dd, const void *src,
-                                         int sd, size_t n, cudaStream_t s)
-{
-    int held = copy_enter(dst, src, s);
-    cudaError_t r_ = real(dst, dd, src, sd, n, s);
-    engine_leave(held);
-    return r_;
-}
-
-cudaError_t ft_hook_rt_memset(cudaMemset_fn_t real, void *dst, int v, size_t n)
-{
-    int held = engine_enter();
-    cudaError_t r_ = cudaSuccess;
-    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 1, n, (cudaStream_t)0))
-        r_ = real(dst, v, n);
-    engine_leave(held);
-    return r_;
-}
-
-cudaError_t ft_hook_rt_memset_async(cudaMemsetAsync_fn_t real, void *dst, int v, size_t n, cudaStream_t s)
-{
-    int held = engine_enter();
-    cudaError_t r_ = cudaSuccess;
-    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 1, n, s))
-        r_ = real(dst, v, n, s);
-    engine_leave(held);
-    return r_;
-}
-
-cudaError_t ft_hook_rt_memset_2d(cudaMemset2D_fn_t real, void *dst, size_t pitch, int v, size_t w, size_t h)
-{
-    int held = copy_enter(dst, NULL, 0);
-    cudaError_t r_ = real(dst, pitch, v, w, h);
-    engine_leave(held);
-    return r_;
-}
-
-cudaError_t ft_hook_rt_memset_2d_async(cudaMemset2DAsync_fn_t real, void *dst, size_t pitch, int v,
-                                       size_t w, size_t h, cudaStream_t s)
-{
-    int held = copy_enter(dst, NULL, s);
-    cudaError_t r_ = real(dst, pitch, v, w, h, s);
-    engine_leave(held);
-    return r_;
-}
-
-#define DPTR(x) ((void *)(uintptr_t)(x))
-
-CUresult ft_hook_drv_memcpy(cuMemcpy_fn_t real, CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-    int held = copy_enter(DPTR(dst), DPTR(src), 0);
-    CUresult r_ = real(dst, src, n);
-    engine_leave(held);
-    return r_;
-}
-
-CUresult ft_hook_drv_memcpy_async(cuMemcpyAsync_fn_t real, CUdeviceptr dst, CUdeviceptr src, size_t n,
-                                  CUstream s)
-{
-    int held = copy_enter(DPTR(dst), DPTR(src), (cudaStream_t)s);
-    CUresult r_ = real(dst, src, n, s);
-    engine_leave(held);
-    return r_;
-}
-
-CUresult ft_hook_drv_memcpy_htod(cuMemcpyHtoD_v2_fn_t real, CUdeviceptr dst, const void *src, size_t n)
-{
-    int held = copy_enter(DPTR(dst), NULL, 0);
-    CUresult r_ = real(dst, src, n);
-    engine_leave(held);
-    return r_;
-}
-
-CUresult ft_hook_drv_memcpy_dtoh(cuMemcpyDtoH_v2_fn_t real, void *dst, CUdeviceptr src, size_t n)
-{
-    int held = copy_enter(NULL, DPTR(src), 0);
-    CUresult r_ = real(dst, src, n);
-    engine_leave(held);
-    return r_;
-}
-
-CUresult ft_hook_drv_memcpy_htod_async(cuMemcpyHtoDAsync_v2_fn_t real, CUdeviceptr dst, const void *src,
-                                       size_t n, CUstream s)
-{
-    int held = copy_enter(DPTR(dst), NULL, (cudaStream_t)s);
-    CUresult r_ = real(dst, src, n, s);
-    engine_leave(held);
-    return r_;
-}
-
-CUresult ft_hook_drv_memcpy_dtoh_async(cuMemcpyDtoHAsync_v2_fn_t real, void *dst, CUdeviceptr src,
-                                       size_t n, CUstream s)
-{
-    int held = copy_enter(NULL, DPTR(src), (cudaStream_t)s);
-    CUresult r_ = real(dst, src, n, s);
-    engine_leave(held);
-    return r_;
-}
-
-CUresult ft_hook_drv_memset_d8(cuMemsetD8_v2_fn_t real, CUdeviceptr dst, unsigned char v, size_t n)
-{
-    int held = engine_enter();
-    CUresult r_ = CUDA_SUCCESS;
-    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 1, n, (cudaStream_t)0))
-        r_ = real(dst, v, n);
-    engine_leave(held);
-    return r_;
-}
-
-CUresult ft_hook_drv_memset_d32(cuMemsetD32_v2_fn_t real, CUdeviceptr dst, unsigned int v, size_t n)
-{
-    int held = engine_enter();
-    CUresult r_ = CUDA_SUCCESS;
-    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 4, n, (cudaStream_t)0))
-        r_ = real(dst, v, n);
-    engine_leave(held);
-    return r_;
-}
-
-CUresult ft_hook_drv_memset_d8_async(cuMemsetD8Async_fn_t real, CUdeviceptr dst, unsigned char v, size_t n,
-                                     CUstream s)
-{
-    int held = engine_enter();
-    CUresult r_ = CUDA_SUCCESS;
-    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 1, n, (cudaStream_t)s))
-        r_ = real(dst, v, n, s);
-    engine_leave(held);
-    return r_;
-}
-
-CUresult ft_hook_drv_memset_d32_async(cuMemsetD32Async_fn_t real, CUdeviceptr dst, unsigned int v,
-                                      size_t n, CUstream s)
-{
-    int held = engine_enter();
-    CUresult r_ = CUDA_SUCCESS;
-    if (!set_enter(held, (uint64_t)(uintptr_t)(dst), (unsigned)(v), 4, n, (cudaStream_t)s))
-        r_ = real(dst, v, n, s);
-    engine_leave(held);
-    return r_;
-}
-
+/* Synchronisations: where the host waits is a hint of where a pass ends (observe_sync). */
 cudaError_t ft_hook_rt_device_sync(cudaDeviceSynchronize_fn_t real)
 {
     cudaError_t rc = real();

@@ -115,22 +115,7 @@ void engine_leave(int held)
         ft_cupti_tag_pop();
     }
     if (held) {
-        for (int k = 0; k < n_touched; k++) {
-            unit_record_use(&res.units[touched[k]], touched_stream);
-            res.units[touched[k]].uses++;
-        }
-        n_touched = 0;
-        /* A streamed unit's last launch of the pass is enqueued: its checksum follows
-         * it at once, ready by the time the unit is evicted. */
-        if (checksum_after >= 0) {
-            if (res.units[checksum_after].loaded && res.units[checksum_after].n > 0)
-                checksum_issue(checksum_after);
-            checksum_after = -1;
-        }
-        if (prefetch_after >= 0) {
-            res_prefetch(prefetch_after, touched_stream);
-            prefetch_after = -1;
-        }
+        res_call_done();
         engine_held = 0;
         pthread_mutex_unlock(&res.lock);
     }

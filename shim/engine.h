@@ -4,10 +4,11 @@
  * The engine is the part of libflextensor.so between the interposed entry points
  * (hooks_alloc.c, hooks_launch.c, hooks_copy.c) and CUDA (cuda.c): engine.c (phases,
  * enter/leave), observe.c (what a call touches), profiling.c (passes, the plan),
- * residency.c (the engine after the plan), spill.c (FT_SPILL before it), budget.c,
- * vmm.c, device.c, checksum.c, hoststore.c, report.c. Each file's first comment says
- * what it owns and which lock guards it; a variable declared here is written only by
- * the file named above it, under the lock named there. Everything else is static.
+ * residency.c and guard.c (the engine after the plan), spill.c (FT_SPILL before it),
+ * budget.c, vmm.c, device.c, checksum.c, hoststore.c, report.c. Each file's first comment says
+ * what it owns and which lock guards it. A variable declared here belongs to the file
+ * named above it and is guarded as said there; where another file writes it too, its
+ * declaration names the writer. Everything else is static.
  *
  * Declared hidden (the pragma below), so that the other files reach these symbols
  * directly rather than through the GOT; the build hides them anyway
@@ -289,8 +290,8 @@ typedef struct {
 typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
 
 /* budget.c: the budget after the plan. admitting: res.lock; releasing: atomic. */
-extern uint64_t admitting;
-extern uint64_t releasing;
+extern uint64_t admitting;  /* also vmm_alloc, spill_admit, ft_hook_rt_malloc (res.lock) */
+extern uint64_t releasing;  /* free_begin, free_end (hooks_alloc.c) */
 int budget_admit(uint64_t size, int passthrough);
 void admit_done(int adm, uint64_t size, void *p, uint32_t flags);
 void usage_locked(ft_gpu_memory_usage_t *out);
@@ -328,9 +329,9 @@ void sync_reaching_devices(void);
  * loads on the launch path); engine_held is the calling thread's. */
 extern ft_regions_t *regions;
 extern ft_disc_t *disc;
-extern int discovering;
+extern int discovering;      /* cleared by observe_launch at discovery's end */
 extern int engine_off;
-extern int profiling;
+extern int profiling;        /* set and cleared by profiling.c */
 extern int log_diagnostics;
 extern const struct ft_config *cfgp;
 extern __thread int engine_held;
@@ -349,7 +350,7 @@ void track(void *p, size_t size, uint32_t flags);
 
 /* hooks_launch.c: the launch entry points and the per-launch clock. launch_did_once
  * is the calling thread's. */
-extern __thread int launch_did_once;
+extern __thread int launch_did_once; /* also set by observe.c (the same thread's launch) */
 void once_charge(int kind, uint64_t t0);
 void report_launch_self(void);
 
@@ -368,14 +369,14 @@ void observe_sync(void);
 /* profiling.c: profiled passes and the plan. prof: prof.lock; plan: written once
  * under prof.lock, published by plan.made (release); bw before `profiling` is set;
  * peak_tracked and bw_device_bytes: atomic; tag_pushed is the calling thread's. */
-extern int profiling_iters;
-extern plan_state_t plan;
-extern uint64_t peak_tracked;
-extern prof_state_t prof;
+extern int profiling_iters;  /* set by ft_hooks_init */
+extern plan_state_t plan;    /* plan.out.resident: also demote_for (budget.c, res.lock) */
+extern uint64_t peak_tracked;  /* also raised by track (hooks_alloc.c), atomic */
+extern prof_state_t prof;    /* cupti_timing, kern: also observe.c and stand_down */
 extern bw_t bw;
 extern uint64_t bw_device_bytes;
 void start_profiling(void);
-extern __thread int tag_pushed;
+extern __thread int tag_pushed; /* cleared by engine_leave, on the same thread */
 uint64_t configured_budget(size_t total_b);
 const char *kept_by(void);
 void profile_launch(uint64_t lane, long pos, cudaStream_t stream);
@@ -386,26 +387,27 @@ void profile_charge_move(uint64_t ns);
 void outside_sample(const char *phase, long pass, int held);
 
 /* residency.c: the residency engine. res: res.lock (res.active and res.pending are
- * also loaded without it, acquire). The thread-locals are the calling thread's call:
- * written by observe.c and residency.c during the guard, read by engine_leave. */
-extern __thread long lane_last_pos;
-extern __thread int lane_off_script;
-extern res_state_t res;
+ * also loaded without it, acquire). */
+extern res_state_t res;      /* pending: start_residency; counters and regions: also
+                               * vmm_free, hoststore.c, budget.c, guard.c (res.lock) */
+res_region_t *res_find(uint64_t addr);
+/* Loads, and what the guard records of a call's use (res.lock held). */
+void load_unit(int u, cudaStream_t stream, int keep);
+cudaStream_t stream_key(cudaStream_t stream);
 void unit_record_use(res_unit_t *un, cudaStream_t stream);
 int checksum_issue(int u);
-extern __thread int touched[8], n_touched;
-res_region_t *res_find(uint64_t addr);
-extern __thread cudaStream_t touched_stream;
-extern __thread int prefetch_after;
-extern __thread int checksum_after;
-extern __thread const char *res_kernel_name;
-extern __thread uint64_t lane_launches;
-void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at);
-int unit_bound_at(uint32_t pos, int end);
-void res_prefetch(int u, cudaStream_t stream);
-void step_mark(cudaStream_t stream);
+
+/* guard.c: the guard. Its state is the calling thread's call, and res's under
+ * res.lock. */
+int touched_by_this_call(int u);
+void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream);
+void res_guard_copy(const void *dst, const void *src, cudaStream_t stream);
+void res_call_done(void);
 double step_median_us(uint64_t *n);
+
+/* residency.c: the switch. */
 int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident);
+/* The engine could not be set up at the switch (the exit report's verdict says so). */
 extern int res_start_failed;
 void activate_locked(void);
 
@@ -413,7 +415,7 @@ void activate_locked(void);
  * once known, is read without it). */
 extern uint64_t spill_ns;
 extern int spill_engaged;
-extern uint64_t spill_bytes;
+extern uint64_t spill_bytes;  /* also evict_unit, vmm_free (res.lock) */
 int spill_bring_back(const char *why);
 extern uint64_t spill_faults, spill_evictions;
 extern uint64_t spill_limit;
@@ -431,8 +433,8 @@ uint64_t spill_restore_all(const char *why);
  * are written once by ft_hooks_init. */
 extern pthread_mutex_t vmm_lock;
 extern vmm_t *vmms;
-extern uint64_t vmm_min_bytes;
-extern uint64_t va_chunk;
+extern uint64_t vmm_min_bytes; /* set by ft_hooks_init */
+extern uint64_t va_chunk;      /* set by ft_hooks_init */
 extern uint64_t vmm_pad;
 uint64_t device_bytes(void);
 vmm_t *vmm_find(uint64_t va);
@@ -454,12 +456,6 @@ static inline uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* This call is guarded: it holds res.lock and the residency engine is on. */
-static inline int guarding(void)
-{
-    return engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
 }
 
 #pragma GCC visibility pop

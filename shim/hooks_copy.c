@@ -7,21 +7,6 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-/* The guard for copies and sets: their device source and destination. */
-static void guard_copy(const void *dst, const void *src, cudaStream_t stream)
-{
-    if (!guarding())
-        return;
-    const void *p[2] = { dst, src };
-    uint32_t ids[2];
-    size_t n = 0;
-    ft_region_t r;
-    for (int i = 0; i < 2; i++)
-        if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
-            ids[n++] = r.id;
-    res_touch(ids, NULL, n, stream, -1, 0, 0, -1);
-}
-
 /* The guard of a copy or set once the engine is entered: FT_SPILL's faults, the write
  * seen by discovery, and the residency guard of its device destination and source
  * (NULL where there is none). */
@@ -32,7 +17,7 @@ static void copy_guard(int held, const void *dst, const void *src, cudaStream_t 
         spill_touch(p, 2, stream);
     }
     observe_write(dst);
-    guard_copy(dst, src, stream);
+    res_guard_copy(dst, src, stream);
 }
 
 /* A copy or set, as the one path every copy and set hook takes sees it. */

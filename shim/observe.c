@@ -266,31 +266,7 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
         spill_touch(set.ptr, set.n, stream);
     }
     if (res_on) {
-        /* Pass tracking sees the touches the kernel is sure to make; the guard all. */
-        int expected, weightless;
-        long pos = ft_disc_track(disc, lane_id(), key, &set, &expected, &weightless), tracked = pos;
-        if (pos == 0) {
-            step_mark(stream);
-            lane_off_script = 0;
-        }
-        if (pos >= 0 && !lane_off_script && !expected)
-            lane_off_script = 1;
-        if (lane_off_script)
-            pos = -1;
-        res_kernel_name = k->name;
-        lane_launches++;
-        res_touch(set.id, set.unsure, set.n, stream, pos, weightless, key, tracked);
-        res_kernel_name = "?";
-        lane_last_pos = tracked; /* a miss above was after the launch before */
-        /* After this launch is enqueued (engine_leave): an eviction waits on the host
-         * for the evicted unit's last use and its copy back, and the device should have
-         * this unit's first kernel to run meanwhile. */
-        if (pos >= 0) {
-            int at = unit_bound_at((uint32_t)pos, 0);
-            if (at >= 0)
-                prefetch_after = at;
-            checksum_after = unit_bound_at((uint32_t)pos, 1);
-        }
+        res_guard_launch(key, k->name, &set, stream);
         return;
     }
     /* Discovery and pass tracking see the touches the kernel is sure to make. */

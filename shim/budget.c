@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-
 /* Physical memory of unloaded units kept for the next load to reuse (res.lock held). */
 static uint64_t spare_bytes_locked(void)
 {

@@ -11,7 +11,6 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-
 /* --- the content hash discovery asks for at iteration boundaries ----------------- */
 
 static unsigned hash_failures;

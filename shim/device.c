@@ -42,18 +42,7 @@ static void peer_note(int other, int managed)
         drv.can_access_peer(&can, other, managed) == CUDA_SUCCESS && can) {
         __atomic_or_fetch(&peer_devs, 1u << other, __ATOMIC_ACQ_REL);
         unsigned granted = 0, mapped = 0;
-        CUmemAccessDesc a = { { CU_MEM_LOCATION_TYPE_DEVICE, other }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-        vmm_t *v, *tmp;
-        pthread_mutex_lock(&vmm_lock);
-        HASH_ITER(hh, vmms, v, tmp) {
-            if (v->spilled)
-                continue;
-            mapped++;
-            /* Streamed units not loaded have nothing mapped: refused, and granted at
-             * their next load. */
-            granted += drv.set_access(v->va, v->size, &a, 1) == CUDA_SUCCESS;
-        }
-        pthread_mutex_unlock(&vmm_lock);
+        vmm_grant_peer(other, &granted, &mapped);
         FT_INFO("device %d is used too: FlexTensor's mappings on device %d are made accessible from it "
                 "(%u of %u allocations now, the rest as they are mapped)", other, managed, granted, mapped);
     } else {

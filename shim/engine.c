@@ -12,7 +12,6 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-
 ft_regions_t *regions;
 ft_disc_t *disc;
 int discovering;       /* relaxed: cleared once discovery is done */

@@ -151,10 +151,7 @@ typedef struct {
 
 #define REAL(name) ((name##_fn_t)ft_shim_real(FT_FN_##name))
 
-/* One-time work inside a launch -- a kernel's first sight (its name and parameter
- * layout from the driver) and a pointer-array peek (a stream sync and small copies) --
- * is timed whenever it happens and kept out of the sampled per-launch time
- * (report_launch_self), which is then what every launch pays. */
+/* The kinds of one-time work inside a launch (once_charge, hooks_launch.c). */
 enum { ONCE_KERNEL, ONCE_PEEK, ONCE_COUNT };
 
 /* Copy bandwidth the plan will get, measured on pinned host memory as the residency
@@ -429,15 +426,15 @@ vmm_t *spilled_vmm(uint64_t addr);
 int spilled_read(void *dst, uint64_t addr, size_t len);
 uint64_t spill_restore_all(const char *why);
 
-/* vmm.c: virtual-memory allocations. vmms: vmm_lock; vmm_pad: atomic; the settings
- * are written once by ft_hooks_init. */
-extern pthread_mutex_t vmm_lock;
-extern vmm_t *vmms;
+/* vmm.c: virtual-memory allocations (its table is reached through vmm_find and
+ * vmm_each). vmm_pad: atomic; the settings are written once by ft_hooks_init. */
 extern uint64_t vmm_min_bytes; /* set by ft_hooks_init */
 extern uint64_t va_chunk;      /* set by ft_hooks_init */
 extern uint64_t vmm_pad;
 uint64_t device_bytes(void);
 vmm_t *vmm_find(uint64_t va);
+void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
+void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
 CUresult set_access(CUdevice dev, uint64_t va, size_t len);
 CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h, int given, uint64_t ns[3], int no_access);
 cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted);

@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-
 /* --- allocation --------------------------------------------------------------------- */
 
 void track(void *p, size_t size, uint32_t flags)

@@ -7,9 +7,16 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
+/* One-time work inside a launch -- a kernel's first sight (its name and parameter
+ * layout from the driver) and a pointer-array peek (a stream sync and small copies) --
+ * is timed whenever it happens and kept out of the sampled per-launch time
+ * (report_launch_self), which is then what every launch pays. */
 static _Atomic uint64_t once_ns[ONCE_COUNT], once_n[ONCE_COUNT];
-__thread int launch_did_once; /* cleared when a sampled launch starts */
+/* This thread's launch did one-time work: its sample is not counted. Thread-local, as
+ * the launch it belongs to. Cleared when a sampled launch starts. */
+__thread int launch_did_once;
 
+/* One-time work of `kind` that began at t0 ends now. */
 void once_charge(int kind, uint64_t t0)
 {
     atomic_fetch_add_explicit(&once_ns[kind], now_ns() - t0, memory_order_relaxed);

@@ -13,7 +13,6 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-
 /* Pointer arrays: regions this small (or a caching allocator's small-pool segment)
  * are read, PTR_PEEK_BYTES at the pointer, for device pointers one level down. */
 #define PTR_PEEK_REGION_MAX (4u << 20)

@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-
 /* --- NVTX ranges name the units (libflextensor-nvtx.so, shim/nvtx.c, calls these) --- */
 
 FT_EXPORT void ft_nvtx_range_push(const char *name)

@@ -13,10 +13,9 @@
  *
  * Owns: the spill counters and `moves` (under res.lock), spill_engaged (atomic: read
  * by every call's entry) and spill_limit. It reaches the allocations through vmm.c's
- * table (vmm_lock) and changes their spilled state under res.lock. */
+ * table (vmm_each) and changes their spilled state under res.lock. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
-
 
 /* Device time of FT_SPILL's moves in and out (ns): their bytes at the measured copy
  * bandwidth, for the exit report. Profiling keeps them in the units' times: on the
@@ -153,6 +152,19 @@ static int spill_out(vmm_t *v)
     return 0;
 }
 
+/* The least recently touched mapped allocation, never one touched at `stamp`. */
+struct lru_pick {
+    vmm_t *lru;
+    uint64_t stamp;
+};
+
+static void lru_pick(vmm_t *x, void *ctx)
+{
+    struct lru_pick *p = ctx;
+    if (!x->spilled && x->stamp != p->stamp && (p->lru == NULL || x->stamp < p->lru->stamp))
+        p->lru = x;
+}
+
 /* Room under the budget for `size` more bytes (res.lock held): the least recently
  * touched allocations are copied out, never one touched at `stamp`. -1, said once,
  * when nothing more can leave the device. */
@@ -160,12 +172,9 @@ static int spill_make_room(uint64_t size, uint64_t stamp)
 {
     uint64_t budget = spill_budget();
     while (budget > 0 && spill_held() + size > budget) {
-        vmm_t *lru = NULL, *x, *tmp;
-        pthread_mutex_lock(&vmm_lock);
-        HASH_ITER(hh, vmms, x, tmp)
-            if (!x->spilled && x->stamp != stamp && (lru == NULL || x->stamp < lru->stamp))
-                lru = x;
-        pthread_mutex_unlock(&vmm_lock);
+        struct lru_pick p = { NULL, stamp };
+        vmm_each(lru_pick, &p);
+        vmm_t *lru = p.lru;
         if (lru == NULL || spill_out(lru) != 0) {
             FT_WARN_CAPPED(1, "FT_SPILL: nothing more can leave the device; the budget is exceeded "
                            "while a call needs more than it holds");
@@ -291,30 +300,34 @@ int spilled_read(void *dst, uint64_t addr, size_t len)
     return h != NULL;
 }
 
+/* Brings x back when it is spilled: its bytes added to bytes[0], or to bytes[1] when
+ * the device has no room. */
+static void restore_one(vmm_t *x, void *ctx)
+{
+    uint64_t *bytes = ctx;
+    CUmemGenericAllocationHandle h;
+    if (!x->spilled)
+        return;
+    if (map_fresh(x->va, x->size, &h) != 0) {
+        bytes[1] += x->size;
+        return;
+    }
+    x->handle = h;
+    x->spilled = 0;
+    spill_bytes -= x->size;
+    bytes[0] += x->size;
+    REAL(cudaMemcpy)((void *)(uintptr_t)x->va, x->host, x->size, cudaMemcpyHostToDevice);
+}
+
 /* Every spilled allocation back on the device (res.lock held): the plan will not
  * stream, so the budget cannot hold. */
 uint64_t spill_restore_all(const char *why)
 {
     if (!spill_engaged)
         return 0;
-    vmm_t *x, *tmp;
-    uint64_t back = 0, left = 0;
-    pthread_mutex_lock(&vmm_lock);
-    HASH_ITER(hh, vmms, x, tmp) {
-        CUmemGenericAllocationHandle h;
-        if (!x->spilled)
-            continue;
-        if (map_fresh(x->va, x->size, &h) != 0) {
-            left += x->size;
-            continue;
-        }
-        x->handle = h;
-        x->spilled = 0;
-        spill_bytes -= x->size;
-        back += x->size;
-        REAL(cudaMemcpy)((void *)(uintptr_t)x->va, x->host, x->size, cudaMemcpyHostToDevice);
-    }
-    pthread_mutex_unlock(&vmm_lock);
+    uint64_t bytes[2] = { 0, 0 };
+    vmm_each(restore_one, bytes);
+    uint64_t back = bytes[0], left = bytes[1];
     if (back > 0 && why != NULL)
         FT_WARN("FT_SPILL: %s: %.1f MiB brought back to the device, over the budget",
                 why, (double)back / 1048576.0);

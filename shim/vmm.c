@@ -9,8 +9,8 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
-vmm_t *vmms;
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static vmm_t *vmms;
 static size_t vmm_granularity;
 static int vmm_disabled;
 /* FT_VMM_MIN_SIZE: smaller allocations pass through (the 2 MiB granularity would waste
@@ -36,6 +36,36 @@ vmm_t *vmm_find(uint64_t va)
     HASH_FIND(hh, vmms, &va, sizeof va, v);
     pthread_mutex_unlock(&vmm_lock);
     return v;
+}
+
+/* Device `other` may now reach the managed device's memory (peer_devs has it): every
+ * allocation mapped now is made readable and writable from it. *mapped counts them,
+ * *granted those the driver accepted. */
+void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped)
+{
+    CUmemAccessDesc a = { { CU_MEM_LOCATION_TYPE_DEVICE, other }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    vmm_t *v, *tmp;
+    pthread_mutex_lock(&vmm_lock);
+    HASH_ITER(hh, vmms, v, tmp) {
+        if (v->spilled)
+            continue;
+        (*mapped)++;
+        /* Streamed units not loaded have nothing mapped: refused, and granted at
+         * their next load. */
+        *granted += drv.set_access(v->va, v->size, &a, 1) == CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+}
+
+/* Calls fn(v, ctx) for every virtual-memory allocation, vmm_lock held (fn must not take
+ * it, nor add or remove allocations). */
+void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx)
+{
+    vmm_t *v, *tmp;
+    pthread_mutex_lock(&vmm_lock);
+    HASH_ITER(hh, vmms, v, tmp)
+        fn(v, ctx);
+    pthread_mutex_unlock(&vmm_lock);
 }
 
 /* Pinned memory on device dev: what every physical allocation of the shim is. */

@@ -4,7 +4,8 @@
  * application's last error.
  *
  * Owns: drv (written once, under resolve_driver's pthread_once; read without a lock
- * afterwards). Touches nothing else of the engine. The clock, now_ns, is an inline in
+ * afterwards) and ev, the runtime's event calls (written once by events_resolve, when
+ * profiling starts, before the plan or FT_SPILL's profiled moves can use them). Touches nothing else of the engine. The clock, now_ns, is an inline in
  * engine.h: the sampled launches read it. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
@@ -102,11 +103,23 @@ cudaError_t own_stream(cudaStream_t *s)
 }
 
 /* cudaEventCreateWithFlags for FlexTensor's own events (own_call). */
-cudaError_t own_event_create(cudaEvent_t *e, unsigned int flags)
+static cudaError_t own_event_create(cudaEvent_t *e, unsigned int flags)
 {
     static event_create_fn create;
     if (create == NULL && (create = (event_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventCreateWithFlags")) == NULL)
         return cudaErrorSharedObjectSymbolNotFound;
     cudaError_t pending = own_pending();
     return own_call(create(e, flags), pending);
+}
+
+events_t ev;
+
+/* The runtime's event calls FlexTensor uses (ev); own_event_create for its own events. */
+void events_resolve(void)
+{
+    ev.create = own_event_create;
+    ev.record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
+    ev.sync = (event_sync_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventSynchronize");
+    ev.elapsed = (event_elapsed_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventElapsedTime");
+    ev.wait = (stream_wait_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamWaitEvent");
 }

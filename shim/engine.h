@@ -99,14 +99,25 @@ typedef struct {
     uint64_t weight_bytes;    /* every unit's regions, in whole granules where mapped */
 } plan_state_t;
 
-/* Profiling: CUDA events recorded before each unit's first launch and at the start of
- * the next pass, on the launching stream; read when a pass ends (a synchronisation,
- * allowed in this phase). The deciding lane's passes only (ft_disc_track). */
+/* The runtime's event calls, for FlexTensor's own timing and ordering (cuda.c's ev):
+ * resolved when profiling starts (events_resolve), used by profiling, the residency
+ * engine and FT_SPILL's moves from then on. */
 typedef cudaError_t (*event_create_fn)(cudaEvent_t *, unsigned int);
 typedef cudaError_t (*event_record_fn)(cudaEvent_t, cudaStream_t);
 typedef cudaError_t (*event_sync_fn)(cudaEvent_t);
 typedef cudaError_t (*event_elapsed_fn)(float *, cudaEvent_t, cudaEvent_t);
 typedef cudaError_t (*stream_wait_fn)(cudaStream_t, cudaEvent_t, unsigned int);
+typedef struct {
+    event_create_fn create;
+    event_record_fn record;
+    event_sync_fn sync;
+    event_elapsed_fn elapsed;
+    stream_wait_fn wait;
+} events_t;
+
+/* Profiling: CUDA events recorded before each unit's first launch and at the start of
+ * the next pass, on the launching stream; read when a pass ends (a synchronisation,
+ * allowed in this phase). The deciding lane's passes only (ft_disc_track). */
 typedef struct {
     pthread_mutex_t lock;     /* launches of the deciding lane only, but the exit
                                  report may read while a launch writes */
@@ -142,11 +153,6 @@ typedef struct {
     int n_foreign;
     int off_record;           /* consecutive passes dropped for not following the record */
     unsigned epoch;           /* suspension epoch at the pass's start */
-    event_create_fn create;
-    event_record_fn record;
-    event_sync_fn sync;
-    event_elapsed_fn elapsed;
-    stream_wait_fn wait;
 } prof_state_t;
 
 #define REAL(name) ((name##_fn_t)ft_shim_real(FT_FN_##name))
@@ -302,15 +308,17 @@ int checksum_available(void);
 void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n);
 void spill_sum(vmm_t *v);
 
-/* cuda.c: FlexTensor's own CUDA calls. drv is written once (resolve_driver). */
+/* cuda.c: FlexTensor's own CUDA calls. drv and ev are written once (resolve_driver,
+ * events_resolve), read after. */
 extern drv_fns_t drv;
+extern events_t ev;         /* set by events_resolve, when profiling starts */
+void events_resolve(void);
 void resolve_driver(void);
 cudaError_t own_pending(void);
 cudaError_t own_call(cudaError_t rc, cudaError_t pending);
 cudaError_t own_malloc(void **p, size_t n);
 cudaError_t own_host_alloc(void **p, size_t n);
 cudaError_t own_stream(cudaStream_t *s);
-cudaError_t own_event_create(cudaEvent_t *e, unsigned int flags);
 
 /* device.c: the managed device. managed_dev and peer_devs: atomic. */
 extern int managed_dev;

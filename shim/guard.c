@@ -180,7 +180,7 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
                 prefetch_after = r->unit;
         }
         if (un->ready_recorded && !(un->waited_valid && un->waited == stream_key(stream))) {
-            prof.wait(stream, un->ready, 0);
+            ev.wait(stream, un->ready, 0);
             un->waited = stream_key(stream);
             un->waited_valid = 1;
         }
@@ -237,7 +237,7 @@ static void step_harvest(void)
         float ms;
         if (drv.event_query == NULL || drv.event_query((CUevent)b) != CUDA_SUCCESS)
             return;
-        if (prof.elapsed(&ms, a, b) == cudaSuccess)
+        if (ev.elapsed(&ms, a, b) == cudaSuccess)
             res.step_ms[res.n_steps++ % STEP_SAMPLES] = ms;
         res.harvested++;
     }
@@ -252,7 +252,7 @@ static void step_mark(cudaStream_t stream)
     /* The ring is full of pending events: the oldest interval is given up. */
     if (res.passes - res.harvested >= STEP_RING)
         res.harvested = res.passes - STEP_RING + 1;
-    if (prof.record(res.pass_ev[res.passes % STEP_RING], stream) == cudaSuccess)
+    if (ev.record(res.pass_ev[res.passes % STEP_RING], stream) == cudaSuccess)
         res.passes++;
     if (res.passes <= 64 || res.passes % 64 == 0)
         outside_sample("inference", (long)res.passes, 1);

@@ -61,7 +61,7 @@ static void measure_bandwidth(void)
         __atomic_store_n(&bw_device_bytes, 2 * (uint64_t)bytes, __ATOMIC_RELAXED);
     ok = ok && own_stream(&s1) == cudaSuccess && own_stream(&s2) == cudaSuccess;
     for (int i = 0; ok && i < 6; i++)
-        ok = prof.create(&e[i], cudaEventDefault) == cudaSuccess;
+        ok = ev.create(&e[i], cudaEventDefault) == cudaSuccess;
     cudaMemcpyAsync_fn_t copy = REAL(cudaMemcpyAsync);
     char *h = host, *d = dev;
     float ms[4] = { 0, 0, 0, 0 };
@@ -71,40 +71,40 @@ static void measure_bandwidth(void)
          * measured 42.9 GB/s where 1 GiB ones gave 54.8, two-H200 machine) */
         for (int round = 0; round < 4; round++) {
             float t[2] = { 0, 0 };
-            prof.record(e[0], s1);
+            ev.record(e[0], s1);
             copy(d, h, bytes, cudaMemcpyHostToDevice, s1);
-            prof.record(e[1], s1);
+            ev.record(e[1], s1);
             copy(h, d, bytes, cudaMemcpyDeviceToHost, s1);
-            prof.record(e[2], s1);
-            prof.sync(e[2]);
-            prof.elapsed(&t[0], e[0], e[1]);
-            prof.elapsed(&t[1], e[1], e[2]);
+            ev.record(e[2], s1);
+            ev.sync(e[2]);
+            ev.elapsed(&t[0], e[0], e[1]);
+            ev.elapsed(&t[1], e[1], e[2]);
             for (int i = 0; round > 0 && i < 2; i++)
                 if (t[i] > 0 && (ms[i] == 0 || t[i] < ms[i]))
                     ms[i] = t[i];
         }
         /* both at once: s2 waits for nothing, s1 copies the other way */
-        prof.record(e[3], s1);
+        ev.record(e[3], s1);
         copy(d, h, bytes, cudaMemcpyHostToDevice, s1);
-        prof.record(e[4], s1);
+        ev.record(e[4], s1);
         copy(h + bytes, d + bytes, bytes, cudaMemcpyDeviceToHost, s2);
-        prof.record(e[5], s2);
-        prof.sync(e[4]);
-        prof.sync(e[5]);
-        prof.elapsed(&ms[2], e[3], e[4]);
-        prof.elapsed(&ms[3], e[3], e[5]);
+        ev.record(e[5], s2);
+        ev.sync(e[4]);
+        ev.sync(e[5]);
+        ev.elapsed(&ms[2], e[3], e[4]);
+        ev.elapsed(&ms[3], e[3], e[5]);
         /* The fixed cost of a copy: 16 small ones back to back. A copy of n bytes
          * takes latency + n / bandwidth: the large and the small copies give both, so
          * that copies made small by a budget with little room left still give the
          * link's bandwidth. */
         enum { SMALL = 4096, N_SMALL = 16 };
         float small_ms = 0;
-        prof.record(e[0], s1);
+        ev.record(e[0], s1);
         for (int i = 0; i < N_SMALL; i++)
             copy(d + (size_t)i * SMALL, h + (size_t)i * SMALL, SMALL, cudaMemcpyHostToDevice, s1);
-        prof.record(e[1], s1);
+        ev.record(e[1], s1);
         double small_us = 0, lat_us = 0;
-        if (prof.sync(e[1]) == cudaSuccess && prof.elapsed(&small_ms, e[0], e[1]) == cudaSuccess)
+        if (ev.sync(e[1]) == cudaSuccess && ev.elapsed(&small_ms, e[0], e[1]) == cudaSuccess)
             small_us = (double)small_ms * 1000.0 / N_SMALL;
         double big_us = (double)ms[0] * 1000.0;
         if (small_us > 0 && big_us > small_us) {
@@ -141,23 +141,19 @@ void start_profiling(void)
 {
     size_t n = ft_disc_unit_count(disc);
     __atomic_store_n(&peak_tracked, device_bytes(), __ATOMIC_RELAXED);
-    prof.create = own_event_create;
-    prof.record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
-    prof.sync = (event_sync_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventSynchronize");
-    prof.elapsed = (event_elapsed_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventElapsedTime");
-    prof.wait = (stream_wait_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamWaitEvent");
+    events_resolve();
     prof.prof = ft_prof_new(n, profiling_iters);
     prof.first = calloc(n ? n : 1, sizeof *prof.first);
     prof.ev = calloc(n + 1, sizeof *prof.ev);
     prof.seen = calloc(n ? n : 1, sizeof *prof.seen);
     prof.moves_ns = calloc(n ? n : 1, sizeof *prof.moves_ns);
-    if (n == 0 || !prof.create || !prof.record || !prof.sync || !prof.elapsed || !prof.prof ||
+    if (n == 0 || !ev.create || !ev.record || !ev.sync || !ev.elapsed || !prof.prof ||
         !prof.first || !prof.ev || !prof.seen || !prof.moves_ns) {
         FT_WARN("profiling skipped: %s", n == 0 ? "no units" : "cannot set up CUDA events");
         return;
     }
     for (size_t i = 0; i <= n; i++) {
-        if (prof.create(&prof.ev[i], cudaEventDefault) != cudaSuccess) {
+        if (ev.create(&prof.ev[i], cudaEventDefault) != cudaSuccess) {
             FT_WARN("profiling skipped: cudaEventCreate failed");
             return;
         }
@@ -216,7 +212,7 @@ __thread int tag_pushed;
 static int end_profiled_pass(void)
 {
     double us[prof.n];
-    cudaError_t err = prof.sync(prof.ev[prof.n]);
+    cudaError_t err = ev.sync(prof.ev[prof.n]);
     if (err != cudaSuccess) {
         FT_DEBUG("profiling: pass dropped, waiting for its end failed (cudaError %d)", (int)err);
         return 0;
@@ -228,7 +224,7 @@ static int end_profiled_pass(void)
             return -1; /* the pass did not run every unit where discovery saw them */
         }
         float ms = 0;
-        err = prof.elapsed(&ms, prof.ev[i], i + 1 < prof.n ? prof.ev[i + 1] : prof.ev[prof.n]);
+        err = ev.elapsed(&ms, prof.ev[i], i + 1 < prof.n ? prof.ev[i + 1] : prof.ev[prof.n]);
         if (err != cudaSuccess) {
             FT_DEBUG("profiling: pass dropped, timing %s failed (cudaError %d)", ft_disc_unit(disc, i)->name,
                      (int)err);
@@ -473,7 +469,7 @@ void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
     }
     if (pos == 0) {
         if (prof.in_pass) {
-            prof.record(prof.ev[prof.n], stream);
+            ev.record(prof.ev[prof.n], stream);
             int kept = end_profiled_pass();
             prof.off_record = kept < 0 ? prof.off_record + 1 : kept > 0 ? 0 : prof.off_record;
             int give_up = prof.off_record >= PROFILE_MAX_OFF_RECORD;
@@ -502,7 +498,7 @@ void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
         for (size_t i = 0; i < prof.n; i++) {
             if (prof.first[i] == (uint32_t)pos && !prof.seen[i]) {
                 __atomic_store_n(&prof.cur_unit, (int)i, __ATOMIC_RELAXED);
-                prof.record(prof.ev[i], stream);
+                ev.record(prof.ev[i], stream);
                 prof.seen[i] = 1;
             }
         }

@@ -136,7 +136,7 @@ void unit_record_use(res_unit_t *un, cudaStream_t stream)
         un->used_on[k] = key;
         un->n_used++;
     }
-    prof.record(un->used[k], stream);
+    ev.record(un->used[k], stream);
 }
 
 /* The host waits for every call that touched the unit since its load. */
@@ -145,7 +145,7 @@ static void unit_sync_used(res_unit_t *un)
     if (un->use_overflow)
         REAL(cudaDeviceSynchronize)();
     for (int k = 0; k < un->n_used; k++)
-        prof.sync(un->used[k]);
+        ev.sync(un->used[k]);
 }
 
 /* `stream` waits for every call that touched the unit since its load; -1 when it
@@ -155,7 +155,7 @@ static int unit_wait_used(res_unit_t *un, cudaStream_t stream)
     if (un->use_overflow)
         return -1;
     for (int k = 0; k < un->n_used; k++)
-        if (prof.wait(stream, un->used[k], 0) != cudaSuccess)
+        if (ev.wait(stream, un->used[k], 0) != cudaSuccess)
             return -1;
     return 0;
 }
@@ -170,7 +170,7 @@ int checksum_issue(int u)
     if (!ck.units || un->ck_done == NULL)
         return -1;
     uint64_t *out = ck.dev + u;
-    if ((un->ready_recorded && prof.wait(ck.stream, un->ready, 0) != cudaSuccess) ||
+    if ((un->ready_recorded && ev.wait(ck.stream, un->ready, 0) != cudaSuccess) ||
         unit_wait_used(un, ck.stream) != 0 ||
         REAL(cudaMemsetAsync)(out, 0, sizeof *out, ck.stream) != cudaSuccess)
         return -1;
@@ -184,7 +184,7 @@ int checksum_issue(int u)
             return -1;
     }
     if (REAL(cudaMemcpyAsync)(ck.host + u, out, sizeof *out, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
-        prof.record(un->ck_done, ck.stream) != cudaSuccess)
+        ev.record(un->ck_done, ck.stream) != cudaSuccess)
         return -1;
     un->ck_pending = 1;
     un->ck_uses = un->uses;
@@ -199,7 +199,7 @@ static int unit_checksum(int u, uint64_t *sum)
     if (!(un->ck_pending && un->ck_uses == un->uses) && checksum_issue(u) != 0)
         return -1;
     un->ck_pending = 0;
-    if (prof.sync(un->ck_done) != cudaSuccess)
+    if (ev.sync(un->ck_done) != cudaSuccess)
         return -1;
     *sum = ck.host[u];
     return 0;
@@ -318,7 +318,7 @@ void load_unit(int u, cudaStream_t stream, int keep)
          * must have run. */
         uint64_t t = now_ns();
         if (res.units[lru].ready_recorded)
-            prof.sync(res.units[lru].ready);
+            ev.sync(res.units[lru].ready);
         unit_sync_used(&res.units[lru]);
         uint64_t t1 = now_ns();
         res.ns_wait += t1 - t;
@@ -358,7 +358,7 @@ load:;
         drv.release(res.spare[--res.n_spare].h);
     res.ns_release += now_ns() - t3;
     res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
-    prof.record(un->ready, stream);
+    ev.record(un->ready, stream);
     un->ready_recorded = 1;
     un->touched_since_load = 0;
     un->waited_valid = 0;
@@ -495,10 +495,10 @@ void activate_locked(void)
     int ok = res.regions != NULL && res.units != NULL && res.by_id != NULL;
     for (size_t i = 0; ok && i < n; i++)
         for (int k = 0; ok && k < USE_STREAMS; k++)
-            ok = prof.create(&res.units[i].used[k], cudaEventDisableTiming) == cudaSuccess;
+            ok = ev.create(&res.units[i].used[k], cudaEventDisableTiming) == cudaSuccess;
     for (size_t i = 0; ok && i < n; i++)
-        ok = prof.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess &&
-             (!ck.units || prof.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
+        ok = ev.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess &&
+             (!ck.units || ev.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
     if (!ok) {
         FT_WARN("residency: out of memory or events; nothing offloaded");
         res_start_failed = 1;
@@ -508,7 +508,7 @@ void activate_locked(void)
     for (uint32_t k = 0; k < res.n_ids; k++)
         res.by_id[k] = -1;
     for (int i = 0; i < STEP_RING; i++)
-        if (prof.create(&res.pass_ev[i], cudaEventDefault) != cudaSuccess) {
+        if (ev.create(&res.pass_ev[i], cudaEventDefault) != cudaSuccess) {
             res.pass_ev[0] = NULL; /* no measured step; the engine runs all the same */
             break;
         }

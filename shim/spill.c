@@ -108,14 +108,14 @@ static void moves_begin(cudaStream_t stream)
     moves.copies = 0;
     if (!profile_charging())
         return;
-    if (moves.before == NULL && (prof.create(&moves.before, cudaEventDefault) != cudaSuccess ||
-                                 prof.create(&moves.after, cudaEventDefault) != cudaSuccess)) {
+    if (moves.before == NULL && (ev.create(&moves.before, cudaEventDefault) != cudaSuccess ||
+                                 ev.create(&moves.after, cudaEventDefault) != cudaSuccess)) {
         moves.before = NULL;
         moves.armed = -1; /* the copies' time, then */
         return;
     }
     moves.stream = stream;
-    moves.armed = prof.record(moves.before, stream) == cudaSuccess ? 1 : -1;
+    moves.armed = ev.record(moves.before, stream) == cudaSuccess ? 1 : -1;
 }
 
 static void moves_end(int moved)
@@ -123,8 +123,8 @@ static void moves_end(int moved)
     if (moves.armed == 0 || !moved)
         return;
     float ms = 0;
-    if (moves.armed == 1 && prof.record(moves.after, moves.stream) == cudaSuccess &&
-        prof.sync(moves.after) == cudaSuccess && prof.elapsed(&ms, moves.before, moves.after) == cudaSuccess)
+    if (moves.armed == 1 && ev.record(moves.after, moves.stream) == cudaSuccess &&
+        ev.sync(moves.after) == cudaSuccess && ev.elapsed(&ms, moves.before, moves.after) == cudaSuccess)
         profile_charge_move((uint64_t)((double)ms * 1e6));
     else
         profile_charge_move(moves.copies);

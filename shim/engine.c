@@ -150,10 +150,7 @@ void stand_down_because(const char *why)
     snprintf(stood_down_why, sizeof stood_down_why, "%s", why);
     __atomic_store_n(&discovering, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&profiling, 0, __ATOMIC_RELEASE);
-    if (prof.cupti_timing) {
-        prof.cupti_timing = 0;
-        ft_cupti_timing_stop();
-    }
+    stop_profile_timing();
     ft_cupti_stop();
     FT_WARN("%s, so FlexTensor stands down (nothing is offloaded; calls pass through)", why);
     if (!spill_bring_back("FlexTensor stands down"))

@@ -370,6 +370,7 @@ int host_store_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream
 void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream);
 void observe_write(const void *dst);
 void observe_sync(void);
+int cupti_detached_after_first_pass(void);
 
 /* profiling.c: profiled passes and the plan. prof: prof.lock; plan: written once
  * under prof.lock, published by plan.made (release); bw before `profiling` is set;
@@ -377,10 +378,11 @@ void observe_sync(void);
 extern int profiling_iters;  /* set by ft_hooks_init */
 extern plan_state_t plan;    /* plan.out.resident: also demote_for (budget.c, res.lock) */
 extern uint64_t peak_tracked;  /* also raised by track (hooks_alloc.c), atomic */
-extern prof_state_t prof;    /* cupti_timing, kern: also observe.c and stand_down */
+extern prof_state_t prof;    /* read by report.c, under prof.lock */
 extern bw_t bw;
 extern uint64_t bw_device_bytes;
 void start_profiling(void);
+void stop_profile_timing(void);
 extern __thread int tag_pushed; /* cleared by engine_leave, on the same thread */
 uint64_t configured_budget(size_t total_b);
 const char *kept_by(void);

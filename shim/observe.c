@@ -210,6 +210,12 @@ static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, s
  * it again to time kernels. A bypass keeps it for the rest of discovery. */
 static int cupti_first_pass, cupti_detached_early;
 
+/* 1 when FT_CUPTI_CONFIRM=first-pass detached CUPTI after discovery's first pass. */
+int cupti_detached_after_first_pass(void)
+{
+    return __atomic_load_n(&cupti_detached_early, __ATOMIC_ACQUIRE);
+}
+
 static void cupti_after_first_pass(void)
 {
     ft_cupti_stats_t s;
@@ -287,22 +293,8 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
         !__atomic_exchange_n(&cupti_first_pass, 1, __ATOMIC_ACQ_REL))
         cupti_after_first_pass();
     /* One thread wins the switch, however many see discovery done at once. */
-    if (ft_disc_state(disc) == FT_DISC_DONE && __atomic_exchange_n(&discovering, 0, __ATOMIC_ACQ_REL)) {
-        /* Release CUPTI so that a profiler started later can subscribe. */
+    if (ft_disc_state(disc) == FT_DISC_DONE && __atomic_exchange_n(&discovering, 0, __ATOMIC_ACQ_REL))
         start_profiling();
-        if (__atomic_load_n(&cupti_detached_early, __ATOMIC_ACQUIRE) && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
-            char why[256] = "";
-            if (ft_cupti_start(why, sizeof why) != FT_CUPTI_STATUS_ACTIVE)
-                FT_INFO("CUPTI not attached again for profiling: %s; kernels timed with CUDA events", why);
-        }
-        /* CUPTI stays for profiling when its activity API can time the kernels, and is
-         * released afterwards (a profiler started later can subscribe then). */
-        prof.cupti_timing = __atomic_load_n(&profiling, __ATOMIC_RELAXED) && ft_cupti_timing_start() == 0;
-        if (!prof.cupti_timing)
-            ft_cupti_stop();
-        else if ((prof.kern = malloc((prof.kern_cap = 1u << 16) * sizeof *prof.kern)) == NULL)
-            prof.cupti_timing = 0;
-    }
 }
 
 /* A copy or set wrote [dst, dst+n): during discovery, the region is not a weight. */

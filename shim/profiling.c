@@ -137,7 +137,7 @@ static void measure_bandwidth(void)
 }
 
 /* Discovery is done: set up the events for the units it found. */
-void start_profiling(void)
+static void setup_passes(void)
 {
     size_t n = ft_disc_unit_count(disc);
     __atomic_store_n(&peak_tracked, device_bytes(), __ATOMIC_RELAXED);
@@ -166,6 +166,34 @@ void start_profiling(void)
     measure_bandwidth();
     __atomic_store_n(&profiling, 1, __ATOMIC_RELAXED);
     FT_INFO("profiling: %zu units over %d pass(es)", n, profiling_iters < 1 ? 1 : profiling_iters);
+}
+
+/* Discovery is done (the one thread that ended it): profiling starts. CUPTI is
+ * attached again if FT_CUPTI_CONFIRM detached it, stays for profiling when its activity
+ * API can time the kernels, and is released afterwards (a profiler started later can
+ * subscribe then); otherwise it is released now. */
+void start_profiling(void)
+{
+    setup_passes();
+    if (cupti_detached_after_first_pass() && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
+        char why[256] = "";
+        if (ft_cupti_start(why, sizeof why) != FT_CUPTI_STATUS_ACTIVE)
+            FT_INFO("CUPTI not attached again for profiling: %s; kernels timed with CUDA events", why);
+    }
+    prof.cupti_timing = __atomic_load_n(&profiling, __ATOMIC_RELAXED) && ft_cupti_timing_start() == 0;
+    if (!prof.cupti_timing)
+        ft_cupti_stop();
+    else if ((prof.kern = malloc((prof.kern_cap = 1u << 16) * sizeof *prof.kern)) == NULL)
+        prof.cupti_timing = 0;
+}
+
+/* Standing down: CUPTI's activity timing stops, if profiling used it. */
+void stop_profile_timing(void)
+{
+    if (prof.cupti_timing) {
+        prof.cupti_timing = 0;
+        ft_cupti_timing_stop();
+    }
 }
 
 /* A pass ended (the next one starts at this launch): read its events. */

@@ -35,7 +35,7 @@ typedef enum {
 #undef FT_RT
 #undef FT_DRV
 
-/* The hooks (shim/hooks.c): ft_hook_<hook>(real, args...), called by the wrappers
+/* The hooks (shim/hooks_alloc.c, hooks_launch.c, hooks_copy.c): ft_hook_<hook>(real, args...), called by the wrappers
  * with the thread's depth raised, so that what they call reaches the real functions
  * unobserved. Entries sharing a hook have identical parameter lists. */
 #define FT_RT(ret, name, params, args, hook) ret ft_hook_##hook(name##_fn_t real FT_AFTER_REAL params);
@@ -85,7 +85,8 @@ void *ft_shim_wrap_driver_symbol(const char *symbol, void *real);
 /* Overrides the real function behind fn (a pointer cuGetProcAddress handed out). */
 void ft_shim_set_real(ft_shim_fn_t fn, void *real);
 
-/* hooks.c: set up and tear down the engine (discovery) for an active process. */
+/* engine.c: set up the engine (discovery) for an active process; report.c: the exit
+ * trace records, report and verdict. */
 struct ft_config;
 struct ft_trace_writer_t;
 int ft_hooks_init(const struct ft_config *cfg);

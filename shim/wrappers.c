@@ -3,7 +3,7 @@
  * A wrapper counts the call, then either forwards (FlexTensor off, FT_RT_FWD, or a
  * nested call: depth > 0) or calls its hook with the depth raised. Wrappers hold no
  * policy; when FlexTensor is off they are plain forwards behind one predictable
- * branch (DESIGN.md invariant 4).
+ * branch (docs/architecture.md, "FT_ENABLED=0 changes nothing").
  */
 #define _GNU_SOURCE
 #include "shim/shim.h"

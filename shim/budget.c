@@ -1,0 +1,263 @@
+/* budget.c - the memory budget after the plan: what the process holds through the
+ * shim (usage_locked), with every slot counted full; the allocation guard
+ * (budget_admit, admit_done) that makes resident units stream when an allocation would
+ * not fit (demote_for); and the budget as cudaMemGetInfo reports it.
+ *
+ * Owns: admitting (under res.lock) and releasing (atomic). Everything here runs under
+ * res.lock unless it takes it itself (budget_admit, admit_done, usage_now). */
+#define _GNU_SOURCE
+#include "shim/engine.h"
+
+/* Physical memory of unloaded units kept for the next load to reuse (res.lock held). */
+static uint64_t spare_bytes_locked(void)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < res.n_spare; i++)
+        sum += res.spare[i].len;
+    return sum;
+}
+
+/* Without the spares: they are a slot's memory, counted full by committed_locked. */
+static uint64_t held_locked(void)
+{
+    ft_gpu_memory_usage_t u;
+    usage_locked(&u);
+    return u.total_bytes - spare_bytes_locked();
+}
+
+/* Bytes admitted whose allocation is not tracked yet (res.lock): by budget_admit after
+ * the plan, by vmm_alloc under FT_SPILL before it. Two threads admitted one after the
+ * other would each see room for itself alone; and an allocation FT_SPILL places in host
+ * memory has its spilled bytes counted before its region, so held would be short. With
+ * four threads allocating at once, the simulator's peak went 2-4 MiB over a 30 MiB
+ * budget (spill.sh, --race-alloc). */
+uint64_t admitting;
+/* Bytes of frees under way: their regions have left the table, but cudaFree (which
+ * synchronises the device first) has not given their memory back yet. */
+uint64_t releasing;
+
+/* The bytes unit i takes in a slot when it streams (res.lock held): its mapped
+ * regions once it streams; the discovered size of a resident unit counted as streaming
+ * (`extra`, a candidate of demote_for); 0 for a resident or pinned unit. */
+static uint64_t slot_len_locked(int i, int extra)
+{
+    if (i == extra)
+        return ft_disc_unit(disc, (size_t)i)->bytes;
+    if (res.units[i].pinned)
+        return 0;
+    uint64_t len = 0;
+    for (int k = 0; k < res.units[i].n; k++)
+        len += res.regions[res.units[i].first + k].size != 0 ? res.regions[res.units[i].first + k].len : 0;
+    return len;
+}
+
+/* What the slots hold at most (res.lock held): the sum of the res.slots largest
+ * streaming units, with unit `extra` counted as streaming (-1: none). Not slots times
+ * the largest: a tensor-parallel shard's 892 MiB embeddings made to stream beside
+ * 196 MiB layers counted 3 x 892 MiB and no allocation fitted the budget any more (the
+ * H200 pair, sixth session). Taken by distinct lengths, largest first, so that it
+ * needs no array. */
+static uint64_t slots_full_locked(int extra)
+{
+    uint64_t sum = 0, below = UINT64_MAX;
+    for (int left = res.slots; left > 0;) {
+        uint64_t top = 0;
+        int count = 0;
+        for (int i = 0; i < res.n_units; i++) {
+            uint64_t len = slot_len_locked(i, extra);
+            if (len >= below || len == 0 || len < top)
+                continue;
+            count = len > top ? 1 : count + 1;
+            top = len;
+        }
+        if (count == 0)
+            break;
+        int take = count < left ? count : left;
+        sum += (uint64_t)take * top;
+        left -= take;
+        below = top;
+    }
+    return sum;
+}
+
+/* Device bytes the process holds through the shim with every slot full (res.lock held):
+ * the loaded streamed units come and go, so an allocation admitted while a slot is
+ * empty, or holds a smaller unit, would take the process past the budget once the
+ * slots fill (the H200's FT_SPILL run: 4706 MiB held against 4608). */
+static uint64_t committed_locked(void)
+{
+    uint64_t held = held_locked() + admitting + __atomic_load_n(&releasing, __ATOMIC_RELAXED);
+    uint64_t cap = slots_full_locked(-1);
+    return res.held_bytes < cap ? held - res.held_bytes + cap : held;
+}
+
+/* After the plan, an allocation of `size` would take the process past the budget (the
+ * plan made room for the non-weight memory profiling saw; a prefill after decode steps
+ * needs more): resident units are made to stream until it fits (res.lock held). Each
+ * time, the unit that gives back the most room for the bytes it will copy in every
+ * pass: its size less what it adds to the full slots (a unit larger than every
+ * streaming one raises them). 0 when it fits, -1 when nothing more can leave the
+ * device, or nothing that leaves makes room. */
+static int demote_for(uint64_t size)
+{
+    uint64_t budget = plan.in.budget_bytes;
+    int synced = 0;
+    uint64_t committed;
+    while ((committed = committed_locked()) + size > budget) {
+        int best = -1;
+        uint64_t best_gain = 0, best_bytes = 1, cap = slots_full_locked(-1);
+        for (int i = 0; i < res.n_units; i++) {
+            if (!plan.out.resident[i] || res.units[i].n != 0 || res.units[i].unstreamable ||
+                !ft_disc_unit(disc, (size_t)i)->offload) /* kept by the unit selection */
+                continue;
+            uint64_t bytes = ft_disc_unit(disc, (size_t)i)->bytes, grow = slots_full_locked(i) - cap;
+            if (bytes <= grow)
+                continue;
+            uint64_t gain = bytes - grow;
+            /* the most room per byte, the larger room on a tie */
+            double l = (double)gain / (double)bytes, r = (double)best_gain / (double)best_bytes;
+            if (best < 0 || l > r || (l == r && gain > best_gain)) {
+                best = i;
+                best_gain = gain;
+                best_bytes = bytes;
+            }
+        }
+        if (best < 0)
+            return -1;
+        if (!synced) { /* a resident unit's calls leave no events behind */
+            REAL(cudaDeviceSynchronize)();
+            synced = 1;
+        }
+        uint64_t moved = 0, shared = 0;
+        plan.out.resident[best] = 0;
+        char a[32], b[32], c[32], d[32];
+        if (evict_unit((size_t)best, &moved, &shared) != 0) {
+            plan.out.resident[best] = 1;
+            res.units[best].unstreamable = 1; /* never tried again */
+            continue;
+        }
+        res.units[best].demoted = 1;
+        FT_WARN("residency: allocating %s would exceed the budget (%s, %s held with the slots "
+                "full): %s (%s) streams "
+                "from now on", human_bytes(size, a, sizeof a), human_bytes(budget, b, sizeof b),
+                human_bytes(committed, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
+                human_bytes(moved, d, sizeof d));
+        if (log_diagnostics) {
+            ft_gpu_memory_usage_t u;
+            usage_locked(&u);
+            FT_INFO("residency: held before that: %.1f MiB = tracked %.1f + granule padding %.1f - "
+                    "streamed not loaded %.1f - FT_SPILL host %.1f + the unit's %.1f; %d unit(s) "
+                    "loaded of %d slot(s), %.1f MiB of them", (double)(u.total_bytes + moved) / 1048576.0,
+                    (double)ft_regions_bytes(regions) / 1048576.0,
+                    (double)__atomic_load_n(&vmm_pad, __ATOMIC_RELAXED) / 1048576.0,
+                    (double)(u.unmapped_bytes - spill_bytes) / 1048576.0, (double)spill_bytes / 1048576.0,
+                    (double)moved / 1048576.0, res.loaded, res.slots, (double)res.held_bytes / 1048576.0);
+        }
+    }
+    return 0;
+}
+
+/* The allocation guard: whether `size` bytes fit the budget (after the plan, resident
+ * units made to stream if needed; before it, under FT_SPILL, an allocation that will
+ * not be served from virtual memory -- `passthrough` -- gets room by spill_admit).
+ * -1 when they cannot; 1 when they do and are reserved until admit_done; 0 when there
+ * is no budget to keep yet. */
+int budget_admit(uint64_t size, int passthrough)
+{
+    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE))
+        return passthrough && spill_admit(size) > 0 ? 1 : 0;
+    if (plan.in.budget_bytes == 0)
+        return 0;
+    pthread_mutex_lock(&res.lock);
+    int rc = demote_for(size);
+    if (rc == 0)
+        admitting += size;
+    pthread_mutex_unlock(&res.lock);
+    if (rc != 0) {
+        char a[32], b[32];
+        FT_ERROR("an allocation of %s does not fit the memory budget (%s: FT_GPU_MEM_LIMIT or "
+                 "FT_MAX_GPU_MEM_FRACTION) even with every weight streamed: cudaErrorMemoryAllocation",
+                 human_bytes(size, a, sizeof a), human_bytes(plan.in.budget_bytes, b, sizeof b));
+        return -1;
+    }
+    return 1;
+}
+
+/* After the allocation budget_admit let through (adm its answer): p (NULL when it
+ * failed) is tracked, then the reservation goes. */
+void admit_done(int adm, uint64_t size, void *p, uint32_t flags)
+{
+    if (p != NULL)
+        track(p, size, flags);
+    if (adm == 1) {
+        pthread_mutex_lock(&res.lock);
+        admitting -= size;
+        pthread_mutex_unlock(&res.lock);
+    }
+}
+
+/* What the process holds on the device now (budget_bytes left 0). Before the plan
+ * every byte counts as `other`. */
+/* The breakdown, res.lock held. */
+void usage_locked(ft_gpu_memory_usage_t *out)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t weights = 0, streamed = 0;
+    if (__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0)
+        weights = plan.weight_bytes;
+    if (res.active)
+        for (int i = 0; i < res.n_regions; i++) {
+            const res_region_t *r = &res.regions[i];
+            uint64_t len = r->size != 0 ? r->len : 0; /* size 0: freed */
+            streamed += len;
+            if (res.units[r->unit].loaded)
+                out->slots_bytes += len;
+            else
+                out->unmapped_bytes += len;
+        }
+    uint64_t tracked = device_bytes();
+    /* Before the plan (FT_SPILL), allocations may wait in host memory too. */
+    out->unmapped_bytes += __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
+    uint64_t held = tracked > out->unmapped_bytes ? tracked - out->unmapped_bytes : 0;
+    /* A slot's physical memory between an unload and the load that reuses it: held,
+     * though no region maps it (the H200 pair's 5 ms samples found 392 MiB more in use
+     * than counted, two slots' worth). */
+    uint64_t spare = spare_bytes_locked();
+    out->slots_bytes += spare;
+    held += spare;
+    /* The bandwidth measurement's buffer, while the plan is made: other bytes. */
+    held += __atomic_load_n(&bw_device_bytes, __ATOMIC_RELAXED);
+    uint64_t resident = weights > streamed ? weights - streamed : 0;
+    if (out->slots_bytes > held)
+        out->slots_bytes = held;
+    /* Weights freed since the plan: no longer held. */
+    if (resident + out->slots_bytes > held)
+        resident = held - out->slots_bytes;
+    out->resident_bytes = resident;
+    out->other_bytes = held - resident - out->slots_bytes;
+    out->total_bytes = held;
+}
+
+void usage_now(ft_gpu_memory_usage_t *out)
+{
+    pthread_mutex_lock(&res.lock);
+    usage_locked(out);
+    pthread_mutex_unlock(&res.lock);
+}
+
+/* With a budget, what the application sees of the device: the budget as total, what is
+ * left of it (never more than the device has free) as free -- so that frameworks that
+ * size caches from it see the truth. */
+void budget_view(size_t *free_b, size_t *total_b)
+{
+    uint64_t budget = __atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0
+                    ? plan.in.budget_bytes : configured_budget(*total_b);
+    if (budget == 0 || budget >= *total_b || regions == NULL)
+        return;
+    ft_gpu_memory_usage_t u;
+    usage_now(&u);
+    uint64_t left = budget > u.total_bytes ? budget - u.total_bytes : 0;
+    *total_b = (size_t)budget;
+    if (left < *free_b)
+        *free_b = (size_t)left;
+}

@@ -1,0 +1,242 @@
+/* checksum.c - the device checksum (core/checksum.h) and what uses it outside the
+ * residency engine: discovery's content hash of candidate regions at iteration
+ * boundaries (hash_regions, with a sampled copy back as the fallback) and FT_SPILL's sum
+ * of an allocation it moves out (spill_sum).
+ *
+ * Owns: ck, the kernel, its stream and the per-unit sum buffers (set up once, under
+ * pthread_once: checksum_kernel_ready, checksum_available); dh, the batch buffers of
+ * discovery's hashes, which discovery's snapshots and FT_SPILL's sums share: both run
+ * under res.lock once anything is spilled, so never at once. The residency engine
+ * issues its unit checksums itself (residency.c) through checksum_launch. */
+#define _GNU_SOURCE
+#include "shim/engine.h"
+
+/* --- the content hash discovery asks for at iteration boundaries ----------------- */
+
+static unsigned hash_failures;
+
+static int hash_failed(uint64_t base, cudaError_t err)
+{
+    hash_failures++;
+    FT_LOG_CAPPED(FT_LOG_WARN, 3, "discovery: cannot read region %#llx to check its content "
+                  "(cudaError %d); it is not treated as a weight",
+                  (unsigned long long)base, (int)err);
+    return -1;
+}
+
+/* The fallback where the device checksum cannot run (no JIT for its PTX, a size not a
+ * whole number of words): up to 16 chunks copied back, each behind a sync. */
+static int hash_sampled(uint64_t base, uint64_t size, uint64_t *out)
+{
+    static unsigned char buf[4096];
+    cudaMemcpy_fn_t copy = REAL(cudaMemcpy);
+    cudaDeviceSynchronize_fn_t sync = REAL(cudaDeviceSynchronize);
+    if (copy == NULL || sync == NULL)
+        return hash_failed(base, cudaErrorSharedObjectSymbolNotFound);
+    cudaError_t err = sync();
+    if (err != cudaSuccess)
+        return hash_failed(base, err);
+    /* Up to 16 chunks spread over the region, the first and the last included: a
+     * weight is read, never written, so any write shows in most chunks. */
+    uint64_t h = 1469598103934665603ull;
+    size_t chunk = size < sizeof buf ? (size_t)size : sizeof buf;
+    /* Hashed a word at a time (a multiply-xor mix): discovery hashes every candidate
+     * at each snapshot, and a byte loop showed as half of discovery's instructions. */
+    int n = size <= 16 * sizeof buf ? (int)((size + sizeof buf - 1) / sizeof buf) : 16;
+    for (int i = 0; i < n; i++) {
+        uint64_t off = n == 1 ? 0 : (size - chunk) * (uint64_t)i / (uint64_t)(n - 1);
+        size_t len = size - off < chunk ? (size_t)(size - off) : chunk;
+        if (!spilled_read(buf, base + off, len))
+            err = copy(buf, (void *)(uintptr_t)(base + off), len, cudaMemcpyDeviceToHost);
+        if (err != cudaSuccess)
+            return hash_failed(base, err);
+        size_t k = 0;
+        for (; k + 8 <= len; k += 8) {
+            uint64_t v;
+            memcpy(&v, buf + k, 8);
+            h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+            h ^= h >> 29;
+        }
+        for (; k < len; k++)
+            h = (h ^ buf[k]) * 1099511628211ull;
+    }
+    *out = h;
+    return 0;
+}
+ck_state_t ck;
+
+/* Loads the kernel and makes its stream, once: discovery's first snapshot or the plan,
+ * whichever comes first. */
+static void checksum_kernel_init(void)
+{
+    typedef CUresult (*load_fn)(CUmodule *, const void *);
+    typedef CUresult (*get_fn)(CUfunction *, CUmodule, const char *);
+    typedef cudaError_t (*attr_fn)(int *, enum cudaDeviceAttr, int);
+    typedef cudaError_t (*get_device_fn)(int *);
+    load_fn load = (load_fn)ft_shim_driver_proc("cuModuleLoadData", 2000);
+    get_fn get = (get_fn)ft_shim_driver_proc("cuModuleGetFunction", 2000);
+    attr_fn attr = (attr_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaDeviceGetAttribute");
+    get_device_fn get_device = (get_device_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
+    ck.launch = (launch_fn)ft_shim_driver_proc("cuLaunchKernel", 4000);
+    if (load == NULL || get == NULL || ck.launch == NULL)
+        return;
+    CUmodule mod;
+    CUresult rc = load(&mod, ft_checksum_ptx);
+    if (rc == CUDA_SUCCESS)
+        rc = get(&ck.fn, mod, FT_CHECKSUM_KERNEL);
+    if (rc == CUDA_SUCCESS && own_stream(&ck.stream) != cudaSuccess)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc != CUDA_SUCCESS) {
+        ck.fn = NULL;
+        FT_WARN("the device checksum kernel did not load (CUresult %d): discovery samples "
+                "regions' content instead, and every evicted unit will be copied back to the host",
+                (int)rc);
+        return;
+    }
+    int dev = 0, sms = 0;
+    if (get_device == NULL || get_device(&dev) != cudaSuccess || attr == NULL ||
+        attr(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
+        sms = 32;
+    ck.blocks = (unsigned)sms * 4;
+}
+
+/* 1 when the checksum kernel can be launched. */
+static int checksum_kernel_ready(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, checksum_kernel_init);
+    return ck.fn != NULL;
+}
+
+/* Enqueues on ck.stream the checksum of the `words` 8-byte words at va, added to *out
+ * (the kernel's parameters, core/checksum.h): as many blocks as the words fill, up to
+ * ck.blocks. */
+CUresult checksum_launch(uint64_t va, uint64_t words, uint64_t *out)
+{
+    uint64_t salt = va / 8;
+    unsigned blocks = words / 256 + 1 < ck.blocks ? (unsigned)(words / 256 + 1) : ck.blocks;
+    void *args[] = { &va, &words, &salt, &out };
+    return ck.launch(ck.fn, blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL);
+}
+
+/* The residency engine's sums, one per unit. */
+static void checksum_init(void)
+{
+    int prev = managed_device_enter();
+    size_t n = ft_disc_unit_count(disc);
+    if (!checksum_kernel_ready()) {
+        managed_device_leave(prev);
+        return;
+    }
+    if (own_malloc((void **)&ck.dev, n * sizeof *ck.dev) != cudaSuccess ||
+        own_host_alloc((void **)&ck.host, n * sizeof *ck.host) != cudaSuccess)
+        FT_WARN("residency: no memory for the device checksum: every evicted unit will be copied "
+                "back to the host");
+    else
+        ck.units = 1;
+    managed_device_leave(prev);
+}
+
+/* Sets up the residency engine's checksums on first call; 1 when they can be used. */
+int checksum_available(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, checksum_init);
+    return ck.units;
+}
+
+/* --- discovery's content hash: the device checksum of every candidate region -------
+ *
+ * A snapshot's regions are summed on the checksum's stream behind one device sync and
+ * read back together, one sync for the batch: on the H200, a copy and a sync for each
+ * of 16 sampled chunks a region (hash_sampled, still the fallback) cost 5 ms a snapshot
+ * for 40 regions. A spilled region (FT_SPILL) is summed on the host, with the same
+ * function, so its hash does not depend on where its bytes are. */
+typedef struct {
+    uint64_t *dev, *host;     /* a batch's sums, FT_DISC_HASH_BATCH of them */
+    int tried;
+} dh_state_t;
+static dh_state_t dh;
+
+/* 1 when the kernel and dh's buffers are there (made on first call). Discovery's
+ * snapshots and FT_SPILL's spill-time sums share them: both run under res.lock once
+ * anything is spilled (engine_enter), so never at once. */
+static int sums_ready(void)
+{
+    if (!dh.tried && checksum_kernel_ready()) {
+        dh.tried = 1;
+        if (own_malloc((void **)&dh.dev, FT_DISC_HASH_BATCH * sizeof *dh.dev) != cudaSuccess ||
+            own_host_alloc((void **)&dh.host, FT_DISC_HASH_BATCH * sizeof *dh.host) != cudaSuccess)
+            dh.dev = NULL;
+    }
+    return dh.dev != NULL;
+}
+
+static void hash_on_device(ft_disc_hash_req_t *q, size_t n);
+
+void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n)
+{
+    (void)ctx;
+    int prev = managed_device_enter();
+    hash_on_device(q, n);
+    managed_device_leave(prev);
+}
+
+static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
+{
+    cudaError_t err = REAL(cudaDeviceSynchronize)();
+    int on_device = sums_ready() && n <= FT_DISC_HASH_BATCH;
+    char summed[FT_DISC_HASH_BATCH] = { 0 }; /* 1: its sum comes from dh.dev[i] */
+    if (on_device && err == cudaSuccess)
+        err = REAL(cudaMemsetAsync)(dh.dev, 0, n * sizeof *dh.dev, ck.stream);
+    for (size_t i = 0; i < n; i++) {
+        /* A call that can enqueue launches holds off FT_SPILL's moves (engine_enter):
+         * where the bytes are cannot change before the sums are read back. */
+        vmm_t *v = spilled_vmm(q[i].base);
+        uint64_t words = q[i].size / 8;
+        q[i].failed = 0;
+        if (err != cudaSuccess) {
+            q[i].failed = hash_failed(q[i].base, err) != 0;
+        } else if (!on_device || q[i].size % 8 != 0) {
+            q[i].failed = hash_sampled(q[i].base, q[i].size, &q[i].hash) != 0;
+        } else if (v != NULL && v->sum_ok && v->va == q[i].base && v->asked == q[i].size) {
+            q[i].hash = v->sum;
+        } else if (v != NULL) {
+            q[i].hash = ft_checksum_host((const char *)v->host + (q[i].base - v->va), words, q[i].base / 8);
+        } else {
+            summed[i] = 1;
+            if (checksum_launch(q[i].base, words, dh.dev + i) != CUDA_SUCCESS)
+                err = cudaErrorLaunchFailure;
+        }
+    }
+    if (on_device && err == cudaSuccess)
+        err = REAL(cudaMemcpyAsync)(dh.host, dh.dev, n * sizeof *dh.host, cudaMemcpyDeviceToHost, ck.stream);
+    if (on_device && err == cudaSuccess)
+        err = REAL(cudaStreamSynchronize)(ck.stream);
+    for (size_t i = 0; i < n; i++) {
+        if (!summed[i])
+            continue;
+        if (err != cudaSuccess)
+            q[i].failed = hash_failed(q[i].base, err) != 0;
+        else
+            q[i].hash = dh.host[i];
+    }
+}
+
+/* In discovery, the checksum of what v is about to copy out (res.lock held, the device
+ * synchronised), summed on the device first: a kernel at the device's read rate, small
+ * beside the copy. A snapshot then need not read the host copy (on the H200, summing
+ * the 9 GB spilled there on the host took 1.09 s a snapshot). */
+void spill_sum(vmm_t *v)
+{
+    v->sum_ok = 0;
+    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED) || v->asked % 8 != 0 || !sums_ready())
+        return;
+    if (REAL(cudaMemsetAsync)(dh.dev, 0, sizeof *dh.dev, ck.stream) != cudaSuccess ||
+        checksum_launch(v->va, v->asked / 8, dh.dev) != CUDA_SUCCESS ||
+        REAL(cudaMemcpyAsync)(dh.host, dh.dev, sizeof *dh.dev, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
+        REAL(cudaStreamSynchronize)(ck.stream) != cudaSuccess)
+        return;
+    v->sum = dh.host[0];
+    v->sum_ok = 1;
+}

@@ -1,0 +1,470 @@
+/* engine.h - what the engine's files share: the types of the state that crosses
+ * files, and each file's functions and variables that others reach.
+ *
+ * The engine is the part of libflextensor.so between the interposed entry points
+ * (hooks_alloc.c, hooks_launch.c, hooks_copy.c) and CUDA (cuda.c): engine.c (phases,
+ * enter/leave), observe.c (what a call touches), profiling.c (passes, the plan),
+ * residency.c and guard.c (the engine after the plan), spill.c (FT_SPILL before it),
+ * budget.c, vmm.c, device.c, checksum.c, hoststore.c, report.c. Each file's first comment says
+ * what it owns and which lock guards it. A variable declared here belongs to the file
+ * named above it and is guarded as said there; where another file writes it too, its
+ * declaration names the writer. Everything else is static.
+ *
+ * Declared hidden (the pragma below), so that the other files reach these symbols
+ * directly rather than through the GOT; the build hides them anyway
+ * (-fvisibility=hidden), and tests/scenario/exports.sh checks the export list. */
+#ifndef FT_SHIM_ENGINE_H
+#define FT_SHIM_ENGINE_H
+
+#include "shim/shim.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "core/hash.h"
+#include "config/config.h"
+#include "core/discovery.h"
+#include "core/plan.h"
+#include "core/profile.h"
+#include "core/log.h"
+#include "core/regions.h"
+#include "core/scan.h"
+#include "core/checksum.h"
+#include "core/checksum_ptx.h"
+#include "core/trace.h"
+#include "core/vaspace.h"
+#include "shim/flextensor.h"
+
+#pragma GCC visibility push(hidden)
+
+
+typedef CUresult (*kernel_param_info_fn)(CUkernel, size_t, size_t *, size_t *);
+typedef CUresult (*func_param_info_fn)(CUfunction, size_t, size_t *, size_t *);
+typedef CUresult (*kernel_name_fn)(const char **, CUkernel);
+typedef CUresult (*func_name_fn)(const char **, CUfunction);
+typedef cudaError_t (*get_kernel_fn)(cudaKernel_t *, const void *);
+
+typedef struct {
+    kernel_param_info_fn kernel_param_info;
+    func_param_info_fn func_param_info;
+    kernel_name_fn kernel_name;
+    func_name_fn func_name;
+    get_kernel_fn get_kernel;
+    CUresult (*ctx_get_device)(CUdevice *);
+    CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*address_free)(CUdeviceptr, size_t);
+    CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+    CUresult (*release)(CUmemGenericAllocationHandle);
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*unmap)(CUdeviceptr, size_t);
+    CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    /* The driver's query: the runtime's may leave cudaErrorNotReady for the
+     * application's next cudaGetLastError. */
+    CUresult (*event_query)(CUevent);
+    CUresult (*can_access_peer)(int *, CUdevice, CUdevice);
+    CUresult (*device_count)(int *);
+    CUresult (*device_total_mem)(size_t *, CUdevice);
+} drv_fns_t;
+
+/* A virtual-memory backed allocation. */
+typedef struct {
+    uint64_t va;
+    size_t size;              /* rounded to the granularity */
+    size_t asked;             /* the size the application asked for */
+    CUmemGenericAllocationHandle handle;
+    /* FT_SPILL, before the plan: the allocation lives in host memory (`host`, no
+     * physical memory mapped) while `spilled`; `stamp` orders the last touches. */
+    int spilled;
+    void *host;
+    uint64_t stamp;
+    /* Discovery: the device checksum of its `asked` bytes, taken as it was spilled
+     * (those of `host` since: only spill_out writes there). */
+    int sum_ok;
+    uint64_t sum;
+    UT_hash_handle hh;
+} vmm_t;
+
+/* The plan chosen at the end of profiling (planning only: the residency engine that
+ * carries it out comes next). */
+typedef struct {
+    int made, rc;
+    ft_plan_input_t in;
+    ft_plan_t out;
+    uint64_t min_budget;
+    uint64_t weight_bytes;    /* every unit's regions, in whole granules where mapped */
+} plan_state_t;
+
+/* The runtime's event calls, for FlexTensor's own timing and ordering (cuda.c's ev):
+ * resolved when profiling starts (events_resolve), used by profiling, the residency
+ * engine and FT_SPILL's moves from then on. */
+typedef cudaError_t (*event_create_fn)(cudaEvent_t *, unsigned int);
+typedef cudaError_t (*event_record_fn)(cudaEvent_t, cudaStream_t);
+typedef cudaError_t (*event_sync_fn)(cudaEvent_t);
+typedef cudaError_t (*event_elapsed_fn)(float *, cudaEvent_t, cudaEvent_t);
+typedef cudaError_t (*stream_wait_fn)(cudaStream_t, cudaEvent_t, unsigned int);
+typedef struct {
+    event_create_fn create;
+    event_record_fn record;
+    event_sync_fn sync;
+    event_elapsed_fn elapsed;
+    stream_wait_fn wait;
+} events_t;
+
+/* Profiling: CUDA events recorded before each unit's first launch and at the start of
+ * the next pass, on the launching stream; read when a pass ends (a synchronisation,
+ * allowed in this phase). The deciding lane's passes only (ft_disc_track). */
+typedef struct {
+    pthread_mutex_t lock;     /* launches of the deciding lane only, but the exit
+                                 report may read while a launch writes */
+    ft_prof_t *prof;
+    size_t n;                 /* units */
+    uint32_t *first;          /* each unit's first launch position in a pass */
+    cudaEvent_t *ev;          /* n + 1: the last one marks the next pass's start */
+    int *seen;                /* per unit: its event was recorded in this pass */
+    /* CUPTI activity timing (ft_cupti_timing_*): the kernels of a profiled pass carry
+     * the tag pass_seq << 20 | (unit + 1); unit times come from their GPU timestamps
+     * when every unit has some, else from the events. */
+    int cupti_timing;
+    uint64_t pass_seq;
+    int cur_unit;
+    /* Per unit, FT_SPILL's moves during the pass (their device time at the measured
+     * bandwidth, ns): synchronous, they stall the pass, and are taken out of the unit's
+     * time (the plan would otherwise see them as compute). */
+    uint64_t *moves_ns;
+    uint64_t moves_out_ns;    /* all taken out, over the passes counted */
+    ft_cupti_kernel_t *kern;
+    size_t kern_cap;
+    unsigned cupti_passes;    /* passes timed from activity records */
+    int in_pass;
+    uint64_t lane;            /* the thread whose pass is being timed */
+    /* Passes other lanes began meanwhile, counted per lane: the timed lane went quiet
+     * when one other lane began three. Counted together, three threads' forwards
+     * reached three while the timed lane's own pass was under way (two other starts a
+     * forward): every pass was abandoned, and profiling never ended. */
+    struct {
+        uint64_t lane;
+        int starts;
+    } foreign[8];
+    int n_foreign;
+    int off_record;           /* consecutive passes dropped for not following the record */
+    unsigned epoch;           /* suspension epoch at the pass's start */
+} prof_state_t;
+
+#define REAL(name) ((name##_fn_t)ft_shim_real(FT_FN_##name))
+
+/* The kinds of one-time work inside a launch (once_charge, hooks_launch.c). */
+enum { ONCE_KERNEL, ONCE_PEEK, ONCE_COUNT };
+
+/* Copy bandwidth the plan will get, measured on pinned host memory as the residency
+ * engine will use: host-to-device and device-to-host alone, then both at once on two
+ * streams. GB/s, 0 when not measured. */
+typedef struct {
+    double h2d, d2h, h2d_both, d2h_both;
+    double latency_us;        /* of a small host-to-device copy, for the plan */
+    size_t bytes;
+} bw_t;
+
+/* The residency engine's state (residency.c). */
+#define STEP_RING 8
+#define STEP_SAMPLES 1024     /* the latest ones, for the median */
+
+typedef struct {
+    uint64_t va, size;        /* the region */
+    size_t len;               /* mapped length (granularity) */
+    void *host;               /* its bytes while unloaded */
+    int unit;
+    uint32_t id;              /* in the region table */
+    int mapping;              /* mapped by load_unit, its copy not issued yet */
+} res_region_t;
+
+#define USE_STREAMS 8
+#define MISS_LOG 32
+
+typedef struct {
+    int first, n;             /* its regions in res.regions */
+    int loaded;
+    uint64_t stamp;           /* load order, for least-recently-loaded */
+    /* Recorded behind every call that touched it, one event per stream that did (an
+     * event re-recorded on another stream would forget the first stream's calls);
+     * past USE_STREAMS streams, use_overflow makes an eviction wait for the device. */
+    cudaEvent_t used[USE_STREAMS];
+    cudaStream_t used_on[USE_STREAMS];
+    int n_used, use_overflow;
+    cudaEvent_t ready;        /* recorded behind its load's copies */
+    int ready_recorded;
+    cudaStream_t waited;      /* a stream already waiting on `ready` since the load */
+    int waited_valid;
+    uint32_t first_launch;    /* where its range starts in a pass */
+    uint32_t last_launch;     /* and ends */
+    uint64_t uses;            /* `used` recordings, to tell a stale checksum */
+    /* The checksum issued behind its last launch of a pass (checksum_issue), ready
+     * when ck_done has completed and still valid while uses == ck_uses. */
+    cudaEvent_t ck_done;
+    int ck_pending;
+    uint64_t ck_uses;
+    int touched_since_load;   /* its first touch after a load prefetches what follows */
+    int pinned;               /* changed too often: never evicted once loaded again */
+    int unstreamable;         /* resident, and demote_for found it cannot stream */
+    int demoted;              /* planned resident, made to stream by demote_for */
+    uint64_t bytes;           /* mapped bytes of its regions */
+    /* The device checksum of its bytes as the host store holds them (ck below);
+     * ref_valid 0: not known, every eviction writes back. */
+    uint64_t ref;
+    int ref_valid;
+    unsigned changes;         /* evictions that found it changed */
+} res_unit_t;
+
+typedef struct {
+    pthread_mutex_t lock;     /* application threads launch concurrently */
+    int active;
+    int pending;              /* planned: the next guarded call switches the engine on */
+    res_region_t *regions;
+    int n_regions;
+    int *by_id;               /* region id -> index in regions, -1: not streamed */
+    uint32_t n_ids;
+    res_unit_t *units;
+    int n_units, slots, loaded;
+    uint64_t clock;
+    uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
+    uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
+    uint64_t host_copies;     /* copies and sets served on a host store (host_store_at) */
+    /* The first misses, for the trace: what missed, and where the pass was. */
+    struct miss {
+        char kernel[96];
+        int unit, off_script;
+        uint64_t pass;
+        long pos;
+    } miss_log[MISS_LOG];
+    int n_miss_log;
+    /* Unsure touches of units not loaded, left alone (res_touch); FT_STRICT_GUARD loads
+     * them as misses instead. */
+    uint64_t unsure_skipped;
+    uint64_t unexpected_skipped; /* of those, from a weightless kernel or outside the range */
+    uint64_t repeat_skipped;     /* of those, by the repeat rule (repeat_touch) */
+    long pass_len, pass_start;   /* the recorded pass's launches, and where passes begin */
+    int strict;
+    cudaStream_t side;        /* prefetch copies and write-backs */
+    uint64_t held_bytes, peak_held_bytes; /* physical bytes of loaded streamed units */
+    /* Physical allocations of the unit just unloaded, kept for the unit loaded next
+     * (layers share their regions' sizes): cuMemCreate and cuMemRelease are host calls
+     * that cost far more than a map. Whatever load_unit does not reuse it releases. */
+    struct spare {
+        size_t len;
+        CUmemGenericAllocationHandle h;
+    } *spare;
+    int n_spare, cap_spare;
+    uint64_t reused, region_loads;
+    /* Host time of the loads (ns): waiting for the evicted unit (its copy in, its last
+     * use), unloading it (its checksum's wait included), mapping, issuing the copies. */
+    uint64_t ns_wait, ns_unmap, ns_map, ns_copy;
+    uint64_t ns_create, ns_release; /* parts of ns_map: new physical memory, spares let go */
+    uint64_t ns_map_call, ns_access; /* parts of ns_map: cuMemMap, cuMemSetAccess */
+    uint64_t access_calls;    /* cuMemSetAccess calls of loads (several regions each at best) */
+    /* The measured step: an event at each pass's first launch; the time between two
+     * consecutive ones is read once the later has completed (never waited for). */
+    cudaEvent_t pass_ev[STEP_RING];
+    uint64_t passes, harvested;
+    float step_ms[STEP_SAMPLES];
+    uint64_t n_steps;
+} res_state_t;
+
+/* The device checksum (core/checksum.h): at an eviction, it proves the unit's bytes
+ * equal to the host store's, so that the unit is dropped without a copy back
+ * (docs/architecture.md, "Nothing the application wrote is lost"). Loaded when the plan is made; without it (no driver JIT for the PTX,
+ * an error), every eviction writes back and the plan counts that copy. */
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, CUstream, void **, void **);
+typedef struct {
+    CUfunction fn;
+    launch_fn launch;
+    cudaStream_t stream;      /* its own: the side stream's queued copies are not waited for */
+    uint64_t *dev, *host;     /* per unit, the sum on the device and in pinned host memory */
+    unsigned blocks;
+    int units;                /* dev and host are there: the residency engine may use it */
+} ck_state_t;
+
+/* The host store of a streamed region: FT_PINNED_MEMORY (pinned or pageable) and
+ * FT_PINNED_MEMORY_MODE (cudaHostAlloc, or page-aligned memory registered in place). */
+typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
+
+/* budget.c: the budget after the plan. admitting: res.lock; releasing: atomic. */
+extern uint64_t admitting;  /* also vmm_alloc, spill_admit, ft_hook_rt_malloc (res.lock) */
+extern uint64_t releasing;  /* free_begin, free_end (hooks_alloc.c) */
+int budget_admit(uint64_t size, int passthrough);
+void admit_done(int adm, uint64_t size, void *p, uint32_t flags);
+void usage_locked(ft_gpu_memory_usage_t *out);
+void usage_now(ft_gpu_memory_usage_t *out);
+void budget_view(size_t *free_b, size_t *total_b);
+
+/* checksum.c: the device checksum. ck is set up once (pthread_once), read after. */
+extern ck_state_t ck;
+CUresult checksum_launch(uint64_t va, uint64_t words, uint64_t *out);
+int checksum_available(void);
+void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n);
+void spill_sum(vmm_t *v);
+
+/* cuda.c: FlexTensor's own CUDA calls. drv and ev are written once (resolve_driver,
+ * events_resolve), read after. */
+extern drv_fns_t drv;
+extern events_t ev;         /* set by events_resolve, when profiling starts */
+void events_resolve(void);
+void resolve_driver(void);
+cudaError_t own_pending(void);
+cudaError_t own_call(cudaError_t rc, cudaError_t pending);
+cudaError_t own_malloc(void **p, size_t n);
+cudaError_t own_host_alloc(void **p, size_t n);
+cudaError_t own_stream(cudaStream_t *s);
+
+/* device.c: the managed device. managed_dev and peer_devs: atomic. */
+extern int managed_dev;
+extern uint32_t peer_devs;
+int on_managed_device(int runtime);
+int managed_cu_device(CUdevice *dev);
+int managed_device_enter(void);
+void managed_device_leave(int prev);
+void sync_reaching_devices(void);
+
+/* engine.c: phases and the entry. regions, disc, cfgp and the settings are written
+ * once by ft_hooks_init, before any hook runs; the phase flags are atomic (relaxed
+ * loads on the launch path); engine_held is the calling thread's. */
+extern ft_regions_t *regions;
+extern ft_disc_t *disc;
+extern int discovering;      /* cleared by observe_launch at discovery's end */
+extern int engine_off;
+extern int profiling;        /* set and cleared by profiling.c */
+extern int log_diagnostics;
+extern const struct ft_config *cfgp;
+extern __thread int engine_held;
+char *human_bytes(uint64_t b, char *buf, size_t len);
+void wait_unguarded_calls(void);
+int engine_enter(void);
+void engine_leave(int held);
+void start_residency(void);
+extern int stood_down;
+extern char stood_down_why[192];
+void stand_down_because(const char *why);
+void stand_down(int other);
+
+/* hooks_alloc.c: the allocation entry points. */
+void track(void *p, size_t size, uint32_t flags);
+
+/* hooks_launch.c: the launch entry points and the per-launch clock. launch_did_once
+ * is the calling thread's. */
+extern __thread int launch_did_once; /* also set by observe.c (the same thread's launch) */
+void once_charge(int kind, uint64_t t0);
+void report_launch_self(void);
+
+/* hoststore.c: host stores; the copy and set helpers run under res.lock. */
+const char *host_store_kind(void);
+void *host_store_alloc(size_t size);
+void host_store_free(void *p);
+int host_store_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
+int host_store_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s);
+
+/* observe.c: what a call touches, fed to discovery, FT_SPILL and the guard. */
+void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream);
+void observe_write(const void *dst);
+void observe_sync(void);
+int cupti_detached_after_first_pass(void);
+
+/* profiling.c: profiled passes and the plan. prof: prof.lock; plan: written once
+ * under prof.lock, published by plan.made (release); bw before `profiling` is set;
+ * peak_tracked and bw_device_bytes: atomic; tag_pushed is the calling thread's. */
+extern int profiling_iters;  /* set by ft_hooks_init */
+extern plan_state_t plan;    /* plan.out.resident: also demote_for (budget.c, res.lock) */
+extern uint64_t peak_tracked;  /* also raised by track (hooks_alloc.c), atomic */
+extern prof_state_t prof;    /* read by report.c, under prof.lock */
+extern bw_t bw;
+extern uint64_t bw_device_bytes;
+void start_profiling(void);
+void stop_profile_timing(void);
+extern __thread int tag_pushed; /* cleared by engine_leave, on the same thread */
+uint64_t configured_budget(size_t total_b);
+const char *kept_by(void);
+void profile_launch(uint64_t lane, long pos, cudaStream_t stream);
+int profile_charging(void);
+void profile_charge_move(uint64_t ns);
+
+/* report.c: the exit report and the control API. */
+void outside_sample(const char *phase, long pass, int held);
+
+/* residency.c: the residency engine. res: res.lock (res.active and res.pending are
+ * also loaded without it, acquire). */
+extern res_state_t res;      /* pending: start_residency; counters and regions: also
+                               * vmm_free, hoststore.c, budget.c, guard.c (res.lock) */
+res_region_t *res_find(uint64_t addr);
+/* Loads, and what the guard records of a call's use (res.lock held). */
+void load_unit(int u, cudaStream_t stream, int keep);
+cudaStream_t stream_key(cudaStream_t stream);
+void unit_record_use(res_unit_t *un, cudaStream_t stream);
+int checksum_issue(int u);
+
+/* guard.c: the guard. Its state is the calling thread's call, and res's under
+ * res.lock. */
+int touched_by_this_call(int u);
+void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream);
+void res_guard_copy(const void *dst, const void *src, cudaStream_t stream);
+void res_call_done(void);
+double step_median_us(uint64_t *n);
+
+/* residency.c: the switch. */
+int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident);
+/* The engine could not be set up at the switch (the exit report's verdict says so). */
+extern int res_start_failed;
+void activate_locked(void);
+
+/* spill.c: FT_SPILL. spill_engaged: atomic; the rest under res.lock (spill_limit,
+ * once known, is read without it). */
+extern uint64_t spill_ns;
+extern int spill_engaged;
+extern uint64_t spill_bytes;  /* also evict_unit, vmm_free (res.lock) */
+int spill_bring_back(const char *why);
+extern uint64_t spill_faults, spill_evictions;
+extern uint64_t spill_limit;
+int spill_wanted(void);
+uint64_t spill_budget(void);
+uint64_t spill_held(void);
+void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream);
+void spill_engage_locked(void);
+uint64_t spill_admit(uint64_t size);
+vmm_t *spilled_vmm(uint64_t addr);
+int spilled_read(void *dst, uint64_t addr, size_t len);
+uint64_t spill_restore_all(const char *why);
+
+/* vmm.c: virtual-memory allocations (its table is reached through vmm_find and
+ * vmm_each). vmm_pad: atomic; the settings are written once by ft_hooks_init. */
+extern uint64_t vmm_min_bytes; /* set by ft_hooks_init */
+extern uint64_t va_chunk;      /* set by ft_hooks_init */
+extern uint64_t vmm_pad;
+uint64_t device_bytes(void);
+vmm_t *vmm_find(uint64_t va);
+void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
+void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
+CUresult set_access(CUdevice dev, uint64_t va, size_t len);
+CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h, int given, uint64_t ns[3], int no_access);
+cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted);
+int vmm_free(void *p);
+
+/* The application thread a call comes from: discovery and profiling follow each
+ * thread's passes on their own. */
+static inline uint64_t lane_id(void)
+{
+    return (uint64_t)pthread_self();
+}
+
+/* The clock of FlexTensor's own timings (cuda.c's, inline: sampled launches read it). */
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#pragma GCC visibility pop
+
+#endif

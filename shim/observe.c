@@ -1,0 +1,320 @@
+/* observe.c - what one launch, copy or set touches: the kernel metadata cache (name
+ * and parameter layout per kernel handle), the scan of a launch's argument bytes for
+ * region addresses (core/scan.c), pointer-array peeks one level down, and what the
+ * launch feeds to the discovery engine, to pass tracking, to FT_SPILL's faults and to
+ * the residency guard. Discovery's end (the switch to profiling) happens here, at the
+ * launch that completes it.
+ *
+ * Owns: the kinfo table (kinfo_lock, a reader-writer lock: looked up on every launch,
+ * added to at a kernel's first one; kinfos are never freed, so each thread keeps the
+ * last ones it used in a small thread-local cache without the lock) and the CUPTI
+ * first-pass check (atomic). It calls down into residency.c, spill.c and profiling.c
+ * with res.lock held when engine_enter took it. */
+#define _GNU_SOURCE
+#include "shim/engine.h"
+
+/* Pointer arrays: regions this small (or a caching allocator's small-pool segment)
+ * are read, PTR_PEEK_BYTES at the pointer, for device pointers one level down. */
+#define PTR_PEEK_REGION_MAX (4u << 20)
+#define PTR_PEEK_BYTES 512
+#define MAX_PARAMS 256
+#define PEEK_LAUNCHES 2
+
+/* Kernel metadata, per handle (CUkernel, CUfunction, or a runtime stub address). */
+typedef struct {
+    uint64_t key;
+    char name[256];
+    /* Pointer arrays are looked for in a kernel's first PEEK_LAUNCHES launches, and
+     * further only while they keep finding some (a sync and a copy each time). */
+    int peeks_left;
+    unsigned launches;        /* counted only when tracing */
+    int nparams;              /* -1: unknown, the kernelParams cannot be scanned */
+    uint32_t size[MAX_PARAMS];
+    /* Argument words that held garbage at some launch in discovery (core/scan.h): a
+     * region address found only there does not make the guard load a unit. */
+    ft_scan_junk_t junk;
+    UT_hash_handle hh;
+} kinfo_t;
+static pthread_rwlock_t kinfo_lock = PTHREAD_RWLOCK_INITIALIZER;
+static kinfo_t *kinfos;
+
+/* --- kernel metadata ---------------------------------------------------------------- */
+
+/* Metadata for a driver handle: a CUkernel (what nvcc-built code and cuBLAS pass) or a
+ * CUfunction (cuModuleGetFunction). The measured H200 driver answers the cuFunc*
+ * calls with 400 for a CUkernel, so the cuKernel* calls go first. */
+static void fill_kinfo(kinfo_t *k, uint64_t handle)
+{
+    const char *name = NULL;
+    size_t off, size;
+    k->nparams = -1;
+    if (drv.kernel_param_info != NULL &&
+        drv.kernel_param_info((CUkernel)(uintptr_t)handle, 0, &off, &size) != CUDA_ERROR_INVALID_HANDLE) {
+        int n = 0;
+        while (n < MAX_PARAMS &&
+               drv.kernel_param_info((CUkernel)(uintptr_t)handle, (size_t)n, &off, &size) == CUDA_SUCCESS)
+            k->size[n++] = (uint32_t)size;
+        k->nparams = n;
+        if (drv.kernel_name != NULL)
+            drv.kernel_name(&name, (CUkernel)(uintptr_t)handle);
+    } else if (drv.func_param_info != NULL) {
+        int n = 0;
+        while (n < MAX_PARAMS &&
+               drv.func_param_info((CUfunction)(uintptr_t)handle, (size_t)n, &off, &size) == CUDA_SUCCESS)
+            k->size[n++] = (uint32_t)size;
+        k->nparams = n;
+        if (drv.func_name != NULL)
+            drv.func_name(&name, (CUfunction)(uintptr_t)handle);
+    }
+    snprintf(k->name, sizeof k->name, "%s", name ? name : "?");
+}
+
+/* A kinfo is never freed: each thread keeps the ones it used last in a small
+ * direct-mapped cache, which spares a launch the table's lock and lookup. */
+#define KINFO_CACHE 16
+static __thread struct {
+    uint64_t key;
+    kinfo_t *k;
+} kinfo_cache[KINFO_CACHE];
+
+/* key: the handle, or the runtime stub (then resolved through cudaGetKernel). */
+static kinfo_t *kinfo_get(uint64_t key, int is_stub)
+{
+    unsigned slot = ft_hash_mix64(key) % KINFO_CACHE;
+    if (kinfo_cache[slot].key == key && kinfo_cache[slot].k != NULL)
+        return kinfo_cache[slot].k;
+    kinfo_t *k;
+    pthread_rwlock_rdlock(&kinfo_lock);
+    HASH_FIND(hh, kinfos, &key, sizeof key, k);
+    pthread_rwlock_unlock(&kinfo_lock);
+    if (k != NULL) {
+        kinfo_cache[slot].key = key;
+        kinfo_cache[slot].k = k;
+        return k;
+    }
+    uint64_t t0 = now_ns();
+    resolve_driver();
+    k = calloc(1, sizeof *k);
+    if (k == NULL)
+        return NULL;
+    k->key = key;
+    k->peeks_left = PEEK_LAUNCHES;
+    uint64_t handle = key;
+    if (is_stub) {
+        cudaKernel_t kern = NULL;
+        if (drv.get_kernel == NULL || drv.get_kernel(&kern, (const void *)(uintptr_t)key) != cudaSuccess)
+            kern = NULL;
+        handle = (uint64_t)(uintptr_t)kern;
+    }
+    if (handle != 0)
+        fill_kinfo(k, handle);
+    else
+        k->nparams = -1, snprintf(k->name, sizeof k->name, "?");
+    pthread_rwlock_wrlock(&kinfo_lock);
+    kinfo_t *other;
+    HASH_FIND(hh, kinfos, &key, sizeof key, other);
+    if (other == NULL) {
+        HASH_ADD(hh, kinfos, key, sizeof k->key, k);
+        if (k->hh.tbl == NULL)
+            other = NULL;
+    }
+    pthread_rwlock_unlock(&kinfo_lock);
+    once_charge(ONCE_KERNEL, t0);
+    if (other != NULL) {
+        free(k);
+        return other;
+    }
+    return k;
+}
+
+/* --- discovery of one launch ---------------------------------------------------------- */
+
+/* Reads PTR_PEEK_BYTES at each small region's pointer, after the stream's earlier work,
+ * and adds the regions those words point into: grouped GEMM and cat pass arrays of
+ * device pointers. Discovery only. */
+static void peek_pointer_arrays(kinfo_t *k, ft_scan_set_t *set, cudaStream_t stream)
+{
+    size_t direct = set->n;
+    if (__atomic_load_n(&k->peeks_left, __ATOMIC_RELAXED) <= 0)
+        return;
+    int synced = 0;
+    uint64_t t0 = 0;
+    for (size_t i = 0; i < direct; i++) {
+        ft_region_t r;
+        if (!ft_regions_find(regions, set->ptr[i], &r) || r.size > PTR_PEEK_REGION_MAX)
+            continue;
+        if (!synced) {
+            t0 = now_ns();
+            if (REAL(cudaStreamSynchronize)(stream) != cudaSuccess)
+                return;
+            synced = 1;
+        }
+        unsigned char buf[PTR_PEEK_BYTES];
+        uint64_t end = r.base + r.size;
+        size_t len = end - set->ptr[i] < sizeof buf ? (size_t)(end - set->ptr[i]) : sizeof buf;
+        /* A table FT_SPILL holds in host memory is read there. */
+        if (!spilled_read(buf, set->ptr[i], len) &&
+            REAL(cudaMemcpy)(buf, (void *)(uintptr_t)set->ptr[i], len, cudaMemcpyDeviceToHost) != cudaSuccess)
+            continue;
+        ft_scan_indirect(regions, buf, len, set);
+    }
+    if (synced && set->n == direct)
+        __atomic_fetch_sub(&k->peeks_left, 1, __ATOMIC_RELAXED);
+    if (synced)
+        once_charge(ONCE_PEEK, t0);
+}
+
+static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, size_t len);
+
+static void scan_extra(void **extra, kinfo_t *k, int scan_flags, ft_scan_set_t *set, int trace)
+{
+    void *buf = NULL;
+    size_t size = 0;
+    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            buf = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != NULL)
+            size = *(size_t *)extra[i + 1];
+        else if (extra[i] != CU_LAUNCH_PARAM_BUFFER_POINTER && extra[i] != CU_LAUNCH_PARAM_BUFFER_SIZE)
+            break; /* an option we do not know: its value's shape is unknown too */
+    }
+    if (buf != NULL && size > 0)
+        ft_scan_bytes_junk(regions, buf, size, &k->junk, scan_flags, set);
+    if (trace)
+        trace_arg_words(k, buf ? "extra buffer" : "extra without a buffer", buf, buf ? size : 0);
+}
+
+/* FT_LOG_LEVEL=trace: the words of a kernel's first launch that look like device
+ * addresses, and whether each falls in a region -- to see how a library passes its
+ * pointers (plain, in a TMA descriptor, one level down). */
+static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    int shown = 0;
+    FT_TRACE("launch args of %s: %s, %zu bytes", k->name, what, len);
+    for (size_t off = 0; off + 8 <= len && shown < 48; off += 8) {
+        uint64_t v;
+        memcpy(&v, b + off, 8);
+        if ((v >> 32) == 0 || (v >> 47) != 0)
+            continue;
+        ft_region_t r;
+        int in = ft_regions_find(regions, v, &r);
+        FT_TRACE("  +%-5zu %#018llx %s", off, (unsigned long long)v, in ? "in a region" : "");
+        shown++;
+    }
+}
+
+/* FT_CUPTI_CONFIRM=first-pass: at the end of discovery's first pass, CUPTI is
+ * detached (its callbacks, and its attachment, cost every launch: about 1.7 us on an
+ * H200) when every driver call so far went through the wrappers; profiling attaches
+ * it again to time kernels. A bypass keeps it for the rest of discovery. */
+static int cupti_first_pass, cupti_detached_early;
+
+/* 1 when FT_CUPTI_CONFIRM=first-pass detached CUPTI after discovery's first pass. */
+int cupti_detached_after_first_pass(void)
+{
+    return __atomic_load_n(&cupti_detached_early, __ATOMIC_ACQUIRE);
+}
+
+static void cupti_after_first_pass(void)
+{
+    ft_cupti_stats_t s;
+    ft_cupti_get_stats(&s);
+    if (s.status != FT_CUPTI_STATUS_ACTIVE)
+        return;
+    uint64_t unseen = s.unseen_launches + s.unseen_copies + s.unseen_sets;
+    if (unseen > 0) {
+        FT_INFO("CUPTI: %llu driver call(s) of the first pass bypassed the wrappers (first: %s); it "
+                "stays attached for the rest of discovery", (unsigned long long)unseen, s.first_unseen);
+        return;
+    }
+    ft_cupti_stop();
+    __atomic_store_n(&cupti_detached_early, 1, __ATOMIC_RELEASE); /* read by the thread ending discovery */
+    FT_INFO("CUPTI: the first pass's %llu launches, %llu copies and %llu sets in the driver all went "
+            "through the wrappers; detached until profiling (FT_CUPTI_CONFIRM=first-pass)",
+            (unsigned long long)s.launches, (unsigned long long)s.copies, (unsigned long long)s.sets);
+}
+
+void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
+{
+    int disc_on = __atomic_load_n(&discovering, __ATOMIC_RELAXED);
+    int res_on = engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
+    /* FT_SPILL's faults go on whatever discovery found (nothing, after its restarts). */
+    int spill_on = !res_on && engine_held && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED);
+    if (!disc_on && !res_on && !spill_on && !__atomic_load_n(&profiling, __ATOMIC_RELAXED))
+        return;
+    kinfo_t *k = kinfo_get(key, is_stub);
+    if (k == NULL)
+        return;
+    ft_scan_set_t set;
+    ft_scan_set_clear(&set);
+    int first = FT_LOG_ENABLED(FT_LOG_TRACE) && __atomic_fetch_add(&k->launches, 1, __ATOMIC_RELAXED) == 0;
+    /* Only the residency guard and FT_SPILL's faults act on unsure ids; discovery and
+     * pass tracking drop them (below), and a scan that does not learn can then read
+     * only the words that held region addresses in discovery. */
+    int scan = (disc_on ? FT_SCAN_LEARN : 0) | (!res_on && !spill_on ? FT_SCAN_SURE : 0);
+    if (params != NULL && k->nparams > 0) {
+        ft_scan_params_junk(regions, params, k->size, (size_t)k->nparams, &k->junk, scan, &set);
+        for (int i = 0; first && i < k->nparams; i++)
+            if (params[i] != NULL)
+                trace_arg_words(k, "kernelParams", params[i], k->size[i]);
+    } else if (extra != NULL) {
+        scan_extra(extra, k, scan, &set, first);
+    } else if (first) {
+        FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
+    }
+    if (spill_on) {
+        /* What pointer arrays reach is faulted in with the rest, in one call (a second
+         * call could move the first one's allocations out again). */
+        if (set.n > 0)
+            peek_pointer_arrays(k, &set, stream);
+        spill_touch(set.ptr, set.n, stream);
+    }
+    if (res_on) {
+        res_guard_launch(key, k->name, &set, stream);
+        return;
+    }
+    /* Discovery and pass tracking see the touches the kernel is sure to make. */
+    ft_scan_set_drop_unsure(&set);
+    if (!disc_on) {
+        if (!__atomic_load_n(&profiling, __ATOMIC_RELAXED))
+            return; /* only FT_SPILL's faults were wanted */
+        long pos = ft_disc_track(disc, lane_id(), key, &set, NULL, NULL);
+        if (pos >= 0)
+            profile_launch(lane_id(), pos, stream);
+        return;
+    }
+    if (set.n > 0 && !spill_on) /* under FT_SPILL, peeked above */
+        peek_pointer_arrays(k, &set, stream);
+    int seen = ft_disc_launch(disc, lane_id(), key, k->name, &set);
+    if (seen & FT_DISC_PASS_WORK)
+        launch_did_once = 1; /* a pass's cost, reported apart (ft_disc_pass_work) */
+    if ((seen & FT_DISC_NEW_PASS) && cfgp->cupti_confirm == FT_CUPTI_CONFIRM_FIRST_PASS &&
+        !__atomic_exchange_n(&cupti_first_pass, 1, __ATOMIC_ACQ_REL))
+        cupti_after_first_pass();
+    /* One thread wins the switch, however many see discovery done at once. */
+    if (ft_disc_state(disc) == FT_DISC_DONE && __atomic_exchange_n(&discovering, 0, __ATOMIC_ACQ_REL))
+        start_profiling();
+}
+
+/* A copy or set wrote [dst, dst+n): during discovery, the region is not a weight. */
+void observe_write(const void *dst)
+{
+    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED) || dst == NULL)
+        return;
+    ft_region_t r;
+    if (!ft_regions_find(regions, (uint64_t)(uintptr_t)dst, &r))
+        return;
+    ft_scan_set_t set;
+    ft_scan_set_clear(&set);
+    ft_scan_set_add(&set, r.id, (uint64_t)(uintptr_t)dst);
+    ft_disc_write(disc, &set);
+}
+
+/* --- synchronisation: where the host waits is a hint of where a pass ends ------------ */
+
+void observe_sync(void)
+{
+    if (__atomic_load_n(&discovering, __ATOMIC_RELAXED))
+        ft_disc_sync(disc, lane_id());
+}

@@ -1,0 +1,550 @@
+/* residency.c - the residency engine: the switch that makes streamed units leave the
+ * device, loads (ahead of use on a side stream, or on a miss on the caller's stream)
+ * and unloads proven by the device checksum.
+ *
+ * At the switch (activate_locked), each streamed unit's regions are copied out to
+ * pinned host memory and their physical memory is unmapped and released; the addresses
+ * stay reserved (docs/architecture.md, "Stable device addresses"). At each unit's first
+ * launch of a pass, the streamed units that follow it (as many as the other slots) are
+ * loaded on the side stream: physical memory is created and mapped at the same
+ * addresses, the bytes copied in, and an event recorded that every call touching the
+ * unit waits on. A call touching a unit that is not loaded (a miss) loads it on the
+ * caller's stream. At most `slots` streamed units are loaded at once; loading one more
+ * first unloads the least recently loaded: after the events behind its copy in and its
+ * last uses (its kernels must be done), it is dropped when the device checksum proves it
+ * unchanged, else copied back to the host store (nothing written is lost), and its
+ * physical memory goes to the unit loaded next or is released (docs/residency.md).
+ *
+ * The guard that decides what a call needs loaded is guard.c's; this file carries out
+ * the loads and unloads it asks for.
+ *
+ * Owns: res, under res.lock (application threads launch concurrently; engine_enter
+ * takes it for every guarded call, from the guard until the real call is enqueued,
+ * so that no unload falls between a guard and its launch). res.active and res.pending
+ * are also read without the lock, with acquire order. */
+#define _GNU_SOURCE
+#include "shim/engine.h"
+
+#define KEEP_AFTER_CHANGES 3
+
+res_state_t res = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Maps physical memory over region r (an unloaded unit's, when one matches its size,
+ * else new), without access yet: load_unit sets it once for each run of adjacent
+ * regions, then copies their bytes in. */
+static int map_region(res_region_t *r, CUdevice dev)
+{
+    CUmemGenericAllocationHandle h = 0;
+    int given = 0;
+    for (int i = 0; i < res.n_spare && !given; i++)
+        if (res.spare[i].len == r->len) {
+            h = res.spare[i].h;
+            res.spare[i] = res.spare[--res.n_spare];
+            res.reused++;
+            given = 1;
+        }
+    uint64_t ns[3] = { 0, 0, 0 };
+    CUresult rc = map_physical(dev, r->va, r->len, &h, given, ns, 1);
+    res.ns_create += ns[0];
+    res.ns_map_call += ns[1];
+    if (rc != CUDA_SUCCESS) {
+        FT_DEBUG("residency: mapping %zu bytes at %#llx failed: %d", r->len, (unsigned long long)r->va, (int)rc);
+        return -1;
+    }
+    vmm_t *v = vmm_find(r->va);
+    if (v != NULL)
+        v->handle = h;
+    return 0;
+}
+
+/* Undoes map_region when access cannot be set. */
+static void unmap_region(res_region_t *r)
+{
+    vmm_t *v = vmm_find(r->va);
+    drv.unmap(r->va, r->len);
+    if (v != NULL) {
+        drv.release(v->handle);
+        v->handle = 0;
+    }
+}
+
+/* cuMemSetAccess over several regions at once was refused once: one call per region
+ * from then on. The driver's documentation allows a range of several mappings. */
+static int access_runs_refused;
+
+/* Sets access on the regions of unit un that map_region mapped (r->mapping), one call
+ * per run of adjacent ones: the call costs the same for 2 MiB as for 196 MiB (tens of
+ * us on the one-H200 machine, 500-700 us on the two-H200 one while the engine runs),
+ * and a unit's regions, allocated one after another, usually lie end to end. A region
+ * whose access cannot be set is unmapped again (r->mapping cleared). */
+static void set_unit_access(res_unit_t *un, CUdevice dev)
+{
+    uint64_t t = now_ns();
+    for (int k = 0; k < un->n;) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (!r->mapping) {
+            k++;
+            continue;
+        }
+        int end = k + 1;
+        uint64_t run_end = r->va + r->len;
+        while (!access_runs_refused && end < un->n && res.regions[un->first + end].mapping &&
+               res.regions[un->first + end].va == run_end)
+            run_end += res.regions[un->first + end++].len;
+        CUresult rc = set_access(dev, r->va, run_end - r->va);
+        res.access_calls++;
+        if (rc != CUDA_SUCCESS && end - k > 1) {
+            access_runs_refused = 1;
+            FT_INFO("residency: cuMemSetAccess refused a range of %d adjacent regions (%d): one "
+                    "call per region from now on", end - k, (int)rc);
+            continue; /* again, region by region */
+        }
+        if (rc != CUDA_SUCCESS) {
+            FT_DEBUG("residency: access to %zu bytes at %#llx failed: %d", r->len,
+                     (unsigned long long)r->va, (int)rc);
+            unmap_region(r);
+            r->mapping = 0;
+        }
+        k = end;
+    }
+    res.ns_access += now_ns() - t;
+}
+
+static __thread char per_thread_key; /* its address tells threads' per-thread streams apart */
+
+/* What tells `stream` apart from the streams of other calls: cudaStreamPerThread is one
+ * handle for a stream per thread. Keyed by the handle, a thread skipped the wait for a
+ * unit's copy that another thread's stream had made (model --threads 3
+ * --per-thread-stream on the simulator: wrong results in 3 runs of 24 under load). */
+cudaStream_t stream_key(cudaStream_t stream)
+{
+    return stream == cudaStreamPerThread ? (cudaStream_t)(void *)&per_thread_key : stream;
+}
+
+/* A call on `stream` touched the unit: its use event for that stream is recorded. */
+void unit_record_use(res_unit_t *un, cudaStream_t stream)
+{
+    cudaStream_t key = stream_key(stream);
+    int k = 0;
+    while (k < un->n_used && un->used_on[k] != key)
+        k++;
+    if (k == USE_STREAMS) {
+        un->use_overflow = 1;
+        return;
+    }
+    if (k == un->n_used) {
+        un->used_on[k] = key;
+        un->n_used++;
+    }
+    ev.record(un->used[k], stream);
+}
+
+/* The host waits for every call that touched the unit since its load. */
+static void unit_sync_used(res_unit_t *un)
+{
+    if (un->use_overflow)
+        REAL(cudaDeviceSynchronize)();
+    for (int k = 0; k < un->n_used; k++)
+        ev.sync(un->used[k]);
+}
+
+/* `stream` waits for every call that touched the unit since its load; -1 when it
+ * cannot (more streams than USE_STREAMS touched it, or an error). */
+static int unit_wait_used(res_unit_t *un, cudaStream_t stream)
+{
+    if (un->use_overflow)
+        return -1;
+    for (int k = 0; k < un->n_used; k++)
+        if (ev.wait(stream, un->used[k], 0) != cudaSuccess)
+            return -1;
+    return 0;
+}
+
+/* Enqueues the checksum of unit u's bytes on the device, behind the calls that have
+ * touched it so far, into ck.host[u]; ck_done marks its end. -1 when it cannot be had
+ * (no kernel, an error, a region whose size is not a whole number of words). */
+int checksum_issue(int u)
+{
+    res_unit_t *un = &res.units[u];
+    un->ck_pending = 0;
+    if (!ck.units || un->ck_done == NULL)
+        return -1;
+    uint64_t *out = ck.dev + u;
+    if ((un->ready_recorded && ev.wait(ck.stream, un->ready, 0) != cudaSuccess) ||
+        unit_wait_used(un, ck.stream) != 0 ||
+        REAL(cudaMemsetAsync)(out, 0, sizeof *out, ck.stream) != cudaSuccess)
+        return -1;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size == 0)
+            continue; /* freed by the application */
+        if (r->size % 8 != 0)
+            return -1;
+        if (checksum_launch(r->va, r->size / 8, out) != CUDA_SUCCESS)
+            return -1;
+    }
+    if (REAL(cudaMemcpyAsync)(ck.host + u, out, sizeof *out, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
+        ev.record(un->ck_done, ck.stream) != cudaSuccess)
+        return -1;
+    un->ck_pending = 1;
+    un->ck_uses = un->uses;
+    return 0;
+}
+
+/* Unit u's checksum now: the one issued behind its last launch if nothing has touched
+ * it since, else a new one; waits for it on the host. -1 when it cannot be had. */
+static int unit_checksum(int u, uint64_t *sum)
+{
+    res_unit_t *un = &res.units[u];
+    if (!(un->ck_pending && un->ck_uses == un->uses) && checksum_issue(u) != 0)
+        return -1;
+    un->ck_pending = 0;
+    if (ev.sync(un->ck_done) != cudaSuccess)
+        return -1;
+    *sum = ck.host[u];
+    return 0;
+}
+
+/* Releases region r's physical memory, first copying its bytes back to the host store
+ * when write_back is set. The calls that touched it have run. */
+static int unload_region(res_region_t *r, int write_back, int keep)
+{
+    vmm_t *v = vmm_find(r->va);
+    if (v == NULL)
+        return -1;
+    /* On the side stream, not the legacy one: a copy there would wait for all the
+     * application's work, not only the unit's. */
+    cudaError_t err = cudaSuccess;
+    if (write_back) {
+        err = REAL(cudaMemcpyAsync)(r->host, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost, res.side);
+        if (err == cudaSuccess)
+            err = REAL(cudaStreamSynchronize)(res.side);
+    }
+    if (err != cudaSuccess)
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
+    CUresult rc = drv.unmap(r->va, r->len);
+    if (rc == CUDA_SUCCESS && keep && res.n_spare < res.cap_spare)
+        res.spare[res.n_spare++] = (struct spare){ r->len, v->handle };
+    else if (rc == CUDA_SUCCESS)
+        rc = drv.release(v->handle);
+    if (rc != CUDA_SUCCESS)
+        FT_DEBUG("residency: unmapping %#llx failed: %d", (unsigned long long)r->va, (int)rc);
+    return rc == CUDA_SUCCESS ? 0 : -1;
+}
+
+static void unload_unit(int u)
+{
+    res_unit_t *un = &res.units[u];
+    /* Dropped without a copy back only when the device checksum proves it unchanged. */
+    uint64_t sum;
+    int write_back = 1, changed = 0;
+    if (unit_checksum(u, &sum) == 0) {
+        /* Without a reference yet (a unit that came from FT_SPILL's host memory), this
+         * copy back makes the host store match the sum, which becomes the reference. */
+        changed = un->ref_valid && sum != un->ref;
+        write_back = !un->ref_valid || changed;
+        un->ref = sum;
+        un->ref_valid = 1;
+    } else {
+        un->ref_valid = 0;
+    }
+    /* Nothing the application wrote is lost: a unit that keeps changing stays on the
+     * device from its next load on, outside the slots (over the plan's memory by its
+     * size). */
+    if (changed && ++un->changes == KEEP_AFTER_CHANGES) {
+        un->pinned = 1;
+        char a[32];
+        FT_WARN("residency: %s changed between loads %d times: it stays on the device from its "
+                "next load on (%s over the plan)", ft_disc_unit(disc, (size_t)u)->name,
+                KEEP_AFTER_CHANGES, human_bytes(un->bytes, a, sizeof a));
+    }
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size == 0)
+            continue; /* freed by the application */
+        unload_region(r, write_back, 1);
+        res.held_bytes -= r->len;
+    }
+    res.written_back += (uint64_t)write_back;
+    un->loaded = 0;
+    res.loaded--;
+    res.unloads++;
+}
+
+/* The physical allocations kept from the unit just unloaded that no region of un can
+ * take (more of a size than un has regions of it) are released before un's regions get
+ * new ones: held together, the two would go over the budget. */
+static void release_unmatched_spares(const res_unit_t *un)
+{
+    uint64_t t = now_ns();
+    for (int i = res.n_spare - 1; i >= 0; i--) {
+        int want = 0, have = 0;
+        for (int k = 0; k < un->n; k++) {
+            const res_region_t *r = &res.regions[un->first + k];
+            want += r->size != 0 && r->len == res.spare[i].len;
+        }
+        for (int j = 0; j < res.n_spare; j++)
+            have += res.spare[j].len == res.spare[i].len;
+        if (have > want) {
+            drv.release(res.spare[i].h);
+            res.spare[i] = res.spare[--res.n_spare];
+        }
+    }
+    res.ns_release += now_ns() - t;
+}
+
+/* Makes unit u resident for a call on `stream` (the lock held). */
+void load_unit(int u, cudaStream_t stream, int keep)
+{
+    res_unit_t *un = &res.units[u];
+    if (un->loaded)
+        return;
+    if (res.loaded >= res.slots) {
+        /* The least recently loaded unit, other than `keep` (the unit running now) and
+         * those the call being guarded touched already (a launch reading two units: the
+         * first, loaded, was taken for the second's slot while the launch was not
+         * enqueued, and it read unmapped memory). */
+        int lru = -1;
+        for (int i = 0; i < res.n_units; i++)
+            if (res.units[i].loaded && res.units[i].n > 0 && !res.units[i].pinned && i != u &&
+                i != keep && !touched_by_this_call(i) &&
+                (lru < 0 || res.units[i].stamp < res.units[lru].stamp))
+                lru = i;
+        if (lru < 0 && keep >= 0)
+            return; /* every slot holds a unit in use: no prefetch now */
+        if (lru < 0)
+            goto load; /* a call needs it now: over the slots rather than a fault */
+        /* Mapping is not stream-ordered: its copy in and the calls that touched it
+         * must have run. */
+        uint64_t t = now_ns();
+        if (res.units[lru].ready_recorded)
+            ev.sync(res.units[lru].ready);
+        unit_sync_used(&res.units[lru]);
+        uint64_t t1 = now_ns();
+        res.ns_wait += t1 - t;
+        unload_unit(lru);
+        res.ns_unmap += now_ns() - t1;
+    }
+load:;
+    uint64_t t2 = now_ns(), copy0 = res.ns_copy;
+    release_unmatched_spares(un);
+    CUdevice dev;
+    int have_dev = managed_cu_device(&dev) == 0;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        r->mapping = r->size != 0 && have_dev && map_region(r, dev) == 0; /* size 0: freed */
+    }
+    if (have_dev)
+        set_unit_access(un, dev);
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size == 0)
+            continue;
+        if (!r->mapping) {
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: cannot load a region of %s back; "
+                          "its kernels will fault", ft_disc_unit(disc, (size_t)u)->name);
+            continue;
+        }
+        r->mapping = 0;
+        uint64_t t = now_ns();
+        REAL(cudaMemcpyAsync)((void *)(uintptr_t)r->va, r->host, r->size, cudaMemcpyHostToDevice, stream);
+        res.ns_copy += now_ns() - t;
+        res.held_bytes += r->len;
+        res.copied_in_bytes += r->size;
+        res.region_loads++;
+    }
+    uint64_t t3 = now_ns();
+    while (res.n_spare > 0)
+        drv.release(res.spare[--res.n_spare].h);
+    res.ns_release += now_ns() - t3;
+    res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
+    ev.record(un->ready, stream);
+    un->ready_recorded = 1;
+    un->touched_since_load = 0;
+    un->waited_valid = 0;
+    un->n_used = 0;
+    un->use_overflow = 0;
+    if (res.held_bytes > res.peak_held_bytes)
+        res.peak_held_bytes = res.held_bytes;
+    un->loaded = 1;
+    un->stamp = ++res.clock;
+    res.loaded += !un->pinned; /* a pinned unit holds no slot */
+    res.loads++;
+}
+
+/* By address, for cudaFree (the region has left the table by then); the guard looks
+ * regions up by id. */
+res_region_t *res_find(uint64_t addr)
+{
+    for (int i = 0; i < res.n_regions; i++)
+        if (addr >= res.regions[i].va && addr < res.regions[i].va + res.regions[i].size)
+            return &res.regions[i];
+    return NULL;
+}
+
+/* Makes unit i stream (res.lock held, its calls done): its regions backed by virtual
+ * memory, other than shared ones, get a host store (or keep FT_SPILL's) and are copied
+ * out and unmapped. 0 on success; -1 when it stays resident (nothing evictable, no host
+ * memory). *moved and *shared add up bytes for the report. */
+int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
+{
+    const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+    int first = res.n_regions, spilled_in_unit = 0, ok = 1;
+    res.units[i].first = first;
+    res.units[i].bytes = 0;
+    for (uint32_t k = 0; k < u->n_regions && ok; k++) {
+        uint64_t base, size;
+        vmm_t *v;
+        /* Regions below FT_VMM_MIN_SIZE are not backed by virtual memory: they
+         * stay resident (small by definition), the rest of the unit streams. */
+        if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 || (v = vmm_find(base)) == NULL)
+            continue;
+        /* Touched from other units' ranges too: streaming it would load its unit
+         * once per user. */
+        if (ft_disc_region_shared(disc, u->region_ids[k])) {
+            *shared_resident += size;
+            continue;
+        }
+        /* Reached only through pointer arrays: the guard reads no device memory, so
+         * it could not load it for the launch that uses it. */
+        if (ft_disc_region_indirect_only(disc, u->region_ids[k])) {
+            *shared_resident += size;
+            continue;
+        }
+        res_region_t *r = &res.regions[res.n_regions++];
+        *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k], 0 };
+        res.units[i].bytes += v->size;
+        res.by_id[r->id] = res.n_regions - 1;
+        /* Spilled before the plan (FT_SPILL): its host copy becomes the unit's. */
+        if (v->spilled) {
+            r->host = v->host;
+            v->host = NULL;
+            spilled_in_unit = 1;
+        } else if ((r->host = host_store_alloc(size)) == NULL) {
+            ok = 0;
+        }
+    }
+    if (!ok || res.n_regions == first) {
+        FT_WARN("residency: %s stays resident (%s)", u->name,
+                ok ? "none of its regions is backed by virtual memory" : "no host memory for it");
+        for (int k = first; k < res.n_regions; k++) {
+            vmm_t *v = vmm_find(res.regions[k].va);
+            if (v != NULL && v->spilled)
+                v->host = res.regions[k].host; /* still spilled: brought back below */
+            else
+                host_store_free(res.regions[k].host);
+            res.by_id[res.regions[k].id] = -1;
+        }
+        res.n_regions = first;
+        return -1;
+    }
+    res.units[i].n = res.n_regions - first;
+    /* A unit with a spilled region has no device copy to sum: its first eviction
+     * copies it back and takes the reference then. */
+    res.units[i].ref_valid = !spilled_in_unit && unit_checksum((int)i, &res.units[i].ref) == 0;
+    for (int k = first; k < res.n_regions; k++) {
+        vmm_t *v = vmm_find(res.regions[k].va);
+        if (v != NULL && v->spilled) {
+            v->spilled = 0; /* the engine's from now on */
+            spill_bytes -= v->size;
+        } else {
+            unload_region(&res.regions[k], 1, 0);
+        }
+        *moved += res.regions[k].size;
+    }
+    res.units[i].loaded = 0;
+    return 0;
+}
+
+/* The engine could not be set up at the switch (the exit report's verdict says so). */
+int res_start_failed;
+
+/* The switch, res.lock held: calls already past their guard finish enqueueing first,
+ * then the device drains, then the streamed units are evicted. */
+void activate_locked(void)
+{
+    __atomic_store_n(&res.active, 1, __ATOMIC_RELEASE);
+    wait_unguarded_calls();
+    int slots = plan.out.slots;
+    size_t n = plan.in.n;
+    int total = 0, streamed = 0;
+    res.strict = cfgp->strict_guard;
+    res.pass_len = (long)ft_disc_pass_length(disc);
+    res.pass_start = (long)ft_disc_track_start(disc);
+    /* Room for every unit's regions: a resident unit may be made to stream later
+     * (demote_for), when the application allocates past the budget. */
+    for (size_t i = 0; i < n; i++) {
+        const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+        total += (int)u->n_regions;
+        streamed += plan.out.resident[i] ? 0 : (int)u->n_regions;
+        for (uint32_t k = 0; k < u->n_regions; k++)
+            if (u->region_ids[k] >= res.n_ids)
+                res.n_ids = u->region_ids[k] + 1;
+    }
+    if (streamed == 0 || slots <= 0) {
+        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    /* Everything that can fail comes before the first eviction: afterwards the engine
+     * must run, or evicted units would fault. */
+    res.regions = calloc((size_t)total, sizeof *res.regions);
+    res.spare = calloc((size_t)total, sizeof *res.spare);
+    res.cap_spare = res.spare != NULL ? total : 0;
+    res.units = calloc(n, sizeof *res.units);
+    res.by_id = malloc(res.n_ids * sizeof *res.by_id);
+    int ok = res.regions != NULL && res.units != NULL && res.by_id != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        for (int k = 0; ok && k < USE_STREAMS; k++)
+            ok = ev.create(&res.units[i].used[k], cudaEventDisableTiming) == cudaSuccess;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = ev.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess &&
+             (!ck.units || ev.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
+    if (!ok) {
+        FT_WARN("residency: out of memory or events; nothing offloaded");
+        res_start_failed = 1;
+        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    for (uint32_t k = 0; k < res.n_ids; k++)
+        res.by_id[k] = -1;
+    for (int i = 0; i < STEP_RING; i++)
+        if (ev.create(&res.pass_ev[i], cudaEventDefault) != cudaSuccess) {
+            res.pass_ev[0] = NULL; /* no measured step; the engine runs all the same */
+            break;
+        }
+    if (own_stream(&res.side) != cudaSuccess)
+        res.side = NULL; /* the legacy stream: correct, slower */
+    REAL(cudaDeviceSynchronize)();
+    if (!cfgp->pinned_memory)
+        FT_WARN("residency: FT_PINNED_MEMORY=false: streamed weights live in pageable host "
+                "memory; every copy in is staged and synchronous, several times slower");
+    uint64_t moved = 0, shared_resident = 0;
+    int evicted_units = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+        res.units[i].first_launch = u->first_launch;
+        res.units[i].last_launch = u->last_launch;
+        res.units[i].loaded = 1; /* resident units, and streamed ones we cannot evict */
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (plan.out.resident[i])
+            continue;
+        if (evict_unit(i, &moved, &shared_resident) == 0)
+            evicted_units++;
+    }
+    res.n_units = (int)n;
+    res.slots = slots;
+    FT_INFO("residency: %d unit(s), %.1f MiB, moved to %s; copied in ahead of use (on demand "
+            "after a miss), at most %d at once", evicted_units, (double)moved / 1048576.0,
+            host_store_kind(), slots);
+    if (shared_resident > 0)
+        FT_INFO("residency: %.1f MiB of weights used by several units, or reached only through "
+                "pointer arrays, stay resident",
+                (double)shared_resident / 1048576.0);
+    /* FT_SPILL: what the plan keeps on the device comes back to it; the budget now
+     * has room for it, the streamed units having left. */
+    if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
+        spill_restore_all(NULL);
+        __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+    }
+}

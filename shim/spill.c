@@ -1,0 +1,347 @@
+/* spill.c - FT_SPILL, the budget before the plan.
+ *
+ * With FT_SPILL and a budget, the budget holds from the first allocation. A
+ * virtual-memory allocation that the budget cannot hold starts in host memory: its
+ * addresses are reserved, nothing is mapped. A launch, copy or set that touches it
+ * faults it in first: it is mapped and its bytes copied in on the caller's stream,
+ * after the least recently touched mapped allocations are copied out to host memory
+ * and unmapped, until the budget holds it. While anything is spilled, launches,
+ * copies and sets hold res.lock from this guard until they are enqueued, as the
+ * residency engine's do. At the switch to the plan, spilled allocations of streamed
+ * units stay in host memory (their host copy becomes the unit's), the others are
+ * faulted in.
+ *
+ * Owns: the spill counters and `moves` (under res.lock), spill_engaged (atomic: read
+ * by every call's entry) and spill_limit. It reaches the allocations through vmm.c's
+ * table (vmm_each) and changes their spilled state under res.lock. */
+#define _GNU_SOURCE
+#include "shim/engine.h"
+
+/* Device time of FT_SPILL's moves in and out (ns): their bytes at the measured copy
+ * bandwidth, for the exit report. Profiling keeps them in the units' times: on the
+ * H200 they made the passes of a 13.5 GB model 650 ms and its plan pessimistic
+ * (docs/residency.md). */
+uint64_t spill_ns;
+
+/* Something is spilled, or was: every launch, copy and set is guarded (engine_enter). */
+int spill_engaged;
+/* Bytes of allocations now in host memory (res.lock). */
+uint64_t spill_bytes;
+
+/* FT_SPILL's allocations back on the device when FlexTensor will stream nothing (`why`
+ * goes in the warning about what the device cannot take back). 1 when some stay in
+ * host memory: they are faulted in on use, so the engine stays on for them. */
+int spill_bring_back(const char *why)
+{
+    if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
+        return 0;
+    if (!engine_held)
+        pthread_mutex_lock(&res.lock);
+    int keep = spill_restore_all(why) > 0;
+    if (!keep)
+        __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+    if (!engine_held)
+        pthread_mutex_unlock(&res.lock);
+    return keep;
+}
+
+static uint64_t spill_clock;
+uint64_t spill_faults, spill_evictions;
+uint64_t spill_limit;  /* the budget, once known; atomic: any allocating thread may learn it */
+
+int spill_wanted(void)
+{
+    return cfgp->spill && !res.active && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&engine_off, __ATOMIC_RELAXED);
+}
+
+uint64_t spill_budget(void)
+{
+    uint64_t limit = __atomic_load_n(&spill_limit, __ATOMIC_RELAXED);
+    if (limit == 0) {
+        size_t free_b = 0, total_b = 0;
+        if (REAL(cudaMemGetInfo) != NULL && REAL(cudaMemGetInfo)(&free_b, &total_b) == cudaSuccess) {
+            limit = configured_budget(total_b);
+            __atomic_store_n(&spill_limit, limit, __ATOMIC_RELAXED);
+        }
+    }
+    return limit;
+}
+
+/* Device bytes held through the shim now. */
+uint64_t spill_held(void)
+{
+    uint64_t tracked = device_bytes() + admitting + __atomic_load_n(&bw_device_bytes, __ATOMIC_RELAXED) +
+                       __atomic_load_n(&releasing, __ATOMIC_RELAXED);
+    return tracked > spill_bytes ? tracked - spill_bytes : 0;
+}
+
+static int map_fresh(uint64_t va, size_t len, CUmemGenericAllocationHandle *h)
+{
+    CUdevice dev;
+    if (managed_cu_device(&dev) != 0)
+        return -1;
+    return map_physical(dev, va, len, h, 0, NULL, 0) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* The device time of a copy of `bytes` at `gbps` (bytes per ns; 25 when unmeasured). */
+static uint64_t copy_ns(uint64_t bytes, double gbps)
+{
+    return (uint64_t)((double)bytes / (gbps > 0 ? gbps : 25.0));
+}
+
+/* The moves of one guarded call or allocation, charged together (res.lock held) as
+ * the gap they leave in the stream's timeline: an event before them and one after,
+ * the time between. The stream waits for them (spill_out synchronises the device, the
+ * copies are synchronous), and not only for their copies: pinning a host store,
+ * mapping, setting access, releasing take host time too. Charged at the copies' time
+ * at the measured bandwidth alone, the 13.5 GB plan saw a 94 ms all-resident step
+ * against a real 17.9 (H200, seventh session); the simulator shows it with
+ * FTSIM_VMM_ACCESS_NS (spill.sh). Outside profiling, nothing is recorded. */
+static struct {
+    int armed; /* 1: `before` recorded; -1: charge `copies`; 0: not profiling */
+    cudaEvent_t before, after;
+    cudaStream_t stream;
+    uint64_t copies; /* their time at the measured bandwidth, when the events fail */
+} moves;
+
+static void moves_begin(cudaStream_t stream)
+{
+    moves.armed = 0;
+    moves.copies = 0;
+    if (!profile_charging())
+        return;
+    if (moves.before == NULL && (ev.create(&moves.before, cudaEventDefault) != cudaSuccess ||
+                                 ev.create(&moves.after, cudaEventDefault) != cudaSuccess)) {
+        moves.before = NULL;
+        moves.armed = -1; /* the copies' time, then */
+        return;
+    }
+    moves.stream = stream;
+    moves.armed = ev.record(moves.before, stream) == cudaSuccess ? 1 : -1;
+}
+
+static void moves_end(int moved)
+{
+    if (moves.armed == 0 || !moved)
+        return;
+    float ms = 0;
+    if (moves.armed == 1 && ev.record(moves.after, moves.stream) == cudaSuccess &&
+        ev.sync(moves.after) == cudaSuccess && ev.elapsed(&ms, moves.before, moves.after) == cudaSuccess)
+        profile_charge_move((uint64_t)((double)ms * 1e6));
+    else
+        profile_charge_move(moves.copies);
+}
+
+/* Copies v out to host memory and unmaps it (res.lock held). 0 on success. */
+static int spill_out(vmm_t *v)
+{
+    if (v->host == NULL && (v->host = host_store_alloc(v->size)) == NULL)
+        return -1;
+    sync_reaching_devices();
+    int prev = managed_device_enter();
+    spill_sum(v);
+    managed_device_leave(prev);
+    if (REAL(cudaMemcpy)(v->host, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return -1;
+    if (drv.unmap(v->va, v->size) != CUDA_SUCCESS)
+        return -1;
+    drv.release(v->handle);
+    v->spilled = 1;
+    spill_bytes += v->size;
+    spill_evictions++;
+    __atomic_fetch_add(&spill_ns, copy_ns(v->size, bw.d2h), __ATOMIC_RELAXED);
+    moves.copies += copy_ns(v->size, bw.d2h);
+    return 0;
+}
+
+/* The least recently touched mapped allocation, never one touched at `stamp`. */
+struct lru_pick {
+    vmm_t *lru;
+    uint64_t stamp;
+};
+
+static void lru_pick(vmm_t *x, void *ctx)
+{
+    struct lru_pick *p = ctx;
+    if (!x->spilled && x->stamp != p->stamp && (p->lru == NULL || x->stamp < p->lru->stamp))
+        p->lru = x;
+}
+
+/* Room under the budget for `size` more bytes (res.lock held): the least recently
+ * touched allocations are copied out, never one touched at `stamp`. -1, said once,
+ * when nothing more can leave the device. */
+static int spill_make_room(uint64_t size, uint64_t stamp)
+{
+    uint64_t budget = spill_budget();
+    while (budget > 0 && spill_held() + size > budget) {
+        struct lru_pick p = { NULL, stamp };
+        vmm_each(lru_pick, &p);
+        vmm_t *lru = p.lru;
+        if (lru == NULL || spill_out(lru) != 0) {
+            FT_WARN_CAPPED(1, "FT_SPILL: nothing more can leave the device; the budget is exceeded "
+                           "while a call needs more than it holds");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Maps v back and copies its bytes in, first making room under the budget (never
+ * moving out an allocation touched at `stamp`, the call being guarded). Over the
+ * budget when nothing else can go. */
+static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
+{
+    spill_make_room(v->size, stamp);
+    CUmemGenericAllocationHandle h;
+    if (map_fresh(v->va, v->size, &h) != 0) {
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "FT_SPILL: cannot map %zu bytes back; the call will fault", v->size);
+        return;
+    }
+    v->handle = h;
+    v->spilled = 0;
+    spill_bytes -= v->size;
+    spill_faults++;
+    /* Synchronous: other threads' streams may touch it as soon as it is mapped. */
+    REAL(cudaMemcpy)((void *)(uintptr_t)v->va, v->host, v->size, cudaMemcpyHostToDevice);
+    __atomic_fetch_add(&spill_ns, copy_ns(v->size, bw.h2d), __ATOMIC_RELAXED);
+    moves.copies += copy_ns(v->size, bw.h2d);
+}
+
+/* The guard before the plan (res.lock held): the allocations behind `ptrs` are
+ * stamped, and the spilled ones faulted in. */
+void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream)
+{
+    uint64_t stamp = ++spill_clock;
+    vmm_t *need[FT_SCAN_MAX_IDS + 2];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        ft_region_t r;
+        vmm_t *v;
+        if (ptrs[i] == 0 || !ft_regions_find(regions, ptrs[i], &r) || (v = vmm_find(r.base)) == NULL)
+            continue;
+        v->stamp = stamp;
+        if (v->spilled && m < sizeof need / sizeof *need)
+            need[m++] = v;
+    }
+    if (m == 0)
+        return;
+    moves_begin(stream);
+    for (size_t i = 0; i < m; i++)
+        if (need[i]->spilled)
+            spill_in(need[i], stream, stamp);
+    moves_end(1);
+}
+
+/* FT_SPILL holds allocations in host memory from now on (res.lock held): every launch,
+ * copy and set is guarded, so that none can touch an allocation while it moves, and
+ * those already past an unguarded entry finish first. */
+void spill_engage_locked(void)
+{
+    if (spill_engaged)
+        return;
+    __atomic_store_n(&spill_engaged, 1, __ATOMIC_RELEASE);
+    wait_unguarded_calls();
+}
+
+/* Before the plan, an allocation the shim does not serve from virtual memory (the
+ * driver's cuMemAlloc, as cuBLAS makes its workspace; cudaMallocAsync; one below
+ * FT_VMM_MIN_SIZE) cannot start in host memory: room is made for it under FT_SPILL's
+ * budget by moving others out. The H200 pair went 42 MiB over the budget in its first
+ * forward without this. Its bytes are counted in `admitting` until admit_done; returns
+ * them (0: nothing to hold). */
+uint64_t spill_admit(uint64_t size)
+{
+    if (!spill_wanted() || spill_budget() == 0)
+        return 0;
+    pthread_mutex_lock(&res.lock);
+    if (!spill_wanted()) {
+        pthread_mutex_unlock(&res.lock);
+        return 0;
+    }
+    if (!spill_engaged && spill_held() + size > spill_budget()) {
+        char a[32];
+        FT_INFO("FT_SPILL: an allocation the budget (%s) cannot hold besides the rest: the least "
+                "recently used move to host memory", human_bytes(spill_budget(), a, sizeof a));
+        spill_engage_locked();
+    }
+    uint64_t out0 = spill_evictions;
+    moves_begin(NULL); /* the legacy stream: it waits for the blocking streams' work */
+    spill_make_room(size, UINT64_MAX); /* no call's allocations to keep */
+    moves_end(spill_evictions != out0);
+    admitting += size;
+    pthread_mutex_unlock(&res.lock);
+    return size;
+}
+
+/* Reads len bytes at addr from the host copy when addr lies in a spilled allocation
+ * (discovery's content hashes); 0 when it does not. */
+/* addr's allocation while it is spilled (FT_SPILL); else NULL. */
+vmm_t *spilled_vmm(uint64_t addr)
+{
+    if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
+        return NULL;
+    ft_region_t r;
+    vmm_t *v;
+    if (!ft_regions_find(regions, addr, &r) || (v = vmm_find(r.base)) == NULL || !v->spilled)
+        return NULL;
+    return v;
+}
+
+/* Where addr's bytes are while its allocation is spilled; else NULL. */
+static const void *spilled_host(uint64_t addr)
+{
+    vmm_t *v = spilled_vmm(addr);
+    return v != NULL ? (const char *)v->host + (addr - v->va) : NULL;
+}
+
+int spilled_read(void *dst, uint64_t addr, size_t len)
+{
+    const void *h = spilled_host(addr);
+    if (h != NULL)
+        memcpy(dst, h, len);
+    return h != NULL;
+}
+
+/* Brings x back when it is spilled: its bytes added to bytes[0], or to bytes[1] when
+ * the device has no room. */
+static void restore_one(vmm_t *x, void *ctx)
+{
+    uint64_t *bytes = ctx;
+    CUmemGenericAllocationHandle h;
+    if (!x->spilled)
+        return;
+    if (map_fresh(x->va, x->size, &h) != 0) {
+        bytes[1] += x->size;
+        return;
+    }
+    x->handle = h;
+    x->spilled = 0;
+    spill_bytes -= x->size;
+    bytes[0] += x->size;
+    REAL(cudaMemcpy)((void *)(uintptr_t)x->va, x->host, x->size, cudaMemcpyHostToDevice);
+}
+
+/* Every spilled allocation back on the device (res.lock held): the plan will not
+ * stream, so the budget cannot hold. */
+uint64_t spill_restore_all(const char *why)
+{
+    if (!spill_engaged)
+        return 0;
+    uint64_t bytes[2] = { 0, 0 };
+    vmm_each(restore_one, bytes);
+    uint64_t back = bytes[0], left = bytes[1];
+    if (back > 0 && why != NULL)
+        FT_WARN("FT_SPILL: %s: %.1f MiB brought back to the device, over the budget",
+                why, (double)back / 1048576.0);
+    else if (back > 0)
+        FT_INFO("FT_SPILL: %.1f MiB that the plan keeps resident brought back to the device",
+                (double)back / 1048576.0);
+    if (left > 0)
+        FT_LOG(why != NULL ? FT_LOG_WARN : FT_LOG_ERROR,
+               "FT_SPILL: the device has no room for %.1f MiB more%s", (double)left / 1048576.0,
+               why != NULL ? ": it stays in host memory and is brought in on use, one "
+                             "allocation at a time (slow)"
+                           : "; kernels touching it will fault");
+    return left;
+}

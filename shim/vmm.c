@@ -1,0 +1,354 @@
+/* vmm.c - allocations served from CUDA virtual memory: reserve, create, map, set
+ * access, and the address arena (core/vaspace.c) the reservations come from. It knows
+ * nothing of units: the residency engine and FT_SPILL map and unmap through it.
+ *
+ * Owns: the vmm table (vmm_lock: allocations and frees come from any thread), the
+ * address arena (vas_lock: a chunk's reservation is a driver call not to make under
+ * res.lock), the granularity, vmm_pad (atomic) and the FT_VMM_* settings (written once
+ * in ft_hooks_init). vmm_alloc and vmm_free take res.lock for the budget's counts. */
+#define _GNU_SOURCE
+#include "shim/engine.h"
+
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static vmm_t *vmms;
+/* Both found by the first allocations, which may come from several threads at once:
+ * atomic (vmm_ready). */
+static size_t vmm_granularity;
+static int vmm_disabled;
+/* FT_VMM_MIN_SIZE: smaller allocations pass through (the 2 MiB granularity would waste
+ * too much on them); 0 = none are served from virtual memory. */
+uint64_t vmm_min_bytes;
+/* FT_VMM_RESERVE: address space reserved at a time (va_get). */
+uint64_t va_chunk;
+/* What virtual-memory backed allocations hold beyond their asked-for sizes (mapped in
+ * whole granules): the region table counts the asked-for sizes. */
+uint64_t vmm_pad;
+
+/* Device memory held through the shim, FT_SPILL's allocations in host memory included:
+ * the region table's bytes, virtual-memory backed ones in whole granules. */
+uint64_t device_bytes(void)
+{
+    return ft_regions_bytes(regions) + __atomic_load_n(&vmm_pad, __ATOMIC_RELAXED);
+}
+
+vmm_t *vmm_find(uint64_t va)
+{
+    vmm_t *v;
+    pthread_mutex_lock(&vmm_lock);
+    HASH_FIND(hh, vmms, &va, sizeof va, v);
+    pthread_mutex_unlock(&vmm_lock);
+    return v;
+}
+
+/* Device `other` may now reach the managed device's memory (peer_devs has it): every
+ * allocation mapped now is made readable and writable from it. *mapped counts them,
+ * *granted those the driver accepted. */
+void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped)
+{
+    CUmemAccessDesc a = { { CU_MEM_LOCATION_TYPE_DEVICE, other }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    vmm_t *v, *tmp;
+    pthread_mutex_lock(&vmm_lock);
+    HASH_ITER(hh, vmms, v, tmp) {
+        if (v->spilled)
+            continue;
+        (*mapped)++;
+        /* Streamed units not loaded have nothing mapped: refused, and granted at
+         * their next load. */
+        *granted += drv.set_access(v->va, v->size, &a, 1) == CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+}
+
+/* Calls fn(v, ctx) for every virtual-memory allocation, vmm_lock held (fn must not take
+ * it, nor add or remove allocations). */
+void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx)
+{
+    vmm_t *v, *tmp;
+    pthread_mutex_lock(&vmm_lock);
+    HASH_ITER(hh, vmms, v, tmp)
+        fn(v, ctx);
+    pthread_mutex_unlock(&vmm_lock);
+}
+
+/* Pinned memory on device dev: what every physical allocation of the shim is. */
+static CUmemAllocationProp device_prop(CUdevice dev)
+{
+    CUmemAllocationProp prop = { 0 };
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    return prop;
+}
+
+/* Makes [va, va + len), mapped, readable and writable from dev and its peers in use. */
+CUresult set_access(CUdevice dev, uint64_t va, size_t len)
+{
+    CUmemAccessDesc access[32];
+    size_t n = 0;
+    access[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    uint32_t peers = __atomic_load_n(&peer_devs, __ATOMIC_ACQUIRE);
+    for (int d = 0; d < 32; d++)
+        if ((peers >> d & 1u) && d != dev)
+            access[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, d }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    return drv.set_access(va, len, access, n);
+}
+
+/* Maps physical memory of dev over [va, va + len), readable and writable from dev
+ * unless `no_access` (the caller sets access, for several regions at once): *h when
+ * `given`, else a new allocation (stored in *h). On failure nothing stays mapped and
+ * the handle, given or new, is released. ns (NULL: not timed) adds the host time of
+ * creating, mapping and setting access, in that order. */
+CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h,
+                             int given, uint64_t ns[3], int no_access)
+{
+    CUmemAllocationProp prop = device_prop(dev);
+    uint64_t t0 = ns != NULL ? now_ns() : 0;
+    CUresult rc = given ? CUDA_SUCCESS : drv.create(h, len, &prop, 0);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t t1 = ns != NULL ? now_ns() : 0;
+    if ((rc = drv.map(va, len, 0, *h, 0)) != CUDA_SUCCESS) {
+        drv.release(*h);
+        return rc;
+    }
+    uint64_t t2 = ns != NULL ? now_ns() : 0;
+    if (!no_access && (rc = set_access(dev, va, len)) != CUDA_SUCCESS) {
+        drv.unmap(va, len);
+        drv.release(*h);
+        return rc;
+    }
+    if (ns != NULL) {
+        ns[0] += t1 - t0;
+        ns[1] += t2 - t1;
+        ns[2] += now_ns() - t2;
+    }
+    return CUDA_SUCCESS;
+}
+
+static int vmm_ready(CUdevice *dev)
+{
+    resolve_driver();
+    if (__atomic_load_n(&vmm_disabled, __ATOMIC_RELAXED) || !drv.reserve || !drv.create || !drv.map ||
+        !drv.set_access || !drv.unmap || !drv.release || !drv.address_free || !drv.granularity ||
+        !drv.ctx_get_device)
+        return 0;
+    /* cudaMalloc makes the primary context current; so must we before the driver. */
+    if (REAL(cudaFree)(NULL) != cudaSuccess || drv.ctx_get_device(dev) != CUDA_SUCCESS)
+        return 0;
+    /* Written once (the first thread to learn it) and read with acquire, so that the
+     * plain reads after vmm_ready returns are ordered after that one write. */
+    if (__atomic_load_n(&vmm_granularity, __ATOMIC_ACQUIRE) == 0) {
+        CUmemAllocationProp prop = device_prop(*dev);
+        size_t g = 0, none = 0;
+        if (drv.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) {
+            FT_WARN("virtual memory management unavailable; allocations are not evictable");
+            __atomic_store_n(&vmm_disabled, 1, __ATOMIC_RELAXED);
+            return 0;
+        }
+        __atomic_compare_exchange_n(&vmm_granularity, &none, g, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE);
+    }
+    return 1;
+}
+
+/* Device addresses of virtual-memory allocations (core/vaspace.h): cut in order out of
+ * reservations of FT_VMM_RESERVE bytes, so that a unit's regions, allocated one after
+ * another, lie end to end and a load sets their access in one call (set_unit_access).
+ * One reservation per allocation, at the end of the last as a hint, had the H200's
+ * driver put about 70% of them elsewhere (5875 cuMemSetAccess calls for 8337 regions in
+ * the tensor-parallel run, 270 us each). Its own lock: allocations come from any thread,
+ * and a chunk's reservation is a driver call not to make under res.lock. */
+static ft_vaspace_t *vas;
+static int vas_off; /* FT_VMM_RESERVE=0, or a chunk could not be reserved: one reservation each */
+static pthread_mutex_t vas_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int vas_reserve(uint64_t *base, uint64_t size, uint64_t hint, void *ctx)
+{
+    CUdeviceptr va = 0;
+    (void)ctx;
+    if (drv.reserve(&va, size, vmm_granularity, hint, 0) != CUDA_SUCCESS &&
+        (hint == 0 || drv.reserve(&va, size, vmm_granularity, 0, 0) != CUDA_SUCCESS))
+        return -1;
+    *base = va;
+    return 0;
+}
+
+/* Address space for len bytes: 0 and *va, or the driver's error. */
+static CUresult va_get(size_t len, CUdeviceptr *va)
+{
+    pthread_mutex_lock(&vas_lock);
+    if (vas == NULL && !vas_off) {
+        uint64_t chunk = va_chunk / vmm_granularity * vmm_granularity;
+        vas = chunk != 0 ? ft_vaspace_new(chunk, vmm_granularity, vas_reserve, NULL) : NULL;
+        vas_off = vas == NULL;
+    }
+    uint64_t got = 0;
+    int ok = !vas_off && ft_vaspace_get(vas, len, &got) == 0;
+    if (!ok && !vas_off) {
+        char a[32];
+        vas_off = 1;
+        FT_WARN("could not reserve %s of device address space (FT_VMM_RESERVE): one reservation per "
+                "allocation from now on, and a load sets access region by region",
+                human_bytes(va_chunk, a, sizeof a));
+    }
+    pthread_mutex_unlock(&vas_lock);
+    if (ok) {
+        *va = (CUdeviceptr)got;
+        return CUDA_SUCCESS;
+    }
+    return drv.reserve(va, len, vmm_granularity, 0, 0);
+}
+
+/* Gives [va, va+len) back to where va_get found it. */
+static void va_put(CUdeviceptr va, size_t len)
+{
+    pthread_mutex_lock(&vas_lock);
+    int mine = vas != NULL && ft_vaspace_put(vas, va, len) == 0;
+    pthread_mutex_unlock(&vas_lock);
+    if (!mine)
+        drv.address_free(va, len);
+}
+
+/* Serves an allocation from virtual memory. cudaSuccess, cudaErrorMemoryAllocation,
+ * or cudaErrorNotSupported (the caller then passes it through). *admitted: bytes counted
+ * in `admitting`, for the caller to take off once the region is tracked. */
+cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
+{
+    CUdevice dev;
+    if (!vmm_ready(&dev))
+        return cudaErrorNotSupported;
+    size_t len = (size + vmm_granularity - 1) / vmm_granularity * vmm_granularity;
+    CUdeviceptr va = 0;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult rc = va_get(len, &va);
+    if (rc != CUDA_SUCCESS)
+        goto fail;
+    /* FT_SPILL: over the budget, the allocation starts in host memory; within it, it
+     * counts as held from this decision on. */
+    void *host = NULL;
+    int spill_on = spill_wanted() && spill_budget() > 0;
+    if (spill_on) {
+        pthread_mutex_lock(&res.lock);
+        int over = spill_held() + len > spill_budget();
+        if (!over) {
+            admitting += len;
+            *admitted = len;
+        }
+        pthread_mutex_unlock(&res.lock);
+        spill_on = over;
+    }
+    if (spill_on && (host = host_store_alloc(len)) != NULL) {
+        vmm_t *v = calloc(1, sizeof *v);
+        if (v == NULL) {
+            host_store_free(host);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            goto fail_va;
+        }
+        *v = (vmm_t){ .va = va, .size = len, .asked = size, .spilled = 1, .host = host };
+        pthread_mutex_lock(&vmm_lock);
+        HASH_ADD(hh, vmms, va, sizeof v->va, v);
+        pthread_mutex_unlock(&vmm_lock);
+        pthread_mutex_lock(&res.lock);
+        spill_bytes += len;
+        __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
+        /* Until the caller tracks the region, its size is counted here: the pad and the
+         * spilled bytes are counted already, so held would be `size` short meanwhile. */
+        admitting += size;
+        *admitted = size;
+        if (!spill_engaged) {
+            char a[32];
+            FT_INFO("FT_SPILL: allocations past the budget (%s) start in host memory",
+                    human_bytes(spill_budget(), a, sizeof a));
+            spill_engage_locked();
+        }
+        pthread_mutex_unlock(&res.lock);
+        *out = (void *)(uintptr_t)va;
+        return cudaSuccess;
+    }
+    rc = map_physical(dev, va, len, &h, 0, NULL, 0);
+    if (rc != CUDA_SUCCESS)
+        goto fail_va;
+    vmm_t *v = calloc(1, sizeof *v);
+    if (v == NULL) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail_map;
+    }
+    v->va = va;
+    v->size = len;
+    v->asked = size;
+    v->handle = h;
+    pthread_mutex_lock(&vmm_lock);
+    HASH_ADD(hh, vmms, va, sizeof v->va, v);
+    int added = v->hh.tbl != NULL;
+    pthread_mutex_unlock(&vmm_lock);
+    if (!added) {
+        free(v);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail_map;
+    }
+    /* The pad is counted from now on; of what was admitted, the region's size remains. */
+    pthread_mutex_lock(&res.lock);
+    __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
+    if (*admitted > 0) {
+        admitting -= len - size;
+        *admitted = size;
+    }
+    pthread_mutex_unlock(&res.lock);
+    *out = (void *)(uintptr_t)va;
+    return cudaSuccess;
+
+fail_map:
+    drv.unmap(va, len);
+    drv.release(h);
+fail_va:
+    va_put(va, len);
+fail:
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY)
+        return cudaErrorMemoryAllocation;
+    FT_LOG_CAPPED(FT_LOG_WARN, 3, "virtual memory allocation of %zu bytes failed (CUresult %d); "
+                  "passing it to cudaMalloc", size, (int)rc);
+    return cudaErrorNotSupported;
+}
+
+/* 1 when p was a virtual-memory allocation (now released), 0 when it is not one. */
+int vmm_free(void *p)
+{
+    uint64_t va = (uint64_t)(uintptr_t)p;
+    pthread_mutex_lock(&vmm_lock);
+    vmm_t *v;
+    HASH_FIND(hh, vmms, &va, sizeof va, v);
+    if (v != NULL)
+        HASH_DEL(vmms, v);
+    pthread_mutex_unlock(&vmm_lock);
+    if (v == NULL)
+        return 0;
+    /* cudaFree synchronises the device before releasing; so do we. */
+    REAL(cudaDeviceSynchronize)();
+    int mapped = !v->spilled;
+    __atomic_sub_fetch(&vmm_pad, v->size - v->asked, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&res.lock);
+    if (v->spilled)
+        spill_bytes -= v->size;
+    if (v->host != NULL) { /* a streamed unit's host copy is its region's by now */
+        host_store_free(v->host);
+        v->host = NULL;
+    }
+    res_region_t *r = res.active ? res_find(va) : NULL;
+    if (r != NULL) {
+        /* A streamed region: unmapped while its unit is not loaded; it leaves the
+         * engine for good. */
+        mapped = res.units[r->unit].loaded;
+        if (mapped)
+            res.held_bytes -= r->len;
+        r->va = r->size = 0;
+        host_store_free(r->host);
+        r->host = NULL;
+    }
+    pthread_mutex_unlock(&res.lock);
+    if (mapped) {
+        drv.unmap(v->va, v->size);
+        drv.release(v->handle);
+    }
+    va_put(v->va, v->size);
+    free(v);
+    return 1;
+}

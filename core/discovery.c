@@ -211,7 +211,8 @@ static int rec_push_launch(record_t *r, uint32_t kernel, uint32_t range, const u
         r->cap_ids = cap;
     }
     r->l[r->n++] = (launch_t){ kernel, (uint32_t)r->n_ids, (uint32_t)n, range };
-    memcpy(r->ids + r->n_ids, ids, n * sizeof *ids);
+    if (n > 0) /* ids may be NULL then, which memcpy may not be given */
+        memcpy(r->ids + r->n_ids, ids, n * sizeof *ids);
     r->n_ids += n;
     return 0;
 }

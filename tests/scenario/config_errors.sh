@@ -59,7 +59,7 @@ set -e
 expect_grep 'ft-run --gpu-mem: FT_GPU_MEM_LIMIT=8192: .*did you mean 8192MiB\?' "$WORK/err" "ft-run --gpu-mem 8192"
 for v in FT_GPU_MEM_LIMIT=8192 FT_GPU_MEM_LIMIT=0.0001k FT_VMM_RESERVE=18446744073709551615; do
     set +e
-    env FT_ENABLED=1 "$v" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$SHIM" "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+    env FT_ENABLED=1 "$v" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
     rc=$?
     set -e
     [ $rc -eq 2 ] || fail "$v: exit $rc, want 2"

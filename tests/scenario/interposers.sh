@@ -13,7 +13,8 @@ sim "$MODEL" "${ARGS[@]}" >"$WORK/plain" || fail "model without shim failed"
 run_with() {
     local pre=$1 out=$2 err=$3
     shift 3
-    env LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$pre" "$@" >"$out" 2>"$err" \
+    # (a sanitizer build's runtime comes first, ahead of both)
+    env LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$pre" "$@" >"$out" 2>"$err" \
         || { local rc=$?; sed 's/^/    | /' "$err" >&2; fail "$tag: $* exited with $rc"; }
 }
 
@@ -60,7 +61,7 @@ done
 # it. cuserid is a "cu" name FlexTensor looks up itself when active.
 for en in 0 1; do
     tag="FT_ENABLED=$en, interposer dlopened"
-    FT_ENABLED=$en FT_LOG_LEVEL=warn run_with "$SHIM" "$WORK/d.out" "$WORK/d.err" python3 -c '
+    FT_ENABLED=$en FT_LOG_LEVEL=warn noleaks run_with "$SHIM" "$WORK/d.out" "$WORK/d.err" python3 -c '
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 lib.interposer_next.restype = ctypes.c_char_p

@@ -25,6 +25,12 @@ sim() { env LD_LIBRARY_PATH="$SIMLIB" "$@"; }
 # A sanitizer build (make check SAN=...) loads its runtime ahead of the shim.
 PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$SHIM"
 shim() { env LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$@"; }
+# noleaks CMD...: CMD is a program the project did not write (python3): under a
+# sanitizer build, its own leaks at exit are not the shim's.
+noleaks() (
+    [ -z "${SAN_PRELOAD:-}" ] || export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    "$@"
+)
 # ftrun FT_RUN [ARGS...]: run an ft-run; under a sanitizer build the runtime is in
 # LD_PRELOAD already, and ft-run keeps it ahead of the shim.
 ftrun() { env ${SAN_PRELOAD:+LD_PRELOAD="$SAN_PRELOAD"} "$@"; }

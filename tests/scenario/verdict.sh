@@ -13,7 +13,7 @@ want=$(sim "$MODEL" "${ARGS[@]}" | tail -n 1)
 run() {
     local name=$1
     shift
-    env FT_ENABLED=1 FT_DISCOVERY_ITERS=2 "$@" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$SHIM" \
+    env FT_ENABLED=1 FT_DISCOVERY_ITERS=2 "$@" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" \
         "$MODEL" "${ARGS[@]}" >"$WORK/$name.out" 2>"$WORK/$name.err" || fail "$name: the model failed"
     [ "$(tail -n 1 "$WORK/$name.out")" = "$want" ] || fail "$name: checksum differs from the run without the shim"
 }
@@ -44,7 +44,7 @@ pass "one verdict line, the last: offloaded (latency, memory), no plan (budget h
 # --- a process that made no CUDA call says nothing ----------------------------------
 FT_ENABLED=1 shim /bin/true >"$WORK/true.out" 2>"$WORK/true.err" || fail "/bin/true failed"
 FT_ENABLED=1 shim sh -c 'echo hi | cat | wc -c; /bin/true' >"$WORK/sh.out" 2>"$WORK/sh.err" || fail "pipeline failed"
-FT_ENABLED=1 shim python3 -c 'import subprocess
+FT_ENABLED=1 noleaks shim python3 -c 'import subprocess
 for _ in range(3):
     subprocess.run(["true"], check=True)' >"$WORK/py.out" 2>"$WORK/py.err" || fail "python launcher failed"
 for f in true sh py; do

@@ -158,8 +158,8 @@ START_TEST(all_resident_is_the_sum_of_compute)
 {
     set_env();
     register_busy();
-    ft_plan_unit_t u[4] = { { "a", 1 << 20, 300, 0 }, { "b", 1 << 20, 500, 0 }, { "c", 1 << 20, 200, 0 },
-                            { "d", 1 << 20, 400, 0 } };
+    ft_plan_unit_t u[4] = { { "a", 1 << 20, 300, 0, 0 }, { "b", 1 << 20, 500, 0, 0 }, { "c", 1 << 20, 200, 0, 0 },
+                            { "d", 1 << 20, 400, 0, 0 } };
     int resident[4] = { 1, 1, 1, 1 };
     check_plan(u, 4, resident, 0);
 }
@@ -170,8 +170,8 @@ START_TEST(streamed_units_with_stalls)
     set_env();
     register_busy();
     /* 4 MiB at 4 GB/s: about 1050 us a copy, longer than most computes. */
-    ft_plan_unit_t u[6] = { { "a", 4 << 20, 300, 0 },  { "b", 4 << 20, 900, 0 }, { "c", 4 << 20, 200, 0 },
-                            { "d", 4 << 20, 1500, 0 }, { "e", 4 << 20, 100, 0 }, { "f", 2 << 20, 700, 0 } };
+    ft_plan_unit_t u[6] = { { "a", 4 << 20, 300, 0, 0 },  { "b", 4 << 20, 900, 0, 0 }, { "c", 4 << 20, 200, 0, 0 },
+                            { "d", 4 << 20, 1500, 0, 0 }, { "e", 4 << 20, 100, 0, 0 }, { "f", 2 << 20, 700, 0, 0 } };
     int resident[6] = { 1, 0, 0, 1, 0, 0 };
     check_plan(u, 6, resident, 2);
     check_plan(u, 6, resident, 3);
@@ -190,7 +190,7 @@ START_TEST(random_plans)
         int resident[8];
         size_t n = 3 + (size_t)(rand() % 6);
         for (size_t i = 0; i < n; i++) {
-            u[i] = (ft_plan_unit_t){ "u", (uint64_t)(1 + rand() % 6) << 20, 100.0 + rand() % 1500, 0 };
+            u[i] = (ft_plan_unit_t){ "u", (uint64_t)(1 + rand() % 6) << 20, 100.0 + rand() % 1500, 0, 0 };
             resident[i] = rand() % 3 == 0;
         }
         resident[0] = 0; /* at least one streamed */

@@ -49,7 +49,8 @@ NVCC    ?= $(CUDA_HOME)/bin/nvcc
 CFLAGS  ?= -O2 -g
 CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
-# Every build type hides symbols by default (STYLE.md rule 5); exports go through
+# Every build type hides symbols by default (a library inside someone else's process
+# exports only what it means to); exports go through
 # version scripts only. Thread-locals use the initial-exec model: the shim is loaded at
 # start-up (LD_PRELOAD), and a launch reads several of them, each a call to
 # __tls_get_addr otherwise (bench/shim_instructions.sh).

@@ -1,6 +1,6 @@
 /* checksum.h - the content checksum the residency engine computes on the device to
  * prove that a streamed unit is unchanged before dropping it without a write-back
- * (DESIGN.md, invariant 2).
+ * (docs/architecture.md, "Invariants": nothing the application wrote is lost).
  *
  * Over the 8-byte words w[i] of a buffer whose first word has index `salt` (the
  * buffer's device address / 8, so that equal bytes at other addresses sum differently):

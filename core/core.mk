@@ -1,4 +1,5 @@
-# core/: the engine, free of dlsym and the environment (STYLE.md rule 3).
+# core/: the engine's decisions, free of dlsym and the environment (docs/architecture.md,
+# "Dependencies between folders").
 CORE_SRCS := $(wildcard core/*.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(BUILD)/%.o)
 

@@ -1,4 +1,4 @@
-/* log.h - the one logger of FlexTensor (STYLE.md rule 7).
+/* log.h - the one logger of FlexTensor: every message goes through it.
  *
  * Owns: the log threshold, the output descriptor, the level names.
  *

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "log_capture.h"
 #include "core/discovery.h"
 #include "core/log.h"
 
@@ -980,27 +981,6 @@ START_TEST(patterns)
 }
 END_TEST
 
-/* The log, into a pipe for the test (fork mode: the redirection dies with it); what
- * was written since the last call. */
-static int log_pipe[2];
-static char logged[16384];
-
-static void log_to_pipe(void)
-{
-    ck_assert_int_eq(pipe2(log_pipe, O_NONBLOCK), 0);
-    ft_log_set_fd(log_pipe[1]);
-    ft_log_set_threshold(FT_LOG_INFO);
-}
-
-static const char *log_read(void)
-{
-    size_t len = 0;
-    ssize_t n;
-    while ((n = read(log_pipe[0], logged + len, sizeof logged - 1 - len)) > 0)
-        len += (size_t)n;
-    logged[len] = '\0';
-    return logged;
-}
 
 /* At the end of discovery, a unit pattern that matches no unit and a marker no launch
  * matched are each warned about, by option and pattern; the ones that match are not. */
@@ -1016,13 +996,13 @@ START_TEST(unmatched_patterns_and_marker_are_warned)
     p.exclude = exc;
     p.n_exclude = 3;
     p.marker_glob = "step_begin*";
-    log_to_pipe();
+    log_capture_start();
     ft_disc_t *d = ft_disc_new(regions, &p);
     for (int it = 0; it < 2; it++)
         llama_forward(d, 1, &m, 2);
     launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
     ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
-    const char *log = log_read();
+    const char *log = log_captured();
     ck_assert_ptr_nonnull(strstr(log, "warning: FT_INCLUDE_PATTERNS: 'layers.*' matches none of the 4 "
                                       "units, unit.0 .. unit.3\n"));
     ck_assert_ptr_nonnull(strstr(log, "warning: FT_EXCLUDE_PATTERNS: 'kernel:no_such*' matches none"));
@@ -1045,7 +1025,7 @@ START_TEST(unmatched_patterns_and_marker_are_warned)
     for (int it = 0; it < 2; it++)
         llama_forward(d, 1, &m, 2);
     launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
-    ck_assert_ptr_nonnull(strstr(log_read(), "; no pattern matches, so every unit stays resident"));
+    ck_assert_ptr_nonnull(strstr(log_captured(), "; no pattern matches, so every unit stays resident"));
     ft_disc_free(d);
 
     /* A marker that matches: no warning. */
@@ -1058,7 +1038,7 @@ START_TEST(unmatched_patterns_and_marker_are_warned)
     launch(d, 1, "k", 0, 1, w1);
     launch(d, 1, "step_begin_v2", 0, 0);
     ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
-    ck_assert_ptr_null(strstr(log_read(), "warning"));
+    ck_assert_ptr_null(strstr(log_captured(), "warning"));
     ft_disc_status(d, &st);
     ck_assert_uint_eq(st.marker_hits, 2);
     ft_disc_free(d);

@@ -11,18 +11,19 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "log_capture.h"
 
 static int pipe_fds[2];
 static char got[8192];
 
-static void capture_setup(void)
+void log_capture_start(void)
 {
     ck_assert_int_eq(pipe2(pipe_fds, O_NONBLOCK), 0);
     ft_log_set_fd(pipe_fds[1]);
     ft_log_set_threshold(FT_LOG_INFO);
 }
 
-static void capture_teardown(void)
+void log_capture_stop(void)
 {
     ft_log_set_fd(STDERR_FILENO);
     close(pipe_fds[0]);
@@ -30,7 +31,7 @@ static void capture_teardown(void)
 }
 
 /* Everything written to the log since the last call. */
-static const char *captured(void)
+const char *log_captured(void)
 {
     size_t len = 0;
     for (;;) {
@@ -55,20 +56,20 @@ START_TEST(threshold_filters_levels)
     FT_INFO("info %d", 1);
     FT_DEBUG("debug %d", 2);
     FT_TRACE("trace %d", 3);
-    ck_assert_str_eq(captured(), "");
+    ck_assert_str_eq(log_captured(), "");
     FT_WARN("warn %d", 4);
     FT_ERROR("error %d", 5);
-    ck_assert_str_eq(captured(), "flextensor: warning: warn 4\nflextensor: error: error 5\n");
+    ck_assert_str_eq(log_captured(), "flextensor: warning: warn 4\nflextensor: error: error 5\n");
 
     ck_assert_int_eq(ft_log_set_threshold(FT_LOG_TRACE), FT_LOG_WARN);
     FT_TRACE("trace %d", 6);
-    ck_assert_str_eq(captured(), "flextensor: trace 6\n");
+    ck_assert_str_eq(log_captured(), "flextensor: trace 6\n");
     ck_assert(FT_LOG_ENABLED(FT_LOG_TRACE));
 
     ft_log_set_threshold(FT_LOG_ERROR);
     ck_assert(!FT_LOG_ENABLED(FT_LOG_WARN));
     FT_WARN("hidden");
-    ck_assert_str_eq(captured(), "");
+    ck_assert_str_eq(log_captured(), "");
 }
 END_TEST
 
@@ -94,7 +95,7 @@ START_TEST(arguments_not_evaluated_below_threshold)
     ft_log_set_threshold(FT_LOG_DEBUG);
     FT_DEBUG("%d", count());
     ck_assert_int_eq(evaluations, 2);
-    ck_assert_str_eq(captured(), "flextensor: 1\nflextensor: 2\n");
+    ck_assert_str_eq(log_captured(), "flextensor: 1\nflextensor: 2\n");
 }
 END_TEST
 
@@ -103,7 +104,7 @@ START_TEST(prefixes_and_one_newline)
     FT_ERROR("disk %s", "full");
     FT_WARN("odd\n");
     FT_INFO("plain");
-    ck_assert_str_eq(captured(), "flextensor: error: disk full\n"
+    ck_assert_str_eq(log_captured(), "flextensor: error: disk full\n"
                                  "flextensor: warning: odd\n"
                                  "flextensor: plain\n");
 }
@@ -115,12 +116,12 @@ START_TEST(capped_warnings)
     for (int i = 0; i < 5; i++)
         FT_WARN_CAPPED(2, "miss %d", count());
     ck_assert_int_eq(evaluations, 2);
-    ck_assert_str_eq(captured(), "flextensor: warning: miss 1\n"
+    ck_assert_str_eq(log_captured(), "flextensor: warning: miss 1\n"
                                  "flextensor: warning: miss 2 (further messages of this kind "
                                  "suppressed)\n");
     /* Another call site has its own count. */
     FT_WARN_CAPPED(1, "other");
-    ck_assert_str_eq(captured(),
+    ck_assert_str_eq(log_captured(),
                      "flextensor: warning: other (further messages of this kind suppressed)\n");
 }
 END_TEST
@@ -132,7 +133,7 @@ START_TEST(capped_respects_threshold)
     for (int i = 0; i < 3; i++)
         FT_WARN_CAPPED(5, "x %d", count());
     ck_assert_int_eq(evaluations, 0);
-    ck_assert_str_eq(captured(), "");
+    ck_assert_str_eq(log_captured(), "");
 }
 END_TEST
 
@@ -142,7 +143,7 @@ START_TEST(long_message_is_cut)
     memset(big, 'a', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     FT_INFO("%s", big);
-    const char *out = captured();
+    const char *out = log_captured();
     size_t n = strlen(out);
     ck_assert_uint_eq(n, FT_LOG_MAX_LINE - 1);
     ck_assert_str_eq(out + n - 4, "...\n");
@@ -181,9 +182,9 @@ START_TEST(recursion_is_dropped)
     ck_assert_int_eq(register_printf_specifier('W', nested_print, nested_arginfo), 0);
     const char *fmt = "outer %W done"; /* not a literal: -Wformat knows no %W */
     ft_log_write(FT_LOG_ERROR, fmt);
-    ck_assert_str_eq(captured(), "flextensor: error: outer N done\n");
+    ck_assert_str_eq(log_captured(), "flextensor: error: outer N done\n");
     FT_ERROR("after");
-    ck_assert_str_eq(captured(), "flextensor: error: after\n");
+    ck_assert_str_eq(log_captured(), "flextensor: error: after\n");
 }
 END_TEST
 
@@ -216,7 +217,7 @@ Suite *log_suite(void)
 {
     Suite *s = suite_create("log");
     TCase *tc = tcase_create("log");
-    tcase_add_checked_fixture(tc, capture_setup, capture_teardown);
+    tcase_add_checked_fixture(tc, log_capture_start, log_capture_stop);
     tcase_add_test(tc, threshold_filters_levels);
     tcase_add_test(tc, threshold_is_clamped);
     tcase_add_test(tc, arguments_not_evaluated_below_threshold);

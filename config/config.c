@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/size.h"
 
 /* ---- the table ---------------------------------------------------------------- */
 
@@ -266,22 +267,6 @@ typedef union {
     ft_config_list_t l;
 } value_t;
 
-/* A byte count as the parser reads it back: in the largest binary unit that divides
- * it, else with a B (a plain number below 1 MiB would not parse). */
-static const char *size_text(uint64_t v, char *buf, size_t len)
-{
-    static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
-    snprintf(buf, len, "%lluB", (unsigned long long)v);
-    for (int i = 0; i < 4 && v != 0; i++) {
-        uint64_t m = 1ull << (10 * (4 - i));
-        if (v % m == 0) {
-            snprintf(buf, len, "%llu%s", (unsigned long long)(v / m), units[i]);
-            break;
-        }
-    }
-    return buf;
-}
-
 /* What an option accepts, for error messages and the documentation. */
 static const char *accepted_text(int opt, char *buf, size_t len)
 {
@@ -305,7 +290,7 @@ static const char *accepted_text(int opt, char *buf, size_t len)
         sb_printf(&sb, "byte size such as 8GiB, 512MiB, 1.5GiB, 4G or 64B (a number without "
                   "a unit is bytes, at least 1MiB)");
         if (d->hi > 0)
-            sb_printf(&sb, ", at most %s", size_text((uint64_t)d->hi, hi, sizeof hi));
+            sb_printf(&sb, ", at most %s", ft_size_format((uint64_t)d->hi, hi, sizeof hi));
         sb_printf(&sb, "; 0 or none = off");
         break;
     }
@@ -473,7 +458,7 @@ static int parse_value(int opt, const char *text, value_t *out, char *why, size_
         return 0;
     }
     case T_SIZE: {
-        int rc = n < sizeof tmp ? ft_parse_size(tmp, &out->u) : FT_SIZE_INVALID;
+        int rc = n < sizeof tmp ? ft_size_parse(tmp, &out->u) : FT_SIZE_INVALID;
         if (rc == FT_SIZE_NEEDS_UNIT)
             snprintf(why, whylen, "a number without a unit below 1 MiB: did you mean %sMiB? "
                      "(%sB if bytes are meant)", tmp, tmp);
@@ -614,7 +599,7 @@ const char *ft_config_format_value(const ft_config_t *cfg, ft_config_opt_t opt, 
         if (v == 0)
             snprintf(buf, len, "none");
         else
-            size_text(v, buf, len);
+            ft_size_format(v, buf, len);
         break;
     }
     case T_STRING: {
@@ -634,92 +619,6 @@ const char *ft_config_format_value(const ft_config_t *cfg, ft_config_opt_t opt, 
     }
     }
     return buf;
-}
-
-/* ---- sizes --------------------------------------------------------------------- */
-
-int ft_parse_size(const char *s, uint64_t *out)
-{
-    static const struct {
-        const char *unit;
-        uint64_t mult;
-    } units[] = {
-        {"", 1},
-        {"b", 1},
-        {"k", 1ull << 10},
-        {"kib", 1ull << 10},
-        {"kb", 1000ull},
-        {"m", 1ull << 20},
-        {"mib", 1ull << 20},
-        {"mb", 1000000ull},
-        {"g", 1ull << 30},
-        {"gib", 1ull << 30},
-        {"gb", 1000000000ull},
-        {"t", 1ull << 40},
-        {"tib", 1ull << 40},
-        {"tb", 1000000000000ull},
-    };
-    if (s == NULL)
-        return FT_SIZE_INVALID;
-    while (isspace((unsigned char)*s))
-        s++;
-    uint64_t ip = 0, fnum = 0, fden = 1;
-    int digits = 0;
-    bool nonzero = false; /* a digit other than 0: "0.0001k" is not a way to write 0 */
-    while (isdigit((unsigned char)*s)) {
-        unsigned dgt = (unsigned)(*s++ - '0');
-        if (ip > (UINT64_MAX - dgt) / 10)
-            return FT_SIZE_INVALID;
-        ip = ip * 10 + dgt;
-        nonzero |= dgt != 0;
-        digits++;
-    }
-    if (*s == '.') {
-        s++;
-        while (isdigit((unsigned char)*s)) {
-            /* Digits past the 18th cannot change a 64-bit byte count by one byte at
-             * these multipliers; they are read and dropped. */
-            if (fden < 1000000000000000000ull) {
-                fnum = fnum * 10 + (unsigned)(*s - '0');
-                fden *= 10;
-            }
-            nonzero |= *s != '0';
-            s++;
-            digits++;
-        }
-    }
-    if (digits == 0)
-        return FT_SIZE_INVALID;
-    while (isspace((unsigned char)*s))
-        s++;
-    const char *u = s;
-    while (isalpha((unsigned char)*s))
-        s++;
-    const char *ue = s;
-    while (isspace((unsigned char)*s))
-        s++;
-    if (*s != '\0')
-        return FT_SIZE_INVALID;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (!word_is(u, ue, units[i].unit))
-            continue;
-        uint64_t m = units[i].mult;
-        if (m == 1 && fnum != 0)
-            return FT_SIZE_INVALID; /* fractional bytes */
-        unsigned __int128 v = (unsigned __int128)ip * m + (unsigned __int128)fnum * m / fden;
-        if (v > UINT64_MAX)
-            return FT_SIZE_INVALID;
-        if (v == 0 && nonzero)
-            return FT_SIZE_BELOW_BYTE;
-        /* A plain number below a MiB is far more often a count of MiB or GiB whose unit
-         * was left out than a byte count ("8192" read as 8 KiB ran with no memory at
-         * all), so there the unit is required, B included. */
-        if (u == ue && v != 0 && v < FT_SIZE_PLAIN_MIN)
-            return FT_SIZE_NEEDS_UNIT;
-        *out = (uint64_t)v;
-        return 0;
-    }
-    return FT_SIZE_INVALID;
 }
 
 /* ---- layers -------------------------------------------------------------------- */

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "core/discovery.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <pthread.h>
@@ -16,6 +15,7 @@
 #include "core/hash.h"
 
 #include "core/log.h"
+#include "core/size.h"
 
 typedef struct {
     uint32_t id;
@@ -528,33 +528,6 @@ static void find_period(const uint64_t *v, size_t m, size_t *p_out, size_t *s_ou
     *run_out = best_run;
 }
 
-static int parse_bytes(const char *s, uint64_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0)
-        return -1;
-    while (*end == ' ')
-        end++;
-    double mult = 1;
-    if (*end) {
-        char u = (char)toupper((unsigned char)*end);
-        mult = u == 'K' ? 1024.0 : u == 'M' ? 1048576.0 : u == 'G' ? 1073741824.0
-             : u == 'T' ? 1099511627776.0 : u == 'B' ? 1 : -1;
-        if (mult < 0)
-            return -1;
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-        if (*end)
-            return -1;
-    }
-    *out = (uint64_t)(v * mult);
-    return 0;
-}
-
 int ft_disc_pattern_match(const char *pattern, const char *unit_name,
                           const char *const *kernel_names, size_t n_kernels, uint64_t bytes)
 {
@@ -574,8 +547,8 @@ int ft_disc_pattern_match(const char *pattern, const char *unit_name,
         else
             return 0;
         uint64_t n;
-        if (parse_bytes(op, &n) != 0)
-            return 0;
+        if (ft_size_parse(op, &n) != 0)
+            return 0; /* not a size: the pattern matches no unit, and is warned about */
         return ge ? bytes >= n : bytes < n;
     }
     if (strncmp(pattern, "name:", 5) == 0)

@@ -225,34 +225,20 @@ static void diag_add(ft_config_diag_t *d, bool is_error, const char *fmt, ...)
     d->n++;
 }
 
-static void write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t w = write(fd, buf, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        buf += w;
-        len -= (size_t)w;
-    }
-}
-
 void ft_config_diag_print(const ft_config_diag_t *diag, int fd)
 {
     char line[FT_CONFIG_DIAG_TEXT + 64];
     for (unsigned i = 0; i < diag->n; i++) {
         int n = snprintf(line, sizeof line, "flextensor: %s: %s\n",
                          diag->msg[i].is_error ? "error" : "warning", diag->msg[i].text);
-        write_all(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)ft_log_write_all(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
     unsigned total = diag->n_errors + diag->n_warnings;
     if (total > diag->n) {
         int n = snprintf(line, sizeof line,
                          "flextensor: %s: %u more configuration messages not shown\n",
                          diag->n_errors ? "error" : "warning", total - diag->n);
-        write_all(fd, line, (size_t)n);
+        (void)ft_log_write_all(fd, line, (size_t)n);
     }
 }
 
@@ -1155,17 +1141,8 @@ typedef struct {
 
 static void out_flush(out_t *o)
 {
-    size_t off = 0;
-    while (off < o->len) {
-        ssize_t w = write(o->fd, o->buf + off, o->len - off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            o->failed = 1;
-            break;
-        }
-        off += (size_t)w;
-    }
+    if (ft_log_write_all(o->fd, o->buf, o->len) != 0)
+        o->failed = 1;
     o->len = 0;
 }
 

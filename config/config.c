@@ -309,10 +309,12 @@ static const char *accepted_text(int opt, char *buf, size_t len)
     return buf;
 }
 
-/* Splits a comma list into one allocation: the pointer array, then the items. */
-static int list_parse(const char *s, ft_config_list_t *out)
+/* Walks the items of the comma list s, each trimmed, the empty ones skipped: counts
+ * them into *n and their bytes, a terminator each, into *bytes; with items, also
+ * copies them, one after another, into text. The two passes of list_parse. */
+static void list_walk(const char *s, size_t *n, size_t *bytes, char **items, char *text)
 {
-    size_t n = 0, bytes = 0;
+    *n = *bytes = 0;
     for (const char *p = s;;) {
         const char *e = strchr(p, ',');
         if (e == NULL)
@@ -320,13 +322,26 @@ static int list_parse(const char *s, ft_config_list_t *out)
         const char *a = p, *b = e;
         trim(&a, &b);
         if (b > a) {
-            n++;
-            bytes += (size_t)(b - a) + 1;
+            if (items != NULL) {
+                char *item = text + *bytes;
+                memcpy(item, a, (size_t)(b - a));
+                item[b - a] = '\0';
+                items[*n] = item;
+            }
+            (*n)++;
+            *bytes += (size_t)(b - a) + 1;
         }
         if (*e == '\0')
             break;
         p = e + 1;
     }
+}
+
+/* Splits a comma list into one allocation: the pointer array, then the items. */
+static int list_parse(const char *s, ft_config_list_t *out)
+{
+    size_t n, bytes;
+    list_walk(s, &n, &bytes, NULL, NULL);
     out->n = 0;
     out->items = NULL;
     if (n == 0)
@@ -334,24 +349,7 @@ static int list_parse(const char *s, ft_config_list_t *out)
     char **items = malloc(n * sizeof *items + bytes);
     if (items == NULL)
         return -ENOMEM;
-    char *text = (char *)(items + n);
-    size_t k = 0;
-    for (const char *p = s;;) {
-        const char *e = strchr(p, ',');
-        if (e == NULL)
-            e = p + strlen(p);
-        const char *a = p, *b = e;
-        trim(&a, &b);
-        if (b > a) {
-            items[k++] = text;
-            memcpy(text, a, (size_t)(b - a));
-            text += b - a;
-            *text++ = '\0';
-        }
-        if (*e == '\0')
-            break;
-        p = e + 1;
-    }
+    list_walk(s, &n, &bytes, items, (char *)(items + n));
     out->n = n;
     out->items = items;
     return 0;

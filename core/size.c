@@ -14,27 +14,29 @@ static bool word_is(const char *s, const char *e, const char *w)
     return strlen(w) == n && strncasecmp(s, w, n) == 0;
 }
 
+/* The multiplier of the unit [u, ue): none or B is 1; a prefix K, M, G or T alone or
+ * followed by iB is a power of 1024, followed by B a power of 1000. 0 for anything
+ * else. */
+static uint64_t unit_multiplier(const char *u, const char *ue)
+{
+    static const char prefixes[] = "kmgt";
+    if (u == ue || word_is(u, ue, "b"))
+        return 1;
+    const char *p = strchr(prefixes, tolower((unsigned char)*u));
+    if (p == NULL)
+        return 0;
+    uint64_t binary = 1, decimal = 1;
+    for (const char *q = prefixes; q <= p; q++) {
+        binary <<= 10;
+        decimal *= 1000;
+    }
+    if (u + 1 == ue || word_is(u + 1, ue, "ib"))
+        return binary;
+    return word_is(u + 1, ue, "b") ? decimal : 0;
+}
+
 int ft_size_parse(const char *s, uint64_t *out)
 {
-    static const struct {
-        const char *unit;
-        uint64_t mult;
-    } units[] = {
-        {"", 1},
-        {"b", 1},
-        {"k", 1ull << 10},
-        {"kib", 1ull << 10},
-        {"kb", 1000ull},
-        {"m", 1ull << 20},
-        {"mib", 1ull << 20},
-        {"mb", 1000000ull},
-        {"g", 1ull << 30},
-        {"gib", 1ull << 30},
-        {"gb", 1000000000ull},
-        {"t", 1ull << 40},
-        {"tib", 1ull << 40},
-        {"tb", 1000000000000ull},
-    };
     if (s == NULL)
         return FT_SIZE_INVALID;
     while (isspace((unsigned char)*s))
@@ -76,26 +78,23 @@ int ft_size_parse(const char *s, uint64_t *out)
         s++;
     if (*s != '\0')
         return FT_SIZE_INVALID;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (!word_is(u, ue, units[i].unit))
-            continue;
-        uint64_t m = units[i].mult;
-        if (m == 1 && fnum != 0)
-            return FT_SIZE_INVALID; /* fractional bytes */
-        unsigned __int128 v = (unsigned __int128)ip * m + (unsigned __int128)fnum * m / fden;
-        if (v > UINT64_MAX)
-            return FT_SIZE_INVALID;
-        if (v == 0 && nonzero)
-            return FT_SIZE_BELOW_BYTE;
-        /* A plain number below a MiB is far more often a count of MiB or GiB whose unit
-         * was left out than a byte count ("8192" read as 8 KiB ran with no memory at
-         * all), so there the unit is required, B included. */
-        if (u == ue && v != 0 && v < FT_SIZE_PLAIN_MIN)
-            return FT_SIZE_NEEDS_UNIT;
-        *out = (uint64_t)v;
-        return 0;
-    }
-    return FT_SIZE_INVALID;
+    uint64_t m = unit_multiplier(u, ue);
+    if (m == 0)
+        return FT_SIZE_INVALID;
+    if (m == 1 && fnum != 0)
+        return FT_SIZE_INVALID; /* fractional bytes */
+    unsigned __int128 v = (unsigned __int128)ip * m + (unsigned __int128)fnum * m / fden;
+    if (v > UINT64_MAX)
+        return FT_SIZE_INVALID;
+    if (v == 0 && nonzero)
+        return FT_SIZE_BELOW_BYTE;
+    /* A plain number below a MiB is far more often a count of MiB or GiB whose unit was
+     * left out than a byte count ("8192" read as 8 KiB ran with no memory at all), so
+     * there the unit is required, B included. */
+    if (u == ue && v != 0 && v < FT_SIZE_PLAIN_MIN)
+        return FT_SIZE_NEEDS_UNIT;
+    *out = (uint64_t)v;
+    return 0;
 }
 
 const char *ft_size_format(uint64_t v, char *buf, size_t len)

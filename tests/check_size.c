@@ -33,6 +33,12 @@ START_TEST(accepted)
         {"8GB", 8000000000ull},
         {"1KB", 1000},
         {"64B", 64},
+        {"2TiB", 2ull << 40},
+        {"1TB", 1000000000000ull},
+        {"1tb", 1000000000000ull},
+        {"1Mb", 1000000},
+        {"5kB", 5000},
+        {"3 mIb", 3ull << 20},
         {".5M", 1ull << 19},
         {"0.1KiB", 102},
         {"1.999999999999999999999G", (2ull << 30) - 1},
@@ -48,13 +54,14 @@ START_TEST(accepted)
 END_TEST
 
 /* Not sizes at all: *out is left alone. strtod's extras (an exponent, hex, a sign,
- * "inf") are not part of the grammar, nor are units other than the table's. */
+ * "inf") are not part of the grammar, nor are units other than size.h's. */
 START_TEST(invalid)
 {
     static const char *const bad[] = {"",       "abc",   "-1",   "+1",     "1.5",  "8XB",
                                       "G",      "1.5.5G", "4 G B", "18446744073709551616",
                                       "20000000T", "1e9", "0x10", "8 GiBs", "inf", "1Ki",
-                                      "1BiB",  "16MiB,", "1 2G", ".", ".K",  NULL};
+                                      "1BiB",  "16MiB,", "1 2G", ".", ".K",  "1iB",
+                                      "1KiBB", "1KI",  "1bb",  "1P",    "1PiB", NULL};
     for (size_t i = 0; bad[i]; i++) {
         uint64_t v = 7;
         ck_assert_msg(ft_size_parse(bad[i], &v) == FT_SIZE_INVALID, "'%s' accepted", bad[i]);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/size.h"
 
 /* ---- the table ---------------------------------------------------------------- */
 
@@ -224,34 +225,20 @@ static void diag_add(ft_config_diag_t *d, bool is_error, const char *fmt, ...)
     d->n++;
 }
 
-static void write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t w = write(fd, buf, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        buf += w;
-        len -= (size_t)w;
-    }
-}
-
 void ft_config_diag_print(const ft_config_diag_t *diag, int fd)
 {
     char line[FT_CONFIG_DIAG_TEXT + 64];
     for (unsigned i = 0; i < diag->n; i++) {
         int n = snprintf(line, sizeof line, "flextensor: %s: %s\n",
                          diag->msg[i].is_error ? "error" : "warning", diag->msg[i].text);
-        write_all(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)ft_log_write_all(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
     unsigned total = diag->n_errors + diag->n_warnings;
     if (total > diag->n) {
         int n = snprintf(line, sizeof line,
                          "flextensor: %s: %u more configuration messages not shown\n",
                          diag->n_errors ? "error" : "warning", total - diag->n);
-        write_all(fd, line, (size_t)n);
+        (void)ft_log_write_all(fd, line, (size_t)n);
     }
 }
 
@@ -265,22 +252,6 @@ typedef union {
     char *s;
     ft_config_list_t l;
 } value_t;
-
-/* A byte count as the parser reads it back: in the largest binary unit that divides
- * it, else with a B (a plain number below 1 MiB would not parse). */
-static const char *size_text(uint64_t v, char *buf, size_t len)
-{
-    static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
-    snprintf(buf, len, "%lluB", (unsigned long long)v);
-    for (int i = 0; i < 4 && v != 0; i++) {
-        uint64_t m = 1ull << (10 * (4 - i));
-        if (v % m == 0) {
-            snprintf(buf, len, "%llu%s", (unsigned long long)(v / m), units[i]);
-            break;
-        }
-    }
-    return buf;
-}
 
 /* What an option accepts, for error messages and the documentation. */
 static const char *accepted_text(int opt, char *buf, size_t len)
@@ -305,7 +276,7 @@ static const char *accepted_text(int opt, char *buf, size_t len)
         sb_printf(&sb, "byte size such as 8GiB, 512MiB, 1.5GiB, 4G or 64B (a number without "
                   "a unit is bytes, at least 1MiB)");
         if (d->hi > 0)
-            sb_printf(&sb, ", at most %s", size_text((uint64_t)d->hi, hi, sizeof hi));
+            sb_printf(&sb, ", at most %s", ft_size_format((uint64_t)d->hi, hi, sizeof hi));
         sb_printf(&sb, "; 0 or none = off");
         break;
     }
@@ -338,10 +309,12 @@ static const char *accepted_text(int opt, char *buf, size_t len)
     return buf;
 }
 
-/* Splits a comma list into one allocation: the pointer array, then the items. */
-static int list_parse(const char *s, ft_config_list_t *out)
+/* Walks the items of the comma list s, each trimmed, the empty ones skipped: counts
+ * them into *n and their bytes, a terminator each, into *bytes; with items, also
+ * copies them, one after another, into text. The two passes of list_parse. */
+static void list_walk(const char *s, size_t *n, size_t *bytes, char **items, char *text)
 {
-    size_t n = 0, bytes = 0;
+    *n = *bytes = 0;
     for (const char *p = s;;) {
         const char *e = strchr(p, ',');
         if (e == NULL)
@@ -349,13 +322,26 @@ static int list_parse(const char *s, ft_config_list_t *out)
         const char *a = p, *b = e;
         trim(&a, &b);
         if (b > a) {
-            n++;
-            bytes += (size_t)(b - a) + 1;
+            if (items != NULL) {
+                char *item = text + *bytes;
+                memcpy(item, a, (size_t)(b - a));
+                item[b - a] = '\0';
+                items[*n] = item;
+            }
+            (*n)++;
+            *bytes += (size_t)(b - a) + 1;
         }
         if (*e == '\0')
             break;
         p = e + 1;
     }
+}
+
+/* Splits a comma list into one allocation: the pointer array, then the items. */
+static int list_parse(const char *s, ft_config_list_t *out)
+{
+    size_t n, bytes;
+    list_walk(s, &n, &bytes, NULL, NULL);
     out->n = 0;
     out->items = NULL;
     if (n == 0)
@@ -363,24 +349,7 @@ static int list_parse(const char *s, ft_config_list_t *out)
     char **items = malloc(n * sizeof *items + bytes);
     if (items == NULL)
         return -ENOMEM;
-    char *text = (char *)(items + n);
-    size_t k = 0;
-    for (const char *p = s;;) {
-        const char *e = strchr(p, ',');
-        if (e == NULL)
-            e = p + strlen(p);
-        const char *a = p, *b = e;
-        trim(&a, &b);
-        if (b > a) {
-            items[k++] = text;
-            memcpy(text, a, (size_t)(b - a));
-            text += b - a;
-            *text++ = '\0';
-        }
-        if (*e == '\0')
-            break;
-        p = e + 1;
-    }
+    list_walk(s, &n, &bytes, items, (char *)(items + n));
     out->n = n;
     out->items = items;
     return 0;
@@ -473,7 +442,7 @@ static int parse_value(int opt, const char *text, value_t *out, char *why, size_
         return 0;
     }
     case T_SIZE: {
-        int rc = n < sizeof tmp ? ft_parse_size(tmp, &out->u) : FT_SIZE_INVALID;
+        int rc = n < sizeof tmp ? ft_size_parse(tmp, &out->u) : FT_SIZE_INVALID;
         if (rc == FT_SIZE_NEEDS_UNIT)
             snprintf(why, whylen, "a number without a unit below 1 MiB: did you mean %sMiB? "
                      "(%sB if bytes are meant)", tmp, tmp);
@@ -614,7 +583,7 @@ const char *ft_config_format_value(const ft_config_t *cfg, ft_config_opt_t opt, 
         if (v == 0)
             snprintf(buf, len, "none");
         else
-            size_text(v, buf, len);
+            ft_size_format(v, buf, len);
         break;
     }
     case T_STRING: {
@@ -634,92 +603,6 @@ const char *ft_config_format_value(const ft_config_t *cfg, ft_config_opt_t opt, 
     }
     }
     return buf;
-}
-
-/* ---- sizes --------------------------------------------------------------------- */
-
-int ft_parse_size(const char *s, uint64_t *out)
-{
-    static const struct {
-        const char *unit;
-        uint64_t mult;
-    } units[] = {
-        {"", 1},
-        {"b", 1},
-        {"k", 1ull << 10},
-        {"kib", 1ull << 10},
-        {"kb", 1000ull},
-        {"m", 1ull << 20},
-        {"mib", 1ull << 20},
-        {"mb", 1000000ull},
-        {"g", 1ull << 30},
-        {"gib", 1ull << 30},
-        {"gb", 1000000000ull},
-        {"t", 1ull << 40},
-        {"tib", 1ull << 40},
-        {"tb", 1000000000000ull},
-    };
-    if (s == NULL)
-        return FT_SIZE_INVALID;
-    while (isspace((unsigned char)*s))
-        s++;
-    uint64_t ip = 0, fnum = 0, fden = 1;
-    int digits = 0;
-    bool nonzero = false; /* a digit other than 0: "0.0001k" is not a way to write 0 */
-    while (isdigit((unsigned char)*s)) {
-        unsigned dgt = (unsigned)(*s++ - '0');
-        if (ip > (UINT64_MAX - dgt) / 10)
-            return FT_SIZE_INVALID;
-        ip = ip * 10 + dgt;
-        nonzero |= dgt != 0;
-        digits++;
-    }
-    if (*s == '.') {
-        s++;
-        while (isdigit((unsigned char)*s)) {
-            /* Digits past the 18th cannot change a 64-bit byte count by one byte at
-             * these multipliers; they are read and dropped. */
-            if (fden < 1000000000000000000ull) {
-                fnum = fnum * 10 + (unsigned)(*s - '0');
-                fden *= 10;
-            }
-            nonzero |= *s != '0';
-            s++;
-            digits++;
-        }
-    }
-    if (digits == 0)
-        return FT_SIZE_INVALID;
-    while (isspace((unsigned char)*s))
-        s++;
-    const char *u = s;
-    while (isalpha((unsigned char)*s))
-        s++;
-    const char *ue = s;
-    while (isspace((unsigned char)*s))
-        s++;
-    if (*s != '\0')
-        return FT_SIZE_INVALID;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (!word_is(u, ue, units[i].unit))
-            continue;
-        uint64_t m = units[i].mult;
-        if (m == 1 && fnum != 0)
-            return FT_SIZE_INVALID; /* fractional bytes */
-        unsigned __int128 v = (unsigned __int128)ip * m + (unsigned __int128)fnum * m / fden;
-        if (v > UINT64_MAX)
-            return FT_SIZE_INVALID;
-        if (v == 0 && nonzero)
-            return FT_SIZE_BELOW_BYTE;
-        /* A plain number below a MiB is far more often a count of MiB or GiB whose unit
-         * was left out than a byte count ("8192" read as 8 KiB ran with no memory at
-         * all), so there the unit is required, B included. */
-        if (u == ue && v != 0 && v < FT_SIZE_PLAIN_MIN)
-            return FT_SIZE_NEEDS_UNIT;
-        *out = (uint64_t)v;
-        return 0;
-    }
-    return FT_SIZE_INVALID;
 }
 
 /* ---- layers -------------------------------------------------------------------- */
@@ -1256,17 +1139,8 @@ typedef struct {
 
 static void out_flush(out_t *o)
 {
-    size_t off = 0;
-    while (off < o->len) {
-        ssize_t w = write(o->fd, o->buf + off, o->len - off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            o->failed = 1;
-            break;
-        }
-        off += (size_t)w;
-    }
+    if (ft_log_write_all(o->fd, o->buf, o->len) != 0)
+        o->failed = 1;
     o->len = 0;
 }
 

@@ -2,7 +2,8 @@
  * environment variables < explicit settings (ft-run's flags, say).
  *
  * Owns: ft_config_t (generated from options.def), the loader, the diagnostics, the
- * effective-configuration print-out, the documentation generator, the size parser.
+ * effective-configuration print-out, the documentation generator. Size options are
+ * read with core/size.h's grammar.
  *
  * The loader never exits and never prints: it returns failure and the collected
  * messages; the caller prints them (ft_config_diag_print) and decides (the shim exits
@@ -156,20 +157,6 @@ const char *ft_config_source_text(const ft_config_t *cfg, ft_config_opt_t opt, c
 /* The whole of docs/configuration.md (markdown), generated from options.def.
  * 0 on success, -1 on a write error. */
 int ft_config_write_doc(int fd);
-
-/* Parses a byte size: a number (a fraction allowed: "1.5GiB") followed by an optional
- * blank and a unit, any case: B; K, M, G, T and KiB, MiB, GiB, TiB (powers of 1024);
- * KB, MB, GB, TB (powers of 1000). Without a unit the number is bytes, and must be 0 or
- * at least FT_SIZE_PLAIN_MIN. Returns 0 and sets *out, or leaves *out alone and returns
- *   FT_SIZE_INVALID     not a size, negative, fractional bytes, or over 2^64-1;
- *   FT_SIZE_NEEDS_UNIT  a plain number from 1 to FT_SIZE_PLAIN_MIN - 1 ("8192");
- *   FT_SIZE_BELOW_BYTE  not zero, yet less than one byte ("0.0001k"), which would
- *                       read as 0, the value that turns a size option off. */
-#define FT_SIZE_INVALID (-1)
-#define FT_SIZE_NEEDS_UNIT (-2)
-#define FT_SIZE_BELOW_BYTE (-3)
-#define FT_SIZE_PLAIN_MIN (1ull << 20)
-int ft_parse_size(const char *s, uint64_t *out);
 
 /* Option metadata, for tools (ft-run --help): NULL past the end. */
 const char *ft_config_option_name(ft_config_opt_t opt); /* "GPU_MEM_LIMIT" */

@@ -5,7 +5,7 @@ CONFIG_OBJS := $(CONFIG_SRCS:%.c=$(BUILD)/%.o)
 
 CONFIG_DOC_GEN := $(BUILD)/bin/ft-config-doc
 
-$(CONFIG_DOC_GEN): $(BUILD)/config/gen_doc.o $(CONFIG_OBJS) $(BUILD)/core/log.o
+$(CONFIG_DOC_GEN): $(BUILD)/config/gen_doc.o $(CONFIG_OBJS) $(BUILD)/core/log.o $(BUILD)/core/size.o
 	@mkdir -p $(dir $@)
 	$(CC) $(FT_CFLAGS) -o $@ $^ $(INIH_LIB) $(FT_LDFLAGS) -lm
 

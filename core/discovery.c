@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "core/discovery.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <pthread.h>
@@ -16,6 +15,7 @@
 #include "core/hash.h"
 
 #include "core/log.h"
+#include "core/size.h"
 
 typedef struct {
     uint32_t id;
@@ -224,19 +224,51 @@ static void rec_free(record_t *r)
     memset(r, 0, sizeof *r);
 }
 
-static void lane_free(lane_t *ln)
+/* Reallocates the array at *p (any element type) to n elements of size bytes: 0, or -1
+ * with *p unchanged. */
+static int resize(void *p, size_t n, size_t size)
 {
-    pair_t *pr, *pt;
-    HASH_ITER(hh, ln->pairs, pr, pt) {
-        HASH_DEL(ln->pairs, pr);
-        free(pr);
-    }
-    rec_free(&ln->cur);
+    void *q = realloc(*(void **)p, n * size);
+    if (q == NULL)
+        return -1;
+    *(void **)p = q;
+    return 0;
+}
+
+/* The period detector's working state of a lane (launch pairs, sequence): dropped once
+ * the lane is anchored, when discovery restarts, and with the lane. */
+static void drop_pairs(lane_t *ln)
+{
+    FT_HASH_RELEASE_ALL(ln->pairs, free);
     free(ln->seq);
     free(ln->seq_pos);
     free(ln->seq_minid);
     free(ln->seq_synced);
+    ln->seq = NULL;
+    ln->seq_pos = NULL;
+    ln->seq_minid = NULL;
+    ln->seq_synced = NULL;
+    ln->n_seq = ln->cap_seq = 0;
+    ln->n_cands = 0;
+}
+
+static void lane_free(lane_t *ln)
+{
+    drop_pairs(ln);
+    rec_free(&ln->cur);
     free(ln);
+}
+
+static void kinfo_free(kinfo_t *k)
+{
+    free(k->name);
+    free(k);
+}
+
+static void range_free(range_t *rg)
+{
+    free(rg->path);
+    free(rg);
 }
 
 /* A thread's last lane: a lane lives as long as its detector, and a thread launches
@@ -304,30 +336,12 @@ void ft_disc_free(ft_disc_t *d)
 {
     if (d == NULL)
         return;
-    rinfo_t *r, *rt;
-    HASH_ITER(hh, d->rmap, r, rt) {
-        HASH_DEL(d->rmap, r);
-        free(r);
-    }
+    FT_HASH_RELEASE_ALL(d->rmap, free);
     free(d->rvec);
-    kinfo_t *k, *kt;
-    HASH_ITER(hh, d->kmap, k, kt) {
-        HASH_DEL(d->kmap, k);
-        free(k->name);
-        free(k);
-    }
-    lane_t *ln, *lt;
-    HASH_ITER(hh, d->lanes, ln, lt) {
-        HASH_DEL(d->lanes, ln);
-        lane_free(ln);
-    }
+    FT_HASH_RELEASE_ALL(d->kmap, kinfo_free);
+    FT_HASH_RELEASE_ALL(d->lanes, lane_free);
     free(d->kv);
-    range_t *rg, *rgt;
-    HASH_ITER(hh, d->ranges, rg, rgt) {
-        HASH_DEL(d->ranges, rg);
-        free(rg->path);
-        free(rg);
-    }
+    FT_HASH_RELEASE_ALL(d->ranges, range_free);
     free(d->range_v);
     rec_free(&d->last);
     free(d->units);
@@ -528,33 +542,6 @@ static void find_period(const uint64_t *v, size_t m, size_t *p_out, size_t *s_ou
     *run_out = best_run;
 }
 
-static int parse_bytes(const char *s, uint64_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0)
-        return -1;
-    while (*end == ' ')
-        end++;
-    double mult = 1;
-    if (*end) {
-        char u = (char)toupper((unsigned char)*end);
-        mult = u == 'K' ? 1024.0 : u == 'M' ? 1048576.0 : u == 'G' ? 1073741824.0
-             : u == 'T' ? 1099511627776.0 : u == 'B' ? 1 : -1;
-        if (mult < 0)
-            return -1;
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-        if (*end)
-            return -1;
-    }
-    *out = (uint64_t)(v * mult);
-    return 0;
-}
-
 int ft_disc_pattern_match(const char *pattern, const char *unit_name,
                           const char *const *kernel_names, size_t n_kernels, uint64_t bytes)
 {
@@ -574,8 +561,8 @@ int ft_disc_pattern_match(const char *pattern, const char *unit_name,
         else
             return 0;
         uint64_t n;
-        if (parse_bytes(op, &n) != 0)
-            return 0;
+        if (ft_size_parse(op, &n) != 0)
+            return 0; /* not a size: the pattern matches no unit, and is warned about */
         return ge ? bytes >= n : bytes < n;
     }
     if (strncmp(pattern, "name:", 5) == 0)
@@ -1163,25 +1150,6 @@ static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, con
     return h ? h : 1;
 }
 
-static void drop_pairs(lane_t *ln)
-{
-    pair_t *pr, *pt;
-    HASH_ITER(hh, ln->pairs, pr, pt) {
-        HASH_DEL(ln->pairs, pr);
-        free(pr);
-    }
-    free(ln->seq);
-    free(ln->seq_pos);
-    free(ln->seq_minid);
-    free(ln->seq_synced);
-    ln->seq = NULL;
-    ln->seq_pos = NULL;
-    ln->seq_minid = NULL;
-    ln->seq_synced = NULL;
-    ln->n_seq = ln->cap_seq = 0;
-    ln->n_cands = 0;
-}
-
 /* The period is known; where does a pass begin? The sequence repeats, so any launch
  * in it could start one. A pass begins where the program's own work does: at the
  * launch touching the earliest-allocated region (models load their weights in order,
@@ -1249,19 +1217,12 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
 {
     if (ln->n_seq == ln->cap_seq) {
         size_t cap = ln->cap_seq ? ln->cap_seq * 2 : 256;
-        uint64_t *ns = realloc(ln->seq, cap * sizeof *ns);
-        if (ns != NULL)
-            ln->seq = ns;
-        uint32_t *np = realloc(ln->seq_pos, cap * sizeof *np);
-        if (np != NULL)
-            ln->seq_pos = np;
-        uint32_t *nm = realloc(ln->seq_minid, cap * sizeof *nm);
-        if (nm != NULL)
-            ln->seq_minid = nm;
-        uint8_t *ny = realloc(ln->seq_synced, cap * sizeof *ny);
-        if (ny != NULL)
-            ln->seq_synced = ny;
-        if (ns == NULL || np == NULL || nm == NULL || ny == NULL)
+        /* Each array keeps what it got: cap_seq grows only when all four did. */
+        int failed = resize(&ln->seq, cap, sizeof *ln->seq) |
+                     resize(&ln->seq_pos, cap, sizeof *ln->seq_pos) |
+                     resize(&ln->seq_minid, cap, sizeof *ln->seq_minid) |
+                     resize(&ln->seq_synced, cap, sizeof *ln->seq_synced);
+        if (failed)
             return;
         ln->cap_seq = cap;
     }

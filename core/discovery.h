@@ -57,7 +57,8 @@ typedef struct {
     void *hash_ctx;
     /* Unit selection (FT_INCLUDE_PATTERNS / FT_EXCLUDE_PATTERNS): "<glob>" or
      * "name:<glob>" on the unit name, "kernel:<glob>" on any kernel of its range,
-     * "size:>=N" / "size:<N" (N with K/M/G/KiB/MiB/GiB) on its bytes. */
+     * "size:>=N" / "size:<N" on its bytes, N a byte size as core/size.h reads it
+     * ("16MiB", "1G"); a size that does not parse matches no unit. */
     char *const *include;
     size_t n_include;
     char *const *exclude;

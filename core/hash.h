@@ -46,4 +46,15 @@ static inline uint64_t ft_hash_load(const void *p, unsigned len)
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
+/* Empties the table at head: each entry is unlinked, then handed to release (free, or
+ * a function that frees the entry and what it owns). */
+#define FT_HASH_RELEASE_ALL(head, release)                                                \
+    do {                                                                                  \
+        __typeof__(head) ft_hash_e_, ft_hash_t_;                                          \
+        HASH_ITER(hh, head, ft_hash_e_, ft_hash_t_) {                                     \
+            HASH_DEL(head, ft_hash_e_);                                                   \
+            release(ft_hash_e_);                                                          \
+        }                                                                                 \
+    } while (0)
+
 #endif

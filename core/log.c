@@ -77,20 +77,20 @@ int ft_log_set_fd(int fd)
     return __atomic_exchange_n(&log_fd, fd, __ATOMIC_RELAXED);
 }
 
-/* Writes all of buf, retrying on EINTR and short writes; gives up on other errors
- * (there is nowhere to report a failing stderr). */
-static void write_all(int fd, const char *buf, size_t len)
+int ft_log_write_all(int fd, const void *buf, size_t len)
 {
+    const char *p = buf;
     while (len > 0) {
-        ssize_t w = write(fd, buf, len);
+        ssize_t w = write(fd, p, len);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            return;
+            return -errno;
         }
-        buf += w;
+        p += w;
         len -= (size_t)w;
     }
+    return 0;
 }
 
 /* Formats prefix + message (+ note) + newline into one stack buffer and writes it in
@@ -124,7 +124,8 @@ static void emit(int level, const char *note, const char *fmt, va_list ap)
         len += nl;
     }
     buf[len++] = '\n';
-    write_all(__atomic_load_n(&log_fd, __ATOMIC_RELAXED), buf, len);
+    /* A failure is dropped: there is nowhere to report a failing stderr. */
+    (void)ft_log_write_all(__atomic_load_n(&log_fd, __ATOMIC_RELAXED), buf, len);
 }
 
 void ft_log_vwrite(int level, const char *fmt, va_list ap)

@@ -1,6 +1,7 @@
 /* log.h - the one logger of FlexTensor: every message goes through it.
  *
- * Owns: the log threshold, the output descriptor, the level names.
+ * Owns: the log threshold, the output descriptor, the level names, and the one loop
+ * that writes a whole buffer (ft_log_write_all).
  *
  * Messages go to stderr (or the descriptor set with ft_log_set_fd) with one write(2)
  * each, prefixed "flextensor: " and, for warnings and errors, the level word. They are
@@ -16,6 +17,7 @@
 #define FT_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 /* Lower is more severe; a message is written when its level <= the threshold. */
 enum ft_log_level {
@@ -75,6 +77,12 @@ void ft_log_vwrite(int level, const char *fmt, va_list ap);
  * count is within `cap`; the cap-th gets the suppression note. */
 void ft_log_write_capped(unsigned *site, unsigned cap, int level, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Writes all of buf to fd with write(2), retrying on EINTR and short writes: 0, or
+ * -errno of the write that failed. The logger's own output goes through it, and so do
+ * the other writers of whole buffers (config/'s diagnostics, the trace file), so that
+ * one loop handles interrupted and partial writes. Allocates nothing. */
+int ft_log_write_all(int fd, const void *buf, size_t len);
 
 /* Sets the threshold (clamped to FT_LOG_ERROR..FT_LOG_TRACE); returns the old one. */
 int ft_log_set_threshold(int level);

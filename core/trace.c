@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
+
 uint32_t ft_crc32(uint32_t crc, const void *data, size_t len)
 {
     const unsigned char *p = data;
@@ -137,18 +139,11 @@ int ft_trace_write_file(ft_trace_writer_t *w, const char *path)
     int fd = create_temp(path, tmp, sizeof tmp);
     if (fd < 0)
         return fd;
-    size_t done = 0;
-    while (done < w->len) {
-        ssize_t n = write(fd, w->buf + done, w->len - done);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return -e;
-        }
-        done += (size_t)n;
+    int rc = ft_log_write_all(fd, w->buf, w->len);
+    if (rc != 0) {
+        close(fd);
+        unlink(tmp);
+        return rc;
     }
     if (close(fd) != 0 || rename(tmp, path) != 0) {
         int e = errno;

@@ -23,7 +23,8 @@ static struct {
     CUpti_SubscriberHandle sub;
     unsubscribe_fn unsubscribe;
     finalize_fn finalize;
-} obs = { PTHREAD_MUTEX_INITIALIZER, FT_CUPTI_STATUS_OFF, NULL, NULL, NULL };
+    ft_cupti_lookup_fn lookup; /* ft_cupti_init's, for every libcupti function */
+} obs = { PTHREAD_MUTEX_INITIALIZER, FT_CUPTI_STATUS_OFF, NULL, NULL, NULL, NULL };
 
 /* Set by ft_cupti_stop: the next watched call's exit detaches CUPTI (cuptiFinalize),
  * the place CUPTI's guide gives for a dynamic detach. Merely unsubscribing leaves
@@ -34,6 +35,12 @@ static _Atomic uint64_t n_detached;
 static _Atomic uint64_t n_launch, n_copy, n_set, u_launch, u_copy, u_set;
 typedef CUptiResult (*act_attr_fn)(CUpti_ActivityAttribute, size_t *, void *);
 static void *cupti_lib;       /* dlopen handle, for the activity API */
+
+/* A function of libcupti, found through the lookup the shim handed in. */
+static void *cupti_fn(const char *name)
+{
+    return obs.lookup(cupti_lib, name);
+}
 static atomic_flag first_taken = ATOMIC_FLAG_INIT;
 static char first_unseen[160];
 
@@ -108,11 +115,18 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain domain, CUpti
  * confidential computing devices; the records then stay on the device. */
 static void records_in_host_memory(void)
 {
-    act_attr_fn set_attr = (act_attr_fn)dlsym(cupti_lib, "cuptiActivitySetAttribute");
+    act_attr_fn set_attr = (act_attr_fn)cupti_fn("cuptiActivitySetAttribute");
     uint8_t host_pinned = 1;
     size_t attr_size = sizeof host_pinned;
     if (set_attr != NULL)
         set_attr(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &attr_size, &host_pinned);
+}
+
+void ft_cupti_init(ft_cupti_lookup_fn lookup)
+{
+    pthread_mutex_lock(&obs.lock);
+    obs.lookup = lookup;
+    pthread_mutex_unlock(&obs.lock);
 }
 
 ft_cupti_status_t ft_cupti_start(char *why, size_t len)
@@ -128,6 +142,12 @@ ft_cupti_status_t ft_cupti_start(char *why, size_t len)
         pthread_mutex_unlock(&obs.lock);
         return obs.status;
     }
+    if (obs.lookup == NULL) {
+        snprintf(why, len, "no lookup function for libcupti (ft_cupti_init not called)");
+        obs.status = FT_CUPTI_STATUS_FAILED;
+        pthread_mutex_unlock(&obs.lock);
+        return obs.status;
+    }
     void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
     if (h == NULL)
         h = dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL);
@@ -139,11 +159,11 @@ ft_cupti_status_t ft_cupti_start(char *why, size_t len)
     }
     cupti_lib = h;
     records_in_host_memory();
-    subscribe_fn subscribe = (subscribe_fn)dlsym(h, "cuptiSubscribe");
-    enable_cb_fn enable = (enable_cb_fn)dlsym(h, "cuptiEnableCallback");
-    result_string_fn result_string = (result_string_fn)dlsym(h, "cuptiGetResultString");
-    obs.unsubscribe = (unsubscribe_fn)dlsym(h, "cuptiUnsubscribe");
-    obs.finalize = (finalize_fn)dlsym(h, "cuptiFinalize");
+    subscribe_fn subscribe = (subscribe_fn)cupti_fn("cuptiSubscribe");
+    enable_cb_fn enable = (enable_cb_fn)cupti_fn("cuptiEnableCallback");
+    result_string_fn result_string = (result_string_fn)cupti_fn("cuptiGetResultString");
+    obs.unsubscribe = (unsubscribe_fn)cupti_fn("cuptiUnsubscribe");
+    obs.finalize = (finalize_fn)cupti_fn("cuptiFinalize");
     if (subscribe == NULL || enable == NULL || obs.unsubscribe == NULL) {
         snprintf(why, len, "libcupti lacks cuptiSubscribe/cuptiEnableCallback");
         obs.status = FT_CUPTI_STATUS_MISSING;
@@ -301,13 +321,13 @@ int ft_cupti_timing_start(void)
     pthread_mutex_unlock(&obs.lock);
     if (!active)
         return -1;
-    timing.enable = (act_enable_fn)dlsym(cupti_lib, "cuptiActivityEnable");
-    timing.disable = (act_enable_fn)dlsym(cupti_lib, "cuptiActivityDisable");
-    timing.next = (act_next_fn)dlsym(cupti_lib, "cuptiActivityGetNextRecord");
-    timing.flush = (act_flush_fn)dlsym(cupti_lib, "cuptiActivityFlushAll");
-    timing.push = (act_push_fn)dlsym(cupti_lib, "cuptiActivityPushExternalCorrelationId");
-    timing.pop = (act_pop_fn)dlsym(cupti_lib, "cuptiActivityPopExternalCorrelationId");
-    act_register_fn reg = (act_register_fn)dlsym(cupti_lib, "cuptiActivityRegisterCallbacks");
+    timing.enable = (act_enable_fn)cupti_fn("cuptiActivityEnable");
+    timing.disable = (act_enable_fn)cupti_fn("cuptiActivityDisable");
+    timing.next = (act_next_fn)cupti_fn("cuptiActivityGetNextRecord");
+    timing.flush = (act_flush_fn)cupti_fn("cuptiActivityFlushAll");
+    timing.push = (act_push_fn)cupti_fn("cuptiActivityPushExternalCorrelationId");
+    timing.pop = (act_pop_fn)cupti_fn("cuptiActivityPopExternalCorrelationId");
+    act_register_fn reg = (act_register_fn)cupti_fn("cuptiActivityRegisterCallbacks");
     records_in_host_memory();
     if (!timing.enable || !timing.disable || !timing.next || !timing.flush || !timing.push ||
         !timing.pop || !reg || reg(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||

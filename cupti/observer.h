@@ -28,8 +28,18 @@ typedef enum {
     FT_CUPTI_STATUS_FAILED,        /* any other CUPTI error */
 } ft_cupti_status_t;
 
+/* Looks up `name` in the library `handle` (dlopen's), as dlsym does; NULL if absent. */
+typedef void *(*ft_cupti_lookup_fn)(void *handle, const char *name);
+
+/* Hands in how libcupti's functions are found; before ft_cupti_start. The shim passes
+ * its real dlsym: inside libflextensor.so a plain dlsym call binds to the shim's
+ * exported dlsym, a call back up into the shim, and this folder calls nothing of the
+ * shim (tests/scenario/exports.sh checks the objects). */
+void ft_cupti_init(ft_cupti_lookup_fn lookup);
+
 /* Subscribes and enables the launch, copy and set callbacks of the driver API.
- * Returns the status; why receives a one-line explanation when not ACTIVE. */
+ * Returns the status; why receives a one-line explanation when not ACTIVE (FAILED
+ * before ft_cupti_init). */
 ft_cupti_status_t ft_cupti_start(char *why, size_t len);
 
 /* Stops observing, so that a profiler started later can subscribe: the next watched

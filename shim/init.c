@@ -153,6 +153,7 @@ static void start_cupti(void)
     FT_INFO("enabled in pid %d (log level %s)", (int)getpid(), ft_log_level_name(config.log_level));
     if (config.cupti == FT_CUPTI_OFF)
         return;
+    ft_cupti_init(ft_shim_real_dlsym);
     char why[256] = "";
     ft_cupti_status_t st = ft_cupti_start(why, sizeof why);
     if (st == FT_CUPTI_STATUS_ACTIVE)

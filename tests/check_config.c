@@ -1,6 +1,7 @@
 /* check_config.c - config_suite: layers and their precedence, sources, every kind of
- * bad input and the text of its message, sizes, enum aliases, lists, the print-out and
- * the generated documentation. The environment is passed as an envp array: no setenv. */
+ * bad input and the text of its message, sizes (their messages; the grammar is
+ * check_size.c's), enum aliases, lists, the print-out and the generated documentation.
+ * The environment is passed as an envp array: no setenv. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <fcntl.h>
@@ -587,70 +588,6 @@ END_TEST
 
 /* ---- sizes ------------------------------------------------------------------------ */
 
-START_TEST(size_parser)
-{
-    static const struct {
-        const char *text;
-        uint64_t bytes;
-    } good[] = {
-        {"123B", 123},
-        {"123 b", 123},
-        {"0", 0},
-        {"0.0", 0},
-        {"0GiB", 0},
-        {"1048576", 1ull << 20},
-        {"8GiB", 8ull << 30},
-        {"512MiB", 512ull << 20},
-        {"1.5GiB", 3ull << 29},
-        {"4G", 4ull << 30},
-        {"4g", 4ull << 30},
-        {" 4 GiB ", 4ull << 30},
-        {"1K", 1024},
-        {"2kib", 2048},
-        {"1T", 1ull << 40},
-        {"3MB", 3000000},
-        {"8GB", 8000000000ull},
-        {"1KB", 1000},
-        {"64B", 64},
-        {".5M", 1ull << 19},
-        {"0.1KiB", 102},
-        {"18446744073709551615", UINT64_MAX},
-    };
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        uint64_t v = 1;
-        ck_assert_msg(ft_parse_size(good[i].text, &v) == 0, "'%s' rejected", good[i].text);
-        ck_assert_msg(v == good[i].bytes, "'%s' = %llu", good[i].text, (unsigned long long)v);
-    }
-    static const char *const bad[] = {"",       "abc",  "-1",     "+1",   "1.5",
-                                      "8XB",    "G",    "1.5.5G", "4 G B", "18446744073709551616",
-                                      "20000000T", "1e9", "0x10", "8 GiBs", NULL};
-    for (size_t i = 0; bad[i]; i++) {
-        uint64_t v = 7;
-        ck_assert_msg(ft_parse_size(bad[i], &v) == -1, "'%s' accepted", bad[i]);
-        ck_assert_uint_eq(v, 7);
-    }
-    ck_assert_int_eq(ft_parse_size(NULL, NULL), -1);
-
-    /* A plain number below 1 MiB is a unit left out; a non-zero value below a byte is
-     * not a way to write 0. Neither touches *out. */
-    static const struct {
-        const char *text;
-        int rc;
-    } refused[] = {
-        {"8192", FT_SIZE_NEEDS_UNIT},   {"1", FT_SIZE_NEEDS_UNIT},
-        {" 123 ", FT_SIZE_NEEDS_UNIT},  {"1048575", FT_SIZE_NEEDS_UNIT},
-        {"0.0001k", FT_SIZE_BELOW_BYTE}, {"0.5KB", 0},
-        {"0.0000000000000000000001T", FT_SIZE_BELOW_BYTE},
-    };
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        uint64_t v = 7;
-        int rc = ft_parse_size(refused[i].text, &v);
-        ck_assert_msg(rc == refused[i].rc, "'%s': %d", refused[i].text, rc);
-        ck_assert_uint_eq(v, refused[i].rc ? 7 : 500);
-    }
-}
-END_TEST
-
 START_TEST(gpu_mem_limit_values)
 {
     ck_assert_int_eq(load_env(NULL, "FT_GPU_MEM_LIMIT=512MiB", NULL), 0);
@@ -1082,7 +1019,6 @@ Suite *config_suite(void)
     tcase_add_test(tc, skip_discovery_needs_a_profile);
     tcase_add_test(tc, all_errors_collected);
     tcase_add_test(tc, diag_print_format_and_overflow);
-    tcase_add_test(tc, size_parser);
     tcase_add_test(tc, gpu_mem_limit_values);
     tcase_add_test(tc, size_without_unit);
     tcase_add_test(tc, size_below_one_byte);

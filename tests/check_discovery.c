@@ -958,6 +958,16 @@ START_TEST(patterns)
     ck_assert(ft_disc_pattern_match("size:<1G", "u", k, 0, 1023 * MIB));
     ck_assert(!ft_disc_pattern_match("size:<1G", "u", k, 0, 1024 * MIB));
     ck_assert(!ft_disc_pattern_match("size:~3", "u", k, 0, 1)); /* malformed: no match */
+    /* The size is core/size.h's grammar, as in the size options: KB is 1000 bytes,
+     * blanks are allowed, and a plain number below 1 MiB is no size (a unit left out),
+     * so that pattern matches no unit, however large. */
+    ck_assert(ft_disc_pattern_match("size:>=16MB", "u", k, 0, 16000000));
+    ck_assert(!ft_disc_pattern_match("size:>=16MB", "u", k, 0, 16000000 - 1));
+    ck_assert(ft_disc_pattern_match("size:< 1.5 GiB ", "u", k, 0, 1536 * MIB - 1));
+    ck_assert(!ft_disc_pattern_match("size:>=8192", "u", k, 0, 1024 * MIB));
+    ck_assert(!ft_disc_pattern_match("size:<8192", "u", k, 0, 0));
+    ck_assert(ft_disc_pattern_match("size:>=1048576", "u", k, 0, MIB));
+    ck_assert(!ft_disc_pattern_match("size:>=1e6", "u", k, 0, 1024 * MIB));
 
     llama_t m;
     llama_alloc(&m, 2);

@@ -1,12 +1,17 @@
 /* check_log.c - log_suite: the logger's threshold, lazy arguments, prefixes, caps,
- * truncation, errno and recursion guard. Each test redirects the log to a pipe (fork
- * mode: the redirection dies with the test's process). */
+ * truncation, errno and recursion guard, and ft_log_write_all's loop. Each test
+ * redirects the log to a pipe (fork mode: the redirection dies with the test's
+ * process). */
 #define _GNU_SOURCE
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <printf.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -188,6 +193,106 @@ START_TEST(recursion_is_dropped)
 }
 END_TEST
 
+/* ft_log_write_all against a slow reader, its writer signalled every millisecond by a
+ * handler without SA_RESTART: a blocked write() fails with EINTR (the pipe is full
+ * when it starts, and the reader waits 20 ms before its first read) or is cut short
+ * (a partial count), and each time the loop must go on from where it stopped. The
+ * reader checks every byte, in order. */
+static volatile sig_atomic_t n_signals;
+static void count_signal(int sig)
+{
+    (void)sig;
+    n_signals++;
+}
+
+typedef struct {
+    int fd;
+    size_t got;
+    int in_order;
+} slow_reader_t;
+
+static void *slow_reader(void *arg)
+{
+    slow_reader_t *r = arg;
+    unsigned char buf[4096];
+    usleep(20000);
+    for (;;) {
+        ssize_t n = read(r->fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (ssize_t i = 0; i < n; i++)
+            if (buf[i] != (unsigned char)((r->got + (size_t)i) % 251))
+                r->in_order = 0;
+        r->got += (size_t)n;
+        usleep(200);
+    }
+    return NULL;
+}
+
+typedef struct {
+    pthread_t target;
+    atomic_int stop;
+} signaller_t;
+
+static void *signaller(void *arg)
+{
+    signaller_t *g = arg;
+    while (!atomic_load(&g->stop)) {
+        pthread_kill(g->target, SIGUSR1);
+        usleep(1000);
+    }
+    return NULL;
+}
+
+START_TEST(write_all_resumes_cut_writes)
+{
+    size_t len = 1u << 20; /* sixteen times a pipe's default capacity */
+    unsigned char *buf = malloc(len);
+    ck_assert_ptr_nonnull(buf);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (unsigned char)(i % 251);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = count_signal;
+    sigemptyset(&sa.sa_mask);
+    ck_assert_int_eq(sigaction(SIGUSR1, &sa, &old), 0);
+
+    /* The stream's head fills the pipe, without blocking. */
+    size_t head = 0;
+    ck_assert_int_eq(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+    for (ssize_t n; (n = write(fds[1], buf + head, len - head)) > 0;)
+        head += (size_t)n;
+    ck_assert_int_eq(errno, EAGAIN);
+    ck_assert_int_eq(fcntl(fds[1], F_SETFL, 0), 0);
+
+    slow_reader_t r = {fds[0], 0, 1};
+    signaller_t g = {pthread_self(), 0};
+    pthread_t rt, gt;
+    ck_assert_int_eq(pthread_create(&rt, NULL, slow_reader, &r), 0);
+    ck_assert_int_eq(pthread_create(&gt, NULL, signaller, &g), 0);
+    int rc = ft_log_write_all(fds[1], buf + head, len - head);
+    atomic_store(&g.stop, 1);
+    pthread_join(gt, NULL);
+    close(fds[1]);
+    pthread_join(rt, NULL);
+    sigaction(SIGUSR1, &old, NULL);
+
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_gt(n_signals, 0);
+    ck_assert_uint_eq(r.got, len);
+    ck_assert(r.in_order);
+    /* Another error ends it with -errno. */
+    close(fds[0]);
+    ck_assert_int_eq(ft_log_write_all(fds[0], buf, 1), -EBADF);
+    ck_assert_int_eq(ft_log_write_all(fds[0], buf, 0), 0);
+    free(buf);
+}
+END_TEST
+
 START_TEST(level_names_parse)
 {
     static const char *const names[] = {"error", "warn", "info", "debug", "trace"};
@@ -228,6 +333,7 @@ Suite *log_suite(void)
     tcase_add_test(tc, errno_is_kept);
     tcase_add_test(tc, recursion_is_dropped);
     tcase_add_test(tc, level_names_parse);
+    tcase_add_test(tc, write_all_resumes_cut_writes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -265,7 +265,22 @@ static int parse_kernels(trace_t *t, ft_trace_cursor_t *c)
     return 0;
 }
 
-/* Every region id takes 4 bytes of payload, so the payload bounds the ids' total. */
+/* Reads the n region ids of entry i (a "launch", a "unit") into ids from *next on, and
+ * sets *first to where they start. Every id takes 4 bytes of payload, so the payload
+ * bounds their count; a count beyond it is refused before anything is read. */
+static int get_ids(trace_t *t, ft_trace_cursor_t *c, const char *what, uint32_t i, uint32_t n,
+                   uint32_t *ids, size_t *next, size_t *first)
+{
+    if ((uint64_t)n * 4 > c->left)
+        return bad(t, "%s %u: %u region ids overrun the payload (%zu bytes left)", what, i, n,
+                   c->left);
+    *first = *next;
+    for (uint32_t k = 0; k < n; k++)
+        ft_trace_get_u32(c, &ids[(*next)++]);
+    return 0;
+}
+
+/* The id arrays are sized by the payload (get_ids). */
 static int parse_iteration(trace_t *t, ft_trace_cursor_t *c)
 {
     if (get_count(t, c, 8, &t->n_iter) ||
@@ -277,12 +292,8 @@ static int parse_iteration(trace_t *t, ft_trace_cursor_t *c)
         launch_t *l = &t->iter[i];
         if (ft_trace_get_u32(c, &l->kernel) || ft_trace_get_u32(c, &l->n_ids))
             return short_payload(t, "launch", i);
-        if ((uint64_t)l->n_ids * 4 > c->left)
-            return bad(t, "launch %u: %u region ids overrun the payload (%zu bytes left)", i,
-                       l->n_ids, c->left);
-        l->first_id = ids;
-        for (uint32_t k = 0; k < l->n_ids; k++)
-            ft_trace_get_u32(c, &t->iter_ids[ids++]);
+        if (get_ids(t, c, "launch", i, l->n_ids, t->iter_ids, &ids, &l->first_id) != 0)
+            return -1;
     }
     return 0;
 }
@@ -300,12 +311,8 @@ static int parse_units(trace_t *t, ft_trace_cursor_t *c)
             ft_trace_get_u32(c, &u->first) || ft_trace_get_u32(c, &u->last) ||
             ft_trace_get_u32(c, &u->offload) || ft_trace_get_u32(c, &u->n_ids))
             return short_payload(t, "unit", i);
-        if ((uint64_t)u->n_ids * 4 > c->left)
-            return bad(t, "unit %u: %u region ids overrun the payload (%zu bytes left)", i,
-                       u->n_ids, c->left);
-        u->first_id = ids;
-        for (uint32_t k = 0; k < u->n_ids; k++)
-            ft_trace_get_u32(c, &t->unit_ids[ids++]);
+        if (get_ids(t, c, "unit", i, u->n_ids, t->unit_ids, &ids, &u->first_id) != 0)
+            return -1;
     }
     return 0;
 }

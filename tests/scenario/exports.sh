@@ -1,5 +1,5 @@
 # libflextensor.so exports exactly what shim/shim.def lists: the interposed CUDA entry
-# points and the ft_* control API.
+# points and the ft_* control API; and its folders' objects call only downwards.
 . "$(dirname "$0")/lib.sh"
 nm -D --defined-only "$SHIM" | awk '{print $3}' | sed 's/@.*//' | sort -u >"$WORK/have"
 gcc -E -P -I. -x c shim/exports.c | tr -d ' ;' | grep -Ev '^(\{|\}|global:|local:\*|)$' | sort -u >"$WORK/want"
@@ -16,3 +16,21 @@ pass "no direct link to libcudart or libcuda"
 # %fs-relative load, not a __tls_get_addr call (shim/shim.mk).
 ! nm -D --undefined-only "$SHIM" | grep -q '__tls_get_addr' || fail "the shim calls __tls_get_addr (thread-locals not initial-exec)"
 pass "thread-locals without __tls_get_addr"
+# Dependencies point one way (docs/architecture.md): no object of a folder refers to a
+# symbol that a folder above it defines. Read from the objects, so that a call through
+# a name some system header declares counts too: inside the library, cupti/'s dlsym
+# bound to the shim's exported one (the shim now hands its lookup to ft_cupti_init).
+defined() { nm --defined-only "$@" | awk 'NF == 3 && $2 ~ /[A-Z]/ {print $3}' | sort -u; }
+upward() { # FOLDER ABOVE...: the symbols FOLDER's objects use that ABOVE's define
+    local d=$1 a
+    shift
+    for a; do defined "$BUILD/$a"/*.o; done | sort -u >"$WORK/above"
+    nm --undefined-only "$BUILD/$d"/*.o | awk 'NF == 2 {print $2}' | sort -u | comm -12 - "$WORK/above"
+}
+for layer in "cupti shim config tools" "config shim cupti tools" "core shim cupti config tools" \
+             "tools shim cupti"; do
+    # shellcheck disable=SC2086 # the words are the folders
+    up=$(upward $layer)
+    [ -z "$up" ] || fail "${layer%% *}/ uses symbols that one of ${layer#* } defines: $(echo $up)"
+done
+pass "no object of cupti/, config/, core/ or tools/ refers to a symbol of a folder above it"

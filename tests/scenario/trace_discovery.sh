@@ -168,7 +168,7 @@ DISC, REGIONS, KERNELS, ITER, UNITS, TRACKING = 4, 5, 6, 7, 8, 14
 p = payload({"tracking_rule": TRACKING, "tracking_region": TRACKING, "state": DISC, "bare": DISC, "region_count_big": REGIONS, "region_count_small": REGIONS,
              "region_unit": REGIONS, "region_flags": REGIONS, "region_order": REGIONS,
              "kernel_name_len": KERNELS, "bad_utf8": KERNELS, "kernel_index": ITER,
-             "launch_ids": ITER, "unit_first": UNITS, "unit_last": UNITS, "unit_region": UNITS,
+             "launch_ids": ITER, "unit_ids": UNITS, "unit_first": UNITS, "unit_last": UNITS, "unit_region": UNITS,
              "unit_bytes": UNITS, "unit_weight": UNITS, "dup_kernels": KERNELS}[what])
 unit0 = p + 4 + 4 + get32(p + 4)             # unit 0 after its name: u64 bytes, first, last
 if what == "tracking_rule": u32(p, 7)
@@ -184,6 +184,7 @@ elif what == "kernel_name_len": u32(p + 4, 1 << 30)
 elif what == "bad_utf8": b[p + 8] = 0xFF                 # kernel 0's first letter
 elif what == "kernel_index": u32(p + 4, 999)             # launch 0's kernel
 elif what == "launch_ids": u32(p + 8, 100000)            # launch 0's region count
+elif what == "unit_ids": u32(unit0 + 20, 100000)         # unit 0's region count
 elif what == "unit_first": u32(unit0 + 8, 33)            # the iteration has 33 launches
 elif what == "unit_last": u32(unit0 + 12, 5000)
 elif what == "unit_region": u32(unit0 + 24, 9999)        # unit 0's region: none such
@@ -231,13 +232,14 @@ check_bad region_order 'REGIONS record .*entry 1 has region id 1 after id 1'
 check_bad kernel_name_len 'KERNELS record .*payload ends inside kernel 0'
 check_bad kernel_index 'ITERATION record .*launch 0 names kernel 999, the trace has 11 kernels'
 check_bad launch_ids 'ITERATION record .*launch 0: 100000 region ids overrun the payload'
+check_bad unit_ids 'UNITS record .*unit 0: 100000 region ids overrun the payload'
 check_bad unit_first 'UNITS record .*unit 0 \(unit\.0\) first launch 33 is beyond the iteration.s 33 launches'
 check_bad unit_last 'UNITS record .*unit 0 \(unit\.0\) last launch 5000 is beyond'
 check_bad unit_region 'UNITS record .*unit 0 \(unit\.0\) lists region 9999, absent from the REGIONS record'
 check_bad unit_weight 'UNITS record .*lists region 22, which is not a weight'
 check_bad unit_bytes 'UNITS record .*unit 0 \(unit\.0\) claims 67108865 bytes, its regions hold 67108864'
 check_bad dup_kernels 'KERNELS record .*a second KERNELS record'
-pass "16 inconsistent payloads behind a valid checksum: one line, exit 1, no stdout"
+pass "19 inconsistent payloads behind a valid checksum: one line, exit 1, no stdout"
 
 # A kernel name that is not UTF-8 still gives valid JSON.
 python3 "$WORK/mutate.py" "$WORK/t.bin" "$WORK/u.bin" bad_utf8 >/dev/null

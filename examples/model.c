@@ -83,14 +83,18 @@
  *   --prologue    before the weights exist, a 2 MiB buffer (a caching allocator's small
  *                 segment) gets a few kernels (a framework's warm-up, an NCCL
  *                 communicator's first all-reduce), and every layer of every forward
- *                 adds its input to it (mix: small activations reusing the segment)
+ *                 adds its input to it (mix: small activations reusing the segment),
+ *                 each thread to a slice of its own (larger than 2 MiB when the
+ *                 threads' slices need more)
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", "layers.N" around each layer, and inside
  *                 each layer a range whose message is a registered string (as NCCL's:
  *                 it has no readable name)
  *   --time        print each forward's device time (CUDA events), "step_us"
  *   --poke N      after forward N, write one word into layer 0's weight (cudaMemcpy):
- *                 later forwards differ; the checksum printed is the last forward's
+ *                 later forwards differ; the checksum printed is the last forward's.
+ *                 With --threads, this and the writes of --rewrite, --peek and --zero
+ *                 are worker 0's, made while every thread waits between two forwards
  *   --rewrite N   from forward N on, after every forward, write one word (a new value
  *                 each time) into layer 0's weight: a weight that keeps changing
  *   --peek N      after forward N, read the middle layer's first weight row back
@@ -104,7 +108,8 @@
  *                 allocates its buffers), kept to the end
  *   --drv-workspace N  half-way through the first forward, N MiB from the driver's
  *                 cuMemAlloc (resolved by dlsym on libcuda), kept and cleared in every
- *                 forward: a library's lazily made workspace (cuBLAS's handle)
+ *                 forward of the thread that made it: a library's lazily made
+ *                 workspace (cuBLAS's handle)
  *   --pause N     ft_profiling_suspend() before the first forward, resume after the
  *                 N-th (no resume if N >= iterations): warm-up passes not profiled
  *   --zero N      after forward N, clear the middle layer's first weight row with the driver's
@@ -165,6 +170,10 @@ static int scratch_from = -1;
 static int drv_workspace_mib = 0;
 static int outside_from = -1;
 static unsigned long long drv_workspace; /* its device address, once allocated */
+/* This thread made the workspace and alone clears it: threads' memsets on streams of
+ * their own would write the same bytes at once (a cuBLAS handle's workspace likewise
+ * serves one stream at a time). */
+static __thread int drv_workspace_mine;
 static pthread_mutex_t drv_workspace_lock = PTHREAD_MUTEX_INITIALIZER;
 static int big_tables;
 static int pad_odd; /* odd layers' weights are allocated 2 MiB larger than used */
@@ -173,13 +182,18 @@ static int race_alloc; /* --race-alloc: 1 MiB buffers each thread allocates at i
 static pthread_barrier_t race_barrier;
 static int lockstep;                  /* --lockstep */
 static pthread_barrier_t step_barrier;
+static pthread_barrier_t write_barrier; /* around worker 0's writes into weights */
 static int swap_from = -1; /* from this forward on, another pair of activation buffers */
 static int alternate_acts; /* odd forwards on the other pair */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int skip_from = -1; /* from this forward on, the last layer is skipped */
 static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
-static uint32_t *warm; /* --prologue's buffer */
+static uint32_t *warm; /* --prologue's buffer: thread t adds to dim words at warm + t * dim */
+/* This thread's slice of warm. Each thread's forwards run on a stream of its own, so
+ * adding to one slice from two threads would race on the device (mix reads and writes
+ * every word it is given). */
+static __thread uint32_t *warm_mine;
 static int device;
 static int side_device = -1;  /* --side-device */
 static int side_from;         /* --side-from: the forward its launches begin at */
@@ -322,12 +336,14 @@ static struct model_meta far_weight_meta(void)
 }
 
 /* --drv-workspace: allocated by the first thread to get here, through the driver as a
- * library allocates (not cudaMalloc: FlexTensor serves that one itself). */
+ * library allocates (not cudaMalloc: FlexTensor serves that one itself), then cleared
+ * in each of that thread's forwards. */
 static void use_drv_workspace(cudaStream_t stream)
 {
     size_t bytes = (size_t)drv_workspace_mib << 20;
     pthread_mutex_lock(&drv_workspace_lock);
     if (drv_workspace == 0) {
+        drv_workspace_mine = 1;
         void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
         int (*mem_alloc)(unsigned long long *, size_t) =
             cuda ? (int (*)(unsigned long long *, size_t))dlsym(cuda, "cuMemAlloc_v2") : NULL;
@@ -339,7 +355,8 @@ static void use_drv_workspace(cudaStream_t stream)
             dlclose(cuda);
     }
     pthread_mutex_unlock(&drv_workspace_lock);
-    CHECK(cudaMemsetAsync((void *)(uintptr_t)drv_workspace, 0, bytes, stream));
+    if (drv_workspace_mine)
+        CHECK(cudaMemsetAsync((void *)(uintptr_t)drv_workspace, 0, bytes, stream));
 }
 
 /* --outside-from: 4 MiB mapped through the driver's virtual memory calls, which the
@@ -377,20 +394,27 @@ static void allocate_outside(void)
     pthread_mutex_unlock(&drv_workspace_lock);
 }
 
-/* A range in a domain of its own whose message is a registered string, as NCCL opens. */
+/* A range in a domain of its own whose message is a registered string, as NCCL opens.
+ * The domain is made once, by whichever thread comes first (pthread_once: threads
+ * testing and setting it themselves would race). */
 static nvtxDomainHandle_t nvtx_domain;
+static nvtxStringHandle_t nvtx_msg;
+static pthread_once_t nvtx_once = PTHREAD_ONCE_INIT;
+
+static void nvtx_make_domain(void)
+{
+    nvtx_domain = nvtxDomainCreateA("model-lib");
+    nvtx_msg = nvtxDomainRegisterStringA(nvtx_domain, "registered");
+}
+
 static void nvtx_push_registered(void)
 {
-    static nvtxStringHandle_t msg;
-    if (nvtx_domain == NULL) {
-        nvtx_domain = nvtxDomainCreateA("model-lib");
-        msg = nvtxDomainRegisterStringA(nvtx_domain, "registered");
-    }
+    pthread_once(&nvtx_once, nvtx_make_domain);
     nvtxEventAttributes_t attr = { 0 };
     attr.version = NVTX_VERSION;
     attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
     attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-    attr.message.registered = msg;
+    attr.message.registered = nvtx_msg;
     nvtxDomainRangePushEx(nvtx_domain, &attr);
 }
 
@@ -499,7 +523,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         }
         if (prologue) {
             /* warm += a: its content changes every pass, as activations do */
-            void *warm_args[] = { &warm, &a, &dim };
+            void *warm_args[] = { &warm_mine, &a, &dim };
             CHECK(cudaLaunchKernelExC(&cfg, k_mix, warm_args));
         }
         if (extra_kernels)
@@ -569,6 +593,46 @@ static int forward_kind(int it)
     return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4;
 }
 
+/* Whether worker 0 writes weights from the host after forward it (--zero, --peek,
+ * --rewrite, --poke). */
+static int writes_weights_after(int it)
+{
+    return it == zero_after || it == peek_after || (rewrite_from >= 0 && it >= rewrite_from) ||
+           it == poke_after;
+}
+
+/* Worker 0's writes after forward it, in this order, through the legacy stream. */
+static void write_weights(int it)
+{
+    if (it == zero_after)
+        zero_first_row();
+    if (it == peek_after) {
+        uint32_t *row = malloc((size_t)dim * sizeof *row);
+        if (row == NULL)
+            exit(1);
+        CHECK(cudaMemcpy(row, model[layers / 2].w, (size_t)dim * sizeof *row, cudaMemcpyDeviceToHost));
+        printf("peek %016" PRIx64 "\n", fnv1a(row, (size_t)dim * sizeof *row));
+        row[0] ^= 0x01234567u;
+        CHECK(cudaMemcpy(model[layers / 2].w, row, sizeof *row, cudaMemcpyHostToDevice));
+        free(row);
+    }
+    if (rewrite_from >= 0 && it >= rewrite_from) {
+        uint32_t v = 0x5bd1e995u * (uint32_t)(it + 1);
+        CHECK(cudaMemcpy(model[0].w + 1, &v, sizeof v, cudaMemcpyHostToDevice));
+    }
+    if (it == poke_after) {
+        uint32_t v = 0xdeadbeefu;
+        CHECK(cudaMemcpy(model[0].w, &v, sizeof v, cudaMemcpyHostToDevice));
+    }
+    /* cuMemsetD32 does not block the host, nor need a copy from pageable memory wait
+     * for its bytes to land, and the threads' non-blocking streams do not wait for the
+     * legacy stream: without this the next forwards could read the words as they
+     * change. The legacy stream and the blocking streams (one thread, or
+     * --per-thread-stream) are ordered after these writes already. */
+    if (threads > 1 && !per_thread_stream)
+        CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
 static void *run_worker(void *arg)
 {
     worker_t *wk = arg;
@@ -593,6 +657,8 @@ static void *run_worker(void *arg)
         CHECK(cudaMalloc((void **)&b2, (size_t)dim * sizeof *b2));
     }
     CHECK(cudaMallocHost((void **)&out, (size_t)dim * sizeof *out));
+    if (prologue)
+        warm_mine = warm + (size_t)wk->id * (size_t)dim;
     cudaEvent_t t0, t1;
     CHECK(cudaEventCreate(&t0));
     CHECK(cudaEventCreate(&t1));
@@ -621,25 +687,14 @@ static void *run_worker(void *arg)
         wk->checksum[it] = fnv1a(out, (size_t)dim * sizeof *out);
         if (it + 1 == pause_forwards && profiling_resume != NULL)
             profiling_resume();
-        if (it == zero_after && wk->id == 0)
-            zero_first_row();
-        if (it == peek_after && wk->id == 0) {
-            uint32_t *row = malloc((size_t)dim * sizeof *row);
-            if (row == NULL)
-                exit(1);
-            CHECK(cudaMemcpy(row, model[layers / 2].w, (size_t)dim * sizeof *row, cudaMemcpyDeviceToHost));
-            printf("peek %016" PRIx64 "\n", fnv1a(row, (size_t)dim * sizeof *row));
-            row[0] ^= 0x01234567u;
-            CHECK(cudaMemcpy(model[layers / 2].w, row, sizeof *row, cudaMemcpyHostToDevice));
-            free(row);
-        }
-        if (rewrite_from >= 0 && it >= rewrite_from && wk->id == 0) {
-            uint32_t v = 0x5bd1e995u * (uint32_t)(it + 1);
-            CHECK(cudaMemcpy(model[0].w + 1, &v, sizeof v, cudaMemcpyHostToDevice));
-        }
-        if (it == poke_after && wk->id == 0) {
-            uint32_t v = 0xdeadbeefu;
-            CHECK(cudaMemcpy(model[0].w, &v, sizeof v, cudaMemcpyHostToDevice));
+        if (writes_weights_after(it)) {
+            /* Worker 0 writes weights that every thread's forwards read: the write falls
+             * between the threads' forwards it and it + 1 (each thread synchronised its
+             * stream above), so that no kernel reads a word while it changes. */
+            pthread_barrier_wait(&write_barrier);
+            if (wk->id == 0)
+                write_weights(it);
+            pthread_barrier_wait(&write_barrier);
         }
         if (!quiet && threads == 1)
             printf("iteration %d checksum %016" PRIx64 "\n", it, wk->checksum[it]);
@@ -783,6 +838,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "model: --drop needs one thread\n");
         return 2;
     }
+    /* Its buffer is made by the first forward to need it, which the others would race. */
+    if (side_late && threads > 1) {
+        fprintf(stderr, "model: --side-late needs one thread\n");
+        return 2;
+    }
     /* The control API of FlexTensor, when it is preloaded (flextensor.h). */
     iteration_mark = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_iteration_mark");
     profiling_suspend = (void (*)(void))dlsym(RTLD_DEFAULT, "ft_profiling_suspend");
@@ -802,8 +862,11 @@ int main(int argc, char **argv)
     CHECK(cudaSetDevice(device));
     if (prologue) {
         /* Warm-up kernels before any weight exists (mix: warm += warm). */
-        CHECK(cudaMalloc((void **)&warm, 2u << 20));
-        CHECK(cudaMemset(warm, 0, 2u << 20));
+        size_t warm_bytes = (size_t)threads * (size_t)dim * sizeof *warm;
+        if (warm_bytes < 2u << 20)
+            warm_bytes = 2u << 20;
+        CHECK(cudaMalloc((void **)&warm, warm_bytes));
+        CHECK(cudaMemset(warm, 0, warm_bytes));
         dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
         dim3 block = { MODEL_BLOCK, 1, 1 };
         cudaLaunchConfig_t cfg;
@@ -829,6 +892,7 @@ int main(int argc, char **argv)
         pthread_barrier_init(&race_barrier, NULL, (unsigned)threads);
     if (lockstep)
         pthread_barrier_init(&step_barrier, NULL, (unsigned)threads);
+    pthread_barrier_init(&write_barrier, NULL, (unsigned)threads);
     for (int t = 0; t < threads; t++) {
         wk[t].id = t;
         if (pthread_create(&tid[t], NULL, run_worker, &wk[t]) != 0) {

@@ -7,6 +7,21 @@
  */
 #include "core/budget.h"
 
+uint64_t ft_budget_configured(uint64_t limit, double fraction, uint64_t total)
+{
+    uint64_t budget = limit;
+    if (fraction > 0 && total > 0) {
+        uint64_t f = (uint64_t)(fraction * (double)total);
+        budget = budget == 0 || f < budget ? f : budget;
+    }
+    return budget;
+}
+
+uint64_t ft_budget_capped(uint64_t budget, uint64_t total, uint64_t can)
+{
+    return budget > 0 && total > 0 && budget > can ? can : budget;
+}
+
 int ft_budget_fits(uint64_t held, uint64_t size, uint64_t budget)
 {
     return budget == 0 || (size <= budget && held <= budget - size);

@@ -1,19 +1,30 @@
-/* budget.h - the memory budget's decisions: whether an allocation fits, what the slots
- * hold once full, what the process holds with every slot counted full, which resident
- * unit to make stream when an allocation would not fit, and what cudaMemGetInfo shows
- * under a budget (docs/residency.md, "The budget after the plan" and "Memory
- * accounting").
+/* budget.h - the memory budget's decisions: how large it is, whether an allocation
+ * fits, what the slots hold once full, what the process holds with every slot counted
+ * full, which resident unit to make stream when an allocation would not fit, and what
+ * cudaMemGetInfo shows under a budget (docs/residency.md, "The budget after the plan"
+ * and "Memory accounting").
  *
  * Owns: nothing; every function answers from its arguments. The shim (shim/budget.c
- * after the plan, shim/spill.c and shim/vmm.c for FT_SPILL before it) counts what the
- * process holds under res.lock, asks, and carries the answer out: a demotion's
- * eviction, FT_SPILL's moves, the allocation's error.
+ * after the plan, shim/spill.c and shim/vmm.c for FT_SPILL before it, shim/profiling.c
+ * for the plan's budget) counts what the process holds, under res.lock where it must,
+ * asks, and carries the answer out: a demotion's eviction, FT_SPILL's moves, the
+ * allocation's error.
  */
 #ifndef FT_BUDGET_H
 #define FT_BUDGET_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The budget the options give: FT_GPU_MEM_LIMIT (`limit`, 0: none) and
+ * FT_MAX_GPU_MEM_FRACTION (`fraction` of the device's `total`, 0: none; ignored while
+ * the total is unknown, 0), the smaller of the two; 0 when neither is set. */
+uint64_t ft_budget_configured(uint64_t limit, double fraction, uint64_t total);
+
+/* The plan's budget: `budget` capped to what the process can have, the device's free
+ * memory plus what it holds through the shim already (`can`). Left as it is when there
+ * is none (0) or the device's total is unknown (0). */
+uint64_t ft_budget_capped(uint64_t budget, uint64_t total, uint64_t can);
 
 /* Whether `size` more bytes fit beside `held` under `budget` (0: there is no budget,
  * everything fits). An exact fit fits; a sum past 2^64 does not. */

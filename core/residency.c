@@ -160,6 +160,15 @@ ft_res_verdict_t ft_res_classify(const ft_res_touch_t *t, ft_res_range_t range, 
     return v;
 }
 
+ft_res_region_t ft_res_region(int known, int vmm, int shared, int indirect_only)
+{
+    if (!known || !vmm)
+        return FT_RES_REGION_UNMAPPED;
+    if (shared)
+        return FT_RES_REGION_SHARED;
+    return indirect_only ? FT_RES_REGION_INDIRECT : FT_RES_REGION_STREAMS;
+}
+
 ft_res_unload_t ft_res_unload(int sum_ok, uint64_t sum, int ref_valid, uint64_t ref)
 {
     ft_res_unload_t u = { 1, 0 };

@@ -136,6 +136,25 @@ typedef struct {
 ft_res_verdict_t ft_res_classify(const ft_res_touch_t *t, ft_res_range_t range, int loaded,
                                  const ft_res_pass_t *pass, int strict);
 
+/* Whether a region of a streamed unit streams with it, and if not why. */
+typedef enum {
+    FT_RES_REGION_STREAMS,
+    FT_RES_REGION_UNMAPPED, /* not backed by virtual memory (below FT_VMM_MIN_SIZE, or
+                             * allocated where the shim does not serve it): its memory
+                             * cannot be unmapped; small by definition, or not the
+                             * shim's to move */
+    FT_RES_REGION_SHARED,   /* touched from other units' ranges too: streaming it would
+                             * load its unit once per user */
+    FT_RES_REGION_INDIRECT, /* reached only through pointer arrays: the guard reads no
+                             * device memory, so it could not load it for the launch
+                             * that uses it */
+} ft_res_region_t;
+
+/* known: discovery still has the region; vmm: it is backed by virtual memory; shared
+ * and indirect_only as discovery found them. A region discovery no longer has stays
+ * too (FT_RES_REGION_UNMAPPED). */
+ft_res_region_t ft_res_region(int known, int vmm, int shared, int indirect_only);
+
 /* What an unload does with a unit's bytes. sum_ok: its device checksum now could be had
  * (sum); ref_valid: the reference, the checksum of the bytes its host store holds. */
 typedef struct {

@@ -402,24 +402,17 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
     res.units[i].first = first;
     res.units[i].bytes = 0;
     for (uint32_t k = 0; k < u->n_regions && ok; k++) {
-        uint64_t base, size;
-        vmm_t *v;
-        /* Regions below FT_VMM_MIN_SIZE are not backed by virtual memory: they
-         * stay resident (small by definition), the rest of the unit streams. */
-        if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 || (v = vmm_find(base)) == NULL)
-            continue;
-        /* Touched from other units' ranges too: streaming it would load its unit
-         * once per user. */
-        if (ft_disc_region_shared(disc, u->region_ids[k])) {
+        uint64_t base = 0, size = 0;
+        int known = ft_disc_region(disc, u->region_ids[k], &base, &size) == 0;
+        vmm_t *v = known ? vmm_find(base) : NULL;
+        /* The rest of the unit streams without the regions that stay (ft_res_region says
+         * why); shared and indirect ones count in the report. */
+        ft_res_region_t kind = ft_res_region(known, v != NULL, ft_disc_region_shared(disc, u->region_ids[k]),
+                                             ft_disc_region_indirect_only(disc, u->region_ids[k]));
+        if (kind == FT_RES_REGION_SHARED || kind == FT_RES_REGION_INDIRECT)
             *shared_resident += size;
+        if (kind != FT_RES_REGION_STREAMS)
             continue;
-        }
-        /* Reached only through pointer arrays: the guard reads no device memory, so
-         * it could not load it for the launch that uses it. */
-        if (ft_disc_region_indirect_only(disc, u->region_ids[k])) {
-            *shared_resident += size;
-            continue;
-        }
         res_region_t *r = &res.regions[res.n_regions++];
         *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k], 0 };
         res.units[i].bytes += v->size;

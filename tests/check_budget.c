@@ -1,5 +1,5 @@
-/* check_budget.c - the budget's decisions (core/budget.c), called directly: whether an
- * allocation fits (exact fit, one byte over, no budget, sums past 2^64), the full slots
+/* check_budget.c - the budget's decisions (core/budget.c), called directly: the budget
+ * the options give and its cap, whether an allocation fits (exact fit, one byte over, no budget, sums past 2^64), the full slots
  * counted by their largest units (against a sort), the count with every slot full, the
  * unit a demotion picks (the most room per byte, never one that gives back no room,
  * never one that may not stream), and what cudaMemGetInfo shows. */
@@ -9,6 +9,30 @@
 #include "core/budget.h"
 
 #define MiB (1ull << 20)
+
+START_TEST(configured_the_smaller_of_limit_and_fraction)
+{
+    ck_assert_uint_eq(ft_budget_configured(0, 0, 80 * MiB), 0);          /* neither: none */
+    ck_assert_uint_eq(ft_budget_configured(0, -1, 80 * MiB), 0);         /* unset fraction */
+    ck_assert_uint_eq(ft_budget_configured(30 * MiB, 0, 80 * MiB), 30 * MiB);
+    ck_assert_uint_eq(ft_budget_configured(0, 0.5, 80 * MiB), 40 * MiB);
+    ck_assert_uint_eq(ft_budget_configured(30 * MiB, 0.5, 80 * MiB), 30 * MiB);
+    ck_assert_uint_eq(ft_budget_configured(50 * MiB, 0.5, 80 * MiB), 40 * MiB);
+    /* the device's total not known yet: the limit alone */
+    ck_assert_uint_eq(ft_budget_configured(50 * MiB, 0.5, 0), 50 * MiB);
+    ck_assert_uint_eq(ft_budget_configured(0, 0.5, 0), 0);
+}
+END_TEST
+
+START_TEST(capped_to_what_the_process_can_have)
+{
+    ck_assert_uint_eq(ft_budget_capped(40 * MiB, 80 * MiB, 30 * MiB), 30 * MiB);
+    ck_assert_uint_eq(ft_budget_capped(40 * MiB, 80 * MiB, 40 * MiB), 40 * MiB);
+    ck_assert_uint_eq(ft_budget_capped(40 * MiB, 80 * MiB, 50 * MiB), 40 * MiB);
+    ck_assert_uint_eq(ft_budget_capped(0, 80 * MiB, 30 * MiB), 0);       /* no budget */
+    ck_assert_uint_eq(ft_budget_capped(40 * MiB, 0, 30 * MiB), 40 * MiB); /* device unknown */
+}
+END_TEST
 
 START_TEST(fits_edges)
 {
@@ -217,6 +241,8 @@ Suite *budget_suite(void)
 {
     Suite *s = suite_create("budget");
     TCase *tc = tcase_create("core");
+    tcase_add_test(tc, configured_the_smaller_of_limit_and_fraction);
+    tcase_add_test(tc, capped_to_what_the_process_can_have);
     tcase_add_test(tc, fits_edges);
     tcase_add_test(tc, slots_full_by_the_largest_units);
     tcase_add_test(tc, slots_full_random_against_a_sort);

@@ -3,7 +3,8 @@
  * unloaded one; the least recently loaded), what a load does when the slots are full,
  * which units a prefetch loads, the units at a pass position, how far a touch is from
  * its unit's range, a lane's position off the record, the repeat rule, each stale rule
- * with and without FT_STRICT_GUARD, and what an unload does with the bytes. */
+ * with and without FT_STRICT_GUARD, which regions of a streamed unit stay, and what an
+ * unload does with the bytes. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -299,6 +300,19 @@ START_TEST(touch_far_from_its_range_loads_but_does_not_place)
 }
 END_TEST
 
+START_TEST(regions_that_stay_with_a_streamed_unit)
+{
+    ck_assert_int_eq(ft_res_region(1, 1, 0, 0), FT_RES_REGION_STREAMS);
+    ck_assert_int_eq(ft_res_region(1, 0, 0, 0), FT_RES_REGION_UNMAPPED);
+    ck_assert_int_eq(ft_res_region(0, 1, 0, 0), FT_RES_REGION_UNMAPPED);
+    ck_assert_int_eq(ft_res_region(1, 1, 1, 0), FT_RES_REGION_SHARED);
+    ck_assert_int_eq(ft_res_region(1, 1, 0, 1), FT_RES_REGION_INDIRECT);
+    /* the first reason counts: not mapped, then shared */
+    ck_assert_int_eq(ft_res_region(1, 0, 1, 1), FT_RES_REGION_UNMAPPED);
+    ck_assert_int_eq(ft_res_region(1, 1, 1, 1), FT_RES_REGION_SHARED);
+}
+END_TEST
+
 START_TEST(unload_writes_back_unless_proven_unchanged)
 {
     ft_res_unload_t u = ft_res_unload(1, 42, 1, 42);
@@ -348,6 +362,7 @@ Suite *residency_suite(void)
     tcase_add_test(tc, touch_far_from_its_range_loads_but_does_not_place);
     suite_add_tcase(s, tc);
     tc = tcase_create("unloads");
+    tcase_add_test(tc, regions_that_stay_with_a_streamed_unit);
     tcase_add_test(tc, unload_writes_back_unless_proven_unchanged);
     tcase_add_test(tc, pinned_at_the_third_change_once);
     suite_add_tcase(s, tc);

@@ -293,15 +293,16 @@ const ft_res_unit_t *res_view(int u, int keep)
 {
     static ft_res_unit_t *view;
     static int cap;
-    if (cap < res.n_units) {
-        ft_res_unit_t *grown = realloc(view, (size_t)res.n_units * sizeof *grown);
+    int want = res.n_units > 0 ? res.n_units : 1; /* never NULL for want of units */
+    if (cap < want) {
+        ft_res_unit_t *grown = realloc(view, (size_t)want * sizeof *grown);
         if (grown == NULL) {
             FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory: no unit leaves its slot, and "
                           "no prefetch runs, until memory is had");
             return NULL;
         }
         view = grown;
-        cap = res.n_units;
+        cap = want;
     }
     for (int i = 0; i < res.n_units; i++) {
         const res_unit_t *un = &res.units[i];

@@ -1,7 +1,9 @@
 /* budget.c - the memory budget after the plan: what the process holds through the
  * shim (usage_locked), with every slot counted full; the allocation guard
  * (budget_admit, admit_done) that makes resident units stream when an allocation would
- * not fit (demote_for); and the budget as cudaMemGetInfo reports it.
+ * not fit (demote_for); and the budget as cudaMemGetInfo reports it. Whether an
+ * allocation fits, which unit is made to stream and what cudaMemGetInfo shows are
+ * core/budget.c's decisions; this file counts their inputs and carries them out.
  *
  * Owns: admitting (under res.lock) and releasing (atomic). Everything here runs under
  * res.lock unless it takes it itself (budget_admit, admit_done, usage_now). */
@@ -36,92 +38,57 @@ uint64_t admitting;
  * synchronises the device first) has not given their memory back yet. */
 uint64_t releasing;
 
-/* The bytes unit i takes in a slot when it streams (res.lock held): its mapped
- * regions once it streams; the discovered size of a resident unit counted as streaming
- * (`extra`, a candidate of demote_for); 0 for a resident or pinned unit. */
-static uint64_t slot_len_locked(int i, int extra)
+/* The units as core/budget.h's decisions see them (res.lock held), in an array kept
+ * for the next allocation; NULL when it cannot be had. */
+static const ft_budget_unit_t *budget_view_locked(void)
 {
-    if (i == extra)
-        return ft_disc_unit(disc, (size_t)i)->bytes;
-    if (res.units[i].pinned)
-        return 0;
-    uint64_t len = 0;
-    for (int k = 0; k < res.units[i].n; k++)
-        len += res.regions[res.units[i].first + k].size != 0 ? res.regions[res.units[i].first + k].len : 0;
-    return len;
-}
-
-/* What the slots hold at most (res.lock held): the sum of the res.slots largest
- * streaming units, with unit `extra` counted as streaming (-1: none). Not slots times
- * the largest: a tensor-parallel shard's 892 MiB embeddings made to stream beside
- * 196 MiB layers counted 3 x 892 MiB and no allocation fitted the budget any more (the
- * H200 pair, sixth session). Taken by distinct lengths, largest first, so that it
- * needs no array. */
-static uint64_t slots_full_locked(int extra)
-{
-    uint64_t sum = 0, below = UINT64_MAX;
-    for (int left = res.slots; left > 0;) {
-        uint64_t top = 0;
-        int count = 0;
-        for (int i = 0; i < res.n_units; i++) {
-            uint64_t len = slot_len_locked(i, extra);
-            if (len >= below || len == 0 || len < top)
-                continue;
-            count = len > top ? 1 : count + 1;
-            top = len;
+    static ft_budget_unit_t *view;
+    static int cap;
+    int want = res.n_units > 0 ? res.n_units : 1; /* never NULL for want of units */
+    if (cap < want) {
+        ft_budget_unit_t *grown = realloc(view, (size_t)want * sizeof *grown);
+        if (grown == NULL) {
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory: an allocation is refused, "
+                          "the budget cannot be checked");
+            return NULL;
         }
-        if (count == 0)
-            break;
-        int take = count < left ? count : left;
-        sum += (uint64_t)take * top;
-        left -= take;
-        below = top;
+        view = grown;
+        cap = want;
     }
-    return sum;
+    for (int i = 0; i < res.n_units; i++) {
+        const res_unit_t *un = &res.units[i];
+        const ft_disc_unit_t *d = ft_disc_unit(disc, (size_t)i);
+        uint64_t len = 0;
+        for (int k = 0; k < un->n && !un->pinned; k++)
+            len += res.regions[un->first + k].size != 0 ? res.regions[un->first + k].len : 0;
+        view[i] = (ft_budget_unit_t){ len, d->bytes,
+                                      plan.out.resident[i] && un->n == 0 && !un->unstreamable && d->offload };
+    }
+    return view;
 }
 
-/* Device bytes the process holds through the shim with every slot full (res.lock held):
- * the loaded streamed units come and go, so an allocation admitted while a slot is
- * empty, or holds a smaller unit, would take the process past the budget once the
- * slots fill (the H200's FT_SPILL run: 4706 MiB held against 4608). */
-static uint64_t committed_locked(void)
+/* Device bytes the process holds through the shim with every slot full (res.lock
+ * held), by ft_budget_committed. */
+static uint64_t committed_locked(const ft_budget_unit_t *view)
 {
     uint64_t held = held_locked() + admitting + __atomic_load_n(&releasing, __ATOMIC_RELAXED);
-    uint64_t cap = slots_full_locked(-1);
-    return res.held_bytes < cap ? held - res.held_bytes + cap : held;
+    return ft_budget_committed(held, res.held_bytes, ft_budget_slots_full(view, res.n_units, res.slots, -1));
 }
 
 /* After the plan, an allocation of `size` would take the process past the budget (the
  * plan made room for the non-weight memory profiling saw; a prefill after decode steps
- * needs more): resident units are made to stream until it fits (res.lock held). Each
- * time, the unit that gives back the most room for the bytes it will copy in every
- * pass: its size less what it adds to the full slots (a unit larger than every
- * streaming one raises them). 0 when it fits, -1 when nothing more can leave the
- * device, or nothing that leaves makes room. */
+ * needs more): resident units are made to stream until it fits (res.lock held), one at
+ * a time, as ft_budget_demote_pick chooses. 0 when it fits, -1 when nothing more can
+ * leave the device, or nothing that leaves makes room. */
 static int demote_for(uint64_t size)
 {
     uint64_t budget = plan.in.budget_bytes;
     int synced = 0;
     uint64_t committed;
-    while ((committed = committed_locked()) + size > budget) {
-        int best = -1;
-        uint64_t best_gain = 0, best_bytes = 1, cap = slots_full_locked(-1);
-        for (int i = 0; i < res.n_units; i++) {
-            if (!plan.out.resident[i] || res.units[i].n != 0 || res.units[i].unstreamable ||
-                !ft_disc_unit(disc, (size_t)i)->offload) /* kept by the unit selection */
-                continue;
-            uint64_t bytes = ft_disc_unit(disc, (size_t)i)->bytes, grow = slots_full_locked(i) - cap;
-            if (bytes <= grow)
-                continue;
-            uint64_t gain = bytes - grow;
-            /* the most room per byte, the larger room on a tie */
-            double l = (double)gain / (double)bytes, r = (double)best_gain / (double)best_bytes;
-            if (best < 0 || l > r || (l == r && gain > best_gain)) {
-                best = i;
-                best_gain = gain;
-                best_bytes = bytes;
-            }
-        }
+    const ft_budget_unit_t *view;
+    while ((view = budget_view_locked()) != NULL &&
+           !ft_budget_fits(committed = committed_locked(view), size, budget)) {
+        int best = ft_budget_demote_pick(view, res.n_units, res.slots);
         if (best < 0)
             return -1;
         if (!synced) { /* a resident unit's calls leave no events behind */
@@ -154,7 +121,7 @@ static int demote_for(uint64_t size)
                     (double)moved / 1048576.0, res.loaded, res.slots, (double)res.held_bytes / 1048576.0);
         }
     }
-    return 0;
+    return view != NULL ? 0 : -1;
 }
 
 /* The allocation guard: whether `size` bytes fit the budget (after the plan, resident
@@ -252,12 +219,9 @@ void budget_view(size_t *free_b, size_t *total_b)
 {
     uint64_t budget = __atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0
                     ? plan.in.budget_bytes : configured_budget(*total_b);
-    if (budget == 0 || budget >= *total_b || regions == NULL)
+    if (!ft_budget_shown(budget, *total_b) || regions == NULL)
         return;
     ft_gpu_memory_usage_t u;
     usage_now(&u);
-    uint64_t left = budget > u.total_bytes ? budget - u.total_bytes : 0;
-    *total_b = (size_t)budget;
-    if (left < *free_b)
-        *free_b = (size_t)left;
+    ft_budget_view(budget, u.total_bytes, free_b, total_b);
 }

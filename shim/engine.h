@@ -37,6 +37,9 @@
 #include "core/checksum_ptx.h"
 #include "core/trace.h"
 #include "core/vaspace.h"
+#include "core/residency.h"
+#include "core/budget.h"
+#include "core/spill.h"
 #include "shim/flextensor.h"
 
 #pragma GCC visibility push(hidden)
@@ -403,6 +406,8 @@ void load_unit(int u, cudaStream_t stream, int keep);
 cudaStream_t stream_key(cudaStream_t stream);
 void unit_record_use(res_unit_t *un, cudaStream_t stream);
 int checksum_issue(int u);
+/* The units as core/residency.h's slot decisions see them (res.lock held). */
+const ft_res_unit_t *res_view(int u, int keep);
 
 /* guard.c: the guard. Its state is the calling thread's call, and res's under
  * res.lock. */

@@ -1,13 +1,16 @@
 /* guard.c - the residency engine's guard: before every launch, copy and set once the
  * engine is on, the streamed units the call touches are loaded (or found loaded) and
  * waited for; stale addresses are told apart (docs/residency.md, "Stale addresses");
- * the learned order of the pass starts prefetches; and the measured step.
+ * the learned order of the pass starts prefetches; and the measured step. What each
+ * touch is, where a unit's range begins and ends, and which units a prefetch loads are
+ * core/residency.c's decisions; this file gathers their inputs and carries them out.
  *
  * Owns: the per-call thread-locals (what this thread's call touched and where its pass
  * is; the checksum and prefetch to issue once the call is enqueued): a call is guarded
  * and completed on its own thread, between engine_enter and engine_leave, so they need
- * no lock. The repeat rule's table and res's counters and step ring are written under
- * res.lock, which every guarded call holds. Loads and unloads are residency.c's. */
+ * no lock. The repeat rule's table, the ranges' copy and res's counters and step ring
+ * are written under res.lock, which every guarded call holds. Loads and unloads are
+ * residency.c's. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -46,116 +49,46 @@ static __thread int checksum_after = -1;
 /* The kernel of the launch being guarded, for messages ("?" for copies and sets). */
 static __thread const char *res_kernel_name = "?";
 
-/* The repeat rule: a streamed region's last touch by one kernel on one lane, at the
- * lane's launch count `at`, and how many touches in a row came within a quarter of a
- * pass of the one before (`run`). Weights are grouped into units so that each is read
- * in one range of the pass: a kernel that keeps touching the same streamed weight every
- * few launches is carrying a stale address (PyTorch's cat kernels that discovery never
- * saw, in the prefill, held one weight's address in an unused metadata slot in every
- * layer). The third such touch in a row and those after it are stale; two reads half a
- * pass apart (a layer reading a far layer's weight) are not. Kept under res.lock. */
-typedef struct {
-    struct repeat_key {
-        uint64_t kernel;
-        uint64_t region;
-    } key;
-    uint64_t lane, at;
-    uint32_t run;
-    UT_hash_handle hh;
-} repeat_t;
-static repeat_t *repeats;
+/* The repeat rule's table (core/residency.h), under res.lock. */
+static ft_res_repeat_t *repeats;
 static __thread uint64_t lane_launches; /* this thread's guarded launches */
 
-/* 1 when this touch of region id by kernel is stale by the repeat rule. Records it. */
-static int repeat_touch(uint64_t kernel, uint32_t id)
-{
-    struct repeat_key key;
-    memset(&key, 0, sizeof key);
-    key.kernel = kernel;
-    key.region = id;
-    repeat_t *e;
-    HASH_FIND(hh, repeats, &key, sizeof key, e);
-    if (e == NULL) {
-        if ((e = calloc(1, sizeof *e)) == NULL)
-            return 0;
-        e->key = key;
-        e->lane = lane_id();
-        e->at = lane_launches;
-        e->run = 1;
-        HASH_ADD(hh, repeats, key, sizeof key, e);
-        return 0;
-    }
-    if (e->lane == lane_id() && e->at == lane_launches)
-        return e->run >= 3; /* the same launch again */
-    uint64_t window = res.pass_len / 4 > 4 ? (uint64_t)res.pass_len / 4 : 4; /* a quarter pass */
-    int close = e->lane == lane_id() && lane_launches - e->at < window;
-    e->run = close ? e->run + 1 : 1;
-    e->lane = lane_id();
-    e->at = lane_launches;
-    return e->run >= 3;
-}
-
-/* Whether pass position `at` (ft_disc_track's; -1: unknown) is more than half a pass
- * from unit un's range of positions, counted in the order of a pass (positions wrap at
- * the pass length when passes begin past the record's first launch). */
-static int far_from_range(long at, const res_unit_t *un)
-{
-    long len = res.pass_len, half = len / 2, s = res.pass_start;
-    if (at < 0 || len <= 0)
-        return 0;
-    /* In pass order: positions before the start come after the wrap. A pass longer
-     * than the recorded one counts on past the length. */
-#define PASS_ORDER(x) ((x) >= s ? (x) - s : (x) + len - s)
-    long a = PASS_ORDER(at), f = PASS_ORDER((long)un->first_launch), l = PASS_ORDER((long)un->last_launch);
-#undef PASS_ORDER
-    if (f > l)
-        return 0; /* the range spans the wrap: no order to compare */
-    return a + half < f || a > l + half;
-}
-
 /* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
- * found only at argument words that held garbage in discovery. The touch is stale
- * too when pos (the launch's position in a pass that follows the recorded one, else
- * -1) is outside the unit's range of positions: no launch of the recorded pass touched
- * it there (a weight touched outside its unit's range in discovery stays resident);
- * or when the kernel ran in the recorded pass touching no weight (weightless). Both
- * are garbage that looks like a pointer, in a word that held NULL or an activation's
- * address in discovery. So is one the repeat rule finds (kernel: the launch's kernel;
- * 0 for copies and sets, which it spares). An unsure or stale touch of a unit that is
- * not loaded loads nothing (FT_STRICT_GUARD=1: it does); of a loaded unit, it is a
- * touch like any other (a wait costs nothing there). at: launches since the lane's
- * pass began, also off the recorded sequence (-1: unknown); a touch more than half a
- * pass away from its unit's range says nothing of where the pass is, so it loads what
- * it needs but starts no prefetch (generate's reduce kernel on the H200 read a far
- * layer's weight through a stale address at each step's third launch, and the
- * prefetch that followed evicted the next layer: two misses a step). */
+ * found only at argument words that held garbage in discovery; pos, at and weightless
+ * as ft_res_touch_t takes them, kernel as ft_res_repeat_touch (0 for copies and sets).
+ * Each touch of a streamed unit is judged by ft_res_classify (core/residency.h, which
+ * says why each rule) and carried out here: a miss loads the unit on the caller's
+ * stream, a stale touch of a unit that is not loaded loads nothing and is counted, and
+ * the call waits for the unit's copy and records its use. */
 static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream, long pos,
                       int weightless, uint64_t kernel, long at)
 {
     if (!guarding())
         return;
     /* res.lock is held: engine_enter took it for this call. */
+    const ft_res_pass_t pass = { res.pass_len, res.pass_start };
     for (size_t i = 0; i < n; i++) {
         if (ids[i] >= res.n_ids || res.by_id[ids[i]] < 0)
             continue;
         res_region_t *r = &res.regions[res.by_id[ids[i]]];
         res_unit_t *un = &res.units[r->unit];
-        int unexpected = weightless ||
-                           (pos >= 0 && ((uint32_t)pos < un->first_launch || (uint32_t)pos > un->last_launch));
-        int again = kernel != 0 && repeat_touch(kernel, ids[i]);
-        int stale = (unsure != NULL && unsure[i]) || unexpected || again;
-        if (!un->loaded && stale && !res.strict) {
+        ft_res_touch_t t = { unsure != NULL && unsure[i], weightless, pos, at,
+                             ft_res_repeat_touch(&repeats, kernel, ids[i], lane_id(), lane_launches, res.pass_len) };
+        ft_res_verdict_t v = ft_res_classify(&t, (ft_res_range_t){ un->first_launch, un->last_launch }, un->loaded,
+                                             &pass, res.strict);
+        if (v.act == FT_RES_LEAVE) {
+            unsigned unexpected = v.stale & (FT_RES_STALE_WEIGHTLESS | FT_RES_STALE_OUTSIDE);
             res.unsure_skipped++;
-            res.unexpected_skipped += (uint64_t)(unexpected && !(unsure != NULL && unsure[i]));
-            res.repeat_skipped += (uint64_t)(again && !unexpected && !(unsure != NULL && unsure[i]));
+            res.unexpected_skipped += (uint64_t)(unexpected && !t.unsure);
+            res.repeat_skipped += (uint64_t)(t.repeat && !unexpected && !t.unsure);
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u%s) loads nothing",
                           res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
                           weightless ? ", from a kernel that touched no weight in the recorded pass"
                           : unexpected ? ", outside its unit's range of the pass"
-                          : again ? ", touched by this kernel every few launches" : "");
+                          : t.repeat ? ", touched by this kernel every few launches" : "");
             continue;
         }
-        if (!un->loaded) {
+        if (v.act == FT_RES_MISS) {
             res.misses++;
             if (res.n_miss_log < MISS_LOG) {
                 struct miss *m = &res.miss_log[res.n_miss_log++];
@@ -174,7 +107,7 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         /* The first touch of a unit after its load: what follows it in the learned
          * order is loaded next, whatever the launch's position in the pass. A stale
          * address (unsure) says nothing of where the pass is. */
-        if (!un->touched_since_load && !stale && !far_from_range(at, un)) {
+        if (!un->touched_since_load && v.placing) {
             un->touched_since_load = 1;
             if (prefetch_after < 0)
                 prefetch_after = r->unit;
@@ -193,33 +126,48 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
     touched_stream = stream;
 }
 
-/* The unit whose range starts (end 0) or ends (end 1) at pass position pos, or -1: a
- * binary search, the units being in pass order (their ranges do not overlap). */
-static int unit_bound_at(uint32_t pos, int end)
+/* The units' ranges of positions in pass order, for ft_res_unit_at, and room for the
+ * units a prefetch loads (res.lock held). The ranges are set at the switch and fixed
+ * from then on, so they are copied once, at the first guarded call that needs them.
+ * 0, or -1 when they cannot be had: then no unit is found at a position and nothing is
+ * prefetched, and every unit a call touches is still loaded. */
+static ft_res_range_t *ranges;
+static int *ahead;
+
+static int guard_arrays(void)
 {
-    int lo = 0, hi = res.n_units;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if ((end ? res.units[mid].last_launch : res.units[mid].first_launch) < pos)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == res.n_units)
+    if (ranges != NULL)
+        return 0;
+    if (res.n_units <= 0)
         return -1;
-    return (end ? res.units[lo].last_launch : res.units[lo].first_launch) == pos ? lo : -1;
+    ranges = malloc((size_t)res.n_units * sizeof *ranges);
+    ahead = malloc((size_t)res.n_units * sizeof *ahead);
+    if (ranges == NULL || ahead == NULL) {
+        free(ranges);
+        free(ahead);
+        ranges = NULL;
+        ahead = NULL;
+        FT_LOG_CAPPED(FT_LOG_ERROR, 1, "residency: out of memory: no prefetch until it can be had");
+        return -1;
+    }
+    for (int i = 0; i < res.n_units; i++)
+        ranges[i] = (ft_res_range_t){ res.units[i].first_launch, res.units[i].last_launch };
+    return 0;
 }
 
-/* Prefetch: the pass has reached unit u's first launch; load the streamed units that
- * follow it, as many as the other slots hold, on the side stream. */
+static int unit_bound_at(uint32_t pos, int end)
+{
+    return guard_arrays() == 0 ? ft_res_unit_at(ranges, res.n_units, pos, end) : -1;
+}
+
+/* Prefetch: the pass has reached unit u's first launch; the units ft_res_prefetch
+ * names are loaded on the side stream, those not loaded already. */
 static void res_prefetch(int u, cudaStream_t stream)
 {
-    int ahead = res.slots - 1, n = res.n_units;
-    for (int step = 1; step < n && ahead > 0; step++) {
-        int w = (u + step) % n;
-        if (res.units[w].n == 0)
-            continue; /* resident */
-        ahead--;
+    const ft_res_unit_t *view = guard_arrays() == 0 ? res_view(-1, u) : NULL;
+    int n = view != NULL ? ft_res_prefetch(view, res.n_units, u, res.slots, ahead) : 0;
+    for (int k = 0; k < n; k++) {
+        int w = ahead[k];
         if (!res.units[w].loaded) {
             load_unit(w, res.side, u);
             if (res.units[w].loaded)
@@ -290,15 +238,10 @@ double step_median_us(uint64_t *n)
 void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream)
 {
     int expected, weightless;
-    long pos = ft_disc_track(disc, lane_id(), key, set, &expected, &weightless), tracked = pos;
-    if (pos == 0) {
+    long tracked = ft_disc_track(disc, lane_id(), key, set, &expected, &weightless);
+    if (tracked == 0)
         step_mark(stream);
-        lane_off_script = 0;
-    }
-    if (pos >= 0 && !lane_off_script && !expected)
-        lane_off_script = 1;
-    if (lane_off_script)
-        pos = -1;
+    long pos = ft_res_lane_pos(&lane_off_script, tracked, expected);
     res_kernel_name = name;
     lane_launches++;
     res_touch(set->id, set->unsure, set->n, stream, pos, weightless, key, tracked);

@@ -25,8 +25,6 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-#define KEEP_AFTER_CHANGES 3
-
 res_state_t res = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Maps physical memory over region r (an unloaded unit's, when one matches its size,
@@ -236,27 +234,20 @@ static void unload_unit(int u)
 {
     res_unit_t *un = &res.units[u];
     /* Dropped without a copy back only when the device checksum proves it unchanged. */
-    uint64_t sum;
-    int write_back = 1, changed = 0;
-    if (unit_checksum(u, &sum) == 0) {
-        /* Without a reference yet (a unit that came from FT_SPILL's host memory), this
-         * copy back makes the host store match the sum, which becomes the reference. */
-        changed = un->ref_valid && sum != un->ref;
-        write_back = !un->ref_valid || changed;
+    uint64_t sum = 0;
+    int sum_ok = unit_checksum(u, &sum) == 0;
+    ft_res_unload_t verdict = ft_res_unload(sum_ok, sum, un->ref_valid, un->ref);
+    int write_back = verdict.write_back;
+    /* The host store matches the sum once written back (or proven equal). */
+    if (sum_ok)
         un->ref = sum;
-        un->ref_valid = 1;
-    } else {
-        un->ref_valid = 0;
-    }
-    /* Nothing the application wrote is lost: a unit that keeps changing stays on the
-     * device from its next load on, outside the slots (over the plan's memory by its
-     * size). */
-    if (changed && ++un->changes == KEEP_AFTER_CHANGES) {
+    un->ref_valid = sum_ok;
+    if (verdict.changed && ft_res_pin(++un->changes)) {
         un->pinned = 1;
         char a[32];
         FT_WARN("residency: %s changed between loads %d times: it stays on the device from its "
                 "next load on (%s over the plan)", ft_disc_unit(disc, (size_t)u)->name,
-                KEEP_AFTER_CHANGES, human_bytes(un->bytes, a, sizeof a));
+                FT_RES_KEEP_AFTER_CHANGES, human_bytes(un->bytes, a, sizeof a));
     }
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
@@ -293,27 +284,47 @@ static void release_unmatched_spares(const res_unit_t *un)
     res.ns_release += now_ns() - t;
 }
 
+/* The units as core/residency.h's slot decisions see them (res.lock held): `u` (the
+ * unit being loaded) and `keep` (the unit running now, -1: none) busy, and so are those
+ * the call being guarded touched already (a launch reading two units: the first,
+ * loaded, was taken for the second's slot while the launch was not enqueued, and it
+ * read unmapped memory). One array, reused: NULL when it cannot be had. */
+const ft_res_unit_t *res_view(int u, int keep)
+{
+    static ft_res_unit_t *view;
+    static int cap;
+    int want = res.n_units > 0 ? res.n_units : 1; /* never NULL for want of units */
+    if (cap < want) {
+        ft_res_unit_t *grown = realloc(view, (size_t)want * sizeof *grown);
+        if (grown == NULL) {
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory: no unit leaves its slot, and "
+                          "no prefetch runs, until memory is had");
+            return NULL;
+        }
+        view = grown;
+        cap = want;
+    }
+    for (int i = 0; i < res.n_units; i++) {
+        const res_unit_t *un = &res.units[i];
+        view[i] = (ft_res_unit_t){ un->stamp, un->loaded, un->n > 0, un->pinned,
+                                   i == u || i == keep || touched_by_this_call(i) };
+    }
+    return view;
+}
+
 /* Makes unit u resident for a call on `stream` (the lock held). */
 void load_unit(int u, cudaStream_t stream, int keep)
 {
     res_unit_t *un = &res.units[u];
     if (un->loaded)
         return;
-    if (res.loaded >= res.slots) {
-        /* The least recently loaded unit, other than `keep` (the unit running now) and
-         * those the call being guarded touched already (a launch reading two units: the
-         * first, loaded, was taken for the second's slot while the launch was not
-         * enqueued, and it read unmapped memory). */
-        int lru = -1;
-        for (int i = 0; i < res.n_units; i++)
-            if (res.units[i].loaded && res.units[i].n > 0 && !res.units[i].pinned && i != u &&
-                i != keep && !touched_by_this_call(i) &&
-                (lru < 0 || res.units[i].stamp < res.units[lru].stamp))
-                lru = i;
-        if (lru < 0 && keep >= 0)
-            return; /* every slot holds a unit in use: no prefetch now */
-        if (lru < 0)
-            goto load; /* a call needs it now: over the slots rather than a fault */
+    int lru;
+    const ft_res_unit_t *view = res_view(u, keep);
+    ft_res_room_t room = ft_res_make_room(view, view != NULL ? res.n_units : 0, res.loaded, res.slots,
+                                          keep >= 0, &lru);
+    if (room == FT_RES_SKIP)
+        return;
+    if (room == FT_RES_EVICT) {
         /* Mapping is not stream-ordered: its copy in and the calls that touched it
          * must have run. */
         uint64_t t = now_ns();
@@ -325,7 +336,6 @@ void load_unit(int u, cudaStream_t stream, int keep)
         unload_unit(lru);
         res.ns_unmap += now_ns() - t1;
     }
-load:;
     uint64_t t2 = now_ns(), copy0 = res.ns_copy;
     release_unmatched_spares(un);
     CUdevice dev;
@@ -393,24 +403,17 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
     res.units[i].first = first;
     res.units[i].bytes = 0;
     for (uint32_t k = 0; k < u->n_regions && ok; k++) {
-        uint64_t base, size;
-        vmm_t *v;
-        /* Regions below FT_VMM_MIN_SIZE are not backed by virtual memory: they
-         * stay resident (small by definition), the rest of the unit streams. */
-        if (ft_disc_region(disc, u->region_ids[k], &base, &size) != 0 || (v = vmm_find(base)) == NULL)
-            continue;
-        /* Touched from other units' ranges too: streaming it would load its unit
-         * once per user. */
-        if (ft_disc_region_shared(disc, u->region_ids[k])) {
+        uint64_t base = 0, size = 0;
+        int known = ft_disc_region(disc, u->region_ids[k], &base, &size) == 0;
+        vmm_t *v = known ? vmm_find(base) : NULL;
+        /* The rest of the unit streams without the regions that stay (ft_res_region says
+         * why); shared and indirect ones count in the report. */
+        ft_res_region_t kind = ft_res_region(known, v != NULL, ft_disc_region_shared(disc, u->region_ids[k]),
+                                             ft_disc_region_indirect_only(disc, u->region_ids[k]));
+        if (kind == FT_RES_REGION_SHARED || kind == FT_RES_REGION_INDIRECT)
             *shared_resident += size;
+        if (kind != FT_RES_REGION_STREAMS)
             continue;
-        }
-        /* Reached only through pointer arrays: the guard reads no device memory, so
-         * it could not load it for the launch that uses it. */
-        if (ft_disc_region_indirect_only(disc, u->region_ids[k])) {
-            *shared_resident += size;
-            continue;
-        }
         res_region_t *r = &res.regions[res.n_regions++];
         *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k], 0 };
         res.units[i].bytes += v->size;

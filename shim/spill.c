@@ -155,7 +155,8 @@ static int spill_out(vmm_t *v)
     return 0;
 }
 
-/* The least recently touched mapped allocation, never one touched at `stamp`. */
+/* The allocation that leaves the device, as ft_spill_prefer chooses, for the call
+ * touching at `stamp`. */
 struct lru_pick {
     vmm_t *lru;
     uint64_t stamp;
@@ -164,7 +165,10 @@ struct lru_pick {
 static void lru_pick(vmm_t *x, void *ctx)
 {
     struct lru_pick *p = ctx;
-    if (!x->spilled && x->stamp != p->stamp && (p->lru == NULL || x->stamp < p->lru->stamp))
+    ft_spill_alloc_t a = { x->stamp, x->spilled }, best;
+    if (p->lru != NULL)
+        best = (ft_spill_alloc_t){ p->lru->stamp, p->lru->spilled };
+    if (ft_spill_prefer(&a, p->lru != NULL ? &best : NULL, p->stamp))
         p->lru = x;
 }
 
@@ -174,7 +178,7 @@ static void lru_pick(vmm_t *x, void *ctx)
 static int spill_make_room(uint64_t size, uint64_t stamp)
 {
     uint64_t budget = spill_budget();
-    while (budget > 0 && spill_held() + size > budget) {
+    while (!ft_budget_fits(spill_held(), size, budget)) {
         struct lru_pick p = { NULL, stamp };
         vmm_each(lru_pick, &p);
         vmm_t *lru = p.lru;
@@ -259,7 +263,7 @@ uint64_t spill_admit(uint64_t size)
         pthread_mutex_unlock(&res.lock);
         return 0;
     }
-    if (!spill_engaged && spill_held() + size > spill_budget()) {
+    if (!spill_engaged && !ft_budget_fits(spill_held(), size, spill_budget())) {
         char a[32];
         FT_INFO("FT_SPILL: an allocation the budget (%s) cannot hold besides the rest: the least "
                 "recently used move to host memory", human_bytes(spill_budget(), a, sizeof a));

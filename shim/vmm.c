@@ -228,7 +228,7 @@ cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
     int spill_on = spill_wanted() && spill_budget() > 0;
     if (spill_on) {
         pthread_mutex_lock(&res.lock);
-        int over = spill_held() + len > spill_budget();
+        int over = !ft_budget_fits(spill_held(), len, spill_budget());
         if (!over) {
             admitting += len;
             *admitted = len;

@@ -18,10 +18,10 @@ $(BUILD)/tests/check_unit: tests/check_main.c tests/unit_suites.def $(UNIT_TEST_
 	    tests/check_main.c $(UNIT_TEST_SRCS) $(CORE_OBJS) $(CONFIG_OBJS) $(INIH_LIB) \
 	    $(FT_LDFLAGS) $(CHECK_LIBS) -lm
 
-$(BUILD)/tests/check_sim: tests/check_main.c tests/sim_suites.def $(SIM_TEST_SRCS) $(SIM_LIBS) $(BUILD)/core/plan.o
+$(BUILD)/tests/check_sim: tests/check_main.c tests/sim_suites.def $(SIM_TEST_SRCS) $(SIM_LIBS) $(BUILD)/core/plan.o $(BUILD)/core/residency.o
 	@mkdir -p $(dir $@)
 	$(CC) $(FT_CFLAGS) -DSUITES_DEF='"sim_suites.def"' -Itests -Itests/sim -o $@ \
-	    tests/check_main.c $(SIM_TEST_SRCS) $(BUILD)/core/plan.o -L$(BUILD)/sim -lcudart -lcuda \
+	    tests/check_main.c $(SIM_TEST_SRCS) $(BUILD)/core/plan.o $(BUILD)/core/residency.o -L$(BUILD)/sim -lcudart -lcuda \
 	    $(FT_LDFLAGS) $(CHECK_LIBS) -ldl -lm
 
 TEST_BINS := $(BUILD)/tests/check_unit $(BUILD)/tests/check_sim

@@ -246,6 +246,18 @@ expect_grep 'profiling: the last 8 passes did not follow the one discovery recor
     "$WORK/skip.err" "skip: profiling gives up waiting"
 expect_grep 'profiling: done, 1 pass\(es\)' "$WORK/skip.err" "skip: planned from one pass"
 pass "passes shorter than the recorded one after the first profiled pass: planned from it after 8, the model streams, same output"
+# From forward 4 on, the first profiled pass is already short: the last layer's event
+# was never recorded, and timing the layer before it against it left
+# cudaErrorInvalidResourceHandle for the program's cudaGetLastError (model.c checks
+# after every forward). No pass is timed, so nothing is planned.
+sim "$MODEL" "${ARGS[@]}" --iters 18 --skip-last-from 4 >"$WORK/skip4.plain" || fail "skip4: model without shim failed"
+FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB \
+    shim "$MODEL" "${ARGS[@]}" --iters 18 --skip-last-from 4 >"$WORK/skip4.shim" 2>"$WORK/skip4.err" \
+    || { sed 's/^/    | /' "$WORK/skip4.err" >&2; fail "skip4: failed under the shim"; }
+cmp -s "$WORK/skip4.plain" "$WORK/skip4.shim" || fail "skip4: output differs"
+expect_grep 'profiling: the last 8 passes did not follow the one discovery recorded .*nothing is planned until one does' \
+    "$WORK/skip4.err" "skip4: no pass timed"
+pass "passes shorter than the recorded one from the first profiled pass on: none timed, no error left for the program, same output"
 # A weight written after every forward (cudaMemcpy of one word into layer 0): each
 # eviction finds it changed and copies it back; after the third, it stays loaded.
 sim "$MODEL" "${ARGS[@]}" --iters 16 --rewrite 8 >"$WORK/rw.plain" || fail "rewrite: model without shim failed"

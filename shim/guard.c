@@ -28,8 +28,10 @@ static __thread long lane_last_pos = -1;
 static __thread int lane_off_script;
 
 /* The units this thread's call touched, to record their `used` events behind it; until
- * then (the call is not enqueued yet), nothing may evict them. */
-static __thread int touched[8], n_touched;
+ * then (the call is not enqueued yet), nothing may evict them. As many as the regions a
+ * scan keeps: a unit left out would get no use event and could be evicted under its
+ * kernel. */
+static __thread int touched[FT_SCAN_MAX_IDS], n_touched;
 
 int touched_by_this_call(int u)
 {
@@ -120,7 +122,7 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         int seen = 0;
         for (int k = 0; k < n_touched; k++)
             seen |= touched[k] == r->unit;
-        if (!seen && n_touched < 8)
+        if (!seen && n_touched < FT_SCAN_MAX_IDS)
             touched[n_touched++] = r->unit;
     }
     touched_stream = stream;

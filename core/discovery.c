@@ -168,8 +168,13 @@ struct ft_disc {
     int iterations;           /* most complete iterations seen by one lane */
     int boundary_source;      /* 0 detector, 1 ft_iteration_mark, 2 marker kernel */
     uint64_t launches_total;  /* also the clock of writes and first touches */
-    uint64_t pass_clock;      /* the earliest lane's pass_clock: a copy after it writes
-                                 into a pass (UINT64_MAX before any lane found passes) */
+    uint64_t pass_clock;      /* a copy at or after it wrote into a pass: the deciding
+                                 lane's pass_clock once a lane completes its iterations;
+                                 before, the latest of the lanes' (snapshots skip what is
+                                 written in every lane's passes); UINT64_MAX before any
+                                 lane found its passes. A lane of spurious passes (warm-up
+                                 kernels repeating before the weights are loaded) must not
+                                 make the weights' copies count as writes into passes. */
     int iters_needed;         /* complete iterations one lane needs: p.iters, one more when
                                  late weights await confirmation (awaits_confirmation) */
     uint64_t pass_work_n, pass_work_ns; /* FT_DISC_PASS_WORK: count and host time */
@@ -486,7 +491,7 @@ static void hash_batch(ft_disc_t *d, ft_disc_hash_req_t *q, rinfo_t **of, size_t
         hash_seen(of[i], &q[i], early);
 }
 
-/* Written by a copy or memset after the first pass of any lane began: the input, a
+/* Written by a copy or memset after the passes began (d->pass_clock): the input, a
  * cache. Before that, a copy loads a weight (after warm-up kernels, as from_pretrained
  * does). */
 static int written_in_pass(const ft_disc_t *d, const rinfo_t *r)
@@ -500,6 +505,17 @@ static int written_in_pass(const ft_disc_t *d, const rinfo_t *r)
 static int born_in_pass(const rinfo_t *r)
 {
     return r->kernel_born || (r->first_ln != NULL && r->first_clock >= r->first_ln->pass_clock);
+}
+
+/* For the trace's candidate flag: not an output of the passes, as far as known now (a
+ * region a kernel first touched on a lane still looking for its passes is not yet). */
+static int may_be_weight(const rinfo_t *r)
+{
+    if (r->kernel_born)
+        return 0;
+    if (r->first_ln == NULL)
+        return 1;
+    return r->first_ln->pass_clock != UINT64_MAX && r->first_clock < r->first_ln->pass_clock;
 }
 
 static void snapshot_hashes(ft_disc_t *d, int early)
@@ -1158,6 +1174,7 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
     ln->cur.n = 0;
     ln->cur.n_ids = 0;
     if (ln->iterations >= d->iters_needed) {
+        d->pass_clock = ln->pass_clock;
         if (d->iters_needed == d->p.iters && awaits_confirmation(d)) {
             /* Once: a weight still unconfirmed after it is no weight. The next boundary
              * counts even when this pass began before the period was known. */
@@ -1264,7 +1281,7 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
         if (ln->seq[j] == ln->seq[best])
             first_occ = j;
     ln->pass_clock = ln->seq_clock[first_occ];
-    if (ln->pass_clock < d->pass_clock)
+    if (d->pass_clock == UINT64_MAX || ln->pass_clock > d->pass_clock)
         d->pass_clock = ln->pass_clock;
     FT_DEBUG("discovery: lane %#llx repeats every %zu weight-touching launches; passes begin "
              "at the launch touching region %u", (unsigned long long)ln->lane, c->period,
@@ -1489,7 +1506,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
                 /* The first mark begins iteration 1; what ran before is a prologue. */
                 ln->anchored = 1;
                 ln->pass_clock = d->launches_total;
-                if (ln->pass_clock < d->pass_clock)
+                if (d->pass_clock == UINT64_MAX || ln->pass_clock > d->pass_clock)
                     d->pass_clock = ln->pass_clock;
                 ln->cur.n = 0;
                 ln->cur.n_ids = 0;
@@ -1881,7 +1898,7 @@ void ft_disc_trace(ft_disc_t *d, ft_trace_writer_t *w)
         ft_trace_put_u32(w, (uint32_t)nr);
         for (i = 0; i < nr; i++) {
             r = rv[i];
-            uint32_t f = ((r->flags & FT_REGION_VMM) ? FT_TRACE_RF_VMM : 0) | (!born_in_pass(r) ? FT_TRACE_RF_CANDIDATE : 0) |
+            uint32_t f = ((r->flags & FT_REGION_VMM) ? FT_TRACE_RF_VMM : 0) | (may_be_weight(r) ? FT_TRACE_RF_CANDIDATE : 0) |
                          (d->state == FT_DISC_DONE && r->unit >= 0 ? FT_TRACE_RF_WEIGHT : 0) |
                          (written_in_pass(d, r) ? FT_TRACE_RF_WRITTEN : 0) |
                          (r->changed || (d->iterations < 2 && r->changed_early) ? FT_TRACE_RF_CHANGED : 0) |

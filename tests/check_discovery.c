@@ -1083,6 +1083,170 @@ START_TEST(trace_records_read_back)
 }
 END_TEST
 
+/* --- weights allocated after the first launch ------------------------------------ */
+
+/* A copy (or memset) into ptr's region, as cudaMemcpy would report it. */
+static void copy_into(ft_disc_t *d, uint64_t ptr)
+{
+    ft_scan_set_t set;
+    ft_scan_set_clear(&set);
+    ft_scan_bytes(regions, &ptr, 8, &set);
+    version[id_of(ptr)]++;
+    ft_disc_write(d, &set);
+}
+
+/* Whether region id is listed in a unit. */
+static int in_a_unit(ft_disc_t *d, uint32_t id)
+{
+    for (size_t i = 0; i < ft_disc_unit_count(d); i++)
+        for (uint32_t k = 0; k < ft_disc_unit(d, i)->n_regions; k++)
+            if (ft_disc_unit(d, i)->region_ids[k] == id)
+                return 1;
+    return 0;
+}
+
+/* One forward of layers gemms on w[], the input copied into in first (0: none), each
+ * gemm writing act; returns whether discovery is done. */
+static int late_forward(ft_disc_t *d, const uint64_t *w, int layers, uint64_t in, uint64_t act)
+{
+    if (in != 0)
+        copy_into(d, in);
+    launch(d, 1, "embedding", act, 2, in ? in : act, act);
+    for (int l = 0; l < layers; l++)
+        launch(d, 1, "gemm", act, 2, w[l], act);
+    return ft_disc_state(d) == FT_DISC_DONE;
+}
+
+START_TEST(init_kernels_interleaved_with_allocations)
+{
+    /* `with torch.device("cuda")`: each weight allocated, then written by uniform_ on
+     * the device, the same kernel on new memory each time (it never repeats on the same
+     * memory, so it is no pass), all but the first after the first launch. At the
+     * default of one iteration, the weights hashed once at the first boundary are
+     * confirmed at the next one. */
+    enum { L = 4 };
+    uint64_t w[L];
+    ft_disc_params_t p = params(1);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int l = 0; l < L; l++) {
+        w[l] = alloc_region(4 * MIB);
+        launch(d, 1, "uniform_", w[l], 1, w[l]);
+        launch(d, 1, "fill_", w[l], 1, w[l]); /* a second init on the same weight */
+    }
+    uint64_t act = alloc_region(64 * KIB);
+    int done = 0;
+    for (int it = 0; it < 8 && !done; it++)
+        done = late_forward(d, w, L, 0, act);
+    ck_assert(done);
+    ck_assert_int_eq(ft_disc_iterations(d), 2); /* one more, to confirm the late weights */
+    ck_assert_uint_eq(ft_disc_unit_count(d), L);
+    for (int l = 0; l < L; l++) {
+        ck_assert_uint_eq(ft_disc_unit(d, (size_t)l)->n_regions, 1);
+        ck_assert_uint_eq(ft_disc_unit(d, (size_t)l)->region_ids[0], id_of(w[l]));
+    }
+    ck_assert(!in_a_unit(d, id_of(act))); /* first touched by a kernel in the passes */
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), L * 4 * MIB);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(weights_copied_in_after_warm_up_kernels)
+{
+    /* Kernels run before any weight exists (probes, a warm-up loop on a buffer whose
+     * content changes); then the weights are allocated and copied in. The input is
+     * copied in before every forward: written during the passes, no weight. */
+    enum { L = 3 };
+    uint64_t tmp = alloc_region(64 * KIB), w[L];
+    ft_disc_params_t p = params(1);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    launch(d, 1, "probe", tmp, 1, tmp);
+    launch(d, 1, "fill", tmp, 1, tmp);
+    for (int l = 0; l < L; l++) {
+        w[l] = alloc_region(8 * MIB);
+        copy_into(d, w[l]);
+    }
+    uint64_t in = alloc_region(4 * KIB), act = alloc_region(64 * KIB);
+    int done = 0;
+    for (int it = 0; it < 8 && !done; it++)
+        done = late_forward(d, w, L, in, act);
+    ck_assert(done);
+    ck_assert_uint_eq(ft_disc_unit_count(d), L);
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), L * 8 * MIB);
+    for (int l = 0; l < L; l++)
+        ck_assert(in_a_unit(d, id_of(w[l])));
+    ck_assert(!in_a_unit(d, id_of(in)));
+    ck_assert(!in_a_unit(d, id_of(tmp)));
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(a_region_written_during_a_pass_is_not_a_weight)
+{
+    /* Loaded after the first launch like the others, but: one weight gets a copy in the
+     * second pass, with the same bytes (only the write tells); a buffer allocated before
+     * the passes is first touched by a kernel in them, its output (the same bytes each
+     * time: only where it was first touched tells). */
+    enum { L = 3 };
+    uint64_t tmp = alloc_region(64 * KIB), w[L];
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    launch(d, 1, "probe", tmp, 1, tmp);
+    for (int l = 0; l < L; l++) {
+        w[l] = alloc_region(8 * MIB);
+        copy_into(d, w[l]);
+    }
+    uint64_t out = alloc_region(MIB), act = alloc_region(64 * KIB);
+    int done = 0;
+    for (int it = 0; it < 8 && !done; it++) {
+        done = late_forward(d, w, L, 0, act);
+        launch(d, 1, "head", 0, 2, act, out);
+        if (it == 2) {
+            ft_scan_set_t set;
+            ft_scan_set_clear(&set);
+            ft_scan_bytes(regions, &w[1], 8, &set);
+            ft_disc_write(d, &set); /* no version bump: content unchanged */
+        }
+        done = ft_disc_state(d) == FT_DISC_DONE;
+    }
+    ck_assert(done);
+    ck_assert(in_a_unit(d, id_of(w[0])));
+    ck_assert(!in_a_unit(d, id_of(w[1])));
+    ck_assert(in_a_unit(d, id_of(w[2])));
+    ck_assert(!in_a_unit(d, id_of(out)));
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), 2 * 8 * MIB);
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(a_freed_region_is_forgotten)
+{
+    /* A weight copied in after the first launch and freed during the passes: no weight,
+     * though its content never changed and the passes read it. */
+    enum { L = 3 };
+    uint64_t tmp = alloc_region(64 * KIB), w[L];
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    launch(d, 1, "probe", tmp, 1, tmp);
+    for (int l = 0; l < L; l++) {
+        w[l] = alloc_region(8 * MIB);
+        copy_into(d, w[l]);
+    }
+    uint64_t act = alloc_region(64 * KIB);
+    int done = 0;
+    for (int it = 0; it < 8 && !done; it++) {
+        done = late_forward(d, w, L, 0, act);
+        if (it == 1)
+            ft_disc_region_freed(d, id_of(w[2]));
+    }
+    ck_assert(done);
+    ck_assert(in_a_unit(d, id_of(w[0])));
+    ck_assert(in_a_unit(d, id_of(w[1])));
+    ck_assert(!in_a_unit(d, id_of(w[2])));
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), 2 * 8 * MIB);
+    ft_disc_free(d);
+}
+END_TEST
+
 Suite *discovery_suite(void)
 {
     Suite *s = suite_create("discovery");
@@ -1115,6 +1279,10 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, patterns);
     tcase_add_test(tc, unmatched_patterns_and_marker_are_warned);
     tcase_add_test(tc, trace_records_read_back);
+    tcase_add_test(tc, init_kernels_interleaved_with_allocations);
+    tcase_add_test(tc, weights_copied_in_after_warm_up_kernels);
+    tcase_add_test(tc, a_region_written_during_a_pass_is_not_a_weight);
+    tcase_add_test(tc, a_freed_region_is_forgotten);
     suite_add_tcase(s, tc);
     return s;
 }

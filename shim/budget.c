@@ -164,7 +164,7 @@ static int demote_for(uint64_t size)
  * is no budget to keep yet. */
 int budget_admit(uint64_t size, int passthrough)
 {
-    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE))
+    if (engine_phase() != PHASE_STREAMING)
         return passthrough && spill_admit(size) > 0 ? 1 : 0;
     if (plan.in.budget_bytes == 0)
         return 0;
@@ -205,7 +205,7 @@ void usage_locked(ft_gpu_memory_usage_t *out)
     uint64_t weights = 0, streamed = 0;
     if (__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0)
         weights = plan.weight_bytes;
-    if (res.active)
+    if (engine_phase() == PHASE_STREAMING)
         for (int i = 0; i < res.n_regions; i++) {
             const res_region_t *r = &res.regions[i];
             uint64_t len = r->size != 0 ? r->len : 0; /* size 0: freed */

@@ -230,7 +230,7 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
 void spill_sum(vmm_t *v)
 {
     v->sum_ok = 0;
-    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED) || v->asked % 8 != 0 || !sums_ready())
+    if (engine_phase() != PHASE_DISCOVERY || v->asked % 8 != 0 || !sums_ready())
         return;
     if (REAL(cudaMemsetAsync)(dh.dev, 0, sizeof *dh.dev, ck.stream) != cudaSuccess ||
         checksum_launch(v->va, v->asked / 8, dh.dev) != CUDA_SUCCESS ||

@@ -51,9 +51,7 @@ static void peer_note(int other, int managed)
     }
     /* After the grants: what standing down brings back to the device is mapped with
      * them. */
-    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE))
-        stand_down(other);
-    else
+    if (stand_down(other) < 0)
         FT_ERROR("an allocation on device %d after FlexTensor's plan for device %d: one process on "
                  "several GPUs is not supported; kernels or copies on device %d that touch streamed "
                  "weights may find them unloaded", other, managed, other);

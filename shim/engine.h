@@ -221,8 +221,6 @@ typedef struct {
 
 typedef struct {
     pthread_mutex_t lock;     /* application threads launch concurrently */
-    int active;
-    int pending;              /* planned: the next guarded call switches the engine on */
     res_region_t *regions;
     int n_regions;
     int *by_id;               /* region id -> index in regions, -1: not streamed */
@@ -329,26 +327,86 @@ int managed_device_enter(void);
 void managed_device_leave(int prev);
 void sync_reaching_devices(void);
 
-/* engine.c: phases and the entry. regions, disc, cfgp and the settings are written
- * once by ft_hooks_init, before any hook runs; the phase flags are atomic (relaxed
- * loads on the launch path); engine_held is the calling thread's. */
+/* engine.c: the phase and the entry. regions, disc, cfgp and log_diagnostics are
+ * written once by ft_hooks_init, before any hook runs; engine_held is the calling
+ * thread's.
+ *
+ * The phase (engine.c's first comment lists the moves between phases) shares one word
+ * with FT_SPILL's engagement (ENGINE_SPILL): engine_state() loads it (acquire), the
+ * state_* helpers read it, engine_to and engine_spill are its only writers. */
+enum {
+    PHASE_START,     /* before ft_hooks_init */
+    PHASE_DISCOVERY, /* discovery watches every launch (FT_DISCOVERY_ITERS passes) */
+    PHASE_PROFILING, /* the units' compute times are measured (FT_PROFILING_ITERS passes) */
+    /* Discovery is over and profiling is not on: it is being set up (the copy bandwidth
+     * measured), or it is over and the plan is being made. A process whose profiling
+     * could not start (no units, no CUDA events) stays here: no plan comes, and FT_SPILL
+     * keeps holding the budget. */
+    PHASE_PLANNING,
+    PHASE_PLANNED,    /* the plan streams: the next launch, copy or set switches the engine on */
+    PHASE_STREAMING,  /* the residency engine runs: every launch, copy and set is guarded */
+    /* The residency engine never starts: FT_SKIP_DISCOVERY, no plan, a plan that streams
+     * nothing, or a switch that could not be made. */
+    PHASE_OFF,
+    PHASE_STOOD_DOWN, /* as OFF, because FlexTensor stood down (stood_down_why says why) */
+    PHASE_COUNT,
+    PHASE_ANY = -1    /* engine_to's `from`: whatever the phase is */
+};
+#define ENGINE_PHASE_MASK 0x7u
+#define ENGINE_SPILL 0x8u /* FT_SPILL holds allocations in host memory (spill.c decides) */
+/* Read only through engine_state (inline: every launch reads it); written only by
+ * engine_to and engine_spill. */
+extern unsigned engine_state_word;
+int engine_to(int from, int to, const char *why);
+void engine_spill(int on);
+const char *stood_down_why(void); /* NULL unless stood down */
+
+/* The phase word, with acquire order: what was written before a move (the plan before
+ * PLANNED, the copy bandwidth before PROFILING) is seen by a thread that sees the phase
+ * it entered, lock or no lock. */
+static inline unsigned engine_state(void)
+{
+    return __atomic_load_n(&engine_state_word, __ATOMIC_ACQUIRE);
+}
+
+static inline int state_phase(unsigned s)
+{
+    return (int)(s & ENGINE_PHASE_MASK);
+}
+
+static inline int engine_phase(void)
+{
+    return state_phase(engine_state());
+}
+
+static inline int state_spill(unsigned s)
+{
+    return (s & ENGINE_SPILL) != 0;
+}
+
+/* Every launch, copy and set holds res.lock: the residency engine is on or about to be,
+ * or FT_SPILL holds allocations in host memory. */
+static inline int state_guarded(unsigned s)
+{
+    return state_spill(s) || state_phase(s) == PHASE_PLANNED || state_phase(s) == PHASE_STREAMING;
+}
+
+/* Nothing will ever be guarded again: the residency engine never starts and FT_SPILL
+ * holds nothing (it cannot engage once the engine is off with nothing spilled). */
+static inline int state_quiet(unsigned s)
+{
+    return s == PHASE_OFF || s == PHASE_STOOD_DOWN;
+}
+
 extern ft_regions_t *regions;
 extern ft_disc_t *disc;
-extern int discovering;      /* cleared by observe_launch at discovery's end */
-extern int engine_off;
-extern int profiling;        /* set and cleared by profiling.c */
 extern int log_diagnostics;
 extern const struct ft_config *cfgp;
 extern __thread int engine_held;
-char *human_bytes(uint64_t b, char *buf, size_t len);
-void wait_unguarded_calls(void);
 int engine_enter(void);
 void engine_leave(int held);
-void start_residency(void);
-extern int stood_down;
-extern char stood_down_why[192];
-void stand_down_because(const char *why);
-void stand_down(int other);
+int stand_down_because(const char *why);
+int stand_down(int other);
 
 /* hooks_alloc.c: the allocation entry points. */
 void track(void *p, size_t size, uint32_t flags);
@@ -393,10 +451,9 @@ void profile_charge_move(uint64_t ns);
 /* report.c: the exit report and the control API. */
 void outside_sample(const char *phase, long pass, int held);
 
-/* residency.c: the residency engine. res: res.lock (res.active and res.pending are
- * also loaded without it, acquire). */
-extern res_state_t res;      /* pending: start_residency; counters and regions: also
-                               * vmm_free, hoststore.c, budget.c, guard.c (res.lock) */
+/* residency.c: the residency engine. res: res.lock. */
+extern res_state_t res;      /* counters and regions: also vmm_free, hoststore.c,
+                               * budget.c, guard.c (res.lock) */
 res_region_t *res_find(uint64_t addr);
 /* Loads, and what the guard records of a call's use (res.lock held). */
 void load_unit(int u, cudaStream_t stream, int keep);
@@ -416,12 +473,11 @@ double step_median_us(uint64_t *n);
 int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident);
 /* The engine could not be set up at the switch (the exit report's verdict says so). */
 extern int res_start_failed;
-void activate_locked(void);
+int activate_locked(void);
 
-/* spill.c: FT_SPILL. spill_engaged: atomic; the rest under res.lock (spill_limit,
- * once known, is read without it). */
+/* spill.c: FT_SPILL. Its engagement is ENGINE_SPILL in engine.c's phase word; the rest
+ * under res.lock (spill_limit, once known, is read without it). */
 extern uint64_t spill_ns;
-extern int spill_engaged;
 extern uint64_t spill_bytes;  /* also evict_unit, vmm_free (res.lock) */
 int spill_bring_back(const char *why);
 extern uint64_t spill_faults, spill_evictions;
@@ -434,7 +490,7 @@ void spill_engage_locked(void);
 uint64_t spill_admit(uint64_t size);
 vmm_t *spilled_vmm(uint64_t addr);
 int spilled_read(void *dst, uint64_t addr, size_t len);
-uint64_t spill_restore_all(const char *why);
+void spill_end_locked(void);
 
 /* vmm.c: virtual-memory allocations (its table is reached through vmm_find and
  * vmm_each). vmm_pad: atomic; the settings are written once by ft_hooks_init. */
@@ -463,6 +519,16 @@ static inline uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A byte count for messages: GiB from 1 GiB on, else MiB. */
+static inline char *human_bytes(uint64_t b, char *buf, size_t len)
+{
+    if (b >= (1ull << 30))
+        snprintf(buf, len, "%.2f GiB", (double)b / (1 << 30));
+    else
+        snprintf(buf, len, "%.1f MiB", (double)b / (1 << 20));
+    return buf;
 }
 
 #pragma GCC visibility pop

@@ -14,7 +14,7 @@
 /* This call is guarded: it holds res.lock and the residency engine is on. */
 static inline int guarding(void)
 {
-    return engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
+    return engine_held && engine_phase() == PHASE_STREAMING;
 }
 
 /* Per application thread, as positions are (each thread's passes are followed on

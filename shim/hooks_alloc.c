@@ -16,7 +16,7 @@ void track(void *p, size_t size, uint32_t flags)
     int64_t id = ft_regions_insert(regions, (uint64_t)(uintptr_t)p, size, flags, 0);
     if (id == 1)
         outside_sample("the first allocation", -1, 0);
-    if (id >= 0 && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
+    if (id >= 0 && engine_phase() == PHASE_PROFILING) {
         uint64_t now = device_bytes(), was = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
         while (now > was && !__atomic_compare_exchange_n(&peak_tracked, &was, now, 1, __ATOMIC_RELAXED,
                                                          __ATOMIC_RELAXED))
@@ -71,8 +71,8 @@ static uint64_t free_begin(const void *p)
      * everything is admitted. Before the plan, FT_SPILL's faults took a free under
      * way for room: four threads freeing while others faulted weights in went 2-4 MiB
      * over a 30 MiB budget on the simulator (spill.sh, --race-alloc). */
-    int kept = (__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && plan.in.budget_bytes != 0) ||
-               __atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE);
+    unsigned s = engine_state();
+    int kept = (state_phase(s) == PHASE_STREAMING && plan.in.budget_bytes != 0) || state_spill(s);
     if (p == NULL || !kept || !ft_regions_find(regions, (uint64_t)(uintptr_t)p, &r))
         return 0;
     vmm_t *v = vmm_find(r.base);

@@ -12,7 +12,8 @@
  * (NULL where there is none). */
 static void copy_guard(int held, const void *dst, const void *src, cudaStream_t stream)
 {
-    if (held && !res.active && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED)) {
+    unsigned s = held ? engine_state() : 0;
+    if (state_spill(s) && state_phase(s) != PHASE_STREAMING) {
         uint64_t p[2] = { (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src };
         spill_touch(p, 2, stream);
     }

@@ -66,7 +66,7 @@ void host_store_free(void *p)
 static char *host_store_at(uint64_t dev, size_t n, cudaStream_t s, res_unit_t **unit)
 {
     ft_region_t reg;
-    if (!res.active || n == 0 || !ft_regions_find(regions, dev, &reg) || reg.id >= res.n_ids ||
+    if (engine_phase() != PHASE_STREAMING || n == 0 || !ft_regions_find(regions, dev, &reg) || reg.id >= res.n_ids ||
         res.by_id[reg.id] < 0)
         return NULL;
     res_region_t *r = &res.regions[res.by_id[reg.id]];

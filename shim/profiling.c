@@ -6,9 +6,10 @@
  * Owns: prof (prof.lock: one lane's launches write it, the exit report and the control
  * API read it), plan (written once by the thread that ends profiling, under prof.lock;
  * plan.made is stored with release order, and readers load it with acquire before the
- * rest), bw (written before `profiling` is set, read after), peak_tracked and
- * bw_device_bytes (atomic), and the suspensions asked for early. The profiling flag
- * itself is engine.c's. */
+ * rest), bw (written before the move to PHASE_PROFILING, read after), peak_tracked and
+ * bw_device_bytes (atomic), and the suspensions asked for early. The phase is engine.c's:
+ * this file moves it into profiling (setup_passes), out of it (finish_profiling) and
+ * out of planning (start_residency), through engine_to. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -164,8 +165,9 @@ static void setup_passes(void)
         ft_prof_suspend(prof.prof);
     prof.n = n;
     measure_bandwidth();
-    __atomic_store_n(&profiling, 1, __ATOMIC_RELAXED);
-    FT_INFO("profiling: %zu units over %d pass(es)", n, profiling_iters < 1 ? 1 : profiling_iters);
+    /* After the bandwidth: a thread that sees PROFILING sees bw (spill_out reads it). */
+    if (engine_to(PHASE_PLANNING, PHASE_PROFILING, NULL))
+        FT_INFO("profiling: %zu units over %d pass(es)", n, profiling_iters < 1 ? 1 : profiling_iters);
 }
 
 /* Discovery is done (the one thread that ended it): profiling starts. CUPTI is
@@ -175,12 +177,13 @@ static void setup_passes(void)
 void start_profiling(void)
 {
     setup_passes();
-    if (cupti_detached_after_first_pass() && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
+    int on = engine_phase() == PHASE_PROFILING;
+    if (cupti_detached_after_first_pass() && on) {
         char why[256] = "";
         if (ft_cupti_start(why, sizeof why) != FT_CUPTI_STATUS_ACTIVE)
             FT_INFO("CUPTI not attached again for profiling: %s; kernels timed with CUDA events", why);
     }
-    prof.cupti_timing = __atomic_load_n(&profiling, __ATOMIC_RELAXED) && ft_cupti_timing_start() == 0;
+    prof.cupti_timing = on && ft_cupti_timing_start() == 0;
     if (!prof.cupti_timing)
         ft_cupti_stop();
     else if ((prof.kern = malloc((prof.kern_cap = 1u << 16) * sizeof *prof.kern)) == NULL)
@@ -318,6 +321,17 @@ const char *kept_by(void)
          : inc        ? "FT_INCLUDE_PATTERNS" : "FT_EXCLUDE_PATTERNS";
 }
 
+/* Planning is done: the next guarded call switches the engine on when the plan
+ * streams; otherwise the engine is off for good (engine.c: entering OFF brings
+ * FT_SPILL's allocations back to the device). */
+static void start_residency(void)
+{
+    if (plan.rc == 0 && plan.out.slots > 0)
+        engine_to(PHASE_PLANNING, PHASE_PLANNED, NULL);
+    else
+        engine_to(PHASE_PLANNING, PHASE_OFF, "the plan streams nothing");
+}
+
 /* Profiling is done: choose the plan (FT_STRATEGY) and say what it is. */
 static void make_plan(void)
 {
@@ -433,7 +447,8 @@ static void make_plan(void)
 
 static void finish_profiling(void)
 {
-    __atomic_store_n(&profiling, 0, __ATOMIC_RELAXED);
+    if (!engine_to(PHASE_PROFILING, PHASE_PLANNING, NULL))
+        return; /* stood down meanwhile: no plan */
     if (prof.cupti_timing) {
         prof.cupti_timing = 0;
         ft_cupti_timing_stop();
@@ -484,6 +499,12 @@ static int foreign_start(uint64_t lane)
 void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
 {
     pthread_mutex_lock(&prof.lock);
+    /* The phase again, under the lock finish_profiling leaves it under: a launch that
+     * saw PROFILING before another thread's pass ended it times nothing more. */
+    if (engine_phase() != PHASE_PROFILING) {
+        pthread_mutex_unlock(&prof.lock);
+        return;
+    }
     if (prof.in_pass && lane != prof.lane) {
         if (pos != 0 || foreign_start(lane) < 3) {
             pthread_mutex_unlock(&prof.lock);
@@ -541,7 +562,7 @@ void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
 /* This thread runs a profiled pass of the profiled lane: FT_SPILL's moves are charged. */
 int profile_charging(void)
 {
-    return __atomic_load_n(&profiling, __ATOMIC_RELAXED) && prof.moves_ns != NULL &&
+    return engine_phase() == PHASE_PROFILING && prof.moves_ns != NULL &&
            lane_id() == __atomic_load_n(&prof.lane, __ATOMIC_RELAXED);
 }
 

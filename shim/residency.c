@@ -20,8 +20,9 @@
  *
  * Owns: res, under res.lock (application threads launch concurrently; engine_enter
  * takes it for every guarded call, from the guard until the real call is enqueued,
- * so that no unload falls between a guard and its launch). res.active and res.pending
- * are also read without the lock, with acquire order. */
+ * so that no unload falls between a guard and its launch). Whether the engine runs is
+ * the phase's (engine.c: PHASE_STREAMING, entered by engine_enter before
+ * activate_locked), not res's. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -459,12 +460,12 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
 /* The engine could not be set up at the switch (the exit report's verdict says so). */
 int res_start_failed;
 
-/* The switch, res.lock held: calls already past their guard finish enqueueing first,
- * then the device drains, then the streamed units are evicted. */
-void activate_locked(void)
+/* The switch, res.lock held, the phase STREAMING (engine.c: calls already past their
+ * guard have finished enqueueing): the device drains, then the streamed units are
+ * evicted. -1 when the engine cannot start (nothing to stream, no memory or events):
+ * engine.c then turns it off. */
+int activate_locked(void)
 {
-    __atomic_store_n(&res.active, 1, __ATOMIC_RELEASE);
-    wait_unguarded_calls();
     int slots = plan.out.slots;
     size_t n = plan.in.n;
     int total = 0, streamed = 0;
@@ -481,10 +482,8 @@ void activate_locked(void)
             if (u->region_ids[k] >= res.n_ids)
                 res.n_ids = u->region_ids[k] + 1;
     }
-    if (streamed == 0 || slots <= 0) {
-        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
-        return;
-    }
+    if (streamed == 0 || slots <= 0)
+        return -1;
     /* Everything that can fail comes before the first eviction: afterwards the engine
      * must run, or evicted units would fault. */
     res.regions = calloc((size_t)total, sizeof *res.regions);
@@ -502,8 +501,7 @@ void activate_locked(void)
     if (!ok) {
         FT_WARN("residency: out of memory or events; nothing offloaded");
         res_start_failed = 1;
-        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
-        return;
+        return -1;
     }
     for (uint32_t k = 0; k < res.n_ids; k++)
         res.by_id[k] = -1;
@@ -543,8 +541,6 @@ void activate_locked(void)
                 (double)shared_resident / 1048576.0);
     /* FT_SPILL: what the plan keeps on the device comes back to it; the budget now
      * has room for it, the streamed units having left. */
-    if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
-        spill_restore_all(NULL);
-        __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
-    }
+    spill_end_locked();
+    return 0;
 }

@@ -11,9 +11,10 @@
  * units stay in host memory (their host copy becomes the unit's), the others are
  * faulted in.
  *
- * Owns: the spill counters and `moves` (under res.lock), spill_engaged (atomic: read
- * by every call's entry) and spill_limit. It reaches the allocations through vmm.c's
- * table (vmm_each) and changes their spilled state under res.lock. */
+ * Owns: the spill counters and `moves` (under res.lock), spill_limit, and whether FT_SPILL
+ * is engaged: it decides, and engine.c keeps the answer in the phase word
+ * (ENGINE_SPILL, engine_spill), read by every call's entry. It reaches the allocations
+ * through vmm.c's table (vmm_each) and changes their spilled state under res.lock. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -23,23 +24,23 @@
  * (docs/residency.md). */
 uint64_t spill_ns;
 
-/* Something is spilled, or was: every launch, copy and set is guarded (engine_enter). */
-int spill_engaged;
 /* Bytes of allocations now in host memory (res.lock). */
 uint64_t spill_bytes;
+
+static uint64_t spill_restore_all(const char *why);
 
 /* FT_SPILL's allocations back on the device when FlexTensor will stream nothing (`why`
  * goes in the warning about what the device cannot take back). 1 when some stay in
  * host memory: they are faulted in on use, so the engine stays on for them. */
 int spill_bring_back(const char *why)
 {
-    if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
+    if (!state_spill(engine_state()))
         return 0;
     if (!engine_held)
         pthread_mutex_lock(&res.lock);
     int keep = spill_restore_all(why) > 0;
     if (!keep)
-        __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+        engine_spill(0);
     if (!engine_held)
         pthread_mutex_unlock(&res.lock);
     return keep;
@@ -49,10 +50,14 @@ static uint64_t spill_clock;
 uint64_t spill_faults, spill_evictions;
 uint64_t spill_limit;  /* the budget, once known; atomic: any allocating thread may learn it */
 
+/* FT_SPILL holds the budget: before the plan (none made yet, or none to come), and,
+ * once the residency engine is off, while some of its allocations stay in host memory
+ * (the device could not take them back). */
 int spill_wanted(void)
 {
-    return cfgp->spill && !res.active && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE) &&
-           !__atomic_load_n(&engine_off, __ATOMIC_RELAXED);
+    unsigned s = engine_state();
+    return cfgp->spill && state_phase(s) != PHASE_PLANNED && state_phase(s) != PHASE_STREAMING &&
+           !state_quiet(s);
 }
 
 uint64_t spill_budget(void)
@@ -238,10 +243,7 @@ void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream)
  * those already past an unguarded entry finish first. */
 void spill_engage_locked(void)
 {
-    if (spill_engaged)
-        return;
-    __atomic_store_n(&spill_engaged, 1, __ATOMIC_RELEASE);
-    wait_unguarded_calls();
+    engine_spill(1);
 }
 
 /* Before the plan, an allocation the shim does not serve from virtual memory (the
@@ -259,7 +261,7 @@ uint64_t spill_admit(uint64_t size)
         pthread_mutex_unlock(&res.lock);
         return 0;
     }
-    if (!spill_engaged && spill_held() + size > spill_budget()) {
+    if (!state_spill(engine_state()) && spill_held() + size > spill_budget()) {
         char a[32];
         FT_INFO("FT_SPILL: an allocation the budget (%s) cannot hold besides the rest: the least "
                 "recently used move to host memory", human_bytes(spill_budget(), a, sizeof a));
@@ -279,7 +281,7 @@ uint64_t spill_admit(uint64_t size)
 /* addr's allocation while it is spilled (FT_SPILL); else NULL. */
 vmm_t *spilled_vmm(uint64_t addr)
 {
-    if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
+    if (!state_spill(engine_state()))
         return NULL;
     ft_region_t r;
     vmm_t *v;
@@ -324,9 +326,9 @@ static void restore_one(vmm_t *x, void *ctx)
 
 /* Every spilled allocation back on the device (res.lock held): the plan will not
  * stream, so the budget cannot hold. */
-uint64_t spill_restore_all(const char *why)
+static uint64_t spill_restore_all(const char *why)
 {
-    if (!spill_engaged)
+    if (!state_spill(engine_state()))
         return 0;
     uint64_t bytes[2] = { 0, 0 };
     vmm_each(restore_one, bytes);
@@ -344,4 +346,15 @@ uint64_t spill_restore_all(const char *why)
                              "allocation at a time (slow)"
                            : "; kernels touching it will fault");
     return left;
+}
+
+/* The switch (res.lock held): what the plan keeps on the device comes back to it, and
+ * FT_SPILL holds nothing from now on (the residency engine keeps the budget; what the
+ * device cannot take back is said, and faults). */
+void spill_end_locked(void)
+{
+    if (!state_spill(engine_state()))
+        return;
+    spill_restore_all(NULL);
+    engine_spill(0);
 }

@@ -254,7 +254,7 @@ cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
          * spilled bytes are counted already, so held would be `size` short meanwhile. */
         admitting += size;
         *admitted = size;
-        if (!spill_engaged) {
+        if (!state_spill(engine_state())) {
             char a[32];
             FT_INFO("FT_SPILL: allocations past the budget (%s) start in host memory",
                     human_bytes(spill_budget(), a, sizeof a));
@@ -332,7 +332,7 @@ int vmm_free(void *p)
         host_store_free(v->host);
         v->host = NULL;
     }
-    res_region_t *r = res.active ? res_find(va) : NULL;
+    res_region_t *r = engine_phase() == PHASE_STREAMING ? res_find(va) : NULL;
     if (r != NULL) {
         /* A streamed region: unmapped while its unit is not loaded; it leaves the
          * engine for good. */

@@ -177,6 +177,12 @@ static char **copy_list(const ft_config_list_t *l)
     return v;
 }
 
+static int stand_down(const char *why);
+
+/* Where discovery's content hashes (checksum.c) find the bytes of an allocation FT_SPILL
+ * holds in host memory: hash_regions's ctx. */
+static const hash_source_t hash_source = { spilled_vmm };
+
 int ft_hooks_init(const struct ft_config *cfg)
 {
     regions = ft_regions_new();
@@ -185,6 +191,7 @@ int ft_hooks_init(const struct ft_config *cfg)
     vmm_min_bytes = cfg->vmm_min_size;
     va_chunk = cfg->vmm_reserve;
     profiling_iters = cfg->profiling_iters;
+    device_setup(stand_down);
     cfgp = cfg;
     log_diagnostics = cfg->log_diagnostics;
     include_items = copy_list(&cfg->include_patterns);
@@ -193,6 +200,7 @@ int ft_hooks_init(const struct ft_config *cfg)
         .iters = cfg->discovery_iters,
         .marker_glob = cfg->iteration_marker[0] ? strdup(cfg->iteration_marker) : NULL,
         .hash = hash_regions,
+        .hash_ctx = (void *)&hash_source,
         .include = include_items,
         .n_include = include_items ? cfg->include_patterns.n : 0,
         .exclude = exclude_items,
@@ -268,19 +276,12 @@ void engine_leave(int held)
  * down: discovery and profiling stop, no plan is made, CUPTI is released, FT_SPILL's
  * allocations come back to the device (what the device cannot take back stays in host
  * memory, faulted in on use), and calls pass through from then on. 1 when it stood
- * down now; 0 when it had already; -1 when it cannot any more (after the plan). */
-int stand_down_because(const char *why)
+ * down now; 0 when it had already; -1 when it cannot any more (after the plan). Passed
+ * down to device.c by ft_hooks_init: the device is found out there, the engine
+ * decides. */
+static int stand_down(const char *why)
 {
     if (engine_to(PHASE_ANY, PHASE_STOOD_DOWN, why))
         return 1;
     return engine_phase() == PHASE_STOOD_DOWN ? 0 : -1;
-}
-
-int stand_down(int other)
-{
-    char why[192];
-    snprintf(why, sizeof why, "an allocation on device %d while FlexTensor manages device %d: one "
-             "process on several GPUs is not supported yet", other,
-             __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
-    return stand_down_because(why);
 }

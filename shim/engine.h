@@ -89,6 +89,14 @@ typedef struct {
     UT_hash_handle hh;
 } vmm_t;
 
+/* What vmm_alloc asks of the caller's placement (FT_SPILL's: spill_placement): over()
+ * whether len bytes start in host memory (1) or are mapped (0; counted as held from
+ * then on, in *admitted); placed() counts v once it is in the table. */
+typedef struct {
+    int (*over)(size_t len, uint64_t *admitted);
+    void (*placed)(vmm_t *v, uint64_t *admitted);
+} vmm_place_t;
+
 /* The plan chosen at the end of profiling (planning only: the residency engine that
  * carries it out comes next). */
 typedef struct {
@@ -230,7 +238,7 @@ typedef struct {
     uint64_t clock;
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
     uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
-    uint64_t host_copies;     /* copies and sets served on a host store (host_store_at) */
+    uint64_t host_copies;     /* copies and sets served on a host store (res_host_copy) */
     /* The first misses, for the trace: what missed, and where the pass was. */
     struct miss {
         char kernel[96];
@@ -303,6 +311,12 @@ void budget_view(size_t *free_b, size_t *total_b);
 extern ck_state_t ck;
 CUresult checksum_launch(uint64_t va, uint64_t words, uint64_t *out);
 int checksum_available(void);
+/* Where addr's bytes are while FT_SPILL holds its allocation in host memory (NULL:
+ * on the device): spill.c's spilled_vmm, passed down to hash_regions as its ctx. */
+typedef vmm_t *(*spilled_fn)(uint64_t addr);
+typedef struct {
+    spilled_fn spilled;
+} hash_source_t;
 void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n);
 void spill_sum(vmm_t *v);
 
@@ -318,9 +332,13 @@ cudaError_t own_malloc(void **p, size_t n);
 cudaError_t own_host_alloc(void **p, size_t n);
 cudaError_t own_stream(cudaStream_t *s);
 
-/* device.c: the managed device. managed_dev and peer_devs: atomic. */
-extern int managed_dev;
-extern uint32_t peer_devs;
+/* device.c: the managed device and the others the process uses. Its state is its own
+ * (atomic); what to do when another device appears is the engine's, passed down by
+ * ft_hooks_init: stand_down(why) answers 1 (stood down now), 0 (already) or -1 (too
+ * late: the plan is made). */
+void device_setup(int (*stand_down)(const char *why));
+int managed_device(void);       /* -2: not chosen yet */
+uint32_t peer_devices(void);    /* a bit per other device that reaches the managed one */
 int on_managed_device(int runtime);
 int managed_cu_device(CUdevice *dev);
 int managed_device_enter(void);
@@ -405,8 +423,6 @@ extern const struct ft_config *cfgp;
 extern __thread int engine_held;
 int engine_enter(void);
 void engine_leave(int held);
-int stand_down_because(const char *why);
-int stand_down(int other);
 
 /* hooks_alloc.c: the allocation entry points. */
 void track(void *p, size_t size, uint32_t flags);
@@ -417,12 +433,10 @@ extern __thread int launch_did_once; /* also set by observe.c (the same thread's
 void once_charge(int kind, uint64_t t0);
 void report_launch_self(void);
 
-/* hoststore.c: host stores; the copy and set helpers run under res.lock. */
+/* hoststore.c: host memory for what is not on the device. */
 const char *host_store_kind(void);
 void *host_store_alloc(size_t size);
 void host_store_free(void *p);
-int host_store_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
-int host_store_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s);
 
 /* observe.c: what a call touches, fed to discovery, FT_SPILL and the guard. */
 void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream);
@@ -460,6 +474,10 @@ void load_unit(int u, cudaStream_t stream, int keep);
 cudaStream_t stream_key(cudaStream_t stream);
 void unit_record_use(res_unit_t *un, cudaStream_t stream);
 int checksum_issue(int u);
+/* Copies and sets served on the host store of a unit not loaded (res.lock held). */
+int res_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
+int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s);
+int res_forget(vmm_t *v);   /* vmm_free's `forget` */
 
 /* guard.c: the guard. Its state is the calling thread's call, and res's under
  * res.lock. */
@@ -491,6 +509,7 @@ uint64_t spill_admit(uint64_t size);
 vmm_t *spilled_vmm(uint64_t addr);
 int spilled_read(void *dst, uint64_t addr, size_t len);
 void spill_end_locked(void);
+extern const vmm_place_t spill_placement; /* vmm_alloc's placement under FT_SPILL */
 
 /* vmm.c: virtual-memory allocations (its table is reached through vmm_find and
  * vmm_each). vmm_pad: atomic; the settings are written once by ft_hooks_init. */
@@ -503,8 +522,8 @@ void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
 void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
 CUresult set_access(CUdevice dev, uint64_t va, size_t len);
 CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h, int given, uint64_t ns[3], int no_access);
-cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted);
-int vmm_free(void *p);
+cudaError_t vmm_alloc(void **out, size_t size, const vmm_place_t *place, uint64_t *admitted);
+int vmm_free(void *p, int (*forget)(vmm_t *v));
 
 /* The application thread a call comes from: discovery and profiling follow each
  * thread's passes on their own. */

@@ -46,7 +46,7 @@ cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
     uint32_t flags = 0;
     uint64_t admitted = 0;
     if (vmm) {
-        rc = vmm_alloc(devPtr, size, &admitted);
+        rc = vmm_alloc(devPtr, size, &spill_placement, &admitted);
         flags = FT_REGION_VMM;
     }
     if (rc != cudaSuccess && rc != cudaErrorMemoryAllocation) {
@@ -90,7 +90,7 @@ cudaError_t ft_hook_rt_free(cudaFree_fn_t real, void *devPtr)
 {
     uint64_t bytes = free_begin(devPtr);
     untrack(devPtr);
-    cudaError_t rc = devPtr != NULL && vmm_free(devPtr) ? cudaSuccess : real(devPtr);
+    cudaError_t rc = devPtr != NULL && vmm_free(devPtr, res_forget) ? cudaSuccess : real(devPtr);
     free_end(bytes);
     return rc;
 }

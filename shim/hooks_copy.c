@@ -25,7 +25,7 @@ static void copy_guard(int held, const void *dst, const void *src, cudaStream_t 
 typedef struct {
     const void *dst, *src;    /* device destination and source; NULL where there is none */
     cudaStream_t stream;
-    /* What a host store may serve while the unit is not loaded (hoststore.c): a
+    /* What a host store may serve while the unit is not loaded (residency.c): a
      * one-dimensional copy between host and device, or a one-dimensional set; other
      * copies and sets (2-D, 3-D, peer, device to device) are only guarded. */
     enum { COPY_GUARDED, COPY_1D, SET_1D } what;
@@ -42,9 +42,9 @@ typedef struct {
 static int copy_enter(const copy_t *c)
 {
     int held = engine_enter();
-    if (held && ((c->what == COPY_1D && host_store_copy((void *)c->dst, c->src, c->n, c->kind, c->stream)) ||
+    if (held && ((c->what == COPY_1D && res_host_copy((void *)c->dst, c->src, c->n, c->kind, c->stream)) ||
                  (c->what == SET_1D &&
-                  host_store_set((uint64_t)(uintptr_t)c->dst, c->v, c->width, c->n, c->stream)))) {
+                  res_host_set((uint64_t)(uintptr_t)c->dst, c->v, c->width, c->n, c->stream)))) {
         engine_leave(held);
         return -1;
     }

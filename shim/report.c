@@ -298,7 +298,7 @@ static void verdict_no_plan(char *buf, size_t len)
         snprintf(buf, len, "FT_SKIP_DISCOVERY skipped discovery and no saved profile was loaded");
     } else if (st.launches == 0) {
         snprintf(buf, len, "no kernel was launched%s",
-                 __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE) >= 0 ? " on the managed device" : "");
+                 managed_device() >= 0 ? " on the managed device" : "");
     } else if (ft_disc_state(disc) != FT_DISC_DONE) {
         if (st.restarts > 0)
             snprintf(buf, len, "discovery found no weights: the passes it found touched none "

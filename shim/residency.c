@@ -544,3 +544,97 @@ int activate_locked(void)
     spill_end_locked();
     return 0;
 }
+
+/* --- copies and sets served on a host store ------------------------------------------ */
+
+/* Where the host store holds [dev, dev + n) of a streamed unit that is not loaded, once
+ * the stream's earlier work is done; NULL when it does not (the call then loads the
+ * unit as usual). res.lock held. */
+static char *host_store_at(uint64_t dev, size_t n, cudaStream_t s, res_unit_t **unit)
+{
+    ft_region_t reg;
+    if (engine_phase() != PHASE_STREAMING || n == 0 || !ft_regions_find(regions, dev, &reg) || reg.id >= res.n_ids ||
+        res.by_id[reg.id] < 0)
+        return NULL;
+    res_region_t *r = &res.regions[res.by_id[reg.id]];
+    res_unit_t *un = &res.units[r->unit];
+    if (un->loaded || r->host == NULL || dev < r->va || dev + n > r->va + r->size)
+        return NULL;
+    if (REAL(cudaStreamSynchronize)(s) != cudaSuccess)
+        return NULL;
+    *unit = un;
+    return (char *)r->host + (dev - r->va);
+}
+
+/* A copy between host memory and a streamed unit that is not loaded is served from
+ * the unit's host store, after the stream's earlier work, instead of loading the unit
+ * (res.lock held by the caller, engine_enter). A write makes the unit's checksum
+ * reference stale: its next eviction copies it back. 1 when served. */
+int res_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost)
+        return 0;
+    res_unit_t *un;
+    char *h = host_store_at((uint64_t)(uintptr_t)(kind == cudaMemcpyHostToDevice ? dst : src), n, s, &un);
+    if (h == NULL)
+        return 0;
+    if (kind == cudaMemcpyHostToDevice) {
+        memcpy(h, src, n);
+        un->ref_valid = 0;
+    } else {
+        memcpy(dst, h, n);
+    }
+    res.host_copies++;
+    return 1;
+}
+
+/* A memset of count elements of `width` bytes (1 or 4) into a streamed unit that is not
+ * loaded, done on its host store (the next load copies it in; the checksum reference
+ * is stale, so its next eviction copies it back). 1 when served. */
+int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s)
+{
+    res_unit_t *un;
+    char *h = host_store_at(dev, count * (size_t)width, s, &un);
+    if (h == NULL)
+        return 0;
+    if (width == 1) {
+        memset(h, (int)(v & 0xff), count);
+    } else {
+        uint32_t w = v;
+        for (size_t i = 0; i < count; i++)
+            memcpy(h + 4 * i, &w, 4);
+    }
+    un->ref_valid = 0;
+    res.host_copies++;
+    return 1;
+}
+
+/* --- an allocation freed ------------------------------------------------------------- */
+
+/* vmm_free's `forget` (the free hooks pass it down): the device synchronised, what
+ * FT_SPILL and the residency engine kept of v goes, under res.lock -- its host copy and
+ * spilled bytes, and a streamed region, which leaves the engine for good. 1 when
+ * physical memory is mapped behind v (a streamed region is unmapped while its unit is
+ * not loaded). */
+int res_forget(vmm_t *v)
+{
+    int mapped = !v->spilled;
+    pthread_mutex_lock(&res.lock);
+    if (v->spilled)
+        spill_bytes -= v->size;
+    if (v->host != NULL) { /* a streamed unit's host copy is its region's by now */
+        host_store_free(v->host);
+        v->host = NULL;
+    }
+    res_region_t *r = engine_phase() == PHASE_STREAMING ? res_find(v->va) : NULL;
+    if (r != NULL) {
+        mapped = res.units[r->unit].loaded;
+        if (mapped)
+            res.held_bytes -= r->len;
+        r->va = r->size = 0;
+        host_store_free(r->host);
+        r->host = NULL;
+    }
+    pthread_mutex_unlock(&res.lock);
+    return mapped;
+}

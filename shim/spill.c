@@ -144,9 +144,14 @@ static int spill_out(vmm_t *v)
     if (v->host == NULL && (v->host = host_store_alloc(v->size)) == NULL)
         return -1;
     sync_reaching_devices();
-    int prev = managed_device_enter();
-    spill_sum(v);
-    managed_device_leave(prev);
+    /* Discovery hashes its candidates' content at every snapshot: v's is summed now,
+     * while its bytes are on the device (checksum.c). */
+    v->sum_ok = 0;
+    if (engine_phase() == PHASE_DISCOVERY) {
+        int prev = managed_device_enter();
+        spill_sum(v);
+        managed_device_leave(prev);
+    }
     if (REAL(cudaMemcpy)(v->host, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess)
         return -1;
     if (drv.unmap(v->va, v->size) != CUDA_SUCCESS)
@@ -358,3 +363,52 @@ void spill_end_locked(void)
     spill_restore_all(NULL);
     engine_spill(0);
 }
+
+/* --- what vmm_alloc asks of FT_SPILL (spill_placement, passed down by the hook) ------- */
+
+/* len bytes are about to be mapped: 1 when the budget cannot hold them besides the
+ * rest, and they start in host memory instead; else they count as held from this
+ * decision on (admitting, *admitted). */
+static int place_over(size_t len, uint64_t *admitted)
+{
+    if (!spill_wanted() || spill_budget() == 0)
+        return 0;
+    pthread_mutex_lock(&res.lock);
+    int over = spill_held() + len > spill_budget();
+    if (!over) {
+        admitting += len;
+        *admitted = len;
+    }
+    pthread_mutex_unlock(&res.lock);
+    return over;
+}
+
+/* v is in vmm.c's table, its granule padding counted: mapped, what was admitted comes
+ * down to its asked-for size (the padding counts the rest now); in host memory, its
+ * bytes count as spilled, and FT_SPILL engages. */
+static void place_done(vmm_t *v, uint64_t *admitted)
+{
+    if (!v->spilled && *admitted == 0)
+        return;
+    pthread_mutex_lock(&res.lock);
+    if (!v->spilled) {
+        admitting -= v->size - v->asked;
+        *admitted = v->asked;
+        pthread_mutex_unlock(&res.lock);
+        return;
+    }
+    spill_bytes += v->size;
+    /* Until the caller tracks the region, its size is counted here: the pad and the
+     * spilled bytes are counted already, so held would be `size` short meanwhile. */
+    admitting += v->asked;
+    *admitted = v->asked;
+    if (!state_spill(engine_state())) {
+        char a[32];
+        FT_INFO("FT_SPILL: allocations past the budget (%s) start in host memory",
+                human_bytes(spill_budget(), a, sizeof a));
+        spill_engage_locked();
+    }
+    pthread_mutex_unlock(&res.lock);
+}
+
+const vmm_place_t spill_placement = { place_over, place_done };

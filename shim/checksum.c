@@ -7,7 +7,10 @@
  * pthread_once: checksum_kernel_ready, checksum_available); dh, the batch buffers of
  * discovery's hashes, which discovery's snapshots and FT_SPILL's sums share: both run
  * under res.lock once anything is spilled, so never at once. The residency engine
- * issues its unit checksums itself (residency.c) through checksum_launch. */
+ * issues its unit checksums itself (residency.c) through checksum_launch. It calls
+ * cuda.c and device.c only: where FT_SPILL holds a region's bytes comes in
+ * hash_regions's ctx (hash_source_t, from engine.c), and spill_out decides when
+ * spill_sum runs (in discovery). */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

@@ -188,9 +188,7 @@ int ft_hooks_init(const struct ft_config *cfg)
     regions = ft_regions_new();
     if (regions == NULL)
         return -1;
-    vmm_min_bytes = cfg->vmm_min_size;
-    va_chunk = cfg->vmm_reserve;
-    profiling_iters = cfg->profiling_iters;
+    vmm_setup(cfg->vmm_min_size, cfg->vmm_reserve);
     device_setup(stand_down);
     cfgp = cfg;
     log_diagnostics = cfg->log_diagnostics;

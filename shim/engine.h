@@ -2,13 +2,36 @@
  * files, and each file's functions and variables that others reach.
  *
  * The engine is the part of libflextensor.so between the interposed entry points
- * (hooks_alloc.c, hooks_launch.c, hooks_copy.c) and CUDA (cuda.c): engine.c (phases,
- * enter/leave), observe.c (what a call touches), profiling.c (passes, the plan),
- * residency.c and guard.c (the engine after the plan), spill.c (FT_SPILL before it),
- * budget.c, vmm.c, device.c, checksum.c, hoststore.c, report.c. Each file's first comment says
- * what it owns and which lock guards it. A variable declared here belongs to the file
- * named above it and is guarded as said there; where another file writes it too, its
- * declaration names the writer. Everything else is static.
+ * (hooks_alloc.c, hooks_launch.c, hooks_copy.c) and CUDA (cuda.c). Calls go down:
+ *
+ *   entry points  hooks_alloc.c hooks_launch.c hooks_copy.c
+ *   engine        engine.c (the phase and its moves, enter/leave, standing down)
+ *   parts         observe.c profiling.c residency.c guard.c spill.c budget.c
+ *   mechanisms    vmm.c hoststore.c checksum.c device.c, then cuda.c
+ *
+ * (report.c reads everything, at exit and for the control API.) A part reports the
+ * end of its work by moving the phase (engine_to) and reads it (engine_state); a
+ * mechanism neither calls a part nor reads the phase: what it needs from above comes
+ * down as a callback (device_setup's stand-down, hash_regions's hash_source_t,
+ * vmm_alloc's vmm_place_t, vmm_free's forget). Each file's first comment says what it
+ * owns, what it may touch and which lock guards it.
+ *
+ * The variables shared between files, each declared below under its owner's name:
+ *   engine.c     engine_state_word (the phase; written by engine_to, engine_spill),
+ *                regions, disc, cfgp, log_diagnostics (written once, by
+ *                ft_hooks_init), engine_held (the calling thread's)
+ *   budget.c     admitting (also spill.c, ft_hook_rt_malloc), releasing
+ *   checksum.c   ck (set up once)
+ *   cuda.c       drv, ev (resolved once)
+ *   hooks_launch.c  launch_did_once (the thread's; also observe.c)
+ *   profiling.c  plan (plan.out.resident also budget.c), prof, bw, bw_device_bytes,
+ *                tag_pushed (the thread's; cleared by engine_leave)
+ *   residency.c  res (its counters and regions also budget.c, guard.c), res_start_failed
+ *   spill.c      spill_ns, spill_bytes (also residency.c), spill_faults,
+ *                spill_evictions, spill_limit, spill_placement (constant)
+ *   vmm.c        vmm_pad
+ * Where another file writes one too, its declaration names the writer. Everything
+ * else is static.
  *
  * Declared hidden (the pragma below), so that the other files reach these symbols
  * directly rather than through the GOT; the build hides them anyway
@@ -298,11 +321,15 @@ typedef struct {
  * FT_PINNED_MEMORY_MODE (cudaHostAlloc, or page-aligned memory registered in place). */
 typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
 
-/* budget.c: the budget after the plan. admitting: res.lock; releasing: atomic. */
-extern uint64_t admitting;  /* also vmm_alloc, spill_admit, ft_hook_rt_malloc (res.lock) */
-extern uint64_t releasing;  /* free_begin, free_end (hooks_alloc.c) */
+/* budget.c: the budget after the plan, and the bytes between an admission or a free
+ * and the region table. admitting: res.lock; releasing: atomic. */
+extern uint64_t admitting;  /* also spill.c (spill_admit, spill_placement) and
+                             * ft_hook_rt_malloc, under res.lock */
+extern uint64_t releasing;  /* read by spill_held */
 int budget_admit(uint64_t size, int passthrough);
-void admit_done(int adm, uint64_t size, void *p, uint32_t flags);
+void admit_done(int adm, uint64_t size);
+uint64_t budget_free_begin(const void *p);
+void budget_free_end(uint64_t bytes);
 void usage_locked(ft_gpu_memory_usage_t *out);
 void usage_now(ft_gpu_memory_usage_t *out);
 void budget_view(size_t *free_b, size_t *total_b);
@@ -424,9 +451,6 @@ extern __thread int engine_held;
 int engine_enter(void);
 void engine_leave(int held);
 
-/* hooks_alloc.c: the allocation entry points. */
-void track(void *p, size_t size, uint32_t flags);
-
 /* hooks_launch.c: the launch entry points and the per-launch clock. launch_did_once
  * is the calling thread's. */
 extern __thread int launch_did_once; /* also set by observe.c (the same thread's launch) */
@@ -445,11 +469,9 @@ void observe_sync(void);
 int cupti_detached_after_first_pass(void);
 
 /* profiling.c: profiled passes and the plan. prof: prof.lock; plan: written once
- * under prof.lock, published by plan.made (release); bw before `profiling` is set;
- * peak_tracked and bw_device_bytes: atomic; tag_pushed is the calling thread's. */
-extern int profiling_iters;  /* set by ft_hooks_init */
+ * under prof.lock, published by plan.made (release); bw before the move to
+ * PHASE_PROFILING; bw_device_bytes: atomic; tag_pushed is the calling thread's. */
 extern plan_state_t plan;    /* plan.out.resident: also demote_for (budget.c, res.lock) */
-extern uint64_t peak_tracked;  /* also raised by track (hooks_alloc.c), atomic */
 extern prof_state_t prof;    /* read by report.c, under prof.lock */
 extern bw_t bw;
 extern uint64_t bw_device_bytes;
@@ -461,13 +483,13 @@ const char *kept_by(void);
 void profile_launch(uint64_t lane, long pos, cudaStream_t stream);
 int profile_charging(void);
 void profile_charge_move(uint64_t ns);
+void profile_note_tracked(void);
 
 /* report.c: the exit report and the control API. */
 void outside_sample(const char *phase, long pass, int held);
 
 /* residency.c: the residency engine. res: res.lock. */
-extern res_state_t res;      /* counters and regions: also vmm_free, hoststore.c,
-                               * budget.c, guard.c (res.lock) */
+extern res_state_t res;      /* counters and regions: also budget.c, guard.c (res.lock) */
 res_region_t *res_find(uint64_t addr);
 /* Loads, and what the guard records of a call's use (res.lock held). */
 void load_unit(int u, cudaStream_t stream, int keep);
@@ -496,7 +518,7 @@ int activate_locked(void);
 /* spill.c: FT_SPILL. Its engagement is ENGINE_SPILL in engine.c's phase word; the rest
  * under res.lock (spill_limit, once known, is read without it). */
 extern uint64_t spill_ns;
-extern uint64_t spill_bytes;  /* also evict_unit, vmm_free (res.lock) */
+extern uint64_t spill_bytes;  /* also evict_unit, res_forget (residency.c, res.lock) */
 int spill_bring_back(const char *why);
 extern uint64_t spill_faults, spill_evictions;
 extern uint64_t spill_limit;
@@ -512,10 +534,10 @@ void spill_end_locked(void);
 extern const vmm_place_t spill_placement; /* vmm_alloc's placement under FT_SPILL */
 
 /* vmm.c: virtual-memory allocations (its table is reached through vmm_find and
- * vmm_each). vmm_pad: atomic; the settings are written once by ft_hooks_init. */
-extern uint64_t vmm_min_bytes; /* set by ft_hooks_init */
-extern uint64_t va_chunk;      /* set by ft_hooks_init */
+ * vmm_each). vmm_pad: atomic; the settings are given once, by ft_hooks_init. */
 extern uint64_t vmm_pad;
+void vmm_setup(uint64_t min_bytes, uint64_t reserve);
+int vmm_serves(size_t size);
 uint64_t device_bytes(void);
 vmm_t *vmm_find(uint64_t va);
 void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);

@@ -7,7 +7,8 @@
  * is; the checksum and prefetch to issue once the call is enqueued): a call is guarded
  * and completed on its own thread, between engine_enter and engine_leave, so they need
  * no lock. The repeat rule's table and res's counters and step ring are written under
- * res.lock, which every guarded call holds. Loads and unloads are residency.c's. */
+ * res.lock, which every guarded call holds. It guards only in PHASE_STREAMING, with
+ * res.lock held (guarding). Loads and unloads are residency.c's. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

@@ -3,7 +3,9 @@
  * FT_SPILL's faults and the residency guard, or is served on a host store; a
  * synchronisation is a hint of where a pass ends.
  *
- * Owns no state. */
+ * Owns no state. A guarded copy or set reads the phase word once (FT_SPILL's faults);
+ * it calls engine.c, observe.c, spill.c and residency.c (res_host_copy, res_host_set,
+ * res_guard_copy). */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

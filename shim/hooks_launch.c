@@ -2,8 +2,9 @@
  * FlexTensor's own host time per launch (and of the one-time work done inside some),
  * for the exit report.
  *
- * Owns: the per-phase sums (atomic, relaxed) and the thread's sample tick and
- * launch_did_once (thread-local, so that a launch writes no shared line). */
+ * Owns: the per-phase sums (atomic, relaxed; a sampled launch reads the phase word once
+ * for its bucket) and the thread's sample tick and launch_did_once (thread-local, so
+ * that a launch writes no shared line). It calls engine.c and observe.c. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

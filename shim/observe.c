@@ -2,14 +2,16 @@
  * and parameter layout per kernel handle), the scan of a launch's argument bytes for
  * region addresses (core/scan.c), pointer-array peeks one level down, and what the
  * launch feeds to the discovery engine, to pass tracking, to FT_SPILL's faults and to
- * the residency guard. Discovery's end (the switch to profiling) happens here, at the
- * launch that completes it.
+ * the residency guard. Discovery's end happens here, at the launch that completes it:
+ * it moves the phase from DISCOVERY to PLANNING (engine_to; one thread wins) and starts
+ * profiling.
  *
  * Owns: the kinfo table (kinfo_lock, a reader-writer lock: looked up on every launch,
  * added to at a kernel's first one; kinfos are never freed, so each thread keeps the
  * last ones it used in a small thread-local cache without the lock) and the CUPTI
- * first-pass check (atomic). It calls down into residency.c, spill.c and profiling.c
- * with res.lock held when engine_enter took it. */
+ * first-pass check (cupti_confirm, one atomic value). A launch reads the phase word
+ * once. It calls down into guard.c, spill.c and profiling.c with res.lock held when
+ * engine_enter took it. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

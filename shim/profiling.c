@@ -13,13 +13,12 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-int profiling_iters;
 plan_state_t plan;
 
 /* The most bytes the region table held at once, from discovery's end to the plan:
  * the plan leaves room for the peak of non-weight memory, not only what is allocated
  * when it is made. */
-uint64_t peak_tracked;
+static uint64_t peak_tracked;
 prof_state_t prof = { .lock = PTHREAD_MUTEX_INITIALIZER };
 /* Suspensions asked for before profiling began (warm-up passes during discovery). */
 static int early_suspends;
@@ -137,13 +136,25 @@ static void measure_bandwidth(void)
         host_store_free(host);
 }
 
+/* A region was tracked (track, hooks_alloc.c): while profiling, the table's peak is
+ * raised to what it holds now. */
+void profile_note_tracked(void)
+{
+    if (engine_phase() != PHASE_PROFILING)
+        return;
+    uint64_t now = device_bytes(), was = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
+    while (now > was &&
+           !__atomic_compare_exchange_n(&peak_tracked, &was, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
 /* Discovery is done: set up the events for the units it found. */
 static void setup_passes(void)
 {
     size_t n = ft_disc_unit_count(disc);
     __atomic_store_n(&peak_tracked, device_bytes(), __ATOMIC_RELAXED);
     events_resolve();
-    prof.prof = ft_prof_new(n, profiling_iters);
+    prof.prof = ft_prof_new(n, cfgp->profiling_iters);
     prof.first = calloc(n ? n : 1, sizeof *prof.first);
     prof.ev = calloc(n + 1, sizeof *prof.ev);
     prof.seen = calloc(n ? n : 1, sizeof *prof.seen);
@@ -167,7 +178,8 @@ static void setup_passes(void)
     measure_bandwidth();
     /* After the bandwidth: a thread that sees PROFILING sees bw (spill_out reads it). */
     if (engine_to(PHASE_PLANNING, PHASE_PROFILING, NULL))
-        FT_INFO("profiling: %zu units over %d pass(es)", n, profiling_iters < 1 ? 1 : profiling_iters);
+        FT_INFO("profiling: %zu units over %d pass(es)", n,
+                cfgp->profiling_iters < 1 ? 1 : cfgp->profiling_iters);
 }
 
 /* Discovery is done (the one thread that ended it): profiling starts. CUPTI is
@@ -277,7 +289,7 @@ static int end_profiled_pass(void)
     }
     ft_prof_add_pass(prof.prof, us);
     outside_sample("profiling", ft_prof_passes(prof.prof), engine_held);
-    FT_DEBUG("profiling: pass %d of %d timed", ft_prof_passes(prof.prof), profiling_iters);
+    FT_DEBUG("profiling: pass %d of %d timed", ft_prof_passes(prof.prof), cfgp->profiling_iters);
     return 1;
 }
 

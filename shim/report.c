@@ -3,7 +3,8 @@
  * libflextensor-nvtx.so passes in; the samples of device memory outside FlexTensor's
  * count.
  *
- * Owns: `outside` (outside.lock). It reads the other files' state for the report; at
+ * Owns: `outside` (outside.lock). It reads the other files' state for the report (the
+ * phase through engine_state, why FlexTensor stood down through stood_down_why); at
  * exit, without CUDA calls. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
@@ -313,7 +314,7 @@ static void verdict_no_plan(char *buf, size_t len)
                  st.iterations, st.restarts);
     } else if (prof.prof != NULL && prof.n > 0) {
         snprintf(buf, len, "the program ended during profiling, after %d of %d pass(es) timed",
-                 ft_prof_passes(prof.prof), profiling_iters < 1 ? 1 : profiling_iters);
+                 ft_prof_passes(prof.prof), cfgp->profiling_iters < 1 ? 1 : cfgp->profiling_iters);
     } else {
         snprintf(buf, len, "profiling could not start (no CUDA events)");
     }

@@ -16,13 +16,16 @@
  * physical memory goes to the unit loaded next or is released (docs/residency.md).
  *
  * The guard that decides what a call needs loaded is guard.c's; this file carries out
- * the loads and unloads it asks for.
+ * the loads and unloads it asks for. It also serves copies and sets on the host store
+ * of a unit not loaded (res_host_copy, res_host_set), and lets go of what FT_SPILL and
+ * the engine kept of a freed allocation (res_forget, vmm_free's callback).
  *
  * Owns: res, under res.lock (application threads launch concurrently; engine_enter
  * takes it for every guarded call, from the guard until the real call is enqueued,
  * so that no unload falls between a guard and its launch). Whether the engine runs is
  * the phase's (engine.c: PHASE_STREAMING, entered by engine_enter before
- * activate_locked), not res's. */
+ * activate_locked; activate_locked's -1 sends it to PHASE_OFF), not res's. It calls
+ * guard.c, spill.c, checksum.c, hoststore.c, vmm.c, device.c and cuda.c. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

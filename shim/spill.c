@@ -13,8 +13,10 @@
  *
  * Owns: the spill counters and `moves` (under res.lock), spill_limit, and whether FT_SPILL
  * is engaged: it decides, and engine.c keeps the answer in the phase word
- * (ENGINE_SPILL, engine_spill), read by every call's entry. It reaches the allocations
- * through vmm.c's table (vmm_each) and changes their spilled state under res.lock. */
+ * (ENGINE_SPILL, engine_spill), read by every call's entry. It reads the phase (FT_SPILL
+ * holds the budget until the plan streams: spill_wanted). It reaches the allocations
+ * through vmm.c's table (vmm_each) and changes their spilled state under res.lock;
+ * vmm_alloc asks it, through spill_placement, whether a new one starts in host memory. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

@@ -20,9 +20,22 @@ static size_t vmm_granularity;
 static int vmm_disabled;
 /* FT_VMM_MIN_SIZE: smaller allocations pass through (the 2 MiB granularity would waste
  * too much on them); 0 = none are served from virtual memory. */
-uint64_t vmm_min_bytes;
+static uint64_t vmm_min_bytes;
 /* FT_VMM_RESERVE: address space reserved at a time (va_get). */
-uint64_t va_chunk;
+static uint64_t va_chunk;
+
+/* The settings, once, before any hook runs (ft_hooks_init). */
+void vmm_setup(uint64_t min_bytes, uint64_t reserve)
+{
+    vmm_min_bytes = min_bytes;
+    va_chunk = reserve;
+}
+
+/* 1 when an allocation of `size` bytes is served from virtual memory (FT_VMM_MIN_SIZE). */
+int vmm_serves(size_t size)
+{
+    return vmm_min_bytes != 0 && size >= vmm_min_bytes;
+}
 /* What virtual-memory backed allocations hold beyond their asked-for sizes (mapped in
  * whole granules): the region table counts the asked-for sizes. */
 uint64_t vmm_pad;

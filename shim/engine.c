@@ -144,8 +144,8 @@ int engine_to(int from, int to, const char *why)
             return 0;
         }
         /* Fails when ENGINE_SPILL or the phase changed meanwhile: looked at again. */
-        if (__atomic_compare_exchange_n(&engine_state_word, &s, (s & ENGINE_SPILL) | (unsigned)to, 0, __ATOMIC_SEQ_CST,
-                                        __ATOMIC_RELAXED))
+        unsigned next = (s & ENGINE_SPILL) | (unsigned)to;
+        if (__atomic_compare_exchange_n(&engine_state_word, &s, next, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
             break;
     }
     FT_DEBUG("engine: %s -> %s", phase_names[now], phase_names[to]);

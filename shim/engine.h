@@ -490,7 +490,6 @@ void outside_sample(const char *phase, long pass, int held);
 
 /* residency.c: the residency engine. res: res.lock. */
 extern res_state_t res;      /* counters and regions: also budget.c, guard.c (res.lock) */
-res_region_t *res_find(uint64_t addr);
 /* Loads, and what the guard records of a call's use (res.lock held). */
 void load_unit(int u, cudaStream_t stream, int keep);
 cudaStream_t stream_key(cudaStream_t stream);
@@ -522,11 +521,9 @@ extern uint64_t spill_bytes;  /* also evict_unit, res_forget (residency.c, res.l
 int spill_bring_back(const char *why);
 extern uint64_t spill_faults, spill_evictions;
 extern uint64_t spill_limit;
-int spill_wanted(void);
 uint64_t spill_budget(void);
 uint64_t spill_held(void);
 void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream);
-void spill_engage_locked(void);
 uint64_t spill_admit(uint64_t size);
 vmm_t *spilled_vmm(uint64_t addr);
 int spilled_read(void *dst, uint64_t addr, size_t len);

@@ -378,7 +378,7 @@ load:;
 
 /* By address, for cudaFree (the region has left the table by then); the guard looks
  * regions up by id. */
-res_region_t *res_find(uint64_t addr)
+static res_region_t *res_find(uint64_t addr)
 {
     for (int i = 0; i < res.n_regions; i++)
         if (addr >= res.regions[i].va && addr < res.regions[i].va + res.regions[i].size)
@@ -556,8 +556,8 @@ int activate_locked(void)
 static char *host_store_at(uint64_t dev, size_t n, cudaStream_t s, res_unit_t **unit)
 {
     ft_region_t reg;
-    if (engine_phase() != PHASE_STREAMING || n == 0 || !ft_regions_find(regions, dev, &reg) || reg.id >= res.n_ids ||
-        res.by_id[reg.id] < 0)
+    if (engine_phase() != PHASE_STREAMING || n == 0 || !ft_regions_find(regions, dev, &reg) ||
+        reg.id >= res.n_ids || res.by_id[reg.id] < 0)
         return NULL;
     res_region_t *r = &res.regions[res.by_id[reg.id]];
     res_unit_t *un = &res.units[r->unit];

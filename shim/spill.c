@@ -55,7 +55,7 @@ uint64_t spill_limit;  /* the budget, once known; atomic: any allocating thread 
 /* FT_SPILL holds the budget: before the plan (none made yet, or none to come), and,
  * once the residency engine is off, while some of its allocations stay in host memory
  * (the device could not take them back). */
-int spill_wanted(void)
+static int spill_wanted(void)
 {
     unsigned s = engine_state();
     return cfgp->spill && state_phase(s) != PHASE_PLANNED && state_phase(s) != PHASE_STREAMING &&
@@ -248,7 +248,7 @@ void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream)
 /* FT_SPILL holds allocations in host memory from now on (res.lock held): every launch,
  * copy and set is guarded, so that none can touch an allocation while it moves, and
  * those already past an unguarded entry finish first. */
-void spill_engage_locked(void)
+static void spill_engage_locked(void)
 {
     engine_spill(1);
 }

@@ -7,7 +7,10 @@
  * pthread_once: checksum_kernel_ready, checksum_available); dh, the batch buffers of
  * discovery's hashes, which discovery's snapshots and FT_SPILL's sums share: both run
  * under res.lock once anything is spilled, so never at once. The residency engine
- * issues its unit checksums itself (residency.c) through checksum_launch. */
+ * issues its unit checksums itself (residency.c) through checksum_launch. It calls
+ * cuda.c and device.c only: where FT_SPILL holds a region's bytes comes in
+ * hash_regions's ctx (hash_source_t, from engine.c), and spill_out decides when
+ * spill_sum runs (in discovery). */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -25,8 +28,9 @@ static int hash_failed(uint64_t base, cudaError_t err)
 }
 
 /* The fallback where the device checksum cannot run (no JIT for its PTX, a size not a
- * whole number of words): up to 16 chunks copied back, each behind a sync. */
-static int hash_sampled(uint64_t base, uint64_t size, uint64_t *out)
+ * whole number of words): up to 16 chunks copied back, each behind a sync, or read
+ * where FT_SPILL holds them (`spilled`, the caller's). */
+static int hash_sampled(uint64_t base, uint64_t size, uint64_t *out, spilled_fn spilled)
 {
     static unsigned char buf[4096];
     cudaMemcpy_fn_t copy = REAL(cudaMemcpy);
@@ -46,7 +50,10 @@ static int hash_sampled(uint64_t base, uint64_t size, uint64_t *out)
     for (int i = 0; i < n; i++) {
         uint64_t off = n == 1 ? 0 : (size - chunk) * (uint64_t)i / (uint64_t)(n - 1);
         size_t len = size - off < chunk ? (size_t)(size - off) : chunk;
-        if (!spilled_read(buf, base + off, len))
+        vmm_t *v = spilled(base + off);
+        if (v != NULL)
+            memcpy(buf, (const char *)v->host + (base + off - v->va), len);
+        else
             err = copy(buf, (void *)(uintptr_t)(base + off), len, cudaMemcpyDeviceToHost);
         if (err != cudaSuccess)
             return hash_failed(base, err);
@@ -172,17 +179,19 @@ static int sums_ready(void)
     return dh.dev != NULL;
 }
 
-static void hash_on_device(ft_disc_hash_req_t *q, size_t n);
+static void hash_on_device(ft_disc_hash_req_t *q, size_t n, spilled_fn spilled);
 
+/* Discovery's hash callback; ctx is a hash_source_t (engine.c's): where the bytes of
+ * an allocation FT_SPILL holds in host memory are is spill.c's to say. */
 void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n)
 {
-    (void)ctx;
+    const hash_source_t *src = ctx;
     int prev = managed_device_enter();
-    hash_on_device(q, n);
+    hash_on_device(q, n, src->spilled);
     managed_device_leave(prev);
 }
 
-static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
+static void hash_on_device(ft_disc_hash_req_t *q, size_t n, spilled_fn spilled)
 {
     cudaError_t err = REAL(cudaDeviceSynchronize)();
     int on_device = sums_ready() && n <= FT_DISC_HASH_BATCH;
@@ -192,13 +201,13 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
     for (size_t i = 0; i < n; i++) {
         /* A call that can enqueue launches holds off FT_SPILL's moves (engine_enter):
          * where the bytes are cannot change before the sums are read back. */
-        vmm_t *v = spilled_vmm(q[i].base);
+        vmm_t *v = spilled(q[i].base);
         uint64_t words = q[i].size / 8;
         q[i].failed = 0;
         if (err != cudaSuccess) {
             q[i].failed = hash_failed(q[i].base, err) != 0;
         } else if (!on_device || q[i].size % 8 != 0) {
-            q[i].failed = hash_sampled(q[i].base, q[i].size, &q[i].hash) != 0;
+            q[i].failed = hash_sampled(q[i].base, q[i].size, &q[i].hash, spilled) != 0;
         } else if (v != NULL && v->sum_ok && v->va == q[i].base && v->asked == q[i].size) {
             q[i].hash = v->sum;
         } else if (v != NULL) {
@@ -223,14 +232,15 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n)
     }
 }
 
-/* In discovery, the checksum of what v is about to copy out (res.lock held, the device
- * synchronised), summed on the device first: a kernel at the device's read rate, small
- * beside the copy. A snapshot then need not read the host copy (on the H200, summing
- * the 9 GB spilled there on the host took 1.09 s a snapshot). */
+/* The checksum of what FT_SPILL is about to copy out of v (res.lock held, the device
+ * synchronised), summed on the device: a kernel at the device's read rate, small beside
+ * the copy. spill_out asks for it in discovery, whose snapshots then need not read the
+ * host copy (on the H200, summing the 9 GB spilled there on the host took 1.09 s a
+ * snapshot). */
 void spill_sum(vmm_t *v)
 {
     v->sum_ok = 0;
-    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED) || v->asked % 8 != 0 || !sums_ready())
+    if (v->asked % 8 != 0 || !sums_ready())
         return;
     if (REAL(cudaMemsetAsync)(dh.dev, 0, sizeof *dh.dev, ck.stream) != cudaSuccess ||
         checksum_launch(v->va, v->asked / 8, dh.dev) != CUDA_SUCCESS ||

@@ -4,17 +4,38 @@
  * FlexTensor's own device work.
  *
  * Owns: managed_dev (set once by compare-and-swap), peer_devs and no_such_device
- * (atomic), peer_note's own lock (a device is checked once, by one thread). */
+ * (atomic), peer_note's own lock (a device is checked once, by one thread). It finds
+ * out that the process uses another device, or that FT_GPU_DEVICE names none; whether
+ * FlexTensor stands down is the engine's answer, through the callback ft_hooks_init
+ * gives (device_setup). It calls into vmm.c (peer grants) and cuda.c only. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-int managed_dev = -2; /* -2: not decided yet */
+static int managed_dev = -2; /* -2: not decided yet */
+
+/* The engine's stand-down (engine.c), set once before any hook runs. */
+static int (*stand_down)(const char *why);
+
+void device_setup(int (*fn)(const char *why))
+{
+    stand_down = fn;
+}
+
+int managed_device(void)
+{
+    return __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
+}
 
 /* Other devices the process uses that can reach the managed device's memory (a bit per
  * ordinal, see peer_note): a virtual-memory mapping is reachable from another device
  * only where cuMemSetAccess grants it, whatever peer access the application enabled
  * (on the H200 pair, a copy between the devices was "invalid argument" without). */
-uint32_t peer_devs;
+static uint32_t peer_devs;
+
+uint32_t peer_devices(void)
+{
+    return __atomic_load_n(&peer_devs, __ATOMIC_ACQUIRE);
+}
 
 /* FT_GPU_DEVICE: the one device whose allocations FlexTensor manages (-1: the device
  * current at the first allocation). Others pass through, untracked, so their
@@ -51,9 +72,10 @@ static void peer_note(int other, int managed)
     }
     /* After the grants: what standing down brings back to the device is mapped with
      * them. */
-    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE))
-        stand_down(other);
-    else
+    char why[192];
+    snprintf(why, sizeof why, "an allocation on device %d while FlexTensor manages device %d: one "
+             "process on several GPUs is not supported yet", other, managed);
+    if (stand_down(why) < 0)
         FT_ERROR("an allocation on device %d after FlexTensor's plan for device %d: one process on "
                  "several GPUs is not supported; kernels or copies on device %d that touch streamed "
                  "weights may find them unloaded", other, managed, other);
@@ -79,7 +101,7 @@ static int missing_device(int pick)
     snprintf(why, sizeof why, "FT_GPU_DEVICE=%d, but this process sees %d CUDA device(s), "
              "numbered from 0 (CUDA_VISIBLE_DEVICES renumbers them)", pick, count);
     __atomic_store_n(&no_such_device, 1, __ATOMIC_RELEASE);
-    stand_down_because(why);
+    stand_down(why);
     return 1;
 }
 

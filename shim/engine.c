@@ -1,27 +1,173 @@
-/* engine.c - the engine's phases and its entry: set-up (ft_hooks_init), the phase
- * flags (discovering, profiling, engine_off, stood_down) and their transitions out of
- * discovery's and planning's ends (start_residency, stand_down), and engine_enter /
- * engine_leave, between which every launch, copy and set runs.
+/* engine.c - the engine's phase and its entry: set-up (ft_hooks_init), the one phase
+ * value and its transitions (engine_to, which also does what entering a phase takes),
+ * standing down, and engine_enter / engine_leave, between which every launch, copy and
+ * set runs.
  *
- * Owns: the region table and the discovery engine (made once in ft_hooks_init, before
- * any hook runs), the configuration pointer, the phase flags (atomic loads and stores:
- * read on every call, written once each), the count of unguarded calls under way
- * (`unlocked`, atomic) and the thread's engine_held. engine_enter takes res.lock
- * (residency.c) once the engine is on; the switch itself (activate_locked) is
- * residency.c's. */
+ * The phases (docs/architecture.md, "Phases") and the only moves engine_to makes; any
+ * other is refused there:
+ *
+ *   START      -> DISCOVERY     ft_hooks_init
+ *   START      -> OFF           ft_hooks_init, with FT_SKIP_DISCOVERY: no plan will come
+ *   DISCOVERY  -> PLANNING      observe_launch, at the launch that completes discovery
+ *   PLANNING   -> PROFILING     setup_passes, once the units' events are made
+ *   PROFILING  -> PLANNING      finish_profiling, before the plan is made
+ *   PLANNING   -> PLANNED       start_residency (profiling.c): the plan streams
+ *   PLANNING   -> OFF           start_residency: no plan, or one that streams nothing
+ *   PLANNED    -> STREAMING     engine_enter, at the first call after the plan (the switch)
+ *   STREAMING  -> OFF           engine_enter, when the switch could not be made
+ *   DISCOVERY, PROFILING, PLANNING, OFF -> STOOD_DOWN     stand_down
+ *
+ * STOOD_DOWN is final. After the plan (PLANNED, STREAMING) FlexTensor cannot stand
+ * down: streamed units live in host memory by then.
+ *
+ * Owns: the phase word (written only by engine_to and engine_spill, read through
+ * engine_state), the reason for standing down, the region table and the discovery
+ * engine (made once in ft_hooks_init, before any hook runs), the configuration pointer,
+ * the count of unguarded calls under way (`unlocked`, atomic) and the calling thread's
+ * engine_held and `counted`. engine_enter takes res.lock (residency.c) once calls are
+ * guarded; the switch's work (activate_locked) is residency.c's. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
 ft_regions_t *regions;
 ft_disc_t *disc;
-int discovering;       /* relaxed: cleared once discovery is done */
-/* The residency engine will never start (nothing streamed, or no plan to come): the
- * calls it would guard then skip even its entry count. */
-int engine_off;
-int profiling;         /* relaxed: set when discovery is done, cleared after */
 static char **include_items, **exclude_items;
 int log_diagnostics;
 const struct ft_config *cfgp; /* the process's configuration, alive forever */
+
+/* --- the phase --------------------------------------------------------------------------
+ *
+ * One word: the phase (ENGINE_PHASE_MASK) and FT_SPILL's engagement (ENGINE_SPILL).
+ * FT_SPILL is not a phase of its own: it holds allocations in host memory during
+ * discovery, profiling and planning, and, where the device could not take them all
+ * back, in OFF and STOOD_DOWN too; what it changes is only that every call is guarded.
+ * It shares the word so that a call's entry answers "guarded?" with one load.
+ *
+ * Loaded with acquire order (engine_state, engine.h); changed with sequentially
+ * consistent read-modify-writes, for engine_enter's count of unguarded calls (below). */
+unsigned engine_state_word = PHASE_START;
+
+static const char *const phase_names[PHASE_COUNT] = {
+    "start", "discovery", "profiling", "planning", "planned", "streaming", "off", "stood down",
+};
+
+#define TO(p) (1u << (p))
+static const unsigned allowed[PHASE_COUNT] = {
+    [PHASE_START] = TO(PHASE_DISCOVERY) | TO(PHASE_OFF),
+    [PHASE_DISCOVERY] = TO(PHASE_PLANNING) | TO(PHASE_STOOD_DOWN),
+    [PHASE_PROFILING] = TO(PHASE_PLANNING) | TO(PHASE_STOOD_DOWN),
+    [PHASE_PLANNING] = TO(PHASE_PROFILING) | TO(PHASE_PLANNED) | TO(PHASE_OFF) | TO(PHASE_STOOD_DOWN),
+    [PHASE_PLANNED] = TO(PHASE_STREAMING),
+    [PHASE_STREAMING] = TO(PHASE_OFF),
+    [PHASE_OFF] = TO(PHASE_STOOD_DOWN),
+    [PHASE_STOOD_DOWN] = 0,
+};
+#undef TO
+
+/* What `why` said when FlexTensor stood down (the exit report's verdict). Written once,
+ * by the thread whose move to STOOD_DOWN succeeded. */
+static char why_stood_down[192];
+
+const char *stood_down_why(void)
+{
+    return engine_phase() == PHASE_STOOD_DOWN ? why_stood_down : NULL;
+}
+
+/* Launches, copies and sets run between engine_enter and engine_leave. Once the engine
+ * is on (or about to be), they hold res.lock from the guard to the moment the real call
+ * has been enqueued: an unload (device synchronised, then memory released) can then
+ * never fall between another thread's guard and its launch. Before that, they only
+ * count themselves in `unlocked`, so that a move that makes calls guarded can wait for
+ * them to finish.
+ *
+ * The count and the phase form a pair that needs sequential consistency: a call adds
+ * itself, then loads the word; a move changes the word, then loads the count. With
+ * weaker orders both could read the old values (the call unguarded, the move seeing
+ * no call under way). Every one of the four is seq_cst: the fetch_add, the call's second
+ * load, engine_to's and engine_spill's read-modify-writes, and wait_unguarded_calls's
+ * load. */
+static _Atomic int unlocked;
+/* This thread's call counted itself in `unlocked`: engine_leave takes it off. */
+static __thread int counted;
+
+/* After a move that makes every call guarded (res.lock held): the calls already past an
+ * unguarded entry finish enqueueing first. They never take res.lock meanwhile. */
+static void wait_unguarded_calls(void)
+{
+    while (atomic_load(&unlocked) > 0)
+        sched_yield();
+}
+
+/* What entering `to` takes, once the move is made. why: for OFF and STOOD_DOWN, what
+ * made it (said in the warnings). */
+static void entered(int to, const char *why)
+{
+    switch (to) {
+    case PHASE_STREAMING:
+        /* The switch: calls past an unguarded entry finish before anything is evicted. */
+        wait_unguarded_calls();
+        break;
+    case PHASE_OFF:
+        /* FT_SPILL's allocations come back to the device; what the device cannot take
+         * back stays in host memory, and calls stay guarded for it (spill_bring_back
+         * lets go of ENGINE_SPILL only when nothing is left). */
+        spill_bring_back(why);
+        break;
+    case PHASE_STOOD_DOWN:
+        snprintf(why_stood_down, sizeof why_stood_down, "%s", why);
+        stop_profile_timing();
+        ft_cupti_stop();
+        FT_WARN("%s, so FlexTensor stands down (nothing is offloaded; calls pass through)", why);
+        spill_bring_back("FlexTensor stands down");
+        break;
+    default:
+        break;
+    }
+}
+
+/* Moves the phase from `from` (PHASE_ANY: whatever it is) to `to`, then does what
+ * entering `to` takes. 1 when moved; 0 when the phase was not `from` (another thread
+ * moved it first: one thread wins each move) or the table refuses the move. A refused
+ * move from a named phase is a bug, said as an error; from PHASE_ANY it is an answer
+ * (stand_down after the plan). */
+int engine_to(int from, int to, const char *why)
+{
+    unsigned s = __atomic_load_n(&engine_state_word, __ATOMIC_RELAXED);
+    int now;
+    for (;;) {
+        now = state_phase(s);
+        if (from != PHASE_ANY && now != from)
+            return 0;
+        if (!(allowed[now] & (1u << to))) {
+            if (from != PHASE_ANY)
+                FT_ERROR("engine: the move from %s to %s is not allowed", phase_names[now], phase_names[to]);
+            return 0;
+        }
+        /* Fails when ENGINE_SPILL or the phase changed meanwhile: looked at again. */
+        unsigned next = (s & ENGINE_SPILL) | (unsigned)to;
+        if (__atomic_compare_exchange_n(&engine_state_word, &s, next, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+            break;
+    }
+    FT_DEBUG("engine: %s -> %s", phase_names[now], phase_names[to]);
+    entered(to, why);
+    return 1;
+}
+
+/* FT_SPILL engages (on: it holds allocations in host memory from now on; res.lock held)
+ * or lets go (off: nothing it holds is in host memory any more, or the residency engine
+ * keeps the budget). Engaging makes every call guarded: those already past an unguarded
+ * entry finish first. spill.c decides; the bit lives here for engine_enter's one load. */
+void engine_spill(int on)
+{
+    if (!on) {
+        __atomic_fetch_and(&engine_state_word, ~ENGINE_SPILL, __ATOMIC_SEQ_CST);
+        return;
+    }
+    if (!(__atomic_fetch_or(&engine_state_word, ENGINE_SPILL, __ATOMIC_SEQ_CST) & ENGINE_SPILL))
+        wait_unguarded_calls();
+}
+
+/* --- set-up -------------------------------------------------------------------------- */
 
 static char **copy_list(const ft_config_list_t *l)
 {
@@ -31,14 +177,19 @@ static char **copy_list(const ft_config_list_t *l)
     return v;
 }
 
+static int stand_down(const char *why);
+
+/* Where discovery's content hashes (checksum.c) find the bytes of an allocation FT_SPILL
+ * holds in host memory: hash_regions's ctx. */
+static const hash_source_t hash_source = { spilled_vmm };
+
 int ft_hooks_init(const struct ft_config *cfg)
 {
     regions = ft_regions_new();
     if (regions == NULL)
         return -1;
-    vmm_min_bytes = cfg->vmm_min_size;
-    va_chunk = cfg->vmm_reserve;
-    profiling_iters = cfg->profiling_iters;
+    vmm_setup(cfg->vmm_min_size, cfg->vmm_reserve);
+    device_setup(stand_down);
     cfgp = cfg;
     log_diagnostics = cfg->log_diagnostics;
     include_items = copy_list(&cfg->include_patterns);
@@ -47,6 +198,7 @@ int ft_hooks_init(const struct ft_config *cfg)
         .iters = cfg->discovery_iters,
         .marker_glob = cfg->iteration_marker[0] ? strdup(cfg->iteration_marker) : NULL,
         .hash = hash_regions,
+        .hash_ctx = (void *)&hash_source,
         .include = include_items,
         .n_include = include_items ? cfg->include_patterns.n : 0,
         .exclude = exclude_items,
@@ -55,55 +207,44 @@ int ft_hooks_init(const struct ft_config *cfg)
     disc = ft_disc_new(regions, &p);
     if (disc == NULL)
         return -1;
-    __atomic_store_n(&discovering, !cfg->skip_discovery, __ATOMIC_RELAXED);
     /* Without discovery there is no plan, so no engine. */
-    __atomic_store_n(&engine_off, cfg->skip_discovery, __ATOMIC_RELAXED);
+    engine_to(PHASE_START, cfg->skip_discovery ? PHASE_OFF : PHASE_DISCOVERY, NULL);
     return 0;
 }
+
+/* --- the entry --------------------------------------------------------------------------- */
 
 /* This thread's call holds res.lock (engine_enter returned 1). A call that entered
  * before the switch is not guarded even if it sees the engine on: the switch waits for
  * it to be enqueued, then drains the device, before anything is evicted. */
 __thread int engine_held;
 
-char *human_bytes(uint64_t b, char *buf, size_t len)
+/* The switch (res.lock held, engine_held set): the first guarded call after the plan
+ * turns the residency engine on; when it cannot start, the engine is off for good. */
+static void switch_locked(void)
 {
-    if (b >= (1ull << 30))
-        snprintf(buf, len, "%.2f GiB", (double)b / (1 << 30));
-    else
-        snprintf(buf, len, "%.1f MiB", (double)b / (1 << 20));
-    return buf;
-}
-
-/* Launches, copies and sets run between engine_enter and engine_leave. Once the engine
- * is on (or about to be), they hold res.lock from the guard to the moment the real call
- * has been enqueued: an unload (device synchronised, then memory released) can then
- * never fall between another thread's guard and its launch. Before that, they only
- * count themselves in `unlocked`, so that the switch can wait for them to finish. */
-static _Atomic int unlocked;
-
-/* After a switch that makes every call guarded (res.lock held): the calls already past
- * an unguarded entry finish enqueueing first. They never take res.lock meanwhile. */
-void wait_unguarded_calls(void)
-{
-    while (atomic_load(&unlocked) > 0)
-        sched_yield();
+    if (engine_to(PHASE_PLANNED, PHASE_STREAMING, NULL) && activate_locked() != 0)
+        engine_to(PHASE_STREAMING, PHASE_OFF, "the residency engine did not start");
 }
 
 int engine_enter(void)
 {
-    /* Once it is known that the engine never starts, calls pay one load. */
-    if (__atomic_load_n(&engine_off, __ATOMIC_RELAXED))
+    /* Once nothing will ever be guarded again, calls pay one load. Relaxed: a stale
+     * word only sends the call down the longer path, which loads it again. */
+    unsigned s = __atomic_load_n(&engine_state_word, __ATOMIC_RELAXED);
+    if (state_quiet(s))
         return 0;
     atomic_fetch_add(&unlocked, 1);
-    if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE) &&
-        !__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
+    s = __atomic_load_n(&engine_state_word, __ATOMIC_SEQ_CST);
+    if (!state_guarded(s)) {
+        counted = 1;
         return 0;
+    }
     atomic_fetch_sub(&unlocked, 1);
     pthread_mutex_lock(&res.lock);
-    if (res.pending && !res.active)
-        activate_locked();
     engine_held = 1;
+    if (engine_phase() == PHASE_PLANNED)
+        switch_locked();
     return 1;
 }
 
@@ -117,51 +258,28 @@ void engine_leave(int held)
         res_call_done();
         engine_held = 0;
         pthread_mutex_unlock(&res.lock);
-    }
-    else if (!__atomic_load_n(&engine_off, __ATOMIC_RELAXED))
+    } else if (counted) {
+        counted = 0;
         atomic_fetch_sub(&unlocked, 1);
-}
-
-/* Planning is done: the next guarded call switches the engine on. */
-void start_residency(void)
-{
-    if (plan.rc == 0 && plan.out.slots > 0) {
-        __atomic_store_n(&res.pending, 1, __ATOMIC_RELEASE);
-    } else if (!spill_bring_back("the plan streams nothing")) {
-        __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
     }
 }
 
-/* An allocation on another device than the managed one before the plan: one process
- * on several GPUs is not supported yet (docs/architecture.md, "Standing down"; on the H200 pair profiling failed in
- * that case, and on the simulator a device used after the plan made the streamed
- * model's results wrong); or FT_GPU_DEVICE names a device the process does not have.
- * FlexTensor stands down: discovery and profiling stop, no plan is made, CUPTI is
- * released, FT_SPILL's allocations come back to the device (what the device cannot
- * take back stays in host memory, faulted in on use), and calls pass through from
- * then on. `why` (kept for the exit report's verdict) says what happened. */
-int stood_down;
-char stood_down_why[192];
+/* --- standing down ------------------------------------------------------------------------ */
 
-void stand_down_because(const char *why)
+/* FlexTensor cannot keep its view of the process: one process on several GPUs, which is
+ * not supported yet (docs/architecture.md, "Standing down"; on the H200 pair profiling
+ * failed in that case, and on the simulator a device used after the plan made the
+ * streamed model's results wrong), or FT_GPU_DEVICE names a device the process does not
+ * have; device.c says which (`why`, kept for the exit report's verdict). It stands
+ * down: discovery and profiling stop, no plan is made, CUPTI is released, FT_SPILL's
+ * allocations come back to the device (what the device cannot take back stays in host
+ * memory, faulted in on use), and calls pass through from then on. 1 when it stood
+ * down now; 0 when it had already; -1 when it cannot any more (after the plan). Passed
+ * down to device.c by ft_hooks_init: the device is found out there, the engine
+ * decides. */
+static int stand_down(const char *why)
 {
-    if (__atomic_exchange_n(&stood_down, 1, __ATOMIC_ACQ_REL))
-        return;
-    snprintf(stood_down_why, sizeof stood_down_why, "%s", why);
-    __atomic_store_n(&discovering, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(&profiling, 0, __ATOMIC_RELEASE);
-    stop_profile_timing();
-    ft_cupti_stop();
-    FT_WARN("%s, so FlexTensor stands down (nothing is offloaded; calls pass through)", why);
-    if (!spill_bring_back("FlexTensor stands down"))
-        __atomic_store_n(&engine_off, 1, __ATOMIC_RELEASE);
-}
-
-void stand_down(int other)
-{
-    char why[192];
-    snprintf(why, sizeof why, "an allocation on device %d while FlexTensor manages device %d: one "
-             "process on several GPUs is not supported yet", other,
-             __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE));
-    stand_down_because(why);
+    if (engine_to(PHASE_ANY, PHASE_STOOD_DOWN, why))
+        return 1;
+    return engine_phase() == PHASE_STOOD_DOWN ? 0 : -1;
 }

@@ -2,13 +2,36 @@
  * files, and each file's functions and variables that others reach.
  *
  * The engine is the part of libflextensor.so between the interposed entry points
- * (hooks_alloc.c, hooks_launch.c, hooks_copy.c) and CUDA (cuda.c): engine.c (phases,
- * enter/leave), observe.c (what a call touches), profiling.c (passes, the plan),
- * residency.c and guard.c (the engine after the plan), spill.c (FT_SPILL before it),
- * budget.c, vmm.c, device.c, checksum.c, hoststore.c, report.c. Each file's first comment says
- * what it owns and which lock guards it. A variable declared here belongs to the file
- * named above it and is guarded as said there; where another file writes it too, its
- * declaration names the writer. Everything else is static.
+ * (hooks_alloc.c, hooks_launch.c, hooks_copy.c) and CUDA (cuda.c). Calls go down:
+ *
+ *   entry points  hooks_alloc.c hooks_launch.c hooks_copy.c
+ *   engine        engine.c (the phase and its moves, enter/leave, standing down)
+ *   parts         observe.c profiling.c residency.c guard.c spill.c budget.c
+ *   mechanisms    vmm.c hoststore.c checksum.c device.c, then cuda.c
+ *
+ * (report.c reads everything, at exit and for the control API.) A part reports the
+ * end of its work by moving the phase (engine_to) and reads it (engine_state); a
+ * mechanism neither calls a part nor reads the phase: what it needs from above comes
+ * down as a callback (device_setup's stand-down, hash_regions's hash_source_t,
+ * vmm_alloc's vmm_place_t, vmm_free's forget). Each file's first comment says what it
+ * owns, what it may touch and which lock guards it.
+ *
+ * The variables shared between files, each declared below under its owner's name:
+ *   engine.c     engine_state_word (the phase; written by engine_to, engine_spill),
+ *                regions, disc, cfgp, log_diagnostics (written once, by
+ *                ft_hooks_init), engine_held (the calling thread's)
+ *   budget.c     admitting (also spill.c, ft_hook_rt_malloc), releasing
+ *   checksum.c   ck (set up once)
+ *   cuda.c       drv, ev (resolved once)
+ *   hooks_launch.c  launch_did_once (the thread's; also observe.c)
+ *   profiling.c  plan (plan.out.resident also budget.c), prof, bw, bw_device_bytes,
+ *                tag_pushed (the thread's; cleared by engine_leave)
+ *   residency.c  res (its counters and regions also budget.c, guard.c), res_start_failed
+ *   spill.c      spill_ns, spill_bytes (also residency.c), spill_faults,
+ *                spill_evictions, spill_limit, spill_placement (constant)
+ *   vmm.c        vmm_pad
+ * Where another file writes one too, its declaration names the writer. Everything
+ * else is static.
  *
  * Declared hidden (the pragma below), so that the other files reach these symbols
  * directly rather than through the GOT; the build hides them anyway
@@ -91,6 +114,14 @@ typedef struct {
     uint64_t sum;
     UT_hash_handle hh;
 } vmm_t;
+
+/* What vmm_alloc asks of the caller's placement (FT_SPILL's: spill_placement): over()
+ * whether len bytes start in host memory (1) or are mapped (0; counted as held from
+ * then on, in *admitted); placed() counts v once it is in the table. */
+typedef struct {
+    int (*over)(size_t len, uint64_t *admitted);
+    void (*placed)(vmm_t *v, uint64_t *admitted);
+} vmm_place_t;
 
 /* The plan chosen at the end of profiling (planning only: the residency engine that
  * carries it out comes next). */
@@ -224,8 +255,6 @@ typedef struct {
 
 typedef struct {
     pthread_mutex_t lock;     /* application threads launch concurrently */
-    int active;
-    int pending;              /* planned: the next guarded call switches the engine on */
     res_region_t *regions;
     int n_regions;
     int *by_id;               /* region id -> index in regions, -1: not streamed */
@@ -235,7 +264,7 @@ typedef struct {
     uint64_t clock;
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
     uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
-    uint64_t host_copies;     /* copies and sets served on a host store (host_store_at) */
+    uint64_t host_copies;     /* copies and sets served on a host store (res_host_copy) */
     /* The first misses, for the trace: what missed, and where the pass was. */
     struct miss {
         char kernel[96];
@@ -295,11 +324,15 @@ typedef struct {
  * FT_PINNED_MEMORY_MODE (cudaHostAlloc, or page-aligned memory registered in place). */
 typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
 
-/* budget.c: the budget after the plan. admitting: res.lock; releasing: atomic. */
-extern uint64_t admitting;  /* also vmm_alloc, spill_admit, ft_hook_rt_malloc (res.lock) */
-extern uint64_t releasing;  /* free_begin, free_end (hooks_alloc.c) */
+/* budget.c: the budget after the plan, and the bytes between an admission or a free
+ * and the region table. admitting: res.lock; releasing: atomic. */
+extern uint64_t admitting;  /* also spill.c (spill_admit, spill_placement) and
+                             * ft_hook_rt_malloc, under res.lock */
+extern uint64_t releasing;  /* read by spill_held */
 int budget_admit(uint64_t size, int passthrough);
-void admit_done(int adm, uint64_t size, void *p, uint32_t flags);
+void admit_done(int adm, uint64_t size);
+uint64_t budget_free_begin(const void *p);
+void budget_free_end(uint64_t bytes);
 void usage_locked(ft_gpu_memory_usage_t *out);
 void usage_now(ft_gpu_memory_usage_t *out);
 void budget_view(size_t *free_b, size_t *total_b);
@@ -308,6 +341,12 @@ void budget_view(size_t *free_b, size_t *total_b);
 extern ck_state_t ck;
 CUresult checksum_launch(uint64_t va, uint64_t words, uint64_t *out);
 int checksum_available(void);
+/* Where addr's bytes are while FT_SPILL holds its allocation in host memory (NULL:
+ * on the device): spill.c's spilled_vmm, passed down to hash_regions as its ctx. */
+typedef vmm_t *(*spilled_fn)(uint64_t addr);
+typedef struct {
+    spilled_fn spilled;
+} hash_source_t;
 void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n);
 void spill_sum(vmm_t *v);
 
@@ -323,38 +362,97 @@ cudaError_t own_malloc(void **p, size_t n);
 cudaError_t own_host_alloc(void **p, size_t n);
 cudaError_t own_stream(cudaStream_t *s);
 
-/* device.c: the managed device. managed_dev and peer_devs: atomic. */
-extern int managed_dev;
-extern uint32_t peer_devs;
+/* device.c: the managed device and the others the process uses. Its state is its own
+ * (atomic); what to do when another device appears is the engine's, passed down by
+ * ft_hooks_init: stand_down(why) answers 1 (stood down now), 0 (already) or -1 (too
+ * late: the plan is made). */
+void device_setup(int (*stand_down)(const char *why));
+int managed_device(void);       /* -2: not chosen yet */
+uint32_t peer_devices(void);    /* a bit per other device that reaches the managed one */
 int on_managed_device(int runtime);
 int managed_cu_device(CUdevice *dev);
 int managed_device_enter(void);
 void managed_device_leave(int prev);
 void sync_reaching_devices(void);
 
-/* engine.c: phases and the entry. regions, disc, cfgp and the settings are written
- * once by ft_hooks_init, before any hook runs; the phase flags are atomic (relaxed
- * loads on the launch path); engine_held is the calling thread's. */
+/* engine.c: the phase and the entry. regions, disc, cfgp and log_diagnostics are
+ * written once by ft_hooks_init, before any hook runs; engine_held is the calling
+ * thread's.
+ *
+ * The phase (engine.c's first comment lists the moves between phases) shares one word
+ * with FT_SPILL's engagement (ENGINE_SPILL): engine_state() loads it (acquire), the
+ * state_* helpers read it, engine_to and engine_spill are its only writers. */
+enum {
+    PHASE_START,     /* before ft_hooks_init */
+    PHASE_DISCOVERY, /* discovery watches every launch (FT_DISCOVERY_ITERS passes) */
+    PHASE_PROFILING, /* the units' compute times are measured (FT_PROFILING_ITERS passes) */
+    /* Discovery is over and profiling is not on: it is being set up (the copy bandwidth
+     * measured), or it is over and the plan is being made. A process whose profiling
+     * could not start (no units, no CUDA events) stays here: no plan comes, and FT_SPILL
+     * keeps holding the budget. */
+    PHASE_PLANNING,
+    PHASE_PLANNED,    /* the plan streams: the next launch, copy or set switches the engine on */
+    PHASE_STREAMING,  /* the residency engine runs: every launch, copy and set is guarded */
+    /* The residency engine never starts: FT_SKIP_DISCOVERY, no plan, a plan that streams
+     * nothing, or a switch that could not be made. */
+    PHASE_OFF,
+    PHASE_STOOD_DOWN, /* as OFF, because FlexTensor stood down (stood_down_why says why) */
+    PHASE_COUNT,
+    PHASE_ANY = -1    /* engine_to's `from`: whatever the phase is */
+};
+#define ENGINE_PHASE_MASK 0x7u
+#define ENGINE_SPILL 0x8u /* FT_SPILL holds allocations in host memory (spill.c decides) */
+/* Read only through engine_state (inline: every launch reads it); written only by
+ * engine_to and engine_spill. */
+extern unsigned engine_state_word;
+int engine_to(int from, int to, const char *why);
+void engine_spill(int on);
+const char *stood_down_why(void); /* NULL unless stood down */
+
+/* The phase word, with acquire order: what was written before a move (the plan before
+ * PLANNED, the copy bandwidth before PROFILING) is seen by a thread that sees the phase
+ * it entered, lock or no lock. */
+static inline unsigned engine_state(void)
+{
+    return __atomic_load_n(&engine_state_word, __ATOMIC_ACQUIRE);
+}
+
+static inline int state_phase(unsigned s)
+{
+    return (int)(s & ENGINE_PHASE_MASK);
+}
+
+static inline int engine_phase(void)
+{
+    return state_phase(engine_state());
+}
+
+static inline int state_spill(unsigned s)
+{
+    return (s & ENGINE_SPILL) != 0;
+}
+
+/* Every launch, copy and set holds res.lock: the residency engine is on or about to be,
+ * or FT_SPILL holds allocations in host memory. */
+static inline int state_guarded(unsigned s)
+{
+    return state_spill(s) || state_phase(s) == PHASE_PLANNED || state_phase(s) == PHASE_STREAMING;
+}
+
+/* Nothing will ever be guarded again: the residency engine never starts and FT_SPILL
+ * holds nothing (it cannot engage once the engine is off with nothing spilled). */
+static inline int state_quiet(unsigned s)
+{
+    return s == PHASE_OFF || s == PHASE_STOOD_DOWN;
+}
+
 extern ft_regions_t *regions;
 extern ft_disc_t *disc;
-extern int discovering;      /* cleared by observe_launch at discovery's end */
-extern int engine_off;
-extern int profiling;        /* set and cleared by profiling.c */
 extern int log_diagnostics;
 extern const struct ft_config *cfgp;
 extern __thread int engine_held;
-char *human_bytes(uint64_t b, char *buf, size_t len);
-void wait_unguarded_calls(void);
 int engine_enter(void);
 void engine_leave(int held);
-void start_residency(void);
-extern int stood_down;
-extern char stood_down_why[192];
-void stand_down_because(const char *why);
-void stand_down(int other);
-
-/* hooks_alloc.c: the allocation entry points. */
-void track(void *p, size_t size, uint32_t flags);
 
 /* hooks_launch.c: the launch entry points and the per-launch clock. launch_did_once
  * is the calling thread's. */
@@ -362,12 +460,10 @@ extern __thread int launch_did_once; /* also set by observe.c (the same thread's
 void once_charge(int kind, uint64_t t0);
 void report_launch_self(void);
 
-/* hoststore.c: host stores; the copy and set helpers run under res.lock. */
+/* hoststore.c: host memory for what is not on the device. */
 const char *host_store_kind(void);
 void *host_store_alloc(size_t size);
 void host_store_free(void *p);
-int host_store_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
-int host_store_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s);
 
 /* observe.c: what a call touches, fed to discovery, FT_SPILL and the guard. */
 void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream);
@@ -376,11 +472,9 @@ void observe_sync(void);
 int cupti_detached_after_first_pass(void);
 
 /* profiling.c: profiled passes and the plan. prof: prof.lock; plan: written once
- * under prof.lock, published by plan.made (release); bw before `profiling` is set;
- * peak_tracked and bw_device_bytes: atomic; tag_pushed is the calling thread's. */
-extern int profiling_iters;  /* set by ft_hooks_init */
+ * under prof.lock, published by plan.made (release); bw before the move to
+ * PHASE_PROFILING; bw_device_bytes: atomic; tag_pushed is the calling thread's. */
 extern plan_state_t plan;    /* plan.out.resident: also demote_for (budget.c, res.lock) */
-extern uint64_t peak_tracked;  /* also raised by track (hooks_alloc.c), atomic */
 extern prof_state_t prof;    /* read by report.c, under prof.lock */
 extern bw_t bw;
 extern uint64_t bw_device_bytes;
@@ -392,15 +486,13 @@ const char *kept_by(void);
 void profile_launch(uint64_t lane, long pos, cudaStream_t stream);
 int profile_charging(void);
 void profile_charge_move(uint64_t ns);
+void profile_note_tracked(void);
 
 /* report.c: the exit report and the control API. */
 void outside_sample(const char *phase, long pass, int held);
 
-/* residency.c: the residency engine. res: res.lock (res.active and res.pending are
- * also loaded without it, acquire). */
-extern res_state_t res;      /* pending: start_residency; counters and regions: also
-                               * vmm_free, hoststore.c, budget.c, guard.c (res.lock) */
-res_region_t *res_find(uint64_t addr);
+/* residency.c: the residency engine. res: res.lock. */
+extern res_state_t res;      /* counters and regions: also budget.c, guard.c (res.lock) */
 /* Loads, and what the guard records of a call's use (res.lock held). */
 void load_unit(int u, cudaStream_t stream, int keep);
 cudaStream_t stream_key(cudaStream_t stream);
@@ -408,6 +500,10 @@ void unit_record_use(res_unit_t *un, cudaStream_t stream);
 int checksum_issue(int u);
 /* The units as core/residency.h's slot decisions see them (res.lock held). */
 const ft_res_unit_t *res_view(int u, int keep);
+/* Copies and sets served on the host store of a unit not loaded (res.lock held). */
+int res_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
+int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s);
+int res_forget(vmm_t *v);   /* vmm_free's `forget` */
 
 /* guard.c: the guard. Its state is the calling thread's call, and res's under
  * res.lock. */
@@ -421,39 +517,37 @@ double step_median_us(uint64_t *n);
 int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident);
 /* The engine could not be set up at the switch (the exit report's verdict says so). */
 extern int res_start_failed;
-void activate_locked(void);
+int activate_locked(void);
 
-/* spill.c: FT_SPILL. spill_engaged: atomic; the rest under res.lock (spill_limit,
- * once known, is read without it). */
+/* spill.c: FT_SPILL. Its engagement is ENGINE_SPILL in engine.c's phase word; the rest
+ * under res.lock (spill_limit, once known, is read without it). */
 extern uint64_t spill_ns;
-extern int spill_engaged;
-extern uint64_t spill_bytes;  /* also evict_unit, vmm_free (res.lock) */
+extern uint64_t spill_bytes;  /* also evict_unit, res_forget (residency.c, res.lock) */
 int spill_bring_back(const char *why);
 extern uint64_t spill_faults, spill_evictions;
 extern uint64_t spill_limit;
-int spill_wanted(void);
 uint64_t spill_budget(void);
 uint64_t spill_held(void);
 void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream);
-void spill_engage_locked(void);
 uint64_t spill_admit(uint64_t size);
 vmm_t *spilled_vmm(uint64_t addr);
 int spilled_read(void *dst, uint64_t addr, size_t len);
-uint64_t spill_restore_all(const char *why);
+void spill_end_locked(void);
+extern const vmm_place_t spill_placement; /* vmm_alloc's placement under FT_SPILL */
 
 /* vmm.c: virtual-memory allocations (its table is reached through vmm_find and
- * vmm_each). vmm_pad: atomic; the settings are written once by ft_hooks_init. */
-extern uint64_t vmm_min_bytes; /* set by ft_hooks_init */
-extern uint64_t va_chunk;      /* set by ft_hooks_init */
+ * vmm_each). vmm_pad: atomic; the settings are given once, by ft_hooks_init. */
 extern uint64_t vmm_pad;
+void vmm_setup(uint64_t min_bytes, uint64_t reserve);
+int vmm_serves(size_t size);
 uint64_t device_bytes(void);
 vmm_t *vmm_find(uint64_t va);
 void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
 void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
 CUresult set_access(CUdevice dev, uint64_t va, size_t len);
 CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h, int given, uint64_t ns[3], int no_access);
-cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted);
-int vmm_free(void *p);
+cudaError_t vmm_alloc(void **out, size_t size, const vmm_place_t *place, uint64_t *admitted);
+int vmm_free(void *p, int (*forget)(vmm_t *v));
 
 /* The application thread a call comes from: discovery and profiling follow each
  * thread's passes on their own. */
@@ -468,6 +562,16 @@ static inline uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A byte count for messages: GiB from 1 GiB on, else MiB. */
+static inline char *human_bytes(uint64_t b, char *buf, size_t len)
+{
+    if (b >= (1ull << 30))
+        snprintf(buf, len, "%.2f GiB", (double)b / (1 << 30));
+    else
+        snprintf(buf, len, "%.1f MiB", (double)b / (1 << 20));
+    return buf;
 }
 
 #pragma GCC visibility pop

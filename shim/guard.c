@@ -9,15 +9,15 @@
  * is; the checksum and prefetch to issue once the call is enqueued): a call is guarded
  * and completed on its own thread, between engine_enter and engine_leave, so they need
  * no lock. The repeat rule's table, the ranges' copy and res's counters and step ring
- * are written under res.lock, which every guarded call holds. Loads and unloads are
- * residency.c's. */
+ * are written under res.lock, which every guarded call holds. It guards only in
+ * PHASE_STREAMING, with res.lock held (guarding). Loads and unloads are residency.c's. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
 /* This call is guarded: it holds res.lock and the residency engine is on. */
 static inline int guarding(void)
 {
-    return engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
+    return engine_held && engine_phase() == PHASE_STREAMING;
 }
 
 /* Per application thread, as positions are (each thread's passes are followed on

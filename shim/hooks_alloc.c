@@ -3,28 +3,35 @@
  * admitted by the budget, served from virtual memory when large enough, and tracked in
  * the region table; each free untracked and counted as held until it returns.
  *
- * Owns no state of its own. */
+ * Owns no state of its own. It calls budget.c (admissions, frees under way),
+ * profiling.c (the table's peak), device.c and vmm.c, passing down FT_SPILL's
+ * placement (spill_placement) and residency.c's res_forget for vmm.c to call back. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
 /* --- allocation --------------------------------------------------------------------- */
 
-void track(void *p, size_t size, uint32_t flags)
+static void track(void *p, size_t size, uint32_t flags)
 {
     if (p == NULL || size == 0)
         return;
     int64_t id = ft_regions_insert(regions, (uint64_t)(uintptr_t)p, size, flags, 0);
     if (id == 1)
         outside_sample("the first allocation", -1, 0);
-    if (id >= 0 && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
-        uint64_t now = device_bytes(), was = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
-        while (now > was && !__atomic_compare_exchange_n(&peak_tracked, &was, now, 1, __ATOMIC_RELAXED,
-                                                         __ATOMIC_RELAXED))
-            ;
-    }
+    if (id >= 0)
+        profile_note_tracked();
     if (id < 0)
         FT_LOG_CAPPED(FT_LOG_WARN, 5, "region %p (%zu bytes) not tracked: %s", p, size,
                       id == -17 ? "overlaps a live region" : "out of memory");
+}
+
+/* After the allocation budget_admit let through (adm its answer): p (NULL when it
+ * failed) is tracked, then the budget's reservation goes. */
+static void allocated(int adm, uint64_t size, void *p, uint32_t flags)
+{
+    if (p != NULL)
+        track(p, size, flags);
+    admit_done(adm, size);
 }
 
 static void untrack(const void *p)
@@ -38,7 +45,7 @@ cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
 {
     if (!on_managed_device(1))
         return real(devPtr, size);
-    int vmm = devPtr != NULL && vmm_min_bytes != 0 && size >= vmm_min_bytes;
+    int vmm = devPtr != NULL && vmm_serves(size);
     int adm = budget_admit(size, !vmm);
     if (adm < 0)
         return cudaErrorMemoryAllocation;
@@ -46,14 +53,14 @@ cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
     uint32_t flags = 0;
     uint64_t admitted = 0;
     if (vmm) {
-        rc = vmm_alloc(devPtr, size, &admitted);
+        rc = vmm_alloc(devPtr, size, &spill_placement, &admitted);
         flags = FT_REGION_VMM;
     }
     if (rc != cudaSuccess && rc != cudaErrorMemoryAllocation) {
         rc = real(devPtr, size);
         flags = 0;
     }
-    admit_done(adm, size, rc == cudaSuccess ? *devPtr : NULL, flags);
+    allocated(adm, size, rc == cudaSuccess ? *devPtr : NULL, flags);
     if (admitted > 0) {
         pthread_mutex_lock(&res.lock);
         admitting -= admitted;
@@ -62,36 +69,12 @@ cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
     return rc;
 }
 
-/* A free begins: what it will give back counts as held until free_end (the budget's
- * admissions meanwhile, on other threads, must not take it as room). */
-static uint64_t free_begin(const void *p)
-{
-    ft_region_t r;
-    /* Only budget_admit and FT_SPILL (spill_held) read it: nothing to count while
-     * everything is admitted. Before the plan, FT_SPILL's faults took a free under
-     * way for room: four threads freeing while others faulted weights in went 2-4 MiB
-     * over a 30 MiB budget on the simulator (spill.sh, --race-alloc). */
-    int kept = (__atomic_load_n(&res.active, __ATOMIC_ACQUIRE) && plan.in.budget_bytes != 0) ||
-               __atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE);
-    if (p == NULL || !kept || !ft_regions_find(regions, (uint64_t)(uintptr_t)p, &r))
-        return 0;
-    vmm_t *v = vmm_find(r.base);
-    uint64_t bytes = v != NULL ? v->size : r.size;
-    __atomic_add_fetch(&releasing, bytes, __ATOMIC_RELAXED);
-    return bytes;
-}
-
-static void free_end(uint64_t bytes)
-{
-    __atomic_sub_fetch(&releasing, bytes, __ATOMIC_RELAXED);
-}
-
 cudaError_t ft_hook_rt_free(cudaFree_fn_t real, void *devPtr)
 {
-    uint64_t bytes = free_begin(devPtr);
+    uint64_t bytes = budget_free_begin(devPtr);
     untrack(devPtr);
-    cudaError_t rc = devPtr != NULL && vmm_free(devPtr) ? cudaSuccess : real(devPtr);
-    free_end(bytes);
+    cudaError_t rc = devPtr != NULL && vmm_free(devPtr, res_forget) ? cudaSuccess : real(devPtr);
+    budget_free_end(bytes);
     return rc;
 }
 
@@ -104,7 +87,7 @@ cudaError_t ft_hook_rt_malloc_async(cudaMallocAsync_fn_t real, void **devPtr, si
     if (adm < 0)
         return cudaErrorMemoryAllocation;
     cudaError_t rc = real(devPtr, size, stream);
-    admit_done(adm, size, rc == cudaSuccess ? *devPtr : NULL, 0);
+    allocated(adm, size, rc == cudaSuccess ? *devPtr : NULL, 0);
     return rc;
 }
 
@@ -117,7 +100,7 @@ cudaError_t ft_hook_rt_malloc_pool_async(cudaMallocFromPoolAsync_fn_t real, void
     if (adm < 0)
         return cudaErrorMemoryAllocation;
     cudaError_t rc = real(ptr, size, pool, stream);
-    admit_done(adm, size, rc == cudaSuccess ? *ptr : NULL, 0);
+    allocated(adm, size, rc == cudaSuccess ? *ptr : NULL, 0);
     return rc;
 }
 
@@ -135,16 +118,16 @@ CUresult ft_hook_drv_malloc(cuMemAlloc_v2_fn_t real, CUdeviceptr *dptr, size_t n
     if (adm < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n);
-    admit_done(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, 0);
+    allocated(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, 0);
     return rc;
 }
 
 CUresult ft_hook_drv_free(cuMemFree_v2_fn_t real, CUdeviceptr dptr)
 {
-    uint64_t bytes = free_begin((void *)(uintptr_t)dptr);
+    uint64_t bytes = budget_free_begin((void *)(uintptr_t)dptr);
     untrack((void *)(uintptr_t)dptr);
     CUresult rc = real(dptr);
-    free_end(bytes);
+    budget_free_end(bytes);
     return rc;
 }
 
@@ -156,7 +139,7 @@ CUresult ft_hook_drv_malloc_async(cuMemAllocAsync_fn_t real, CUdeviceptr *dptr, 
     if (adm < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n, s);
-    admit_done(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, 0);
+    allocated(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, 0);
     return rc;
 }
 

@@ -3,7 +3,9 @@
  * FT_SPILL's faults and the residency guard, or is served on a host store; a
  * synchronisation is a hint of where a pass ends.
  *
- * Owns no state. */
+ * Owns no state. A guarded copy or set reads the phase word once (FT_SPILL's faults);
+ * it calls engine.c, observe.c, spill.c and residency.c (res_host_copy, res_host_set,
+ * res_guard_copy). */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -12,7 +14,8 @@
  * (NULL where there is none). */
 static void copy_guard(int held, const void *dst, const void *src, cudaStream_t stream)
 {
-    if (held && !res.active && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED)) {
+    unsigned s = held ? engine_state() : 0;
+    if (state_spill(s) && state_phase(s) != PHASE_STREAMING) {
         uint64_t p[2] = { (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src };
         spill_touch(p, 2, stream);
     }
@@ -24,7 +27,7 @@ static void copy_guard(int held, const void *dst, const void *src, cudaStream_t 
 typedef struct {
     const void *dst, *src;    /* device destination and source; NULL where there is none */
     cudaStream_t stream;
-    /* What a host store may serve while the unit is not loaded (hoststore.c): a
+    /* What a host store may serve while the unit is not loaded (residency.c): a
      * one-dimensional copy between host and device, or a one-dimensional set; other
      * copies and sets (2-D, 3-D, peer, device to device) are only guarded. */
     enum { COPY_GUARDED, COPY_1D, SET_1D } what;
@@ -41,9 +44,9 @@ typedef struct {
 static int copy_enter(const copy_t *c)
 {
     int held = engine_enter();
-    if (held && ((c->what == COPY_1D && host_store_copy((void *)c->dst, c->src, c->n, c->kind, c->stream)) ||
+    if (held && ((c->what == COPY_1D && res_host_copy((void *)c->dst, c->src, c->n, c->kind, c->stream)) ||
                  (c->what == SET_1D &&
-                  host_store_set((uint64_t)(uintptr_t)c->dst, c->v, c->width, c->n, c->stream)))) {
+                  res_host_set((uint64_t)(uintptr_t)c->dst, c->v, c->width, c->n, c->stream)))) {
         engine_leave(held);
         return -1;
     }

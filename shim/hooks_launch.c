@@ -2,8 +2,9 @@
  * FlexTensor's own host time per launch (and of the one-time work done inside some),
  * for the exit report.
  *
- * Owns: the per-phase sums (atomic, relaxed) and the thread's sample tick and
- * launch_did_once (thread-local, so that a launch writes no shared line). */
+ * Owns: the per-phase sums (atomic, relaxed; a sampled launch reads the phase word once
+ * for its bucket) and the thread's sample tick and launch_did_once (thread-local, so
+ * that a launch writes no shared line). It calls engine.c and observe.c. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -66,11 +67,12 @@ static void launch_leave_sampled(launch_clock_t *c, int held)
     c->self += now_ns() - c->t;
     if (launch_did_once)
         return; /* timed apart (once_charge) */
-    int ph = __atomic_load_n(&discovering, __ATOMIC_RELAXED)     ? PH_DISCOVERY
-           : __atomic_load_n(&profiling, __ATOMIC_RELAXED)       ? PH_PROFILING
-           : __atomic_load_n(&res.active, __ATOMIC_RELAXED)      ? PH_STREAMING
-           : __atomic_load_n(&engine_off, __ATOMIC_RELAXED)      ? PH_IDLE
-                                                                : PH_OTHER;
+    unsigned s = engine_state();
+    int ph = state_phase(s) == PHASE_DISCOVERY ? PH_DISCOVERY
+           : state_phase(s) == PHASE_PROFILING ? PH_PROFILING
+           : state_phase(s) == PHASE_STREAMING ? PH_STREAMING
+           : state_quiet(s)                    ? PH_IDLE
+                                               : PH_OTHER;
     atomic_fetch_add_explicit(&launch_self_ns[ph], c->self, memory_order_relaxed);
     atomic_fetch_add_explicit(&launch_samples[ph], 1, memory_order_relaxed);
 }
@@ -93,7 +95,7 @@ static double mean_us(uint64_t ns, uint64_t n)
 void report_launch_self(void)
 {
     const char *const names[PH_COUNT] = { "discovery", "profiling", "streaming",
-                                          __atomic_load_n(&stood_down, __ATOMIC_ACQUIRE)
+                                          engine_phase() == PHASE_STOOD_DOWN
                                               ? "after standing down" : "after a plan that streams nothing",
                                           "other" };
     char line[512];

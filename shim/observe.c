@@ -2,14 +2,16 @@
  * and parameter layout per kernel handle), the scan of a launch's argument bytes for
  * region addresses (core/scan.c), pointer-array peeks one level down, and what the
  * launch feeds to the discovery engine, to pass tracking, to FT_SPILL's faults and to
- * the residency guard. Discovery's end (the switch to profiling) happens here, at the
- * launch that completes it.
+ * the residency guard. Discovery's end happens here, at the launch that completes it:
+ * it moves the phase from DISCOVERY to PLANNING (engine_to; one thread wins) and starts
+ * profiling.
  *
  * Owns: the kinfo table (kinfo_lock, a reader-writer lock: looked up on every launch,
  * added to at a kernel's first one; kinfos are never freed, so each thread keeps the
  * last ones it used in a small thread-local cache without the lock) and the CUPTI
- * first-pass check (atomic). It calls down into residency.c, spill.c and profiling.c
- * with res.lock held when engine_enter took it. */
+ * first-pass check (cupti_confirm, one atomic value). A launch reads the phase word
+ * once. It calls down into guard.c, spill.c and profiling.c with res.lock held when
+ * engine_enter took it. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -207,13 +209,17 @@ static void trace_arg_words(const kinfo_t *k, const char *what, const void *p, s
 /* FT_CUPTI_CONFIRM=first-pass: at the end of discovery's first pass, CUPTI is
  * detached (its callbacks, and its attachment, cost every launch: about 1.7 us on an
  * H200) when every driver call so far went through the wrappers; profiling attaches
- * it again to time kernels. A bypass keeps it for the rest of discovery. */
-static int cupti_first_pass, cupti_detached_early;
+ * it again to time kernels. A bypass keeps it for the rest of discovery. One value
+ * (atomic): the first pass's end is checked once, by the thread that moves it from
+ * CONFIRM_WAITING; CONFIRM_DETACHED is stored (release) after CUPTI is stopped, for the
+ * thread that ends discovery (start_profiling). */
+enum { CONFIRM_WAITING, CONFIRM_CHECKED, CONFIRM_DETACHED };
+static int cupti_confirm = CONFIRM_WAITING;
 
 /* 1 when FT_CUPTI_CONFIRM=first-pass detached CUPTI after discovery's first pass. */
 int cupti_detached_after_first_pass(void)
 {
-    return __atomic_load_n(&cupti_detached_early, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&cupti_confirm, __ATOMIC_ACQUIRE) == CONFIRM_DETACHED;
 }
 
 static void cupti_after_first_pass(void)
@@ -229,7 +235,7 @@ static void cupti_after_first_pass(void)
         return;
     }
     ft_cupti_stop();
-    __atomic_store_n(&cupti_detached_early, 1, __ATOMIC_RELEASE); /* read by the thread ending discovery */
+    __atomic_store_n(&cupti_confirm, CONFIRM_DETACHED, __ATOMIC_RELEASE);
     FT_INFO("CUPTI: the first pass's %llu launches, %llu copies and %llu sets in the driver all went "
             "through the wrappers; detached until profiling (FT_CUPTI_CONFIRM=first-pass)",
             (unsigned long long)s.launches, (unsigned long long)s.copies, (unsigned long long)s.sets);
@@ -237,11 +243,15 @@ static void cupti_after_first_pass(void)
 
 void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
 {
-    int disc_on = __atomic_load_n(&discovering, __ATOMIC_RELAXED);
-    int res_on = engine_held && __atomic_load_n(&res.active, __ATOMIC_RELAXED);
+    /* One load of the phase for the whole launch: a move meanwhile is seen by the
+     * launch after (profile_launch checks again, under prof.lock). */
+    unsigned s = engine_state();
+    int ph = state_phase(s);
+    int disc_on = ph == PHASE_DISCOVERY, prof_on = ph == PHASE_PROFILING;
+    int res_on = engine_held && ph == PHASE_STREAMING;
     /* FT_SPILL's faults go on whatever discovery found (nothing, after its restarts). */
-    int spill_on = !res_on && engine_held && __atomic_load_n(&spill_engaged, __ATOMIC_RELAXED);
-    if (!disc_on && !res_on && !spill_on && !__atomic_load_n(&profiling, __ATOMIC_RELAXED))
+    int spill_on = !res_on && engine_held && state_spill(s);
+    if (!disc_on && !res_on && !spill_on && !prof_on)
         return;
     kinfo_t *k = kinfo_get(key, is_stub);
     if (k == NULL)
@@ -277,7 +287,7 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     /* Discovery and pass tracking see the touches the kernel is sure to make. */
     ft_scan_set_drop_unsure(&set);
     if (!disc_on) {
-        if (!__atomic_load_n(&profiling, __ATOMIC_RELAXED))
+        if (!prof_on)
             return; /* only FT_SPILL's faults were wanted */
         long pos = ft_disc_track(disc, lane_id(), key, &set, NULL, NULL);
         if (pos >= 0)
@@ -289,18 +299,20 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     int seen = ft_disc_launch(disc, lane_id(), key, k->name, &set);
     if (seen & FT_DISC_PASS_WORK)
         launch_did_once = 1; /* a pass's cost, reported apart (ft_disc_pass_work) */
+    int waiting = CONFIRM_WAITING;
     if ((seen & FT_DISC_NEW_PASS) && cfgp->cupti_confirm == FT_CUPTI_CONFIRM_FIRST_PASS &&
-        !__atomic_exchange_n(&cupti_first_pass, 1, __ATOMIC_ACQ_REL))
+        __atomic_compare_exchange_n(&cupti_confirm, &waiting, CONFIRM_CHECKED, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED))
         cupti_after_first_pass();
-    /* One thread wins the switch, however many see discovery done at once. */
-    if (ft_disc_state(disc) == FT_DISC_DONE && __atomic_exchange_n(&discovering, 0, __ATOMIC_ACQ_REL))
+    /* One thread wins the move, however many see discovery done at once. */
+    if (ft_disc_state(disc) == FT_DISC_DONE && engine_to(PHASE_DISCOVERY, PHASE_PLANNING, NULL))
         start_profiling();
 }
 
 /* A copy or set wrote [dst, dst+n): during discovery, the region is not a weight. */
 void observe_write(const void *dst)
 {
-    if (!__atomic_load_n(&discovering, __ATOMIC_RELAXED) || dst == NULL)
+    if (engine_phase() != PHASE_DISCOVERY || dst == NULL)
         return;
     ft_region_t r;
     if (!ft_regions_find(regions, (uint64_t)(uintptr_t)dst, &r))
@@ -315,6 +327,6 @@ void observe_write(const void *dst)
 
 void observe_sync(void)
 {
-    if (__atomic_load_n(&discovering, __ATOMIC_RELAXED))
+    if (engine_phase() == PHASE_DISCOVERY)
         ft_disc_sync(disc, lane_id());
 }

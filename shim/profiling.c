@@ -6,19 +6,19 @@
  * Owns: prof (prof.lock: one lane's launches write it, the exit report and the control
  * API read it), plan (written once by the thread that ends profiling, under prof.lock;
  * plan.made is stored with release order, and readers load it with acquire before the
- * rest), bw (written before `profiling` is set, read after), peak_tracked and
- * bw_device_bytes (atomic), and the suspensions asked for early. The profiling flag
- * itself is engine.c's. */
+ * rest), bw (written before the move to PHASE_PROFILING, read after), peak_tracked and
+ * bw_device_bytes (atomic), and the suspensions asked for early. The phase is engine.c's:
+ * this file moves it into profiling (setup_passes), out of it (finish_profiling) and
+ * out of planning (start_residency), through engine_to. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
-int profiling_iters;
 plan_state_t plan;
 
 /* The most bytes the region table held at once, from discovery's end to the plan:
  * the plan leaves room for the peak of non-weight memory, not only what is allocated
  * when it is made. */
-uint64_t peak_tracked;
+static uint64_t peak_tracked;
 prof_state_t prof = { .lock = PTHREAD_MUTEX_INITIALIZER };
 /* Suspensions asked for before profiling began (warm-up passes during discovery). */
 static int early_suspends;
@@ -136,13 +136,25 @@ static void measure_bandwidth(void)
         host_store_free(host);
 }
 
+/* A region was tracked (track, hooks_alloc.c): while profiling, the table's peak is
+ * raised to what it holds now. */
+void profile_note_tracked(void)
+{
+    if (engine_phase() != PHASE_PROFILING)
+        return;
+    uint64_t now = device_bytes(), was = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
+    while (now > was &&
+           !__atomic_compare_exchange_n(&peak_tracked, &was, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
 /* Discovery is done: set up the events for the units it found. */
 static void setup_passes(void)
 {
     size_t n = ft_disc_unit_count(disc);
     __atomic_store_n(&peak_tracked, device_bytes(), __ATOMIC_RELAXED);
     events_resolve();
-    prof.prof = ft_prof_new(n, profiling_iters);
+    prof.prof = ft_prof_new(n, cfgp->profiling_iters);
     prof.first = calloc(n ? n : 1, sizeof *prof.first);
     prof.ev = calloc(n + 1, sizeof *prof.ev);
     prof.seen = calloc(n ? n : 1, sizeof *prof.seen);
@@ -164,8 +176,10 @@ static void setup_passes(void)
         ft_prof_suspend(prof.prof);
     prof.n = n;
     measure_bandwidth();
-    __atomic_store_n(&profiling, 1, __ATOMIC_RELAXED);
-    FT_INFO("profiling: %zu units over %d pass(es)", n, profiling_iters < 1 ? 1 : profiling_iters);
+    /* After the bandwidth: a thread that sees PROFILING sees bw (spill_out reads it). */
+    if (engine_to(PHASE_PLANNING, PHASE_PROFILING, NULL))
+        FT_INFO("profiling: %zu units over %d pass(es)", n,
+                cfgp->profiling_iters < 1 ? 1 : cfgp->profiling_iters);
 }
 
 /* Discovery is done (the one thread that ended it): profiling starts. CUPTI is
@@ -175,12 +189,13 @@ static void setup_passes(void)
 void start_profiling(void)
 {
     setup_passes();
-    if (cupti_detached_after_first_pass() && __atomic_load_n(&profiling, __ATOMIC_RELAXED)) {
+    int on = engine_phase() == PHASE_PROFILING;
+    if (cupti_detached_after_first_pass() && on) {
         char why[256] = "";
         if (ft_cupti_start(why, sizeof why) != FT_CUPTI_STATUS_ACTIVE)
             FT_INFO("CUPTI not attached again for profiling: %s; kernels timed with CUDA events", why);
     }
-    prof.cupti_timing = __atomic_load_n(&profiling, __ATOMIC_RELAXED) && ft_cupti_timing_start() == 0;
+    prof.cupti_timing = on && ft_cupti_timing_start() == 0;
     if (!prof.cupti_timing)
         ft_cupti_stop();
     else if ((prof.kern = malloc((prof.kern_cap = 1u << 16) * sizeof *prof.kern)) == NULL)
@@ -282,7 +297,7 @@ static int end_profiled_pass(void)
     }
     ft_prof_add_pass(prof.prof, us);
     outside_sample("profiling", ft_prof_passes(prof.prof), engine_held);
-    FT_DEBUG("profiling: pass %d of %d timed", ft_prof_passes(prof.prof), profiling_iters);
+    FT_DEBUG("profiling: pass %d of %d timed", ft_prof_passes(prof.prof), cfgp->profiling_iters);
     return 1;
 }
 
@@ -319,6 +334,17 @@ const char *kept_by(void)
     int inc = cfgp->include_patterns.n > 0, exc = cfgp->exclude_patterns.n > 0;
     return inc && exc ? "FT_INCLUDE_PATTERNS and FT_EXCLUDE_PATTERNS"
          : inc        ? "FT_INCLUDE_PATTERNS" : "FT_EXCLUDE_PATTERNS";
+}
+
+/* Planning is done: the next guarded call switches the engine on when the plan
+ * streams; otherwise the engine is off for good (engine.c: entering OFF brings
+ * FT_SPILL's allocations back to the device). */
+static void start_residency(void)
+{
+    if (plan.rc == 0 && plan.out.slots > 0)
+        engine_to(PHASE_PLANNING, PHASE_PLANNED, NULL);
+    else
+        engine_to(PHASE_PLANNING, PHASE_OFF, "the plan streams nothing");
 }
 
 /* Profiling is done: choose the plan (FT_STRATEGY) and say what it is. */
@@ -436,7 +462,8 @@ static void make_plan(void)
 
 static void finish_profiling(void)
 {
-    __atomic_store_n(&profiling, 0, __ATOMIC_RELAXED);
+    if (!engine_to(PHASE_PROFILING, PHASE_PLANNING, NULL))
+        return; /* stood down meanwhile: no plan */
     if (prof.cupti_timing) {
         prof.cupti_timing = 0;
         ft_cupti_timing_stop();
@@ -487,6 +514,12 @@ static int foreign_start(uint64_t lane)
 void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
 {
     pthread_mutex_lock(&prof.lock);
+    /* The phase again, under the lock finish_profiling leaves it under: a launch that
+     * saw PROFILING before another thread's pass ended it times nothing more. */
+    if (engine_phase() != PHASE_PROFILING) {
+        pthread_mutex_unlock(&prof.lock);
+        return;
+    }
     if (prof.in_pass && lane != prof.lane) {
         if (pos != 0 || foreign_start(lane) < 3) {
             pthread_mutex_unlock(&prof.lock);
@@ -544,7 +577,7 @@ void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
 /* This thread runs a profiled pass of the profiled lane: FT_SPILL's moves are charged. */
 int profile_charging(void)
 {
-    return __atomic_load_n(&profiling, __ATOMIC_RELAXED) && prof.moves_ns != NULL &&
+    return engine_phase() == PHASE_PROFILING && prof.moves_ns != NULL &&
            lane_id() == __atomic_load_n(&prof.lane, __ATOMIC_RELAXED);
 }
 

@@ -3,7 +3,8 @@
  * libflextensor-nvtx.so passes in; the samples of device memory outside FlexTensor's
  * count.
  *
- * Owns: `outside` (outside.lock). It reads the other files' state for the report; at
+ * Owns: `outside` (outside.lock). It reads the other files' state for the report (the
+ * phase through engine_state, why FlexTensor stood down through stood_down_why); at
  * exit, without CUDA calls. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
@@ -13,7 +14,7 @@
 FT_EXPORT void ft_nvtx_range_push(const char *name)
 {
     static int told;
-    if (ft_shim_active && __atomic_load_n(&discovering, __ATOMIC_RELAXED)) {
+    if (ft_shim_active && engine_phase() == PHASE_DISCOVERY) {
         if (name != NULL && !__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
             FT_INFO("discovery: NVTX ranges arrive (first: \"%.60s\"); units whose weights are used "
                     "inside one are named after it", name);
@@ -23,7 +24,7 @@ FT_EXPORT void ft_nvtx_range_push(const char *name)
 
 FT_EXPORT void ft_nvtx_range_pop(void)
 {
-    if (ft_shim_active && __atomic_load_n(&discovering, __ATOMIC_RELAXED))
+    if (ft_shim_active && engine_phase() == PHASE_DISCOVERY)
         ft_disc_range_pop(disc, lane_id());
 }
 
@@ -138,7 +139,7 @@ void ft_hooks_trace(void *trace_writer)
         }
         ft_trace_end(w);
     }
-    if (res.active) {
+    if (engine_phase() == PHASE_STREAMING) {
         uint64_t n;
         double us = step_median_us(&n);
         ft_trace_begin(w, FT_TRACE_RESIDENCY);
@@ -195,6 +196,7 @@ void ft_hooks_report(void)
 {
     if (disc == NULL)
         return;
+    int streaming = engine_phase() == PHASE_STREAMING;
     report_launch_self();
     pthread_mutex_lock(&outside.lock);
     if (outside.n > 0)
@@ -203,7 +205,7 @@ void ft_hooks_report(void)
                 "at the last of %d", (double)outside.first / 1048576.0, (double)outside.max / 1048576.0,
                 outside.max_at, (double)outside.last / 1048576.0, outside.n);
     pthread_mutex_unlock(&outside.lock);
-    if (res.active)
+    if (streaming)
         FT_INFO("residency: %llu load(s), %llu of them prefetched and %llu on demand (misses), "
                 "%.1f MiB copied in; %llu unload(s), %llu of them copied back (changed, or "
                 "not proven unchanged by the device checksum); at most %.1f MiB of streamed "
@@ -220,14 +222,14 @@ void ft_hooks_report(void)
                 "(%.1f ms of copies at the measured bandwidth)",
                 (unsigned long long)spill_faults, (unsigned long long)spill_evictions,
                 (double)__atomic_load_n(&spill_ns, __ATOMIC_RELAXED) / 1e6);
-    if (res.active && res.loads > 0)
+    if (streaming && res.loads > 0)
         FT_INFO("residency: host time per load: %.1f us waiting for the evicted unit, %.1f us "
                 "unloading it (checksum wait included), %.1f us mapping, %.1f us issuing copies; "
                 "%llu of %llu regions mapped onto the physical memory of the unit unloaded before",
                 (double)res.ns_wait / 1e3 / (double)res.loads, (double)res.ns_unmap / 1e3 / (double)res.loads,
                 (double)res.ns_map / 1e3 / (double)res.loads, (double)res.ns_copy / 1e3 / (double)res.loads,
                 (unsigned long long)res.reused, (unsigned long long)res.region_loads);
-    if (res.active && res.loads > 0)
+    if (streaming && res.loads > 0)
         FT_INFO("residency: of the mapping per load, %.1f us in cuMemMap, %.1f us in "
                 "cuMemSetAccess (%llu call(s) for %llu region(s)), %.1f us creating physical "
                 "memory (for %llu region(s) in all, no "
@@ -238,7 +240,7 @@ void ft_hooks_report(void)
                 (double)res.ns_create / 1e3 / (double)res.loads,
                 (unsigned long long)(res.region_loads - res.reused),
                 (double)res.ns_release / 1e3 / (double)res.loads);
-    if (res.active && res.unsure_skipped > 0)
+    if (streaming && res.unsure_skipped > 0)
         FT_INFO("residency: %llu touch(es) of units not loaded were taken for stale pointers and "
                 "loaded nothing: %llu found only at argument words that held garbage, or never a "
                 "device address, in discovery; %llu from a kernel that touched no weight in the "
@@ -247,7 +249,7 @@ void ft_hooks_report(void)
                 (unsigned long long)res.unsure_skipped,
                 (unsigned long long)(res.unsure_skipped - res.unexpected_skipped - res.repeat_skipped),
                 (unsigned long long)res.unexpected_skipped, (unsigned long long)res.repeat_skipped);
-    if (res.active) {
+    if (streaming) {
         uint64_t n;
         double us = step_median_us(&n);
         if (n > 0)
@@ -297,7 +299,7 @@ static void verdict_no_plan(char *buf, size_t len)
         snprintf(buf, len, "FT_SKIP_DISCOVERY skipped discovery and no saved profile was loaded");
     } else if (st.launches == 0) {
         snprintf(buf, len, "no kernel was launched%s",
-                 __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE) >= 0 ? " on the managed device" : "");
+                 managed_device() >= 0 ? " on the managed device" : "");
     } else if (ft_disc_state(disc) != FT_DISC_DONE) {
         if (st.restarts > 0)
             snprintf(buf, len, "discovery found no weights: the passes it found touched none "
@@ -312,7 +314,7 @@ static void verdict_no_plan(char *buf, size_t len)
                  st.iterations, st.restarts);
     } else if (prof.prof != NULL && prof.n > 0) {
         snprintf(buf, len, "the program ended during profiling, after %d of %d pass(es) timed",
-                 ft_prof_passes(prof.prof), profiling_iters < 1 ? 1 : profiling_iters);
+                 ft_prof_passes(prof.prof), cfgp->profiling_iters < 1 ? 1 : cfgp->profiling_iters);
     } else {
         snprintf(buf, len, "profiling could not start (no CUDA events)");
     }
@@ -324,9 +326,10 @@ void ft_hooks_verdict(void)
         return;
     char why[640], a[32], b[32];
     const char *kind = "no plan";
-    if (__atomic_load_n(&stood_down, __ATOMIC_ACQUIRE)) {
+    const char *stood_down = stood_down_why();
+    if (stood_down != NULL) {
         kind = "stood down";
-        snprintf(why, sizeof why, "%s", stood_down_why);
+        snprintf(why, sizeof why, "%s", stood_down);
     } else if (!__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE)) {
         if (plan.rc == -ENOMEM) /* make_plan's arrays */
             snprintf(why, sizeof why, "planning ran out of memory");
@@ -348,7 +351,7 @@ void ft_hooks_verdict(void)
         verdict_all_resident(why, sizeof why);
     } else if (res_start_failed) {
         snprintf(why, sizeof why, "the residency engine could not be set up (out of memory or CUDA events)");
-    } else if (!__atomic_load_n(&res.active, __ATOMIC_ACQUIRE)) {
+    } else if (engine_phase() != PHASE_STREAMING) {
         snprintf(why, sizeof why, "the program ended right after planning, before the first unit streamed");
     } else {
         int streaming = 0, demoted = 0;

@@ -16,12 +16,16 @@
  * physical memory goes to the unit loaded next or is released (docs/residency.md).
  *
  * The guard that decides what a call needs loaded is guard.c's; this file carries out
- * the loads and unloads it asks for.
+ * the loads and unloads it asks for. It also serves copies and sets on the host store
+ * of a unit not loaded (res_host_copy, res_host_set), and lets go of what FT_SPILL and
+ * the engine kept of a freed allocation (res_forget, vmm_free's callback).
  *
  * Owns: res, under res.lock (application threads launch concurrently; engine_enter
  * takes it for every guarded call, from the guard until the real call is enqueued,
- * so that no unload falls between a guard and its launch). res.active and res.pending
- * are also read without the lock, with acquire order. */
+ * so that no unload falls between a guard and its launch). Whether the engine runs is
+ * the phase's (engine.c: PHASE_STREAMING, entered by engine_enter before
+ * activate_locked; activate_locked's -1 sends it to PHASE_OFF), not res's. It calls
+ * guard.c, spill.c, checksum.c, hoststore.c, vmm.c, device.c and cuda.c. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -384,7 +388,7 @@ void load_unit(int u, cudaStream_t stream, int keep)
 
 /* By address, for cudaFree (the region has left the table by then); the guard looks
  * regions up by id. */
-res_region_t *res_find(uint64_t addr)
+static res_region_t *res_find(uint64_t addr)
 {
     for (int i = 0; i < res.n_regions; i++)
         if (addr >= res.regions[i].va && addr < res.regions[i].va + res.regions[i].size)
@@ -462,12 +466,12 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
 /* The engine could not be set up at the switch (the exit report's verdict says so). */
 int res_start_failed;
 
-/* The switch, res.lock held: calls already past their guard finish enqueueing first,
- * then the device drains, then the streamed units are evicted. */
-void activate_locked(void)
+/* The switch, res.lock held, the phase STREAMING (engine.c: calls already past their
+ * guard have finished enqueueing): the device drains, then the streamed units are
+ * evicted. -1 when the engine cannot start (nothing to stream, no memory or events):
+ * engine.c then turns it off. */
+int activate_locked(void)
 {
-    __atomic_store_n(&res.active, 1, __ATOMIC_RELEASE);
-    wait_unguarded_calls();
     int slots = plan.out.slots;
     size_t n = plan.in.n;
     int total = 0, streamed = 0;
@@ -484,10 +488,8 @@ void activate_locked(void)
             if (u->region_ids[k] >= res.n_ids)
                 res.n_ids = u->region_ids[k] + 1;
     }
-    if (streamed == 0 || slots <= 0) {
-        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
-        return;
-    }
+    if (streamed == 0 || slots <= 0)
+        return -1;
     /* Everything that can fail comes before the first eviction: afterwards the engine
      * must run, or evicted units would fault. */
     res.regions = calloc((size_t)total, sizeof *res.regions);
@@ -505,8 +507,7 @@ void activate_locked(void)
     if (!ok) {
         FT_WARN("residency: out of memory or events; nothing offloaded");
         res_start_failed = 1;
-        __atomic_store_n(&res.active, 0, __ATOMIC_RELEASE);
-        return;
+        return -1;
     }
     for (uint32_t k = 0; k < res.n_ids; k++)
         res.by_id[k] = -1;
@@ -546,8 +547,100 @@ void activate_locked(void)
                 (double)shared_resident / 1048576.0);
     /* FT_SPILL: what the plan keeps on the device comes back to it; the budget now
      * has room for it, the streamed units having left. */
-    if (__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE)) {
-        spill_restore_all(NULL);
-        __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+    spill_end_locked();
+    return 0;
+}
+
+/* --- copies and sets served on a host store ------------------------------------------ */
+
+/* Where the host store holds [dev, dev + n) of a streamed unit that is not loaded, once
+ * the stream's earlier work is done; NULL when it does not (the call then loads the
+ * unit as usual). res.lock held. */
+static char *host_store_at(uint64_t dev, size_t n, cudaStream_t s, res_unit_t **unit)
+{
+    ft_region_t reg;
+    if (engine_phase() != PHASE_STREAMING || n == 0 || !ft_regions_find(regions, dev, &reg) ||
+        reg.id >= res.n_ids || res.by_id[reg.id] < 0)
+        return NULL;
+    res_region_t *r = &res.regions[res.by_id[reg.id]];
+    res_unit_t *un = &res.units[r->unit];
+    if (un->loaded || r->host == NULL || dev < r->va || dev + n > r->va + r->size)
+        return NULL;
+    if (REAL(cudaStreamSynchronize)(s) != cudaSuccess)
+        return NULL;
+    *unit = un;
+    return (char *)r->host + (dev - r->va);
+}
+
+/* A copy between host memory and a streamed unit that is not loaded is served from
+ * the unit's host store, after the stream's earlier work, instead of loading the unit
+ * (res.lock held by the caller, engine_enter). A write makes the unit's checksum
+ * reference stale: its next eviction copies it back. 1 when served. */
+int res_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost)
+        return 0;
+    res_unit_t *un;
+    char *h = host_store_at((uint64_t)(uintptr_t)(kind == cudaMemcpyHostToDevice ? dst : src), n, s, &un);
+    if (h == NULL)
+        return 0;
+    if (kind == cudaMemcpyHostToDevice) {
+        memcpy(h, src, n);
+        un->ref_valid = 0;
+    } else {
+        memcpy(dst, h, n);
     }
+    res.host_copies++;
+    return 1;
+}
+
+/* A memset of count elements of `width` bytes (1 or 4) into a streamed unit that is not
+ * loaded, done on its host store (the next load copies it in; the checksum reference
+ * is stale, so its next eviction copies it back). 1 when served. */
+int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s)
+{
+    res_unit_t *un;
+    char *h = host_store_at(dev, count * (size_t)width, s, &un);
+    if (h == NULL)
+        return 0;
+    if (width == 1) {
+        memset(h, (int)(v & 0xff), count);
+    } else {
+        uint32_t w = v;
+        for (size_t i = 0; i < count; i++)
+            memcpy(h + 4 * i, &w, 4);
+    }
+    un->ref_valid = 0;
+    res.host_copies++;
+    return 1;
+}
+
+/* --- an allocation freed ------------------------------------------------------------- */
+
+/* vmm_free's `forget` (the free hooks pass it down): the device synchronised, what
+ * FT_SPILL and the residency engine kept of v goes, under res.lock -- its host copy and
+ * spilled bytes, and a streamed region, which leaves the engine for good. 1 when
+ * physical memory is mapped behind v (a streamed region is unmapped while its unit is
+ * not loaded). */
+int res_forget(vmm_t *v)
+{
+    int mapped = !v->spilled;
+    pthread_mutex_lock(&res.lock);
+    if (v->spilled)
+        spill_bytes -= v->size;
+    if (v->host != NULL) { /* a streamed unit's host copy is its region's by now */
+        host_store_free(v->host);
+        v->host = NULL;
+    }
+    res_region_t *r = engine_phase() == PHASE_STREAMING ? res_find(v->va) : NULL;
+    if (r != NULL) {
+        mapped = res.units[r->unit].loaded;
+        if (mapped)
+            res.held_bytes -= r->len;
+        r->va = r->size = 0;
+        host_store_free(r->host);
+        r->host = NULL;
+    }
+    pthread_mutex_unlock(&res.lock);
+    return mapped;
 }

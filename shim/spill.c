@@ -11,9 +11,12 @@
  * units stay in host memory (their host copy becomes the unit's), the others are
  * faulted in.
  *
- * Owns: the spill counters and `moves` (under res.lock), spill_engaged (atomic: read
- * by every call's entry) and spill_limit. It reaches the allocations through vmm.c's
- * table (vmm_each) and changes their spilled state under res.lock. */
+ * Owns: the spill counters and `moves` (under res.lock), spill_limit, and whether FT_SPILL
+ * is engaged: it decides, and engine.c keeps the answer in the phase word
+ * (ENGINE_SPILL, engine_spill), read by every call's entry. It reads the phase (FT_SPILL
+ * holds the budget until the plan streams: spill_wanted). It reaches the allocations
+ * through vmm.c's table (vmm_each) and changes their spilled state under res.lock;
+ * vmm_alloc asks it, through spill_placement, whether a new one starts in host memory. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -23,23 +26,23 @@
  * (docs/residency.md). */
 uint64_t spill_ns;
 
-/* Something is spilled, or was: every launch, copy and set is guarded (engine_enter). */
-int spill_engaged;
 /* Bytes of allocations now in host memory (res.lock). */
 uint64_t spill_bytes;
+
+static uint64_t spill_restore_all(const char *why);
 
 /* FT_SPILL's allocations back on the device when FlexTensor will stream nothing (`why`
  * goes in the warning about what the device cannot take back). 1 when some stay in
  * host memory: they are faulted in on use, so the engine stays on for them. */
 int spill_bring_back(const char *why)
 {
-    if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
+    if (!state_spill(engine_state()))
         return 0;
     if (!engine_held)
         pthread_mutex_lock(&res.lock);
     int keep = spill_restore_all(why) > 0;
     if (!keep)
-        __atomic_store_n(&spill_engaged, 0, __ATOMIC_RELEASE);
+        engine_spill(0);
     if (!engine_held)
         pthread_mutex_unlock(&res.lock);
     return keep;
@@ -49,10 +52,14 @@ static uint64_t spill_clock;
 uint64_t spill_faults, spill_evictions;
 uint64_t spill_limit;  /* the budget, once known; atomic: any allocating thread may learn it */
 
-int spill_wanted(void)
+/* FT_SPILL holds the budget: before the plan (none made yet, or none to come), and,
+ * once the residency engine is off, while some of its allocations stay in host memory
+ * (the device could not take them back). */
+static int spill_wanted(void)
 {
-    return cfgp->spill && !res.active && !__atomic_load_n(&res.pending, __ATOMIC_ACQUIRE) &&
-           !__atomic_load_n(&engine_off, __ATOMIC_RELAXED);
+    unsigned s = engine_state();
+    return cfgp->spill && state_phase(s) != PHASE_PLANNED && state_phase(s) != PHASE_STREAMING &&
+           !state_quiet(s);
 }
 
 uint64_t spill_budget(void)
@@ -139,9 +146,14 @@ static int spill_out(vmm_t *v)
     if (v->host == NULL && (v->host = host_store_alloc(v->size)) == NULL)
         return -1;
     sync_reaching_devices();
-    int prev = managed_device_enter();
-    spill_sum(v);
-    managed_device_leave(prev);
+    /* Discovery hashes its candidates' content at every snapshot: v's is summed now,
+     * while its bytes are on the device (checksum.c). */
+    v->sum_ok = 0;
+    if (engine_phase() == PHASE_DISCOVERY) {
+        int prev = managed_device_enter();
+        spill_sum(v);
+        managed_device_leave(prev);
+    }
     if (REAL(cudaMemcpy)(v->host, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess)
         return -1;
     if (drv.unmap(v->va, v->size) != CUDA_SUCCESS)
@@ -240,12 +252,9 @@ void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream)
 /* FT_SPILL holds allocations in host memory from now on (res.lock held): every launch,
  * copy and set is guarded, so that none can touch an allocation while it moves, and
  * those already past an unguarded entry finish first. */
-void spill_engage_locked(void)
+static void spill_engage_locked(void)
 {
-    if (spill_engaged)
-        return;
-    __atomic_store_n(&spill_engaged, 1, __ATOMIC_RELEASE);
-    wait_unguarded_calls();
+    engine_spill(1);
 }
 
 /* Before the plan, an allocation the shim does not serve from virtual memory (the
@@ -263,7 +272,7 @@ uint64_t spill_admit(uint64_t size)
         pthread_mutex_unlock(&res.lock);
         return 0;
     }
-    if (!spill_engaged && !ft_budget_fits(spill_held(), size, spill_budget())) {
+    if (!state_spill(engine_state()) && !ft_budget_fits(spill_held(), size, spill_budget())) {
         char a[32];
         FT_INFO("FT_SPILL: an allocation the budget (%s) cannot hold besides the rest: the least "
                 "recently used move to host memory", human_bytes(spill_budget(), a, sizeof a));
@@ -283,7 +292,7 @@ uint64_t spill_admit(uint64_t size)
 /* addr's allocation while it is spilled (FT_SPILL); else NULL. */
 vmm_t *spilled_vmm(uint64_t addr)
 {
-    if (!__atomic_load_n(&spill_engaged, __ATOMIC_ACQUIRE))
+    if (!state_spill(engine_state()))
         return NULL;
     ft_region_t r;
     vmm_t *v;
@@ -328,9 +337,9 @@ static void restore_one(vmm_t *x, void *ctx)
 
 /* Every spilled allocation back on the device (res.lock held): the plan will not
  * stream, so the budget cannot hold. */
-uint64_t spill_restore_all(const char *why)
+static uint64_t spill_restore_all(const char *why)
 {
-    if (!spill_engaged)
+    if (!state_spill(engine_state()))
         return 0;
     uint64_t bytes[2] = { 0, 0 };
     vmm_each(restore_one, bytes);
@@ -349,3 +358,63 @@ uint64_t spill_restore_all(const char *why)
                            : "; kernels touching it will fault");
     return left;
 }
+
+/* The switch (res.lock held): what the plan keeps on the device comes back to it, and
+ * FT_SPILL holds nothing from now on (the residency engine keeps the budget; what the
+ * device cannot take back is said, and faults). */
+void spill_end_locked(void)
+{
+    if (!state_spill(engine_state()))
+        return;
+    spill_restore_all(NULL);
+    engine_spill(0);
+}
+
+/* --- what vmm_alloc asks of FT_SPILL (spill_placement, passed down by the hook) ------- */
+
+/* len bytes are about to be mapped: 1 when the budget cannot hold them besides the
+ * rest, and they start in host memory instead; else they count as held from this
+ * decision on (admitting, *admitted). */
+static int place_over(size_t len, uint64_t *admitted)
+{
+    if (!spill_wanted() || spill_budget() == 0)
+        return 0;
+    pthread_mutex_lock(&res.lock);
+    int over = !ft_budget_fits(spill_held(), len, spill_budget());
+    if (!over) {
+        admitting += len;
+        *admitted = len;
+    }
+    pthread_mutex_unlock(&res.lock);
+    return over;
+}
+
+/* v is in vmm.c's table, its granule padding counted: mapped, what was admitted comes
+ * down to its asked-for size (the padding counts the rest now); in host memory, its
+ * bytes count as spilled, and FT_SPILL engages. */
+static void place_done(vmm_t *v, uint64_t *admitted)
+{
+    if (!v->spilled && *admitted == 0)
+        return;
+    pthread_mutex_lock(&res.lock);
+    if (!v->spilled) {
+        admitting -= v->size - v->asked;
+        *admitted = v->asked;
+        pthread_mutex_unlock(&res.lock);
+        return;
+    }
+    spill_bytes += v->size;
+    /* Until the caller tracks the region, its size is counted here: the pad and the
+     * spilled bytes are counted already, so held would be `size` short meanwhile. */
+    admitting += v->asked;
+    *admitted = v->asked;
+    if (!state_spill(engine_state())) {
+        char a[32];
+        FT_INFO("FT_SPILL: allocations past the budget (%s) start in host memory",
+                human_bytes(spill_budget(), a, sizeof a));
+        spill_engage_locked();
+    }
+    pthread_mutex_unlock(&res.lock);
+}
+
+const vmm_place_t spill_placement = { place_over, place_done };

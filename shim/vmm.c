@@ -5,7 +5,10 @@
  * Owns: the vmm table (vmm_lock: allocations and frees come from any thread), the
  * address arena (vas_lock: a chunk's reservation is a driver call not to make under
  * res.lock), the granularity, vmm_pad (atomic) and the FT_VMM_* settings (written once
- * in ft_hooks_init). vmm_alloc and vmm_free take res.lock for the budget's counts. */
+ * in ft_hooks_init). It calls hoststore.c, device.c and cuda.c only, and takes no lock
+ * of the engine's: what FT_SPILL decides of a new allocation (vmm_place_t) and what
+ * the engine lets go of a freed one (vmm_free's `forget`) come from the caller, as
+ * callbacks. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -17,9 +20,22 @@ static size_t vmm_granularity;
 static int vmm_disabled;
 /* FT_VMM_MIN_SIZE: smaller allocations pass through (the 2 MiB granularity would waste
  * too much on them); 0 = none are served from virtual memory. */
-uint64_t vmm_min_bytes;
+static uint64_t vmm_min_bytes;
 /* FT_VMM_RESERVE: address space reserved at a time (va_get). */
-uint64_t va_chunk;
+static uint64_t va_chunk;
+
+/* The settings, once, before any hook runs (ft_hooks_init). */
+void vmm_setup(uint64_t min_bytes, uint64_t reserve)
+{
+    vmm_min_bytes = min_bytes;
+    va_chunk = reserve;
+}
+
+/* 1 when an allocation of `size` bytes is served from virtual memory (FT_VMM_MIN_SIZE). */
+int vmm_serves(size_t size)
+{
+    return vmm_min_bytes != 0 && size >= vmm_min_bytes;
+}
 /* What virtual-memory backed allocations hold beyond their asked-for sizes (mapped in
  * whole granules): the region table counts the asked-for sizes. */
 uint64_t vmm_pad;
@@ -40,7 +56,7 @@ vmm_t *vmm_find(uint64_t va)
     return v;
 }
 
-/* Device `other` may now reach the managed device's memory (peer_devs has it): every
+/* Device `other` may now reach the managed device's memory (peer_devices has it): every
  * allocation mapped now is made readable and writable from it. *mapped counts them,
  * *granted those the driver accepted. */
 void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped)
@@ -86,7 +102,7 @@ CUresult set_access(CUdevice dev, uint64_t va, size_t len)
     CUmemAccessDesc access[32];
     size_t n = 0;
     access[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    uint32_t peers = __atomic_load_n(&peer_devs, __ATOMIC_ACQUIRE);
+    uint32_t peers = peer_devices();
     for (int d = 0; d < 32; d++)
         if ((peers >> d & 1u) && d != dev)
             access[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, d }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
@@ -208,10 +224,21 @@ static void va_put(CUdeviceptr va, size_t len)
         drv.address_free(va, len);
 }
 
+/* v is in the table: its granule padding counts from now on, then the caller's
+ * placement counts it too (under its own lock). The padding first: a sum read in
+ * between is then over what is held, never under. */
+static void placed(vmm_t *v, const vmm_place_t *place, uint64_t *admitted)
+{
+    __atomic_add_fetch(&vmm_pad, v->size - v->asked, __ATOMIC_RELAXED);
+    if (place != NULL)
+        place->placed(v, admitted);
+}
+
 /* Serves an allocation from virtual memory. cudaSuccess, cudaErrorMemoryAllocation,
- * or cudaErrorNotSupported (the caller then passes it through). *admitted: bytes counted
- * in `admitting`, for the caller to take off once the region is tracked. */
-cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
+ * or cudaErrorNotSupported (the caller then passes it through). place (NULL: none)
+ * says whether it starts in host memory, and counts it. *admitted: bytes counted in
+ * `admitting`, for the caller to take off once the region is tracked. */
+cudaError_t vmm_alloc(void **out, size_t size, const vmm_place_t *place, uint64_t *admitted)
 {
     CUdevice dev;
     if (!vmm_ready(&dev))
@@ -225,18 +252,8 @@ cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
     /* FT_SPILL: over the budget, the allocation starts in host memory; within it, it
      * counts as held from this decision on. */
     void *host = NULL;
-    int spill_on = spill_wanted() && spill_budget() > 0;
-    if (spill_on) {
-        pthread_mutex_lock(&res.lock);
-        int over = !ft_budget_fits(spill_held(), len, spill_budget());
-        if (!over) {
-            admitting += len;
-            *admitted = len;
-        }
-        pthread_mutex_unlock(&res.lock);
-        spill_on = over;
-    }
-    if (spill_on && (host = host_store_alloc(len)) != NULL) {
+    int in_host = place != NULL && place->over(len, admitted);
+    if (in_host && (host = host_store_alloc(len)) != NULL) {
         vmm_t *v = calloc(1, sizeof *v);
         if (v == NULL) {
             host_store_free(host);
@@ -247,20 +264,7 @@ cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
         pthread_mutex_lock(&vmm_lock);
         HASH_ADD(hh, vmms, va, sizeof v->va, v);
         pthread_mutex_unlock(&vmm_lock);
-        pthread_mutex_lock(&res.lock);
-        spill_bytes += len;
-        __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
-        /* Until the caller tracks the region, its size is counted here: the pad and the
-         * spilled bytes are counted already, so held would be `size` short meanwhile. */
-        admitting += size;
-        *admitted = size;
-        if (!spill_engaged) {
-            char a[32];
-            FT_INFO("FT_SPILL: allocations past the budget (%s) start in host memory",
-                    human_bytes(spill_budget(), a, sizeof a));
-            spill_engage_locked();
-        }
-        pthread_mutex_unlock(&res.lock);
+        placed(v, place, admitted);
         *out = (void *)(uintptr_t)va;
         return cudaSuccess;
     }
@@ -285,14 +289,7 @@ cudaError_t vmm_alloc(void **out, size_t size, uint64_t *admitted)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail_map;
     }
-    /* The pad is counted from now on; of what was admitted, the region's size remains. */
-    pthread_mutex_lock(&res.lock);
-    __atomic_add_fetch(&vmm_pad, len - size, __ATOMIC_RELAXED);
-    if (*admitted > 0) {
-        admitting -= len - size;
-        *admitted = size;
-    }
-    pthread_mutex_unlock(&res.lock);
+    placed(v, place, admitted);
     *out = (void *)(uintptr_t)va;
     return cudaSuccess;
 
@@ -309,8 +306,10 @@ fail:
     return cudaErrorNotSupported;
 }
 
-/* 1 when p was a virtual-memory allocation (now released), 0 when it is not one. */
-int vmm_free(void *p)
+/* 1 when p was a virtual-memory allocation (now released), 0 when it is not one.
+ * forget (NULL: none) lets go of what the engine kept of it, the device synchronised,
+ * and answers whether physical memory is mapped behind it. */
+int vmm_free(void *p, int (*forget)(vmm_t *v))
 {
     uint64_t va = (uint64_t)(uintptr_t)p;
     pthread_mutex_lock(&vmm_lock);
@@ -323,27 +322,8 @@ int vmm_free(void *p)
         return 0;
     /* cudaFree synchronises the device before releasing; so do we. */
     REAL(cudaDeviceSynchronize)();
-    int mapped = !v->spilled;
     __atomic_sub_fetch(&vmm_pad, v->size - v->asked, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&res.lock);
-    if (v->spilled)
-        spill_bytes -= v->size;
-    if (v->host != NULL) { /* a streamed unit's host copy is its region's by now */
-        host_store_free(v->host);
-        v->host = NULL;
-    }
-    res_region_t *r = res.active ? res_find(va) : NULL;
-    if (r != NULL) {
-        /* A streamed region: unmapped while its unit is not loaded; it leaves the
-         * engine for good. */
-        mapped = res.units[r->unit].loaded;
-        if (mapped)
-            res.held_bytes -= r->len;
-        r->va = r->size = 0;
-        host_store_free(r->host);
-        r->host = NULL;
-    }
-    pthread_mutex_unlock(&res.lock);
+    int mapped = forget != NULL ? forget(v) : !v->spilled;
     if (mapped) {
         drv.unmap(v->va, v->size);
         drv.release(v->handle);

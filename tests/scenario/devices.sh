@@ -68,3 +68,19 @@ for from in 0 8; do
         "$WORK/side-1MiB.err" "side $from 1MiB: some stays spilled"
 done
 pass "a process on two devices (a kernel and a copy from a weight on the other one, from the first forward or the ninth): FlexTensor stands down, grants the other device access, keeps spilled memory on its device; same output"
+
+# After the plan FlexTensor cannot stand down (its streamed weights live in host memory
+# by then): the engine refuses the move, and the first allocation on device 1, made at
+# forward 10, is reported as an error. Device 1's copy from a streamed weight that
+# follows may then fail, and the model with it (one process on several GPUs is not
+# supported, which the error says; under SAN=thread the sanitizer stops the process at
+# that copy, before the exit report): only what is said up to the allocation is
+# checked.
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB FT_LOG_LEVEL=debug shim "$MODEL" "${ARGS[@]}" \
+    --side-device 1 --side-from 10 --side-late >"$WORK/late.out" 2>"$WORK/late.err" || true
+expect_grep "error: an allocation on device 1 after FlexTensor's plan for device 0: one process on several GPUs is not supported" \
+    "$WORK/late.err" "late: error"
+grep -n . "$WORK/late.err" | grep -E 'engine: planned -> streaming|allocation on device 1 after' | head -n 1 \
+    | grep -q 'planned -> streaming' || fail "late: the allocation on device 1 came before the switch"
+expect_no_grep 'stands down|-> stood down|is not allowed' "$WORK/late.err" "late: no stand-down"
+pass "an allocation on another device after the plan: no stand-down (refused), an error"

@@ -41,6 +41,27 @@ run quiet FT_LOG_LEVEL=warn
 [ ! -s "$WORK/quiet.err" ] || { sed 's/^/    | /' "$WORK/quiet.err" >&2; fail "FT_LOG_LEVEL=warn: the run wrote to stderr"; }
 pass "one verdict line, the last: offloaded (latency, memory), no plan (budget holds all, budget too small, ended in discovery or profiling); none at FT_LOG_LEVEL=warn"
 
+# --- the phase's moves, one line each at FT_LOG_LEVEL=debug -------------------------
+# moves NAME MOVE...: the run's moves between phases were exactly these, in this order,
+# and none was refused.
+moves() {
+    local name=$1 got want
+    shift
+    got=$(sed -n 's/^flextensor: engine: \(.* -> .*\)$/\1/p' "$WORK/$name.err" | paste -sd , -)
+    want=$(IFS=,; echo "$*")
+    [ "$got" = "$want" ] || fail "$name: the moves were '$got', not '$want'"
+    expect_no_grep 'engine: the move from .* is not allowed' "$WORK/$name.err" "$name"
+}
+run mvmem FT_LOG_LEVEL=debug FT_GPU_MEM_LIMIT=5MiB
+moves mvmem 'start -> discovery' 'discovery -> planning' 'planning -> profiling' 'profiling -> planning' \
+    'planning -> planned' 'planned -> streaming'
+run mvroomy FT_LOG_LEVEL=debug FT_GPU_MEM_LIMIT=64MiB
+moves mvroomy 'start -> discovery' 'discovery -> planning' 'planning -> profiling' 'profiling -> planning' \
+    'planning -> off'
+run mvnodev FT_LOG_LEVEL=debug FT_GPU_DEVICE=1
+moves mvnodev 'start -> discovery' 'discovery -> stood down'
+pass "the phase moves through discovery, planning, profiling, planning again, then planned and streaming, or off; a missing device: stood down"
+
 # --- a process that made no CUDA call says nothing ----------------------------------
 FT_ENABLED=1 shim /bin/true >"$WORK/true.out" 2>"$WORK/true.err" || fail "/bin/true failed"
 FT_ENABLED=1 shim sh -c 'echo hi | cat | wc -c; /bin/true' >"$WORK/sh.out" 2>"$WORK/sh.err" || fail "pipeline failed"

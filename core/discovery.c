@@ -17,23 +17,12 @@
 #include "core/log.h"
 #include "core/size.h"
 
-struct lane;
-
 typedef struct {
     uint32_t id;
     uint64_t base, size;
     uint32_t flags;           /* FT_REGION_* from the table */
-    int candidate;            /* alive at the first launch (hashed by its snapshot) */
-    uint64_t write_clock;     /* the launch count at its last copy/memset since the first
-                                 launch, 0 none: a write after the first pass began makes
-                                 it no weight (written_in_pass) */
-    /* Its first touch, when a kernel launch made it (allocated after the first launch
-     * and reached by a kernel before any copy): the lane and the launch count then. A
-     * first touch inside that lane's passes is an output, an activation (born_in_pass);
-     * one before them is initialisation (uniform_ on the device). NULL: alive at the
-     * first launch, or first reached by a copy. */
-    struct lane *first_ln;
-    uint64_t first_clock;
+    int candidate;            /* alive at the first launch */
+    int written;              /* copy/memset target since the first launch */
     int changed;              /* hash differed between two iteration boundaries */
     int changed_early;        /* hash differed between the first launch and the first
                                  boundary: init kernels may still have been running,
@@ -45,9 +34,10 @@ typedef struct {
     int unit;                 /* index in units, -1 none */
     int shared;               /* touched by launches outside its unit's range */
     int direct;               /* touched through a launch's own arguments in the pass */
-    int kernel_born;          /* born_in_pass before a restart: an activation (a caching
-                                 allocator's segment), never a weight after the restart
-                                 either (its content can repeat pass after pass) */
+    int kernel_born;          /* allocated after the first launch and first touched by
+                                 a launch, not a copy: an activation (a caching
+                                 allocator's segment), never a weight, also after a
+                                 restart (its content can repeat pass after pass) */
     int fold_touched;         /* fold_repeated_pass: touched in the pass */
     int fold_odd;             /* and at a launch where another copy does not touch it */
     UT_hash_handle hh;
@@ -103,7 +93,7 @@ typedef struct {
 /* One lane of launches: an application thread. Each thread's forward is a clean
  * sequence even when several threads run forwards at once, so iterations are
  * detected per lane; the first lane to complete the iterations defines the units. */
-typedef struct lane {
+typedef struct {
     uint64_t lane;
     record_t cur;
     /* Until the period is confirmed: every launch touching a candidate region, as
@@ -112,10 +102,6 @@ typedef struct lane {
     uint32_t *seq_pos;
     uint32_t *seq_minid;      /* lowest candidate region id the launch touched */
     uint8_t *seq_synced;      /* the host synchronised just before the launch */
-    uint64_t *seq_clock;      /* the launch count (d->launches_total) at the launch */
-    uint64_t pass_clock;      /* the launch count at the first launch of its passes (the
-                                 anchor's first occurrence, or the first mark); UINT64_MAX
-                                 before its passes are found */
     int sync_pending;
     /* The NVTX range stack, as a path "outer\x1finner" interned in d->ranges. */
     char path[FT_DISC_RANGE_PATH];
@@ -167,16 +153,7 @@ struct ft_disc {
     int explicit_marks;       /* boundaries come from marks, not the detector */
     int iterations;           /* most complete iterations seen by one lane */
     int boundary_source;      /* 0 detector, 1 ft_iteration_mark, 2 marker kernel */
-    uint64_t launches_total;  /* also the clock of writes and first touches */
-    uint64_t pass_clock;      /* a copy at or after it wrote into a pass: the deciding
-                                 lane's pass_clock once a lane completes its iterations;
-                                 before, the latest of the lanes' (snapshots skip what is
-                                 written in every lane's passes); UINT64_MAX before any
-                                 lane found its passes. A lane of spurious passes (warm-up
-                                 kernels repeating before the weights are loaded) must not
-                                 make the weights' copies count as writes into passes. */
-    int iters_needed;         /* complete iterations one lane needs: p.iters, one more when
-                                 late weights await confirmation (awaits_confirmation) */
+    uint64_t launches_total;
     uint64_t pass_work_n, pass_work_ns; /* FT_DISC_PASS_WORK: count and host time */
     uint64_t launches_unattributed; /* launches touching no region at all */
 
@@ -267,8 +244,6 @@ static void drop_pairs(lane_t *ln)
     free(ln->seq_pos);
     free(ln->seq_minid);
     free(ln->seq_synced);
-    free(ln->seq_clock);
-    ln->seq_clock = NULL;
     ln->seq = NULL;
     ln->seq_pos = NULL;
     ln->seq_minid = NULL;
@@ -321,7 +296,6 @@ static lane_t *lane_get(ft_disc_t *d, uint64_t lane)
         return NULL;
     ln->lane = lane;
     ln->track_pos = -1;
-    ln->pass_clock = UINT64_MAX;
     HASH_ADD(hh, d->lanes, lane, sizeof ln->lane, ln);
     if (ln->hh.tbl == NULL) {
         free(ln);
@@ -353,10 +327,8 @@ ft_disc_t *ft_disc_new(ft_regions_t *regions, const ft_disc_params_t *params)
     pthread_mutex_init(&d->lock, NULL);
     d->regions = regions;
     d->p = *params;
-    d->pass_clock = UINT64_MAX;
     if (d->p.iters < 1)
         d->p.iters = 1;
-    d->iters_needed = d->p.iters;
     return d;
 }
 
@@ -472,7 +444,7 @@ static void hash_seen(rinfo_t *r, const ft_disc_hash_req_t *q, int early)
      * with several threads, every lane's first boundary asks for an early snapshot,
      * and a change between two of those is a change within the passes. */
     if (r->hashed && q->hash != r->hash) {
-        if (early && !r->compared && r->candidate)
+        if (early && !r->compared)
             r->changed_early = 1;
         else
             r->changed = 1;
@@ -491,33 +463,6 @@ static void hash_batch(ft_disc_t *d, ft_disc_hash_req_t *q, rinfo_t **of, size_t
         hash_seen(of[i], &q[i], early);
 }
 
-/* Written by a copy or memset after the passes began (d->pass_clock): the input, a
- * cache. Before that, a copy loads a weight (after warm-up kernels, as from_pretrained
- * does). */
-static int written_in_pass(const ft_disc_t *d, const rinfo_t *r)
-{
-    return r->write_clock != 0 && r->write_clock >= d->pass_clock;
-}
-
-/* First touched by a kernel during its lane's passes: the kernel's output, an
- * activation (or an earlier round's, kernel_born). A region a kernel first touched
- * before the passes was initialised on the device, and can be a weight. */
-static int born_in_pass(const rinfo_t *r)
-{
-    return r->kernel_born || (r->first_ln != NULL && r->first_clock >= r->first_ln->pass_clock);
-}
-
-/* For the trace's candidate flag: not an output of the passes, as far as known now (a
- * region a kernel first touched on a lane still looking for its passes is not yet). */
-static int may_be_weight(const rinfo_t *r)
-{
-    if (r->kernel_born)
-        return 0;
-    if (r->first_ln == NULL)
-        return 1;
-    return r->first_ln->pass_clock != UINT64_MAX && r->first_clock < r->first_ln->pass_clock;
-}
-
 static void snapshot_hashes(ft_disc_t *d, int early)
 {
     if (d->p.hash == NULL)
@@ -529,7 +474,7 @@ static void snapshot_hashes(ft_disc_t *d, int early)
     size_t n = 0;
     rinfo_t *r, *rt;
     HASH_ITER(hh, d->rmap, r, rt) {
-        if (r->freed || r->changed || written_in_pass(d, r) || born_in_pass(r))
+        if (!r->candidate || r->freed || r->written || r->changed)
             continue;
         q[n] = (ft_disc_hash_req_t){ .base = r->base, .size = r->size };
         of[n++] = r;
@@ -557,31 +502,10 @@ static void start_observing(ft_disc_t *d)
     __atomic_store_n(&d->state, FT_DISC_OBSERVING, __ATOMIC_RELEASE);
 }
 
-/* A weight is what it is, whenever it was allocated: not written by a copy during the
- * passes, not first touched by a kernel during them, its content the same at every
- * snapshot since its first (at least two: a region first seen in the last pass is not
- * confirmed), and not freed. build_units adds: touched in the recorded pass. */
 static int is_weight(const ft_disc_t *d, const rinfo_t *r)
 {
-    return r != NULL && !written_in_pass(d, r) && !born_in_pass(r) && !r->changed && !r->freed &&
-           !(d->iterations < 2 && r->changed_early) && (d->p.hash == NULL || r->compared);
-}
-
-/* Whether the recorded pass touches a region that would be a weight but was hashed
- * once only (allocated after the first launch: initialised on the device, or loaded
- * after warm-up kernels): its content is confirmed at one more boundary. */
-static int awaits_confirmation(const ft_disc_t *d)
-{
-    if (d->p.hash == NULL)
-        return 0;
-    const record_t *r = &d->last;
-    for (size_t i = 0; i < r->n_ids; i++) {
-        rinfo_t *x = rinfo_get((ft_disc_t *)d, r->ids[i]);
-        if (x != NULL && x->hashed && !x->compared && !x->freed && !x->changed &&
-            !written_in_pass(d, x) && !born_in_pass(x))
-            return 1;
-    }
-    return 0;
+    return r != NULL && r->candidate && !r->written && !r->changed && !r->freed &&
+           !(d->iterations < 2 && r->changed_early);
 }
 
 /* --- units ---------------------------------------------------------------------- */
@@ -1173,26 +1097,16 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
     ln->cur = tmp;
     ln->cur.n = 0;
     ln->cur.n_ids = 0;
-    if (ln->iterations >= d->iters_needed) {
-        d->pass_clock = ln->pass_clock;
-        if (d->iters_needed == d->p.iters && awaits_confirmation(d)) {
-            /* Once: a weight still unconfirmed after it is no weight. The next boundary
-             * counts even when this pass began before the period was known. */
-            d->iters_needed = d->p.iters + 1;
-            ln->skip_boundary = 0;
-            FT_DEBUG("discovery: the pass touches regions allocated after the first launch whose "
-                     "content was read once: one more iteration confirms them");
-            return;
-        }
+    if (ln->iterations >= d->p.iters) {
         d->deciding_lane = ln->lane;
         lane_t *l, *lt;
         HASH_ITER(hh, d->lanes, l, lt) l->track_pos = -1;
         if (fold_repeated_pass(d) != 0 || build_units(d) != 0)
             FT_WARN("discovery: out of memory building units; nothing will be offloaded");
         if (d->n_units == 0 && d->restarts < MAX_RESTARTS) {
-            FT_INFO("discovery: %d iteration(s) of %zu launches touch no weight (no region they "
-                    "read kept its content from pass to pass); starting over at the next "
-                    "launch (%d of %d)",
+            FT_INFO("discovery: %d iteration(s) of %zu launches touch no weight (regions "
+                    "allocated after the first launch are not weights); starting over at the "
+                    "next launch, with the regions alive then (%d of %d)",
                     ln->iterations, d->last.n, d->restarts + 1, MAX_RESTARTS);
             d->restart_pending = 1;
             return;
@@ -1221,7 +1135,7 @@ static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, con
     *minid = UINT32_MAX;
     for (size_t i = 0; i < n; i++) {
         rinfo_t *r = (ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, ids[i]);
-        if (r == NULL)
+        if (r == NULL || !r->candidate)
             continue;
         any = 1;
         h = (h ^ r->id) * 1099511628211ull;
@@ -1274,15 +1188,6 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
     }
     ln->anchor = ln->seq[best];
     ln->anchored = 1;
-    /* The lane's passes began at the anchor's first occurrence: what ran before is
-     * prologue (initialisation, loading), whatever it allocated. */
-    size_t first_occ = best;
-    for (size_t j = 0; j < best && first_occ == best; j++)
-        if (ln->seq[j] == ln->seq[best])
-            first_occ = j;
-    ln->pass_clock = ln->seq_clock[first_occ];
-    if (d->pass_clock == UINT64_MAX || ln->pass_clock > d->pass_clock)
-        d->pass_clock = ln->pass_clock;
     FT_DEBUG("discovery: lane %#llx repeats every %zu weight-touching launches; passes begin "
              "at the launch touching region %u", (unsigned long long)ln->lane, c->period,
              ln->seq_minid[best]);
@@ -1312,12 +1217,11 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
 {
     if (ln->n_seq == ln->cap_seq) {
         size_t cap = ln->cap_seq ? ln->cap_seq * 2 : 256;
-        /* Each array keeps what it got: cap_seq grows only when all five did. */
+        /* Each array keeps what it got: cap_seq grows only when all four did. */
         int failed = resize(&ln->seq, cap, sizeof *ln->seq) |
                      resize(&ln->seq_pos, cap, sizeof *ln->seq_pos) |
                      resize(&ln->seq_minid, cap, sizeof *ln->seq_minid) |
-                     resize(&ln->seq_synced, cap, sizeof *ln->seq_synced) |
-                     resize(&ln->seq_clock, cap, sizeof *ln->seq_clock);
+                     resize(&ln->seq_synced, cap, sizeof *ln->seq_synced);
         if (failed)
             return;
         ln->cap_seq = cap;
@@ -1327,7 +1231,6 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
     ln->seq_pos[j] = (uint32_t)ln->cur.n; /* this launch is pushed at cur.n */
     ln->seq_minid[j] = minid;
     ln->seq_synced[j] = (uint8_t)ln->sync_pending;
-    ln->seq_clock[j] = d->launches_total;
     ln->sync_pending = 0;
 
     for (size_t c = 0; c < ln->n_cands;) {
@@ -1395,7 +1298,7 @@ static void restart(ft_disc_t *d)
 {
     rinfo_t *r, *rt;
     HASH_ITER(hh, d->rmap, r, rt) {
-        if (born_in_pass(r) && !r->freed) { /* stays out of the weights */
+        if (r->kernel_born && !r->freed) { /* stays out of the candidates */
             *r = (rinfo_t){ .id = r->id, .base = r->base, .size = r->size, .flags = r->flags,
                             .unit = -1, .kernel_born = 1, .hh = r->hh };
             continue;
@@ -1411,7 +1314,6 @@ static void restart(ft_disc_t *d)
         ln->sync_pending = ln->skip_boundary = ln->anchored = ln->mark_pending = 0;
         ln->iterations = 0;
         ln->anchor = 0;
-        ln->pass_clock = UINT64_MAX;
         ln->track_pos = -1;
         ln->track_mark = 0;
     }
@@ -1425,8 +1327,6 @@ static void restart(ft_disc_t *d)
     d->iterations = 0;
     d->deciding_lane = 0;
     d->restart_pending = 0;
-    d->pass_clock = UINT64_MAX;
-    d->iters_needed = d->p.iters;
     d->track_set = 0;
     d->restarts++;
     __atomic_store_n(&d->state, FT_DISC_WAITING, __ATOMIC_RELEASE);
@@ -1478,14 +1378,11 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
         ptrs[i] = set->unsure[i] ? 0 : set->ptr[i];
         ft_region_t reg;
-        /* Allocated after the first launch, first reached by a kernel: initialisation
-         * before the lane's passes, an output within them (born_in_pass). */
+        /* Allocated after the first launch: observed, never a weight. */
         rinfo_t *x;
         if (rinfo_get(d, ids[i]) == NULL && ft_regions_find(d->regions, set->ptr[i], &reg) &&
-            (x = rinfo_add(d, &reg, 0)) != NULL) {
-            x->first_ln = ln;
-            x->first_clock = d->launches_total;
-        }
+            (x = rinfo_add(d, &reg, 0)) != NULL)
+            x->kernel_born = 1;
     }
     if (n == 0)
         d->launches_unattributed++;
@@ -1505,9 +1402,6 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
             if (!ln->anchored) {
                 /* The first mark begins iteration 1; what ran before is a prologue. */
                 ln->anchored = 1;
-                ln->pass_clock = d->launches_total;
-                if (d->pass_clock == UINT64_MAX || ln->pass_clock > d->pass_clock)
-                    d->pass_clock = ln->pass_clock;
                 ln->cur.n = 0;
                 ln->cur.n_ids = 0;
             } else {
@@ -1563,11 +1457,12 @@ void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set)
             rinfo_t *r = rinfo_get(d, set->id[i]);
             ft_region_t reg;
             /* Allocated after the first launch and loaded by a copy (a weight loaded
-             * after warm-up kernels): a weight when the copy came before the passes. */
+             * after warm-up kernels): not a weight in this round; a restart can make
+             * it one. */
             if (r == NULL && ft_regions_find(d->regions, set->ptr[i], &reg))
                 r = rinfo_add(d, &reg, 0);
             if (r != NULL)
-                r->write_clock = d->launches_total;
+                r->written = 1;
         }
     }
     pthread_mutex_unlock(&d->lock);
@@ -1852,7 +1747,7 @@ void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out)
 {
     pthread_mutex_lock(&d->lock);
     out->iterations = d->iterations;
-    out->iters_wanted = d->iters_needed;
+    out->iters_wanted = d->p.iters;
     out->restarts = d->restarts;
     out->launches = d->launches_total;
     out->marker_hits = d->marker_hits;
@@ -1898,9 +1793,9 @@ void ft_disc_trace(ft_disc_t *d, ft_trace_writer_t *w)
         ft_trace_put_u32(w, (uint32_t)nr);
         for (i = 0; i < nr; i++) {
             r = rv[i];
-            uint32_t f = ((r->flags & FT_REGION_VMM) ? FT_TRACE_RF_VMM : 0) | (may_be_weight(r) ? FT_TRACE_RF_CANDIDATE : 0) |
+            uint32_t f = ((r->flags & FT_REGION_VMM) ? FT_TRACE_RF_VMM : 0) | (r->candidate ? FT_TRACE_RF_CANDIDATE : 0) |
                          (d->state == FT_DISC_DONE && r->unit >= 0 ? FT_TRACE_RF_WEIGHT : 0) |
-                         (written_in_pass(d, r) ? FT_TRACE_RF_WRITTEN : 0) |
+                         (r->written ? FT_TRACE_RF_WRITTEN : 0) |
                          (r->changed || (d->iterations < 2 && r->changed_early) ? FT_TRACE_RF_CHANGED : 0) |
                          (r->freed ? FT_TRACE_RF_FREED : 0);
             ft_trace_put_u32(w, r->id);

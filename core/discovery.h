@@ -9,18 +9,15 @@
  * candidate regions through a callback (only the shim may touch CUDA).
  *
  * Iterations are detected per lane (application thread): each launch is reduced to a
- * key (kernel, every region it touches with the pointer's offset), whenever the regions
- * were allocated: initialisation kernels, on new memory each time, never recur. A key
- * that recurs at a period that the following launches confirm is the wrap-around; the
+ * pair (kernel, first region alive at the first launch that it touches). A pair that
+ * recurs at a period that the following launches confirm is the wrap-around; the
  * pass is then aligned on the launch touching the earliest-allocated region (see
  * confirm_period), whose pair is the lane's anchor from then on. An explicit mark (ft_disc_mark, or a kernel matching the marker glob) replaces
  * the detector. The first lane to complete `iters` iterations decides.
  *
- * Weights, whenever allocated: regions touched by a kernel in the last complete
- * iteration, not the target of a copy or memset since the passes began, not first
- * touched by a kernel during its lane's passes (an output), not freed, and with the
- * same content hash at every snapshot since their first (two at least: one more
- * iteration is observed when a region would otherwise be confirmed by one only).
+ * Weights: regions alive at the first launch, touched by a kernel in the last
+ * complete iteration, never the target of a copy or memset since, and with the same
+ * content hash at the first launch and at every boundary.
  *
  * Units: the launch sequence of a pass is cut into the period at which it repeats
  * (the layers), with what precedes the repetition (embeddings) and what follows it

@@ -44,16 +44,6 @@ __global__ void model_bump(uint32_t *y, struct model_meta m)
         y[i] ^= i * 2654435761u;
 }
 
-__global__ void model_fill(uint32_t *y, uint32_t seed, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        uint32_t h = (seed + (uint32_t)i) * 2654435761u;
-        y[i] = h ^ (h >> 15);
-    }
-}
-
-extern "C" const void *model_kernel_fill(void) { return (const void *)model_fill; }
 extern "C" const void *model_kernel_bump(void) { return (const void *)model_bump; }
 extern "C" const void *model_kernel_mixp(void) { return (const void *)model_mixp; }
 extern "C" const void *model_kernel_gemv(void) { return (const void *)model_gemv; }

@@ -14,9 +14,6 @@
  *                                                             pointer array, --ptr-arrays)
  *   bump  (uint32_t *y, struct model_meta m)
  *         y[i] ^= i * 2654435761 for i < m.n; m.tail is never read (--stale)
- *   fill  (uint32_t *y, uint32_t seed, int n)
- *         y[i] = h ^ (h >> 15), h = (seed + i) * 2654435761  (a weight initialised on
- *                                                             the device, --init-kernel)
  */
 #ifndef MODEL_KERNELS_H
 #define MODEL_KERNELS_H
@@ -38,7 +35,6 @@ const void *model_kernel_mix(void);
 const void *model_kernel_scale(void);
 const void *model_kernel_mixp(void);
 const void *model_kernel_bump(void);
-const void *model_kernel_fill(void);
 
 /* Launches kernel stub (1-D grid and block, args as cudaLaunchKernel's) through the
  * driver's cuLaunchKernel reached without its exported symbol, as a library with a

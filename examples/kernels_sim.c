@@ -73,26 +73,14 @@ static void bump(void **args, const simcuda_dims_t *dims)
         y[i] ^= i * 2654435761u;
 }
 
-static void fill(void **args, const simcuda_dims_t *dims)
-{
-    uint32_t *y = *(uint32_t **)args[0];
-    uint32_t seed = *(uint32_t *)args[1];
-    int n = *(int *)args[2];
-    for (int i = 0; i < n; i++) {
-        uint32_t h = (seed + (uint32_t)i) * 2654435761u;
-        y[i] = h ^ (h >> 15);
-    }
-}
-
 /* The stubs only need distinct addresses, as nvcc's host stubs do. */
-static const char gemv_stub, mix_stub, scale_stub, mixp_stub, bump_stub, fill_stub;
+static const char gemv_stub, mix_stub, scale_stub, mixp_stub, bump_stub;
 
 const void *model_kernel_gemv(void) { return &gemv_stub; }
 const void *model_kernel_mix(void) { return &mix_stub; }
 const void *model_kernel_scale(void) { return &scale_stub; }
 const void *model_kernel_mixp(void) { return &mixp_stub; }
 const void *model_kernel_bump(void) { return &bump_stub; }
-const void *model_kernel_fill(void) { return &fill_stub; }
 
 int model_launch_uninterposed(const void *stub, unsigned grid, unsigned block, void **args, void *stream)
 {
@@ -117,12 +105,10 @@ __attribute__((constructor)) static void register_kernels(void)
         { "_Z10model_mixpPjPKPKji", mixp, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
         { "_Z10model_bumpPj10model_meta", bump, NULL, SIM_SMALL_KERNEL_NS, 2,
           { 8, sizeof(struct model_meta) } },
-        { "_Z10model_fillPjji", fill, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 4, 4 } },
     };
     simcudaRegisterKernel(&gemv_stub, &descs[0]);
     simcudaRegisterKernel(&mix_stub, &descs[1]);
     simcudaRegisterKernel(&scale_stub, &descs[2]);
     simcudaRegisterKernel(&mixp_stub, &descs[3]);
     simcudaRegisterKernel(&bump_stub, &descs[4]);
-    simcudaRegisterKernel(&fill_stub, &descs[5]);
 }

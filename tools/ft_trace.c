@@ -842,7 +842,7 @@ static void text_discovery(const trace_t *t)
         printf("    ... and %u more (--json lists them all)\n",
                t->n_not_weights - TEXT_MAX_REGIONS);
     printf("  weight bytes in no unit: %s\n", human(t->unlisted_weight_bytes, b1));
-    printf("  regions a kernel first touched after the first launch, not before the passes (never weights): %u, %s\n", t->n_late,
+    printf("  regions allocated after the first launch (never weights): %u, %s\n", t->n_late,
            human(t->late_bytes, b2));
 }
 

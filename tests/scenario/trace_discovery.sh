@@ -53,7 +53,7 @@ expect_grep '^    region 24 +4\.0 KiB +written by copy/memset$' "$T" "input by m
 expect_grep '^    region 25 +1\.0 MiB +not touched by a kernel in the iteration$' "$T" "unused region"
 expect_grep '^    region 26 +256\.0 KiB +freed, not touched by a kernel in the iteration$' "$T" "freed region"
 expect_grep '^  weight bytes in no unit: 0 B$' "$T" "weights outside units"
-expect_grep '^  regions a kernel first touched after the first launch, not before the passes \(never weights\): 1, 1\.0 MiB$' "$T" "late region"
+expect_grep '^  regions allocated after the first launch \(never weights\): 1, 1\.0 MiB$' "$T" "late region"
 pass "unattributed: bare launches, input written, activations changed, unused, freed, late"
 
 "$TRACE" --json "$WORK/t.bin" >"$WORK/t.json" || fail "ft-trace --json failed"

@@ -130,3 +130,20 @@ int ft_prof_quality(const ft_prof_t *p, const char *const *names, double spread_
 #undef LINE
     return findings;
 }
+
+int ft_prof_quiet_start(ft_prof_quiet_t *q, uint64_t lane)
+{
+    for (int i = 0; i < q->n; i++)
+        if (q->lane[i].lane == lane)
+            return ++q->lane[i].starts >= FT_PROF_QUIET_STARTS;
+    if (q->n == FT_PROF_QUIET_LANES)
+        return 0;
+    q->lane[q->n].lane = lane;
+    q->lane[q->n].starts = 1;
+    return q->lane[q->n++].starts >= FT_PROF_QUIET_STARTS;
+}
+
+void ft_prof_quiet_reset(ft_prof_quiet_t *q)
+{
+    q->n = 0;
+}

@@ -8,6 +8,7 @@
 #define FT_PROFILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/trace.h"
 
@@ -30,6 +31,28 @@ int ft_prof_resume(ft_prof_t *p);
 int ft_prof_suspended(const ft_prof_t *p);
 /* Bumped by every suspend: a pass that saw it change is not recorded. */
 unsigned ft_prof_epoch(const ft_prof_t *p);
+
+/* Which application thread (lane) is timed. One lane's pass is timed at a time; the
+ * timed lane is taken to have gone quiet (its thread finished, or stopped) when one
+ * other lane began FT_PROF_QUIET_STARTS passes during the timed pass. Counted per lane:
+ * counted together, three threads' forwards reached three while the timed lane's own
+ * pass was under way (each other thread starts a pass per forward), and every pass was
+ * abandoned. Lanes past the table's size are not counted: they never take over. */
+#define FT_PROF_QUIET_STARTS 3
+#define FT_PROF_QUIET_LANES 8
+typedef struct {
+    struct {
+        uint64_t lane;
+        int starts;
+    } lane[FT_PROF_QUIET_LANES];
+    int n;
+} ft_prof_quiet_t;
+
+/* Counts a pass start of `lane`, another than the timed one; 1 when the timed lane is
+ * taken to have gone quiet. */
+int ft_prof_quiet_start(ft_prof_quiet_t *q, uint64_t lane);
+/* A new timed pass: the counts start again. */
+void ft_prof_quiet_reset(ft_prof_quiet_t *q);
 
 typedef struct {
     int n;

@@ -176,15 +176,7 @@ typedef struct {
     unsigned cupti_passes;    /* passes timed from activity records */
     int in_pass;
     uint64_t lane;            /* the thread whose pass is being timed */
-    /* Passes other lanes began meanwhile, counted per lane: the timed lane went quiet
-     * when one other lane began three. Counted together, three threads' forwards
-     * reached three while the timed lane's own pass was under way (two other starts a
-     * forward): every pass was abandoned, and profiling never ended. */
-    struct {
-        uint64_t lane;
-        int starts;
-    } foreign[8];
-    int n_foreign;
+    ft_prof_quiet_t quiet;    /* other lanes' pass starts meanwhile (core/profile.h) */
     int off_record;           /* consecutive passes dropped for not following the record */
     unsigned epoch;           /* suspension epoch at the pass's start */
 } prof_state_t;

@@ -494,20 +494,6 @@ static void finish_profiling(void)
     }
 }
 
-/* Another lane than the timed one begins a pass (prof.lock held): how many it has
- * begun since the timed pass did. Lanes past the table's size are not counted. */
-static int foreign_start(uint64_t lane)
-{
-    for (int i = 0; i < prof.n_foreign; i++)
-        if (prof.foreign[i].lane == lane)
-            return ++prof.foreign[i].starts;
-    if (prof.n_foreign == (int)(sizeof prof.foreign / sizeof *prof.foreign))
-        return 0;
-    prof.foreign[prof.n_foreign].lane = lane;
-    prof.foreign[prof.n_foreign].starts = 1;
-    return prof.foreign[prof.n_foreign++].starts;
-}
-
 /* Profiling, for a launch at position pos of its lane's pass. One lane's pass is timed
  * at a time; another lane is adopted at a pass start when none is under way, or when
  * the timed lane went quiet while another began three passes (its thread finished). */
@@ -521,7 +507,7 @@ void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
         return;
     }
     if (prof.in_pass && lane != prof.lane) {
-        if (pos != 0 || foreign_start(lane) < 3) {
+        if (pos != 0 || !ft_prof_quiet_start(&prof.quiet, lane)) {
             pthread_mutex_unlock(&prof.lock);
             return;
         }
@@ -554,7 +540,7 @@ void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
         for (size_t i = 0; i < prof.n; i++)
             __atomic_store_n(&prof.moves_ns[i], 0, __ATOMIC_RELAXED);
         prof.lane = lane;
-        prof.n_foreign = 0;
+        ft_prof_quiet_reset(&prof.quiet);
         prof.epoch = ft_prof_epoch(prof.prof);
         memset(prof.seen, 0, prof.n * sizeof *prof.seen);
     }

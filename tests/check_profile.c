@@ -80,6 +80,29 @@ START_TEST(zero_passes_wanted_means_one)
 }
 END_TEST
 
+/* The timed lane goes quiet when one other lane began three passes during its pass,
+ * not when several others did between them: three threads' forwards start two other
+ * passes per forward of the timed one. */
+START_TEST(quiet_lane_counted_per_lane)
+{
+    ft_prof_quiet_t q = {0};
+    for (int round = 0; round < 2; round++)
+        for (uint64_t lane = 2; lane <= 4; lane++)
+            ck_assert_int_eq(ft_prof_quiet_start(&q, lane), 0);
+    ck_assert_int_eq(ft_prof_quiet_start(&q, 3), 1);
+    ft_prof_quiet_reset(&q);
+    ck_assert_int_eq(ft_prof_quiet_start(&q, 3), 0);
+    ck_assert_int_eq(ft_prof_quiet_start(&q, 3), 0);
+    ck_assert_int_eq(ft_prof_quiet_start(&q, 3), 1);
+    /* A full table: a lane past it is never counted, so never takes over. */
+    ft_prof_quiet_reset(&q);
+    for (uint64_t lane = 10; lane < 10 + FT_PROF_QUIET_LANES; lane++)
+        ck_assert_int_eq(ft_prof_quiet_start(&q, lane), 0);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(ft_prof_quiet_start(&q, 99), 0);
+}
+END_TEST
+
 Suite *profile_suite(void)
 {
     Suite *s = suite_create("profile");
@@ -88,6 +111,7 @@ Suite *profile_suite(void)
     tcase_add_test(tc, suspension_is_reference_counted);
     tcase_add_test(tc, quality_report);
     tcase_add_test(tc, zero_passes_wanted_means_one);
+    tcase_add_test(tc, quiet_lane_counted_per_lane);
     suite_add_tcase(s, tc);
     return s;
 }

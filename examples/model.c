@@ -893,6 +893,11 @@ int main(int argc, char **argv)
     if (lockstep)
         pthread_barrier_init(&step_barrier, NULL, (unsigned)threads);
     pthread_barrier_init(&write_barrier, NULL, (unsigned)threads);
+    /* NVTX fills its table of function pointers at its first call, which the threads
+     * then read without a lock (nvtx3's headers, not ours to change): filled here,
+     * before any thread starts, no thread reads a slot while another sets it. */
+    if (nvtx)
+        nvtxInitialize(NULL);
     for (int t = 0; t < threads; t++) {
         wk[t].id = t;
         if (pthread_create(&tid[t], NULL, run_worker, &wk[t]) != 0) {

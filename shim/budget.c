@@ -48,17 +48,13 @@ static const ft_budget_unit_t *budget_view_locked(void)
 {
     static ft_budget_unit_t *view;
     static int cap;
-    int want = res.n_units > 0 ? res.n_units : 1; /* never NULL for want of units */
-    if (cap < want) {
-        ft_budget_unit_t *grown = realloc(view, (size_t)want * sizeof *grown);
-        if (grown == NULL) {
-            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory: an allocation is refused, "
-                          "the budget cannot be checked");
-            return NULL;
-        }
-        view = grown;
-        cap = want;
+    ft_budget_unit_t *grown = unit_array(view, &cap, sizeof *view);
+    if (grown == NULL) {
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory: an allocation is refused, "
+                      "the budget cannot be checked");
+        return NULL;
     }
+    view = grown;
     for (int i = 0; i < res.n_units; i++) {
         const res_unit_t *un = &res.units[i];
         const ft_disc_unit_t *d = ft_disc_unit(disc, (size_t)i);

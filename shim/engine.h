@@ -492,6 +492,7 @@ void unit_record_use(res_unit_t *un, cudaStream_t stream);
 int checksum_issue(int u);
 /* The units as core/residency.h's slot decisions see them (res.lock held). */
 const ft_res_unit_t *res_view(int u, int keep);
+void *unit_array(void *arr, int *cap, size_t elem); /* also budget.c's view */
 /* Copies and sets served on the host store of a unit not loaded (res.lock held). */
 int res_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
 int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s);

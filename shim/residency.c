@@ -288,6 +288,21 @@ static void release_unmatched_spares(const res_unit_t *un)
     res.ns_release += now_ns() - t;
 }
 
+/* arr, an array of elem-byte entries kept for the next call, grown to one entry per
+ * unit (one at least, so that it is never NULL for want of units); res.lock held.
+ * Returns the array, or NULL when the memory cannot be had (arr and *cap are then left
+ * as they were). */
+void *unit_array(void *arr, int *cap, size_t elem)
+{
+    int want = res.n_units > 0 ? res.n_units : 1;
+    if (*cap >= want)
+        return arr;
+    void *grown = realloc(arr, (size_t)want * elem);
+    if (grown != NULL)
+        *cap = want;
+    return grown;
+}
+
 /* The units as core/residency.h's slot decisions see them (res.lock held): `u` (the
  * unit being loaded) and `keep` (the unit running now, -1: none) busy, and so are those
  * the call being guarded touched already (a launch reading two units: the first,
@@ -297,17 +312,13 @@ const ft_res_unit_t *res_view(int u, int keep)
 {
     static ft_res_unit_t *view;
     static int cap;
-    int want = res.n_units > 0 ? res.n_units : 1; /* never NULL for want of units */
-    if (cap < want) {
-        ft_res_unit_t *grown = realloc(view, (size_t)want * sizeof *grown);
-        if (grown == NULL) {
-            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory: no unit leaves its slot, and "
-                          "no prefetch runs, until memory is had");
-            return NULL;
-        }
-        view = grown;
-        cap = want;
+    ft_res_unit_t *grown = unit_array(view, &cap, sizeof *view);
+    if (grown == NULL) {
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory: no unit leaves its slot, and "
+                      "no prefetch runs, until memory is had");
+        return NULL;
     }
+    view = grown;
     for (int i = 0; i < res.n_units; i++) {
         const res_unit_t *un = &res.units[i];
         view[i] = (ft_res_unit_t){ un->stamp, un->loaded, un->n > 0, un->pinned,

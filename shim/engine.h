@@ -117,10 +117,12 @@ typedef struct {
 
 /* What vmm_alloc asks of the caller's placement (FT_SPILL's: spill_placement): over()
  * whether len bytes start in host memory (1) or are mapped (0; counted as held from
- * then on, in *admitted); placed() counts v once it is in the table. */
+ * then on, in *admitted); placed() counts v once it is in the table, where it started
+ * (in_host) given apart: once in the table, another thread's FT_SPILL may already be
+ * moving it. */
 typedef struct {
     int (*over)(size_t len, uint64_t *admitted);
-    void (*placed)(vmm_t *v, uint64_t *admitted);
+    void (*placed)(vmm_t *v, int in_host, uint64_t *admitted);
 } vmm_place_t;
 
 /* The plan chosen at the end of profiling (planning only: the residency engine that

@@ -391,13 +391,15 @@ static int place_over(size_t len, uint64_t *admitted)
 
 /* v is in vmm.c's table, its granule padding counted: mapped, what was admitted comes
  * down to its asked-for size (the padding counts the rest now); in host memory, its
- * bytes count as spilled, and FT_SPILL engages. */
-static void place_done(vmm_t *v, uint64_t *admitted)
+ * bytes count as spilled, and FT_SPILL engages. Where v started is in_host, not
+ * v->spilled: another thread's spill_make_room may be moving v out already (under
+ * res.lock, which it holds), and then counts it itself. */
+static void place_done(vmm_t *v, int in_host, uint64_t *admitted)
 {
-    if (!v->spilled && *admitted == 0)
+    if (!in_host && *admitted == 0)
         return;
     pthread_mutex_lock(&res.lock);
-    if (!v->spilled) {
+    if (!in_host) {
         admitting -= v->size - v->asked;
         *admitted = v->asked;
         pthread_mutex_unlock(&res.lock);

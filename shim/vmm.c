@@ -227,11 +227,11 @@ static void va_put(CUdeviceptr va, size_t len)
 /* v is in the table: its granule padding counts from now on, then the caller's
  * placement counts it too (under its own lock). The padding first: a sum read in
  * between is then over what is held, never under. */
-static void placed(vmm_t *v, const vmm_place_t *place, uint64_t *admitted)
+static void placed(vmm_t *v, int in_host, const vmm_place_t *place, uint64_t *admitted)
 {
     __atomic_add_fetch(&vmm_pad, v->size - v->asked, __ATOMIC_RELAXED);
     if (place != NULL)
-        place->placed(v, admitted);
+        place->placed(v, in_host, admitted);
 }
 
 /* Serves an allocation from virtual memory. cudaSuccess, cudaErrorMemoryAllocation,
@@ -264,7 +264,7 @@ cudaError_t vmm_alloc(void **out, size_t size, const vmm_place_t *place, uint64_
         pthread_mutex_lock(&vmm_lock);
         HASH_ADD(hh, vmms, va, sizeof v->va, v);
         pthread_mutex_unlock(&vmm_lock);
-        placed(v, place, admitted);
+        placed(v, 1, place, admitted);
         *out = (void *)(uintptr_t)va;
         return cudaSuccess;
     }
@@ -289,7 +289,7 @@ cudaError_t vmm_alloc(void **out, size_t size, const vmm_place_t *place, uint64_
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail_map;
     }
-    placed(v, place, admitted);
+    placed(v, 0, place, admitted);
     *out = (void *)(uintptr_t)va;
     return cudaSuccess;
 

@@ -477,6 +477,7 @@ void stop_profile_timing(void);
 extern __thread int tag_pushed; /* cleared by engine_leave, on the same thread */
 uint64_t configured_budget(size_t total_b);
 const char *kept_by(void);
+int profile_overdue(uint64_t launches);
 void profile_launch(uint64_t lane, long pos, cudaStream_t stream);
 int profile_charging(void);
 void profile_charge_move(uint64_t ns);

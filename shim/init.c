@@ -179,7 +179,7 @@ static void report_cupti(void)
         FT_INFO("CUPTI saw %llu launches, %llu copies, %llu sets in the driver: all went through "
                 "FlexTensor's wrappers%s", (unsigned long long)s.launches,
                 (unsigned long long)s.copies, (unsigned long long)s.sets,
-                ft_cupti_detached() > 0 ? "; CUPTI was detached after profiling" : "");
+                ft_cupti_detached() > 0 ? "; CUPTI was detached" : "");
     else
         FT_WARN("CUPTI saw %llu launches, %llu copies, %llu sets in the driver, of which %llu, "
                 "%llu, %llu bypassed FlexTensor's wrappers (first: %s)",

@@ -241,6 +241,36 @@ static void cupti_after_first_pass(void)
             (unsigned long long)s.launches, (unsigned long long)s.copies, (unsigned long long)s.sets);
 }
 
+/* Discovery and profiling are bounded (FT_OBSERVE_MAX_LAUNCHES launches each): a
+ * program whose passes are not found in that many launches (a model built on the GPU
+ * whose weights discovery does not tell apart, generate() with a growing cache) would
+ * otherwise pay observation, CUPTI and FT_SPILL's moves for the whole run, for nothing.
+ * FlexTensor stands down instead; profiling with a pass timed plans from what it has.
+ * One counter a phase, counted by every thread; the launch that reaches the bound
+ * acts, once. 1 when it acted (the phase moved on). */
+static uint64_t disc_launches, prof_launches;
+
+static int observe_bound(int ph)
+{
+    uint64_t max = (uint64_t)cfgp->observe_max_launches;
+    if (max == 0)
+        return 0;
+    uint64_t *count = ph == PHASE_DISCOVERY ? &disc_launches : &prof_launches;
+    if (__atomic_add_fetch(count, 1, __ATOMIC_RELAXED) != max)
+        return 0;
+    static char why[160];
+    if (ph == PHASE_DISCOVERY) {
+        snprintf(why, sizeof why, "discovery did not find the program's passes in %llu launches "
+                 "(FT_OBSERVE_MAX_LAUNCHES)", (unsigned long long)max);
+        engine_to(PHASE_DISCOVERY, PHASE_STOOD_DOWN, why);
+    } else if (!profile_overdue(max)) {
+        snprintf(why, sizeof why, "profiling timed no pass in %llu launches (FT_OBSERVE_MAX_LAUNCHES)",
+                 (unsigned long long)max);
+        engine_to(PHASE_PROFILING, PHASE_STOOD_DOWN, why);
+    }
+    return 1;
+}
+
 void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
 {
     /* One load of the phase for the whole launch: a move meanwhile is seen by the
@@ -253,6 +283,11 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     int spill_on = !res_on && engine_held && state_spill(s);
     if (!disc_on && !res_on && !spill_on && !prof_on)
         return;
+    if ((disc_on || prof_on) && observe_bound(ph)) {
+        if (!spill_on)
+            return;
+        disc_on = prof_on = 0; /* FT_SPILL's faults still go on, for what stays in host memory */
+    }
     kinfo_t *k = kinfo_get(key, is_stub);
     if (k == NULL)
         return;

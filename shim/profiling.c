@@ -494,6 +494,24 @@ static void finish_profiling(void)
     }
 }
 
+/* Profiling has seen `launches` launches (FT_OBSERVE_MAX_LAUNCHES): with a pass timed
+ * it plans from the passes it has; 1 then, or when profiling is over anyway. 0: no pass
+ * was timed, and the caller stands down. */
+int profile_overdue(uint64_t launches)
+{
+    pthread_mutex_lock(&prof.lock);
+    int passes = ft_prof_passes(prof.prof);
+    if (engine_phase() == PHASE_PROFILING && passes > 0) {
+        FT_WARN("profiling: %llu launches (FT_OBSERVE_MAX_LAUNCHES) and %d of the passes wanted "
+                "timed; planning from those", (unsigned long long)launches, passes);
+        prof.in_pass = 0;
+        finish_profiling();
+    }
+    int over = engine_phase() != PHASE_PROFILING;
+    pthread_mutex_unlock(&prof.lock);
+    return over;
+}
+
 /* Profiling, for a launch at position pos of its lane's pass. One lane's pass is timed
  * at a time; another lane is adopted at a pass start when none is under way, or when
  * the timed lane went quiet while another began three passes (its thread finished). */

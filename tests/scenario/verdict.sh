@@ -62,6 +62,26 @@ run mvnodev FT_LOG_LEVEL=debug FT_GPU_DEVICE=1
 moves mvnodev 'start -> discovery' 'discovery -> stood down'
 pass "the phase moves through discovery, planning, profiling, planning again, then planned and streaming, or off; a missing device: stood down"
 
+# --- discovery and profiling are bounded (FT_OBSERVE_MAX_LAUNCHES) -----------------
+# A discovery that cannot conclude in that many launches (here: 50 iterations wanted of
+# 10) stands down: CUPTI released, calls pass through, and FT_SPILL's allocations come
+# back to the device (a budget under the model). Profiling that reaches the bound plans
+# from the passes it timed.
+run bound FT_DISCOVERY_ITERS=50 FT_OBSERVE_MAX_LAUNCHES=60 FT_LOG_LEVEL=debug
+verdict bound 'stood down: discovery did not find the program.s passes in 60 launches \(FT_OBSERVE_MAX_LAUNCHES\)$'
+moves bound 'start -> discovery' 'discovery -> stood down'
+expect_grep 'CUPTI saw .*; CUPTI was detached' "$WORK/bound.err" "CUPTI released at the stand-down"
+run boundspill FT_DISCOVERY_ITERS=50 FT_OBSERVE_MAX_LAUNCHES=60 FT_GPU_MEM_LIMIT=3MiB FT_SPILL=1
+expect_grep 'FT_SPILL: FlexTensor stands down: [0-9.]+ MiB brought back to the device, over the budget' "$WORK/boundspill.err" "FT_SPILL's allocations back"
+verdict boundspill 'stood down: discovery did not find the program.s passes in 60 launches'
+run boundprof FT_PROFILING_ITERS=50 FT_OBSERVE_MAX_LAUNCHES=60 FT_GPU_MEM_LIMIT=5MiB
+expect_grep 'warning: profiling: 60 launches \(FT_OBSERVE_MAX_LAUNCHES\) and [0-9]+ of the passes wanted timed; planning from those' \
+    "$WORK/boundprof.err" "profiling's bound"
+verdict boundprof 'offloaded: 4 of 4 units stream \(memory mode'
+run nobound FT_DISCOVERY_ITERS=50 FT_OBSERVE_MAX_LAUNCHES=0
+verdict nobound 'no plan: the program ended during discovery'
+pass "discovery bounded: stands down at FT_OBSERVE_MAX_LAUNCHES (CUPTI released, FT_SPILL's allocations back); profiling plans from what it timed; 0 = no bound"
+
 # --- a process that made no CUDA call says nothing ----------------------------------
 FT_ENABLED=1 shim /bin/true >"$WORK/true.out" 2>"$WORK/true.err" || fail "/bin/true failed"
 FT_ENABLED=1 shim sh -c 'echo hi | cat | wc -c; /bin/true' >"$WORK/sh.out" 2>"$WORK/sh.err" || fail "pipeline failed"

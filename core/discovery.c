@@ -130,6 +130,10 @@ typedef struct {
     UT_hash_handle hh;
 } range_t;
 
+/* The units a pass start's launch may touch (choose_track_start): a launch touching
+ * more is not taken for the start. */
+#define TRACK_UNITS 64
+
 struct ft_disc {
     pthread_mutex_t lock;     /* launches arrive from every application thread */
     ft_regions_t *regions;
@@ -178,7 +182,7 @@ struct ft_disc {
     /* The units whose weights the start's launch touched (shared ones aside): a launch
      * touching another unit's weight is not a start (a launch added after discovery
      * that reads the start's weight and another layer's). */
-    int track_units[FT_SCAN_MAX_IDS];
+    int track_units[TRACK_UNITS];
     size_t n_track_units;
     int track_lost_warned;    /* the pass start has not recurred: said once */
     uint64_t track_starts;    /* passes started after DONE, all lanes */
@@ -940,15 +944,28 @@ static void choose_track_start(ft_disc_t *d)
                 unique = j == i || (!any_kernel && r->l[j].kernel != r->l[i].kernel) || !touches(r, j, w);
             if (!unique)
                 continue;
-            d->track_set = 1;
-            d->track_any_kernel = any_kernel;
-            d->n_track_units = 0;
-            for (uint32_t k = 0; k < r->l[i].n_ids; k++) {
+            /* Its units, each once; a launch touching more than TRACK_UNITS (a cat of
+             * every layer's weights) is no start: the units it touched would be lost. */
+            size_t nu = 0;
+            int fits = 1;
+            for (uint32_t k = 0; k < r->l[i].n_ids && fits; k++) {
                 uint32_t raw = r->ids[r->l[i].first_id + k];
                 rinfo_t *x = (raw & ID_INDIRECT) ? NULL : rinfo_get(d, raw);
-                if (x != NULL && x->unit >= 0 && !x->shared && d->n_track_units < FT_SCAN_MAX_IDS)
-                    d->track_units[d->n_track_units++] = x->unit;
+                if (x == NULL || x->unit < 0 || x->shared)
+                    continue;
+                int known = 0;
+                for (size_t j = 0; j < nu && !known; j++)
+                    known = d->track_units[j] == x->unit;
+                if (!known && nu == TRACK_UNITS)
+                    fits = 0;
+                else if (!known)
+                    d->track_units[nu++] = x->unit;
             }
+            if (!fits)
+                continue;
+            d->track_set = 1;
+            d->track_any_kernel = any_kernel;
+            d->n_track_units = nu;
             d->track_kernel = r->l[i].kernel;
             d->track_region = w;
             d->track_start = (uint32_t)i;
@@ -963,16 +980,16 @@ static void choose_track_start(ft_disc_t *d)
 /* --- events ---------------------------------------------------------------------- */
 
 /* The weights launch i of r touches (direct and through pointer arrays), sorted, in
- * out (room for FT_SCAN_MAX_IDS); their count. */
+ * out (room for the launch's ids); their count. */
 static size_t weights_of(ft_disc_t *d, const record_t *r, size_t i, uint32_t *out)
 {
     size_t m = 0;
-    for (uint32_t k = 0; k < r->l[i].n_ids && m < FT_SCAN_MAX_IDS; k++) {
+    for (uint32_t k = 0; k < r->l[i].n_ids; k++) {
         uint32_t id = r->ids[r->l[i].first_id + k];
         if (!is_weight(d, rinfo_get(d, id & ~ID_INDIRECT)))
             continue;
         size_t at = m++;
-        while (at > 0 && out[at - 1] > id) { /* insertion: a handful of ids */
+        while (at > 0 && out[at - 1] > id) { /* insertion: a handful of ids, rarely 100 */
             out[at] = out[at - 1];
             at--;
         }
@@ -1008,11 +1025,31 @@ static void mark_fold(ft_disc_t *d, const uint32_t *a, size_t na, const uint32_t
  * bytes: passes of different weights (layers, models taken in turn) never fold. A
  * model whose weights all lie in one region and that has nothing but identical layers
  * folds to one layer, which changes nothing: that region is one unit either way. */
+static int fold_pass(ft_disc_t *d, record_t *r, uint32_t *a, uint32_t *b);
+
 static int fold_repeated_pass(ft_disc_t *d)
 {
     record_t *r = &d->last;
+    size_t n = r->n, most = 1;
+    for (size_t i = 0; i < n; i++)
+        most = r->l[i].n_ids > most ? r->l[i].n_ids : most;
+    /* Room for the launch touching the most regions (a cat can touch a hundred). */
+    uint32_t *a = malloc(most * sizeof *a), *b = malloc(most * sizeof *b);
+    if (a == NULL || b == NULL) {
+        free(a);
+        free(b);
+        return -ENOMEM;
+    }
+    int rc = fold_pass(d, r, a, b);
+    free(a);
+    free(b);
+    return rc;
+}
+
+/* fold_repeated_pass's search, with a and b room for any launch's ids. */
+static int fold_pass(ft_disc_t *d, record_t *r, uint32_t *a, uint32_t *b)
+{
     size_t n = r->n;
-    uint32_t a[FT_SCAN_MAX_IDS], b[FT_SCAN_MAX_IDS];
     rinfo_t *x, *xt;
     for (size_t len = 1; len <= n / 2; len++) {
         int same = n % len == 0;
@@ -1339,6 +1376,56 @@ static uint64_t clock_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A launch's ids as discovery records them (ID_INDIRECT marked) and their pointers:
+ * in the struct for the common launch, on the heap for one that reaches more regions
+ * (a cat of many inputs), so that none is lost. */
+typedef struct {
+    uint32_t *ids;
+    uint64_t *ptrs;
+    uint32_t ids_in[FT_SCAN_INLINE_IDS];
+    uint64_t ptrs_in[FT_SCAN_INLINE_IDS];
+} launch_ids_t;
+
+/* Room for n ids; the count it has room for (fewer than n only when out of memory). */
+static size_t launch_ids_room(launch_ids_t *l, size_t n)
+{
+    l->ids = l->ids_in;
+    l->ptrs = l->ptrs_in;
+    if (n <= FT_SCAN_INLINE_IDS)
+        return n;
+    uint32_t *ids = malloc(n * sizeof *ids);
+    uint64_t *ptrs = malloc(n * sizeof *ptrs);
+    if (ids == NULL || ptrs == NULL) {
+        free(ids);
+        free(ptrs);
+        return FT_SCAN_INLINE_IDS;
+    }
+    l->ids = ids;
+    l->ptrs = ptrs;
+    return n;
+}
+
+static void launch_ids_free(launch_ids_t *l)
+{
+    if (l->ids != l->ids_in) {
+        free(l->ids);
+        free(l->ptrs);
+    }
+}
+
+/* A launch of kernel `name` whose regions could not all be recorded (out of memory:
+ * the scan set or launch_ids could not grow), `lost` of them: a weight it touched
+ * outside its unit's range may be taken for one no other range reads, and stream.
+ * The guard still loads it when touched, unless FT_STRICT_GUARD=0 takes the touch for
+ * a stale address. Said once. */
+static void warn_lost(size_t lost, const char *name)
+{
+    if (lost > 0)
+        FT_WARN_CAPPED(1, "discovery: out of memory: %zu region(s) a launch of %s reached were not "
+                       "recorded; a weight among them may stream although that launch reads it "
+                       "(with FT_STRICT_GUARD=0 its kernel could then fault)", lost, name);
+}
+
 /* The end of a pass's work begun at t0 (FT_DISC_PASS_WORK), under d->lock. */
 static int pass_work_done(ft_disc_t *d, uint64_t t0)
 {
@@ -1371,9 +1458,11 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     }
     k->launches++;
     d->launches_total++;
-    uint32_t ids[FT_SCAN_MAX_IDS];
-    uint64_t ptrs[FT_SCAN_MAX_IDS]; /* for the detector: an unsure pointer's offset is noise */
-    size_t n = set->n;
+    launch_ids_t li; /* ptrs for the detector: an unsure pointer's offset is noise */
+    size_t n = launch_ids_room(&li, set->n);
+    warn_lost(set->dropped + (set->n - n), k->name);
+    uint32_t *ids = li.ids;
+    uint64_t *ptrs = li.ptrs;
     for (size_t i = 0; i < n; i++) {
         ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
         ptrs[i] = set->unsure[i] ? 0 : set->ptr[i];
@@ -1437,6 +1526,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     }
     if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ln->range, ids, n) != 0)
         FT_WARN_CAPPED(1, "discovery: out of memory recording launches");
+    launch_ids_free(&li);
     pthread_mutex_unlock(&d->lock);
     return (boundary ? FT_DISC_NEW_PASS : 0) | work;
 }
@@ -1560,11 +1650,14 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
     /* Every lane that found its passes is followed: the lane that decided may stop
      * launching (a thread that finished its work) while others go on. */
     if (ln != NULL && (ln->anchored || d->explicit_marks || d->track_set)) {
-        /* The touches the kernel is sure to make (unsure ones are stale addresses). */
-        uint32_t ids[FT_SCAN_MAX_IDS], minid;
-        uint64_t ptrs[FT_SCAN_MAX_IDS];
-        size_t n = 0;
-        for (size_t i = 0; i < set->n; i++)
+        /* The touches the kernel is sure to make (unsure ones are stale addresses).
+         * Out of memory, those past the room are left out: they only tell where a
+         * pass starts, and the guard has the whole set. */
+        launch_ids_t li;
+        size_t room = launch_ids_room(&li, set->n), n = 0;
+        uint32_t *ids = li.ids, minid;
+        uint64_t *ptrs = li.ptrs;
+        for (size_t i = 0; i < set->n && n < room; i++)
             if (!set->unsure[i]) {
                 ptrs[n] = set->ptr[i];
                 ids[n++] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
@@ -1613,6 +1706,7 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
         pos = ln->track_pos;
         if (expected != NULL)
             *expected = pos >= 0 && (size_t)pos < d->last.n && k != NULL && d->last.l[pos].kernel == k->idx;
+        launch_ids_free(&li);
     }
     pthread_mutex_unlock(&d->lock);
     return pos;

@@ -1,9 +1,38 @@
 /* scan.c - see scan.h. */
 #include "core/scan.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-/* unsure: found at a garbage word. An id found at any other word is sure. */
+/* Moves the entries to heap arrays of twice the room (one block: ptr, id, then the
+ * flags, each array aligned for its type). Off the common path: only a launch that
+ * reaches more than FT_SCAN_INLINE_IDS regions gets here. -1 when out of memory. */
+static int set_grow(ft_scan_set_t *s)
+{
+    size_t cap = s->cap * 2;
+    char *h = malloc(cap * (sizeof *s->ptr + sizeof *s->id + 2));
+    if (h == NULL)
+        return -1;
+    uint64_t *ptr = (uint64_t *)(void *)h;
+    uint32_t *id = (uint32_t *)(void *)(ptr + cap);
+    uint8_t *indirect = (uint8_t *)(id + cap), *unsure = indirect + cap;
+    memcpy(ptr, s->ptr, s->n * sizeof *ptr);
+    memcpy(id, s->id, s->n * sizeof *id);
+    memcpy(indirect, s->indirect, s->n);
+    memcpy(unsure, s->unsure, s->n);
+    free(s->heap);
+    s->heap = h;
+    s->ptr = ptr;
+    s->id = id;
+    s->indirect = indirect;
+    s->unsure = unsure;
+    s->cap = cap;
+    return 0;
+}
+
+/* unsure: found at a garbage word. An id found at any other word is sure. The search
+ * for a duplicate is linear: a launch reaches a handful of regions, and one that
+ * reaches a hundred (a cat) costs a few microseconds. */
 static int set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr, int unsure)
 {
     for (size_t i = 0; i < s->n; i++)
@@ -11,7 +40,7 @@ static int set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr, int unsure)
             s->unsure[i] &= (uint8_t)unsure;
             return 0;
         }
-    if (s->n == FT_SCAN_MAX_IDS) {
+    if (s->n == s->cap && set_grow(s) != 0) {
         s->dropped++;
         return 0;
     }

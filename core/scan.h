@@ -11,25 +11,61 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "core/regions.h"
 
-/* A set of region ids seen by one launch: small, deduplicated, in first-seen order. */
-#define FT_SCAN_MAX_IDS 64
+/* A set of region ids seen by one launch: deduplicated, in first-seen order, and
+ * complete. A launch can reach more regions than any fixed room: PyTorch's cat kernel
+ * passes up to 128 input pointers by value, a grouped GEMM's pointer arrays hold as
+ * many. The set once kept 64 and only counted the rest; the residency guard then left
+ * the units of the others unloaded, and the kernel read unmapped memory (an illegal
+ * address in the program). So the set grows: its first FT_SCAN_INLINE_IDS entries live
+ * in the set itself (on the caller's stack: the common launch allocates nothing), and
+ * past them the entries move to heap arrays that double as needed. id, ptr, indirect
+ * and unsure point at the entries wherever they are: index them, never keep them
+ * across an add. An id is lost only when the heap cannot grow (out of memory): then
+ * `dropped` counts it, and each user takes the set for "any region": the guard loads
+ * every streamed unit, FT_SPILL faults in every allocation it holds in host memory,
+ * discovery counts the launch as incomplete. A set is never copied by value (its
+ * pointers would still point into the original). */
+#define FT_SCAN_INLINE_IDS 64
 
 typedef struct {
-    uint32_t id[FT_SCAN_MAX_IDS];
-    uint64_t ptr[FT_SCAN_MAX_IDS];  /* the pointer value first seen for that region */
-    uint8_t indirect[FT_SCAN_MAX_IDS]; /* found one level down, in a pointer array */
-    uint8_t unsure[FT_SCAN_MAX_IDS];   /* found only at words that held garbage (below) */
-    size_t n;
-    size_t dropped;                  /* ids beyond FT_SCAN_MAX_IDS, counted not kept */
+    uint32_t *id;
+    uint64_t *ptr;                   /* the pointer value first seen for that region */
+    uint8_t *indirect;               /* found one level down, in a pointer array */
+    uint8_t *unsure;                 /* found only at words that held garbage (below) */
+    size_t n, cap;
+    size_t dropped;                  /* ids lost: the entries could not grow (no memory) */
+    void *heap;                      /* the entries once past the inline room; NULL: inline */
+    uint32_t id_in[FT_SCAN_INLINE_IDS];
+    uint64_t ptr_in[FT_SCAN_INLINE_IDS];
+    uint8_t indirect_in[FT_SCAN_INLINE_IDS];
+    uint8_t unsure_in[FT_SCAN_INLINE_IDS];
 } ft_scan_set_t;
 
+/* Starts an empty set, its entries in itself. On a set that may have grown, call
+ * ft_scan_set_free instead (this would leak its heap entries). */
 static inline void ft_scan_set_clear(ft_scan_set_t *s)
 {
+    s->id = s->id_in;
+    s->ptr = s->ptr_in;
+    s->indirect = s->indirect_in;
+    s->unsure = s->unsure_in;
     s->n = 0;
+    s->cap = FT_SCAN_INLINE_IDS;
     s->dropped = 0;
+    s->heap = NULL;
+}
+
+/* Frees what the set took from the heap (nothing unless it grew past the inline room)
+ * and leaves it empty, ready for reuse. Inline: every launch ends with it. */
+static inline void ft_scan_set_free(ft_scan_set_t *s)
+{
+    if (s->heap != NULL)
+        free(s->heap);
+    ft_scan_set_clear(s);
 }
 
 /* Adds id (with the pointer that led to it) unless present. 1 when added. */

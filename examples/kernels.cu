@@ -44,6 +44,18 @@ __global__ void model_bump(uint32_t *y, struct model_meta m)
         y[i] ^= i * 2654435761u;
 }
 
+__global__ void model_gather(uint32_t *y, struct model_gather g)
+{
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= g.len)
+        return;
+    uint32_t acc = 0;
+    for (uint32_t k = 0; k < g.n; k++)
+        acc += g.src[k][i] ^ k;
+    y[i] += acc;
+}
+
+extern "C" const void *model_kernel_gather(void) { return (const void *)model_gather; }
 extern "C" const void *model_kernel_bump(void) { return (const void *)model_bump; }
 extern "C" const void *model_kernel_mixp(void) { return (const void *)model_mixp; }
 extern "C" const void *model_kernel_gemv(void) { return (const void *)model_gemv; }

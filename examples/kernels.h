@@ -14,6 +14,9 @@
  *                                                             pointer array, --ptr-arrays)
  *   bump  (uint32_t *y, struct model_meta m)
  *         y[i] ^= i * 2654435761 for i < m.n; m.tail is never read (--stale)
+ *   gather (uint32_t *y, struct model_gather g)
+ *         y[i] += sum_k (g.src[k][i] ^ k) for i < g.len     (a cat of many inputs,
+ *                                                             --gather-from)
  */
 #ifndef MODEL_KERNELS_H
 #define MODEL_KERNELS_H
@@ -30,11 +33,21 @@ struct model_meta {
     uint64_t tail[6];
 };
 
+/* gather's parameter, passed by value as PyTorch's cat kernel (CatArrayBatchedCopy)
+ * passes its inputs' metadata: up to MODEL_GATHER_MAX input pointers in the launch's
+ * argument bytes, more regions than a scan set once kept (64). */
+#define MODEL_GATHER_MAX 128
+struct model_gather {
+    uint32_t n, len;
+    const uint32_t *src[MODEL_GATHER_MAX];
+};
+
 const void *model_kernel_gemv(void);
 const void *model_kernel_mix(void);
 const void *model_kernel_scale(void);
 const void *model_kernel_mixp(void);
 const void *model_kernel_bump(void);
+const void *model_kernel_gather(void);
 
 /* Launches kernel stub (1-D grid and block, args as cudaLaunchKernel's) through the
  * driver's cuLaunchKernel reached without its exported symbol, as a library with a

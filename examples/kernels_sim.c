@@ -73,14 +73,27 @@ static void bump(void **args, const simcuda_dims_t *dims)
         y[i] ^= i * 2654435761u;
 }
 
+static void gather(void **args, const simcuda_dims_t *dims)
+{
+    uint32_t *y = *(uint32_t **)args[0];
+    const struct model_gather *g = args[1];
+    for (uint32_t i = 0; i < g->len; i++) {
+        uint32_t acc = 0;
+        for (uint32_t k = 0; k < g->n; k++)
+            acc += g->src[k][i] ^ k;
+        y[i] += acc;
+    }
+}
+
 /* The stubs only need distinct addresses, as nvcc's host stubs do. */
-static const char gemv_stub, mix_stub, scale_stub, mixp_stub, bump_stub;
+static const char gemv_stub, mix_stub, scale_stub, mixp_stub, bump_stub, gather_stub;
 
 const void *model_kernel_gemv(void) { return &gemv_stub; }
 const void *model_kernel_mix(void) { return &mix_stub; }
 const void *model_kernel_scale(void) { return &scale_stub; }
 const void *model_kernel_mixp(void) { return &mixp_stub; }
 const void *model_kernel_bump(void) { return &bump_stub; }
+const void *model_kernel_gather(void) { return &gather_stub; }
 
 int model_launch_uninterposed(const void *stub, unsigned grid, unsigned block, void **args, void *stream)
 {
@@ -105,10 +118,13 @@ __attribute__((constructor)) static void register_kernels(void)
         { "_Z10model_mixpPjPKPKji", mixp, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
         { "_Z10model_bumpPj10model_meta", bump, NULL, SIM_SMALL_KERNEL_NS, 2,
           { 8, sizeof(struct model_meta) } },
+        { "_Z12model_gatherPj12model_gather", gather, NULL, SIM_SMALL_KERNEL_NS, 2,
+          { 8, sizeof(struct model_gather) } },
     };
     simcudaRegisterKernel(&gemv_stub, &descs[0]);
     simcudaRegisterKernel(&mix_stub, &descs[1]);
     simcudaRegisterKernel(&scale_stub, &descs[2]);
     simcudaRegisterKernel(&mixp_stub, &descs[3]);
     simcudaRegisterKernel(&bump_stub, &descs[4]);
+    simcudaRegisterKernel(&gather_stub, &descs[5]);
 }

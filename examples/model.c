@@ -69,6 +69,11 @@
  *   --stale-new N  from forward N on, one more bump kernel per layer, a kernel discovery
  *                 never saw, whose tail holds the same layer's weight in every layer
  *                 (PyTorch's prefill cat kernels on the GPU did this)
+ *   --gather-from N  from forward N on, each forward ends with one gather kernel (a cat
+ *                 of many inputs, as PyTorch's CatArrayBatchedCopy) whose by-value
+ *                 argument holds every layer's bias, then its scale vector, then its
+ *                 weight (at most 128 pointers; 33 layers and more put every weight
+ *                 past the 64th region of the launch): one launch reading most units
  *   --far-new N   from forward N on, after layer 0's first kernel, one bump kernel (a
  *                 kernel discovery never saw) whose tail holds the weight of the layer
  *                 two thirds in: a stale address far from where the pass is
@@ -187,6 +192,7 @@ static int swap_from = -1; /* from this forward on, another pair of activation b
 static int alternate_acts; /* odd forwards on the other pair */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int skip_from = -1; /* from this forward on, the last layer is skipped */
+static int gather_from = -1; /* from this forward on, each forward ends with a gather */
 static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
 static uint32_t *warm; /* --prologue's buffer: thread t adds to dim words at warm + t * dim */
@@ -333,6 +339,22 @@ static struct model_meta far_weight_meta(void)
     struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
     meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w;
     return meta;
+}
+
+/* --gather-from: y += what every layer's bias, scale vector and weight hold in their
+ * first dim words, in one launch (cudaLaunchKernel) whose argument holds them all. */
+static void gather_layers(uint32_t *y, int run_layers, cudaStream_t stream)
+{
+    struct model_gather g;
+    memset(&g, 0, sizeof g);
+    g.len = (uint32_t)dim;
+    for (int part = 0; part < 3; part++)
+        for (int l = 0; l < run_layers && g.n < MODEL_GATHER_MAX; l++)
+            g.src[g.n++] = part == 0 ? model[l].bias : part == 1 ? model[l].s : model[l].w;
+    dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    void *gather_args[] = { &y, &g };
+    CHECK(cudaLaunchKernel(model_kernel_gather(), grid, block, gather_args, 0, stream));
 }
 
 /* --drv-workspace: allocated by the first thread to get here, through the driver as a
@@ -538,6 +560,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     }
     if (nvtx)
         nvtxRangePop();
+    if (gather_from >= 0 && cur_iter >= gather_from)
+        gather_layers(a, run_layers, stream);
     CHECK(cudaMemcpyAsync(out, a, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
     if (scratch_buf != NULL)
         CHECK(cudaFree(scratch_buf));
@@ -582,7 +606,7 @@ static void print_usage(int it)
 
 /* What a forward computes: 1 with the --vary kernels, 2 with the --cross-from gemvs, 4
  * without its last layer (--skip-last-from), 8 with the --stale-new kernels, 16 with the
- * --far-new kernel. */
+ * --far-new kernel, 32 with the --gather-from kernel. */
 static int forward_kind(int it)
 {
     int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
@@ -590,7 +614,8 @@ static int forward_kind(int it)
     int skipped = skip_from >= 0 && it >= skip_from;
     int stale_late = stale_new >= 0 && it >= stale_new;
     int far_late = far_new >= 0 && it >= far_new;
-    return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4;
+    int gathered = gather_from >= 0 && it >= gather_from;
+    return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5;
 }
 
 /* Whether worker 0 writes weights from the host after forward it (--zero, --peek,
@@ -793,6 +818,8 @@ int main(int argc, char **argv)
             alternate_acts = 1;
         else if (strcmp(a, "--cross-from") == 0 && i + 1 < argc)
             cross_from = atoi(argv[++i]);
+        else if (strcmp(a, "--gather-from") == 0 && i + 1 < argc)
+            gather_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--skip-last-from") == 0 && i + 1 < argc)
             skip_from = atoi(argv[++i]);
         else if (strcmp(a, "--scratch") == 0)
@@ -827,7 +854,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -942,7 +969,7 @@ int main(int argc, char **argv)
         CHECK(cudaFree(segs[i]));
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
-                          peek_after >= 0 || cross_from >= 0 || skip_from >= 0 ? iters - 1 : 0],
+                          peek_after >= 0 || cross_from >= 0 || skip_from >= 0 || gather_from >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

@@ -236,6 +236,9 @@ typedef struct {
     int ck_pending;
     uint64_t ck_uses;
     int touched_since_load;   /* its first touch after a load prefetches what follows */
+    /* The guarded call that last touched it (guard.c's count of calls, res.lock): no
+     * load evicts it while that call is not enqueued. */
+    uint64_t touched_in;
     int pinned;               /* changed too often: never evicted once loaded again */
     int unstreamable;         /* resident, and demote_for found it cannot stream */
     int demoted;              /* planned resident, made to stream by demote_for */
@@ -524,7 +527,8 @@ extern uint64_t spill_faults, spill_evictions;
 extern uint64_t spill_limit;
 uint64_t spill_budget(void);
 uint64_t spill_held(void);
-void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream);
+/* all: the call may touch more than ptrs (its scan set lost ids): every allocation. */
+void spill_touch(const uint64_t *ptrs, size_t n, int all, cudaStream_t stream);
 uint64_t spill_admit(uint64_t size);
 vmm_t *spilled_vmm(uint64_t addr);
 int spilled_read(void *dst, uint64_t addr, size_t len);

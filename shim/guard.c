@@ -8,8 +8,9 @@
  * Owns: the per-call thread-locals (what this thread's call touched and where its pass
  * is; the checksum and prefetch to issue once the call is enqueued): a call is guarded
  * and completed on its own thread, between engine_enter and engine_leave, so they need
- * no lock. The repeat rule's table, the ranges' copy and res's counters and step ring
- * are written under res.lock, which every guarded call holds. It guards only in
+ * no lock. The repeat rule's table, the count of guarded calls that stamps the units a
+ * call touches, the ranges' copy and res's counters and step ring are written under
+ * res.lock, which every guarded call holds. It guards only in
  * PHASE_STREAMING, with res.lock held (guarding). Loads and unloads are residency.c's. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
@@ -28,17 +29,31 @@ static __thread long lane_last_pos = -1;
 static __thread int lane_off_script;
 
 /* The units this thread's call touched, to record their `used` events behind it; until
- * then (the call is not enqueued yet), nothing may evict them. As many as the regions a
- * scan keeps: a unit left out would get no use event and could be evicted under its
- * kernel. */
-static __thread int touched[FT_SCAN_MAX_IDS], n_touched;
+ * then (the call is not enqueued yet), nothing may evict them. Each is stamped with the
+ * call's number (res_unit_t.touched_in), which touched_by_this_call reads: res.lock is
+ * held from a call's guard to its enqueue, so one guarded call at a time has a number,
+ * and guard_call moves on when it is done. The first TOUCHED_LIST units are also listed,
+ * so that recording the uses walks them only; a call touching more (a cat of every
+ * layer's weights) walks the units for the stamp instead: every unit it touched gets
+ * its use event, else one could be evicted under its kernel. */
+#define TOUCHED_LIST 64
+static __thread int touched[TOUCHED_LIST], n_touched, touched_more;
+static uint64_t guard_call = 1; /* res.lock; units start at 0, touched by no call */
 
 int touched_by_this_call(int u)
 {
-    for (int k = 0; k < n_touched; k++)
-        if (touched[k] == u)
-            return 1;
-    return 0;
+    return res.units[u].touched_in == guard_call;
+}
+
+static void mark_touched(int u)
+{
+    if (res.units[u].touched_in == guard_call)
+        return;
+    res.units[u].touched_in = guard_call;
+    if (n_touched < TOUCHED_LIST)
+        touched[n_touched++] = u;
+    else
+        touched_more = 1;
 }
 
 /* The stream of this thread's call, for the use events recorded behind it. */
@@ -54,6 +69,21 @@ static __thread const char *res_kernel_name = "?";
 /* The repeat rule's table (core/residency.h), under res.lock. */
 static ft_res_repeat_t *repeats;
 static __thread uint64_t lane_launches; /* this thread's guarded launches */
+
+/* The call being guarded uses loaded unit u on `stream` (res.lock held): a prefetch
+ * copied it on the side stream, so the call waits for that copy (once per stream and
+ * load: later work on the stream is ordered behind the wait); and it is marked touched,
+ * for its use event and so that nothing evicts it before the call is enqueued. */
+static void unit_use(int u, cudaStream_t stream)
+{
+    res_unit_t *un = &res.units[u];
+    if (un->ready_recorded && !(un->waited_valid && un->waited == stream_key(stream))) {
+        ev.wait(stream, un->ready, 0);
+        un->waited = stream_key(stream);
+        un->waited_valid = 1;
+    }
+    mark_touched(u);
+}
 
 /* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
  * found only at argument words that held garbage in discovery; pos, at and weightless
@@ -104,8 +134,6 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
                           ft_disc_unit(disc, (size_t)r->unit)->name, ids[i]);
             load_unit(r->unit, stream, -1);
         }
-        /* A prefetch copied it on the side stream: this call waits for that copy (once
-         * per stream and load: later work on the stream is ordered behind the wait). */
         /* The first touch of a unit after its load: what follows it in the learned
          * order is loaded next, whatever the launch's position in the pass. A stale
          * address (unsure) says nothing of where the pass is. */
@@ -114,16 +142,27 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
             if (prefetch_after < 0)
                 prefetch_after = r->unit;
         }
-        if (un->ready_recorded && !(un->waited_valid && un->waited == stream_key(stream))) {
-            ev.wait(stream, un->ready, 0);
-            un->waited = stream_key(stream);
-            un->waited_valid = 1;
+        unit_use(r->unit, stream);
+    }
+    touched_stream = stream;
+}
+
+/* A launch whose regions could not all be recorded (its scan set could not grow: out
+ * of memory; core/scan.h): any streamed unit may be among them, so every one is loaded
+ * (a miss when it was not) and waited for, over the slots if it must be. Slow, never a
+ * fault. res.lock held. */
+static void touch_every_unit(const char *name, size_t lost, cudaStream_t stream)
+{
+    FT_WARN_CAPPED(1, "residency: %s reached more regions than could be recorded (%zu lost, "
+                  "out of memory): every streamed unit is loaded for it", name, lost);
+    for (int u = 0; u < res.n_units; u++) {
+        if (res.units[u].n == 0) /* resident: nothing streamed */
+            continue;
+        if (!res.units[u].loaded) {
+            res.misses++;
+            load_unit(u, stream, -1);
         }
-        int seen = 0;
-        for (int k = 0; k < n_touched; k++)
-            seen |= touched[k] == r->unit;
-        if (!seen && n_touched < FT_SCAN_MAX_IDS)
-            touched[n_touched++] = r->unit;
+        unit_use(u, stream);
     }
     touched_stream = stream;
 }
@@ -247,6 +286,8 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     res_kernel_name = name;
     lane_launches++;
     res_touch(set->id, set->unsure, set->n, stream, pos, weightless, key, tracked);
+    if (set->dropped > 0 && guarding())
+        touch_every_unit(name, set->dropped, stream);
     res_kernel_name = "?";
     lane_last_pos = tracked; /* a miss above was after the launch before */
     /* After this launch is enqueued (res_call_done): an eviction waits on the host for
@@ -275,16 +316,29 @@ void res_guard_copy(const void *dst, const void *src, cudaStream_t stream)
     res_touch(ids, NULL, n, stream, -1, 0, 0, -1);
 }
 
+/* The call just enqueued used unit u: its use is recorded behind the call. */
+static void call_used(int u)
+{
+    unit_record_use(&res.units[u], touched_stream);
+    res.units[u].uses++;
+}
+
 /* A guarded call is enqueued (res.lock held; the caller, engine_leave, releases it): the
  * units it touched record their use behind it, then the checksum and the prefetch it
  * asked for are issued. */
 void res_call_done(void)
 {
-    for (int k = 0; k < n_touched; k++) {
-        unit_record_use(&res.units[touched[k]], touched_stream);
-        res.units[touched[k]].uses++;
+    if (touched_more) { /* past the list: the units stamped with this call */
+        for (int u = 0; u < res.n_units; u++)
+            if (res.units[u].touched_in == guard_call)
+                call_used(u);
+    } else {
+        for (int k = 0; k < n_touched; k++)
+            call_used(touched[k]);
     }
     n_touched = 0;
+    touched_more = 0;
+    guard_call++;
     /* A streamed unit's last launch of the pass is enqueued: its checksum follows
      * it at once, ready by the time the unit is evicted. */
     if (checksum_after >= 0) {

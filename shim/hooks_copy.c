@@ -17,7 +17,7 @@ static void copy_guard(int held, const void *dst, const void *src, cudaStream_t 
     unsigned s = held ? engine_state() : 0;
     if (state_spill(s) && state_phase(s) != PHASE_STREAMING) {
         uint64_t p[2] = { (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src };
-        spill_touch(p, 2, stream);
+        spill_touch(p, 2, 0, stream);
     }
     observe_write(dst);
     res_guard_copy(dst, src, stream);

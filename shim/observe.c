@@ -271,6 +271,48 @@ static int observe_bound(int ph)
     return 1;
 }
 
+/* What the launch of kernel k (key) whose arguments hold the regions of `set` feeds to
+ * FT_SPILL's faults, the guard, profiling and discovery: those that are on (as
+ * observe_launch found them). */
+static void observe_scanned(kinfo_t *k, uint64_t key, ft_scan_set_t *set, cudaStream_t stream, int disc_on,
+                            int prof_on, int res_on, int spill_on)
+{
+    if (spill_on) {
+        /* What pointer arrays reach is faulted in with the rest, in one call (a second
+         * call could move the first one's allocations out again). */
+        if (set->n > 0)
+            peek_pointer_arrays(k, set, stream);
+        spill_touch(set->ptr, set->n, set->dropped > 0, stream);
+    }
+    if (res_on) {
+        res_guard_launch(key, k->name, set, stream);
+        return;
+    }
+    /* Discovery and pass tracking see the touches the kernel is sure to make. */
+    ft_scan_set_drop_unsure(set);
+    if (!disc_on) {
+        if (!prof_on)
+            return; /* only FT_SPILL's faults were wanted */
+        long pos = ft_disc_track(disc, lane_id(), key, set, NULL, NULL);
+        if (pos >= 0)
+            profile_launch(lane_id(), pos, stream);
+        return;
+    }
+    if (set->n > 0 && !spill_on) /* under FT_SPILL, peeked above */
+        peek_pointer_arrays(k, set, stream);
+    int seen = ft_disc_launch(disc, lane_id(), key, k->name, set);
+    if (seen & FT_DISC_PASS_WORK)
+        launch_did_once = 1; /* a pass's cost, reported apart (ft_disc_pass_work) */
+    int waiting = CONFIRM_WAITING;
+    if ((seen & FT_DISC_NEW_PASS) && cfgp->cupti_confirm == FT_CUPTI_CONFIRM_FIRST_PASS &&
+        __atomic_compare_exchange_n(&cupti_confirm, &waiting, CONFIRM_CHECKED, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED))
+        cupti_after_first_pass();
+    /* One thread wins the move, however many see discovery done at once. */
+    if (ft_disc_state(disc) == FT_DISC_DONE && engine_to(PHASE_DISCOVERY, PHASE_PLANNING, NULL))
+        start_profiling();
+}
+
 void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)
 {
     /* One load of the phase for the whole launch: a move meanwhile is seen by the
@@ -308,40 +350,10 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     } else if (first) {
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
-    if (spill_on) {
-        /* What pointer arrays reach is faulted in with the rest, in one call (a second
-         * call could move the first one's allocations out again). */
-        if (set.n > 0)
-            peek_pointer_arrays(k, &set, stream);
-        spill_touch(set.ptr, set.n, stream);
-    }
-    if (res_on) {
-        res_guard_launch(key, k->name, &set, stream);
-        return;
-    }
-    /* Discovery and pass tracking see the touches the kernel is sure to make. */
-    ft_scan_set_drop_unsure(&set);
-    if (!disc_on) {
-        if (!prof_on)
-            return; /* only FT_SPILL's faults were wanted */
-        long pos = ft_disc_track(disc, lane_id(), key, &set, NULL, NULL);
-        if (pos >= 0)
-            profile_launch(lane_id(), pos, stream);
-        return;
-    }
-    if (set.n > 0 && !spill_on) /* under FT_SPILL, peeked above */
-        peek_pointer_arrays(k, &set, stream);
-    int seen = ft_disc_launch(disc, lane_id(), key, k->name, &set);
-    if (seen & FT_DISC_PASS_WORK)
-        launch_did_once = 1; /* a pass's cost, reported apart (ft_disc_pass_work) */
-    int waiting = CONFIRM_WAITING;
-    if ((seen & FT_DISC_NEW_PASS) && cfgp->cupti_confirm == FT_CUPTI_CONFIRM_FIRST_PASS &&
-        __atomic_compare_exchange_n(&cupti_confirm, &waiting, CONFIRM_CHECKED, 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_RELAXED))
-        cupti_after_first_pass();
-    /* One thread wins the move, however many see discovery done at once. */
-    if (ft_disc_state(disc) == FT_DISC_DONE && engine_to(PHASE_DISCOVERY, PHASE_PLANNING, NULL))
-        start_profiling();
+    observe_scanned(k, key, &set, stream, disc_on, prof_on, res_on, spill_on);
+    /* A launch reaching more regions than the set holds in itself grew it (a cat of
+     * many inputs): every user needs them all (core/scan.h). */
+    ft_scan_set_free(&set);
 }
 
 /* A copy or set wrote [dst, dst+n): during discovery, the region is not a weight. */

@@ -224,29 +224,65 @@ static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
     moves.copies += copy_ns(v->size, bw.h2d);
 }
 
+/* Stamps every allocation (spill_touch's `all`). */
+static void stamp_one(vmm_t *x, void *ctx)
+{
+    x->stamp = *(const uint64_t *)ctx;
+}
+
+/* The first spilled allocation, for spill_touch's `all` (vmm_each holds vmm_lock, which
+ * spill_in takes again: one is found, then faulted in, and so on). */
+static void first_spilled(vmm_t *x, void *ctx)
+{
+    vmm_t **found = ctx;
+    if (*found == NULL && x->spilled)
+        *found = x;
+}
+
 /* The guard before the plan (res.lock held): the allocations behind `ptrs` are
- * stamped, and the spilled ones faulted in. */
-void spill_touch(const uint64_t *ptrs, size_t n, cudaStream_t stream)
+ * stamped, and the spilled ones faulted in. All are stamped before any is faulted in,
+ * so that making room for one never moves out another this call touches; the list is
+ * walked twice rather than copied, as a launch can reach any number of allocations (a
+ * cat of a hundred inputs). `all`: the call may touch more than `ptrs` (its scan set
+ * could not grow, out of memory): every allocation is stamped and faulted in, over the
+ * budget if it must be, never left for the kernel to fault on. */
+void spill_touch(const uint64_t *ptrs, size_t n, int all, cudaStream_t stream)
 {
     uint64_t stamp = ++spill_clock;
-    vmm_t *need[FT_SCAN_MAX_IDS + 2];
-    size_t m = 0;
+    int moving = 0;
+    if (all) {
+        FT_WARN_CAPPED(1, "FT_SPILL: a launch reached more allocations than could be recorded "
+                      "(out of memory): every allocation in host memory is brought in for it");
+        vmm_each(stamp_one, &stamp);
+        for (vmm_t *v = NULL;; v = NULL) {
+            vmm_each(first_spilled, &v);
+            if (v == NULL)
+                break;
+            if (!moving++)
+                moves_begin(stream);
+            spill_in(v, stream, stamp);
+            if (v->spilled) /* it could not be mapped back (said): the others still come */
+                break;
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         ft_region_t r;
         vmm_t *v;
-        if (ptrs[i] == 0 || !ft_regions_find(regions, ptrs[i], &r) || (v = vmm_find(r.base)) == NULL)
-            continue;
-        v->stamp = stamp;
-        if (v->spilled && m < sizeof need / sizeof *need)
-            need[m++] = v;
+        if (ptrs[i] != 0 && ft_regions_find(regions, ptrs[i], &r) && (v = vmm_find(r.base)) != NULL)
+            v->stamp = stamp;
     }
-    if (m == 0)
-        return;
-    moves_begin(stream);
-    for (size_t i = 0; i < m; i++)
-        if (need[i]->spilled)
-            spill_in(need[i], stream, stamp);
-    moves_end(1);
+    for (size_t i = 0; i < n; i++) {
+        ft_region_t r;
+        vmm_t *v;
+        if (ptrs[i] == 0 || !ft_regions_find(regions, ptrs[i], &r) || (v = vmm_find(r.base)) == NULL ||
+            !v->spilled)
+            continue;
+        if (!moving++)
+            moves_begin(stream);
+        spill_in(v, stream, stamp);
+    }
+    if (moving)
+        moves_end(1);
 }
 
 /* FT_SPILL holds allocations in host memory from now on (res.lock held): every launch,

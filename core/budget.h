@@ -77,7 +77,8 @@ typedef struct {
 
 /* An application allocation of `size` that `budget` cannot hold beside `committed`
  * (what the process holds with every slot full) even with every unit that can leave
- * the device streaming. It is served all the same, as it would be without FlexTensor:
+ * the device streaming, and that the device has served (the shim asks after the real
+ * call: a device failure is no excess). It is served, as it would be without FlexTensor:
  * refusing it breaks a program that stops at its first failed allocation (PyTorch
  * raised OutOfMemoryError on the H200), and a framework that would free a cache and
  * retry cannot be told apart from one that will not (docs/residency.md). The excess

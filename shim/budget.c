@@ -8,10 +8,11 @@
  * and carries them out.
  *
  * Owns: admitting and `over` (under res.lock), releasing (atomic: the frees under way,
- * budget_free_begin and budget_free_end), `past` (thread-local). Everything here runs under res.lock unless it
- * takes it itself (budget_admit, admit_done, usage_now). It reads the phase (the budget
- * after the plan holds from PHASE_STREAMING on), touches res and plan.out.resident
- * under res.lock, and calls residency.c (evict_unit), spill.c (spill_admit) and vmm.c. */
+ * budget_free_begin and budget_free_end), `past` (thread-local). Everything here runs
+ * under res.lock unless it takes it itself (budget_admit, admit_done, usage_now). It
+ * reads the phase (the budget after the plan holds from PHASE_STREAMING on), touches
+ * res and plan.out.resident under res.lock, and calls residency.c (evict_unit),
+ * spill.c (spill_admit) and vmm.c. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

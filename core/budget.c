@@ -83,6 +83,21 @@ int ft_budget_demote_pick(const ft_budget_unit_t *units, int n, int slots)
     return best;
 }
 
+int ft_budget_over(ft_budget_over_t *over, uint64_t committed, uint64_t size, uint64_t budget,
+                   uint64_t weights)
+{
+    if (ft_budget_fits(committed, size, budget))
+        return 0;
+    /* past 2^64: as far past as can be said */
+    uint64_t need = committed + size < committed ? UINT64_MAX : committed + size;
+    if (need - budget > over->most) {
+        over->most = need - budget;
+        over->need = need;
+        over->other = need > weights ? need - weights : 0;
+    }
+    return over->count++ == 0;
+}
+
 int ft_budget_shown(uint64_t budget, uint64_t device_total)
 {
     return budget != 0 && budget < device_total;

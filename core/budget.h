@@ -8,7 +8,7 @@
  * after the plan, shim/spill.c and shim/vmm.c for FT_SPILL before it, shim/profiling.c
  * for the plan's budget) counts what the process holds, under res.lock where it must,
  * asks, and carries the answer out: a demotion's eviction, FT_SPILL's moves, the
- * allocation's error.
+ * warning about an allocation served past the budget.
  */
 #ifndef FT_BUDGET_H
 #define FT_BUDGET_H
@@ -63,6 +63,30 @@ uint64_t ft_budget_committed(uint64_t held, uint64_t loaded, uint64_t slots_full
  * than every streaming one raises them) -- the larger room on a tie, the lowest index
  * after that. A unit that gives back no room is never chosen. */
 int ft_budget_demote_pick(const ft_budget_unit_t *units, int n, int slots);
+
+/* The budget given up: application allocations served past it. The shim keeps one
+ * (under res.lock) and the exit report's verdict reads it. */
+typedef struct {
+    uint64_t count; /* allocations served past the budget */
+    uint64_t most;  /* the most the process went past it, every slot counted full */
+    uint64_t need;  /* what it held then, that allocation included: the least budget that
+                     * would have held it */
+    uint64_t other; /* of `need`, memory other than weights (activations, caches,
+                     * workspaces): what no streaming can make room for */
+} ft_budget_over_t;
+
+/* An application allocation of `size` that `budget` cannot hold beside `committed`
+ * (what the process holds with every slot full) even with every unit that can leave
+ * the device streaming, and that the device has served (the shim asks after the real
+ * call: a device failure is no excess). It is served, as it would be without FlexTensor:
+ * refusing it breaks a program that stops at its first failed allocation (PyTorch
+ * raised OutOfMemoryError on the H200), and a framework that would free a cache and
+ * retry cannot be told apart from one that will not (docs/residency.md). The excess
+ * is kept in *over: the most, and what the process held then, of which `weights`
+ * bytes were weights (resident, or in the full slots). Returns 1 for the first such
+ * allocation (the shim warns once), else 0; 0 and nothing kept for one that fits. */
+int ft_budget_over(ft_budget_over_t *over, uint64_t committed, uint64_t size, uint64_t budget,
+                   uint64_t weights);
 
 /* Whether cudaMemGetInfo shows the budget rather than the device: there is one (> 0),
  * below the device's total. */

@@ -108,6 +108,14 @@
  *   --scratch     each forward allocates a 2 MiB scratch buffer half-way through its
  *                 layers (cleared with cudaMemsetAsync) and frees it at the end
  *   --scratch-from N   the same from forward N on only (memory the plan never saw)
+ *   --demote-after-plan N  from forward N on, each forward allocates half-way through
+ *                 its layers an activation as large as half the weights, and a layer's
+ *                 weight larger in each forward after N (memory the plan never saw,
+ *                 more than a budget of a third of the weights holds even with every
+ *                 layer streamed: a prefill after decode steps); it is set with
+ *                 cudaMemsetAsync, its last row added into the pass (mix), and freed
+ *                 at the forward's end. The output depends on it only through that
+ *                 row, which is the same in every forward
  *   --outside-from N  at forward N, 4 MiB of device memory the shim does not see
  *                 (cuMemCreate and cuMemMap, resolved by dlsym on libcuda, as NCCL
  *                 allocates its buffers), kept to the end
@@ -172,6 +180,7 @@ static int poke_after = -1;
 static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
+static int over_from = -1; /* --demote-after-plan */
 static int drv_workspace_mib = 0;
 static int outside_from = -1;
 static unsigned long long drv_workspace; /* its device address, once allocated */
@@ -440,9 +449,29 @@ static void nvtx_push_registered(void)
     nvtxDomainRangePushEx(nvtx_domain, &attr);
 }
 
+/* --demote-after-plan: the activation of this forward, (layers / 2 + k) layers' weights
+ * large in the k-th forward from over_from on, every byte 0x5a; its last dim words are
+ * added into y. Returned for the caller to free at the forward's end. */
+static void *grow_activation(cudaStream_t stream, uint32_t *y)
+{
+    size_t layer = (size_t)dim * dim * sizeof(uint32_t);
+    size_t bytes = (size_t)(layers / 2 + cur_iter - over_from) * layer;
+    if (bytes < layer)
+        bytes = layer;
+    uint32_t *act;
+    CHECK(cudaMalloc((void **)&act, bytes));
+    CHECK(cudaMemsetAsync(act, 0x5a, bytes, stream));
+    uint32_t *row = act + bytes / sizeof *act - (size_t)dim;
+    dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    void *args[] = { &y, &row, &dim };
+    CHECK(cudaLaunchKernel(k_mix, grid, block, args, 0, stream));
+    return act;
+}
+
 static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
 {
-    void *scratch_buf = NULL;
+    void *scratch_buf = NULL, *over_buf = NULL;
     dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
     dim3 block = { MODEL_BLOCK, 1, 1 };
     if (mark && iteration_mark != NULL)
@@ -543,6 +572,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             CHECK(cudaMalloc(&scratch_buf, 2u << 20));
             CHECK(cudaMemsetAsync(scratch_buf, 0, 2u << 20, stream));
         }
+        if (over_from >= 0 && cur_iter >= over_from && l == layers / 2)
+            over_buf = grow_activation(stream, b);
         if (prologue) {
             /* warm += a: its content changes every pass, as activations do */
             void *warm_args[] = { &warm_mine, &a, &dim };
@@ -565,6 +596,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     CHECK(cudaMemcpyAsync(out, a, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
     if (scratch_buf != NULL)
         CHECK(cudaFree(scratch_buf));
+    if (over_buf != NULL)
+        CHECK(cudaFree(over_buf));
 }
 
 static void zero_first_row(void)
@@ -615,7 +648,8 @@ static int forward_kind(int it)
     int stale_late = stale_new >= 0 && it >= stale_new;
     int far_late = far_new >= 0 && it >= far_new;
     int gathered = gather_from >= 0 && it >= gather_from;
-    return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5;
+    int grown = over_from >= 0 && it >= over_from;
+    return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5 | grown << 6;
 }
 
 /* Whether worker 0 writes weights from the host after forward it (--zero, --peek,
@@ -826,6 +860,8 @@ int main(int argc, char **argv)
             scratch_from = 0;
         else if (strcmp(a, "--scratch-from") == 0 && i + 1 < argc)
             scratch_from = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--demote-after-plan") == 0 && i + 1 < argc)
+            over_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--outside-from") == 0 && i + 1 < argc)
             outside_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--drv-workspace") == 0 && i + 1 < argc)
@@ -854,7 +890,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -938,9 +974,8 @@ int main(int argc, char **argv)
     int agree = 1;
     for (int t = 0; t < threads; t++)
         for (int it = 0; it < iters; it++) {
-            /* A forward with the --vary kernels equals the first such forward. */
             /* A forward equals the first of its kind: with or without the --vary kernels,
-             * before or after --cross-from. */
+             * before or after --cross-from, --demote-after-plan ... */
             int kind = forward_kind(it), first = 0;
             while (forward_kind(first) != kind)
                 first++;
@@ -969,7 +1004,8 @@ int main(int argc, char **argv)
         CHECK(cudaFree(segs[i]));
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
-                          peek_after >= 0 || cross_from >= 0 || skip_from >= 0 || gather_from >= 0 ? iters - 1 : 0],
+                          peek_after >= 0 || cross_from >= 0 || skip_from >= 0 || gather_from >= 0 ||
+                          over_from >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

@@ -1,15 +1,18 @@
 /* budget.c - the memory budget after the plan: what the process holds through the
  * shim (usage_locked), with every slot counted full; the allocation guard
  * (budget_admit, admit_done) that makes resident units stream when an allocation would
- * not fit (demote_for); and the budget as cudaMemGetInfo reports it. Whether an
- * allocation fits, which unit is made to stream and what cudaMemGetInfo shows are
- * core/budget.c's decisions; this file counts their inputs and carries them out.
+ * not fit (demote_for), and serves it past the budget, loudly, when even that cannot
+ * make room; and the budget as cudaMemGetInfo reports it. Whether an allocation fits,
+ * which unit is made to stream, what is kept of an allocation past the budget and what
+ * cudaMemGetInfo shows are core/budget.c's decisions; this file counts their inputs
+ * and carries them out.
  *
- * Owns: admitting (under res.lock) and releasing (atomic: the frees under way,
- * budget_free_begin and budget_free_end). Everything here runs under res.lock unless it
- * takes it itself (budget_admit, admit_done, usage_now). It reads the phase (the budget
- * after the plan holds from PHASE_STREAMING on), touches res and plan.out.resident
- * under res.lock, and calls residency.c (evict_unit), spill.c (spill_admit) and vmm.c. */
+ * Owns: admitting and `over` (under res.lock), releasing (atomic: the frees under way,
+ * budget_free_begin and budget_free_end), `past` (thread-local). Everything here runs
+ * under res.lock unless it takes it itself (budget_admit, admit_done, usage_now). It
+ * reads the phase (the budget after the plan holds from PHASE_STREAMING on), touches
+ * res and plan.out.resident under res.lock, and calls residency.c (evict_unit),
+ * spill.c (spill_admit) and vmm.c. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -50,8 +53,8 @@ static const ft_budget_unit_t *budget_view_locked(void)
     static int cap;
     ft_budget_unit_t *grown = unit_array(view, &cap, sizeof *view);
     if (grown == NULL) {
-        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory: an allocation is refused, "
-                      "the budget cannot be checked");
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory: an allocation is served "
+                      "without checking the budget");
         return NULL;
     }
     view = grown;
@@ -78,19 +81,24 @@ static uint64_t committed_locked(const ft_budget_unit_t *view)
 /* After the plan, an allocation of `size` would take the process past the budget (the
  * plan made room for the non-weight memory profiling saw; a prefill after decode steps
  * needs more): resident units are made to stream until it fits (res.lock held), one at
- * a time, as ft_budget_demote_pick chooses. 0 when it fits, -1 when nothing more can
- * leave the device, or nothing that leaves makes room. */
-static int demote_for(uint64_t size)
+ * a time, as ft_budget_demote_pick chooses. 0 when it fits; -1 when nothing more can
+ * leave the device, or nothing that leaves makes room, with what the process holds
+ * with every slot full in *committed and the weights of it (resident, and the full
+ * slots) in *weights; -2 when the units' view cannot be had (out of memory). */
+static int demote_for(uint64_t size, uint64_t *committed, uint64_t *weights)
 {
     uint64_t budget = plan.in.budget_bytes;
     int synced = 0;
-    uint64_t committed;
     const ft_budget_unit_t *view;
     while ((view = budget_view_locked()) != NULL &&
-           !ft_budget_fits(committed = committed_locked(view), size, budget)) {
+           !ft_budget_fits(*committed = committed_locked(view), size, budget)) {
         int best = ft_budget_demote_pick(view, res.n_units, res.slots);
-        if (best < 0)
+        if (best < 0) {
+            ft_gpu_memory_usage_t u;
+            usage_locked(&u);
+            *weights = u.resident_bytes + ft_budget_slots_full(view, res.n_units, res.slots, -1);
             return -1;
+        }
         if (!synced) { /* a resident unit's calls leave no events behind */
             REAL(cudaDeviceSynchronize)();
             synced = 1;
@@ -107,7 +115,7 @@ static int demote_for(uint64_t size)
         FT_WARN("residency: allocating %s would exceed the budget (%s, %s held with the slots "
                 "full): %s (%s) streams "
                 "from now on", human_bytes(size, a, sizeof a), human_bytes(budget, b, sizeof b),
-                human_bytes(committed, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
+                human_bytes(*committed, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
                 human_bytes(moved, d, sizeof d));
         if (log_diagnostics) {
             ft_gpu_memory_usage_t u;
@@ -121,43 +129,78 @@ static int demote_for(uint64_t size)
                     (double)moved / 1048576.0, res.loaded, res.slots, (double)res.held_bytes / 1048576.0);
         }
     }
-    return view != NULL ? 0 : -1;
+    return view != NULL ? 0 : -2;
 }
+
+/* The budget given up after the plan (res.lock): the allocations served past it, read
+ * by the exit report's verdict (budget_over). */
+static ft_budget_over_t over;
+
+const ft_budget_over_t *budget_over(void)
+{
+    return &over;
+}
+
+/* What budget_admit found for an allocation past the budget, kept for admit_done on
+ * the same thread (the hook calls both, the real allocation between): the excess
+ * counts only once the device has served it. A device failure is no excess, and the
+ * warning must not say an allocation was served that the device refused. */
+static __thread struct {
+    uint64_t committed, weights, budget;
+} past;
 
 /* The allocation guard: whether `size` bytes fit the budget (after the plan, resident
  * units made to stream if needed; before it, under FT_SPILL, an allocation that will
  * not be served from virtual memory -- `passthrough` -- gets room by spill_admit).
- * -1 when they cannot; 1 when they do and are reserved until admit_done; 0 when there
- * is no budget to keep yet. */
+ * 1 when they are reserved until admit_done; 2 the same, past the budget; 0 when there
+ * is no budget to keep yet. Never a refusal: an allocation that does not fit even with
+ * every unit streaming goes to the device past the budget. Not even one refusal for
+ * PyTorch's caching allocator, which would free its cached blocks and retry: a program
+ * that stops at its first failed allocation cannot be told apart from it, and breaking
+ * a program that runs without FlexTensor is the one thing FlexTensor must not do
+ * (docs/residency.md, "The budget after the plan"). */
 int budget_admit(uint64_t size, int passthrough)
 {
     if (engine_phase() != PHASE_STREAMING)
         return passthrough && spill_admit(size) > 0 ? 1 : 0;
     if (plan.in.budget_bytes == 0)
         return 0;
+    uint64_t committed = 0, weights = 0;
     pthread_mutex_lock(&res.lock);
-    int rc = demote_for(size);
-    if (rc == 0)
-        admitting += size;
+    int rc = demote_for(size, &committed, &weights);
+    admitting += size;
     pthread_mutex_unlock(&res.lock);
-    if (rc != 0) {
-        char a[32], b[32];
-        FT_ERROR("an allocation of %s does not fit the memory budget (%s: FT_GPU_MEM_LIMIT or "
-                 "FT_MAX_GPU_MEM_FRACTION) even with every weight streamed: cudaErrorMemoryAllocation",
-                 human_bytes(size, a, sizeof a), human_bytes(plan.in.budget_bytes, b, sizeof b));
-        return -1;
-    }
-    return 1;
+    if (rc != -1)
+        return 1;
+    past.committed = committed;
+    past.weights = weights;
+    past.budget = plan.in.budget_bytes;
+    return 2;
 }
 
 /* After the allocation budget_admit let through (adm its answer), once the caller has
- * tracked it: the reservation goes. */
-void admit_done(int adm, uint64_t size)
+ * tracked it (served: the device gave it): the reservation goes; one past the budget
+ * is kept for the verdict, and the first is said. */
+void admit_done(int adm, uint64_t size, int served)
 {
-    if (adm == 1) {
-        pthread_mutex_lock(&res.lock);
-        admitting -= size;
-        pthread_mutex_unlock(&res.lock);
+    if (adm < 1)
+        return;
+    pthread_mutex_lock(&res.lock);
+    admitting -= size;
+    int first = adm == 2 && served && ft_budget_over(&over, past.committed, size, past.budget, past.weights);
+    ft_budget_over_t now = over; /* the first: this allocation's */
+    pthread_mutex_unlock(&res.lock);
+    if (first) {
+        char a[32], b[32], c[32], d[32], e[32];
+        FT_WARN("the memory budget (%s: FT_GPU_MEM_LIMIT or FT_MAX_GPU_MEM_FRACTION) cannot hold an "
+                "allocation of %s even with every weight that can leave the device streamed: it is "
+                "served past the budget, which the process now exceeds by %s (%s held with the slots "
+                "full, %s of it non-weight memory). FlexTensor keeps streaming; for the budget to "
+                "hold, give %s or more (ft-run --gpu-mem, FT_GPU_MEM_LIMIT). Said once: the exit "
+                "report's verdict gives the most it went past",
+                human_bytes(past.budget, a, sizeof a), human_bytes(size, b, sizeof b),
+                human_bytes(now.most, c, sizeof c), human_bytes(now.need, d, sizeof d),
+                human_bytes(now.other, e, sizeof e), d);
     }
 }
 

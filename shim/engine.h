@@ -326,13 +326,15 @@ typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
 extern uint64_t admitting;  /* also spill.c (spill_admit, spill_placement) and
                              * ft_hook_rt_malloc, under res.lock */
 extern uint64_t releasing;  /* read by spill_held */
-int budget_admit(uint64_t size, int passthrough);
-void admit_done(int adm, uint64_t size);
+int budget_admit(uint64_t size, int passthrough); /* 2, 1 or 0: never a refusal */
+void admit_done(int adm, uint64_t size, int served);
 uint64_t budget_free_begin(const void *p);
 void budget_free_end(uint64_t bytes);
 void usage_locked(ft_gpu_memory_usage_t *out);
 void usage_now(ft_gpu_memory_usage_t *out);
 void budget_view(size_t *free_b, size_t *total_b);
+/* The allocations served past the budget after the plan (read at exit, by the verdict). */
+const ft_budget_over_t *budget_over(void);
 
 /* checksum.c: the device checksum. ck is set up once (pthread_once), read after. */
 extern ck_state_t ck;
@@ -533,6 +535,8 @@ uint64_t spill_admit(uint64_t size);
 vmm_t *spilled_vmm(uint64_t addr);
 int spilled_read(void *dst, uint64_t addr, size_t len);
 void spill_end_locked(void);
+/* The process past the budget before the plan (read at exit, by the verdict). */
+const ft_budget_over_t *spill_over(void);
 extern const vmm_place_t spill_placement; /* vmm_alloc's placement under FT_SPILL */
 
 /* vmm.c: virtual-memory allocations (its table is reached through vmm_find and

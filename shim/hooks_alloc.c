@@ -1,7 +1,9 @@
 /* hooks_alloc.c - the interposed allocation entry points (cudaMalloc, cudaFree, their
  * asynchronous and driver flavours, cudaMemGetInfo / cuMemGetInfo): each allocation
- * admitted by the budget, served from virtual memory when large enough, and tracked in
- * the region table; each free untracked and counted as held until it returns.
+ * admitted by the budget (never refused by it: one the budget cannot hold is served
+ * past it, and only the device's own failure reaches the application), served from
+ * virtual memory when large enough, and tracked in the region table; each free
+ * untracked and counted as held until it returns.
  *
  * Owns no state of its own. It calls budget.c (admissions, frees under way),
  * profiling.c (the table's peak), device.c and vmm.c, passing down FT_SPILL's
@@ -31,7 +33,7 @@ static void allocated(int adm, uint64_t size, void *p, uint32_t flags)
 {
     if (p != NULL)
         track(p, size, flags);
-    admit_done(adm, size);
+    admit_done(adm, size, p != NULL);
 }
 
 static void untrack(const void *p)
@@ -47,8 +49,6 @@ cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
         return real(devPtr, size);
     int vmm = devPtr != NULL && vmm_serves(size);
     int adm = budget_admit(size, !vmm);
-    if (adm < 0)
-        return cudaErrorMemoryAllocation;
     cudaError_t rc = cudaErrorInvalidValue;
     uint32_t flags = 0;
     uint64_t admitted = 0;
@@ -84,8 +84,6 @@ cudaError_t ft_hook_rt_malloc_async(cudaMallocAsync_fn_t real, void **devPtr, si
     if (!on_managed_device(1))
         return real(devPtr, size, stream);
     int adm = budget_admit(size, 1);
-    if (adm < 0)
-        return cudaErrorMemoryAllocation;
     cudaError_t rc = real(devPtr, size, stream);
     allocated(adm, size, rc == cudaSuccess ? *devPtr : NULL, 0);
     return rc;
@@ -97,8 +95,6 @@ cudaError_t ft_hook_rt_malloc_pool_async(cudaMallocFromPoolAsync_fn_t real, void
     if (!on_managed_device(1))
         return real(ptr, size, pool, stream);
     int adm = budget_admit(size, 1);
-    if (adm < 0)
-        return cudaErrorMemoryAllocation;
     cudaError_t rc = real(ptr, size, pool, stream);
     allocated(adm, size, rc == cudaSuccess ? *ptr : NULL, 0);
     return rc;
@@ -115,8 +111,6 @@ CUresult ft_hook_drv_malloc(cuMemAlloc_v2_fn_t real, CUdeviceptr *dptr, size_t n
     if (!on_managed_device(0))
         return real(dptr, n);
     int adm = budget_admit(n, 1);
-    if (adm < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n);
     allocated(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, 0);
     return rc;
@@ -136,8 +130,6 @@ CUresult ft_hook_drv_malloc_async(cuMemAllocAsync_fn_t real, CUdeviceptr *dptr, 
     if (!on_managed_device(0))
         return real(dptr, n, s);
     int adm = budget_admit(n, 1);
-    if (adm < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, n, s);
     allocated(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, 0);
     return rc;

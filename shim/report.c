@@ -377,5 +377,19 @@ void ft_hooks_verdict(void)
             snprintf(why, sizeof why, "%d of %d units stream (latency mode, no budget, %s planned%s)",
                      streaming, res.n_units, human_bytes(plan.out.device_bytes, b, sizeof b), extra);
     }
+    size_t at = strlen(why);
+    const ft_budget_over_t *o = budget_over(), *so = spill_over();
+    if (o->count > 0 && at < sizeof why) {
+        char c[32], d[32];
+        at += (size_t)snprintf(why + at, sizeof why - at, "; budget exceeded by up to %s after the plan "
+                               "(%llu allocation(s) served past it; non-weight memory alone needed %s; "
+                               "a budget of %s would have held it)", human_bytes(o->most, a, sizeof a),
+                               (unsigned long long)o->count, human_bytes(o->other, c, sizeof c),
+                               human_bytes(o->need, d, sizeof d));
+    }
+    if (so->count > 0 && at < sizeof why)
+        snprintf(why + at, sizeof why - at, "; budget exceeded by up to %s before the plan (FT_SPILL "
+                 "could move nothing more out for %llu call(s))", human_bytes(so->most, a, sizeof a),
+                 (unsigned long long)so->count);
     FT_INFO("verdict: %s: %s", kind, why);
 }

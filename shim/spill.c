@@ -184,19 +184,32 @@ static void lru_pick(vmm_t *x, void *ctx)
         p->lru = x;
 }
 
+/* Before the plan, the process past the budget (res.lock): FT_SPILL had nothing more to
+ * move out for an allocation or a fault, which go ahead all the same. Read at exit by
+ * the verdict (spill_over). */
+static ft_budget_over_t over;
+
+const ft_budget_over_t *spill_over(void)
+{
+    return &over;
+}
+
 /* Room under the budget for `size` more bytes (res.lock held): the least recently
  * touched allocations are copied out, never one touched at `stamp`. -1, said once,
- * when nothing more can leave the device. */
+ * when nothing more can leave the device: the caller goes on past the budget. */
 static int spill_make_room(uint64_t size, uint64_t stamp)
 {
     uint64_t budget = spill_budget();
-    while (!ft_budget_fits(spill_held(), size, budget)) {
+    uint64_t held;
+    while (!ft_budget_fits(held = spill_held(), size, budget)) {
         struct lru_pick p = { NULL, stamp };
         vmm_each(lru_pick, &p);
         vmm_t *lru = p.lru;
         if (lru == NULL || spill_out(lru) != 0) {
+            ft_budget_over(&over, held, size, budget, 0);
             FT_WARN_CAPPED(1, "FT_SPILL: nothing more can leave the device; the budget is exceeded "
-                           "while a call needs more than it holds");
+                           "while a call needs more than it holds (the exit report's verdict gives "
+                           "the most it went past)");
             return -1;
         }
     }
@@ -297,7 +310,9 @@ static void spill_engage_locked(void)
  * driver's cuMemAlloc, as cuBLAS makes its workspace; cudaMallocAsync; one below
  * FT_VMM_MIN_SIZE) cannot start in host memory: room is made for it under FT_SPILL's
  * budget by moving others out. The H200 pair went 42 MiB over the budget in its first
- * forward without this. Its bytes are counted in `admitting` until admit_done; returns
+ * forward without this. When nothing more can move out, it is served past the budget
+ * all the same: the device can serve it, and refusing it would end a program that runs
+ * without FlexTensor. Its bytes are counted in `admitting` until admit_done; returns
  * them (0: nothing to hold). */
 uint64_t spill_admit(uint64_t size)
 {

@@ -2,7 +2,8 @@
  * the options give and its cap, whether an allocation fits (exact fit, one byte over, no budget, sums past 2^64), the full slots
  * counted by their largest units (against a sort), the count with every slot full, the
  * unit a demotion picks (the most room per byte, never one that gives back no room,
- * never one that may not stream), and what cudaMemGetInfo shows. */
+ * never one that may not stream), an allocation served past the budget (said once, the
+ * most it went past kept), and what cudaMemGetInfo shows. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -209,6 +210,55 @@ START_TEST(demote_random_against_definition)
 }
 END_TEST
 
+/* An allocation the budget cannot hold even with every unit streaming is served: the
+ * first one is said (1), later ones are not; the most the process went past the
+ * budget is kept, with what it held then and the non-weight part of it. */
+START_TEST(over_served_said_once_the_most_kept)
+{
+    ft_budget_over_t o = { 0 };
+    /* one that fits is no excess: nothing kept, nothing said */
+    ck_assert_int_eq(ft_budget_over(&o, 10 * MiB, 6 * MiB, 16 * MiB, 8 * MiB), 0);
+    ck_assert_uint_eq(o.count, 0);
+    ck_assert_uint_eq(o.most, 0);
+    /* 14 MiB held with the slots full (8 of them weights), 12 more: 10 past 16 */
+    ck_assert_int_eq(ft_budget_over(&o, 14 * MiB, 12 * MiB, 16 * MiB, 8 * MiB), 1);
+    ck_assert_uint_eq(o.count, 1);
+    ck_assert_uint_eq(o.most, 10 * MiB);
+    ck_assert_uint_eq(o.need, 26 * MiB);
+    ck_assert_uint_eq(o.other, 18 * MiB);
+    /* a larger one: the most grows, not said again */
+    ck_assert_int_eq(ft_budget_over(&o, 14 * MiB, 24 * MiB, 16 * MiB, 8 * MiB), 0);
+    ck_assert_uint_eq(o.count, 2);
+    ck_assert_uint_eq(o.most, 22 * MiB);
+    ck_assert_uint_eq(o.need, 38 * MiB);
+    ck_assert_uint_eq(o.other, 30 * MiB);
+    /* a smaller one is counted, the most and what was held then stay */
+    ck_assert_int_eq(ft_budget_over(&o, 14 * MiB, 3 * MiB, 16 * MiB, 8 * MiB), 0);
+    ck_assert_uint_eq(o.count, 3);
+    ck_assert_uint_eq(o.most, 22 * MiB);
+    ck_assert_uint_eq(o.need, 38 * MiB);
+    /* one byte over */
+    ft_budget_over_t p = { 0 };
+    ck_assert_int_eq(ft_budget_over(&p, 10 * MiB, 6 * MiB + 1, 16 * MiB, 0), 1);
+    ck_assert_uint_eq(p.most, 1);
+    ck_assert_uint_eq(p.other, 16 * MiB + 1);
+    /* weights above what is held (they are counted full, the slots not yet): no
+     * negative non-weight figure */
+    ft_budget_over_t q = { 0 };
+    ck_assert_int_eq(ft_budget_over(&q, 10 * MiB, 8 * MiB, 16 * MiB, 20 * MiB), 1);
+    ck_assert_uint_eq(q.other, 0);
+    /* no budget: nothing is ever past it */
+    ft_budget_over_t r = { 0 };
+    ck_assert_int_eq(ft_budget_over(&r, UINT64_MAX, UINT64_MAX, 0, 0), 0);
+    ck_assert_uint_eq(r.count, 0);
+    /* a sum past 2^64 does not wrap round into a small excess */
+    ft_budget_over_t w = { 0 };
+    ck_assert_int_eq(ft_budget_over(&w, UINT64_MAX - MiB, 2 * MiB, 16 * MiB, 0), 1);
+    ck_assert_uint_eq(w.most, UINT64_MAX - 16 * MiB);
+    ck_assert_uint_eq(w.need, UINT64_MAX);
+}
+END_TEST
+
 START_TEST(view_shows_the_budget)
 {
     size_t free_b = 60 * MiB, total_b = 80 * MiB;
@@ -251,6 +301,7 @@ Suite *budget_suite(void)
     tcase_add_test(tc, demote_never_a_unit_that_gives_back_nothing);
     tcase_add_test(tc, demote_ties);
     tcase_add_test(tc, demote_random_against_definition);
+    tcase_add_test(tc, over_served_said_once_the_most_kept);
     tcase_add_test(tc, view_shows_the_budget);
     suite_add_tcase(s, tc);
     return s;

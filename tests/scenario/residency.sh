@@ -288,8 +288,9 @@ pass "weights reached only through pointer arrays stay resident, the layers stre
 
 # Memory the plan never saw (a 2 MiB scratch buffer from forward 9 on, 4 MiB layers):
 # a resident layer is made to stream so that the allocation fits the budget; when
-# even every layer streaming leaves no room, the application gets the error it would
-# get from a GPU that small, and FlexTensor names the budget.
+# even every layer streaming leaves no room, the allocation is served past the budget
+# (the program runs as it does without FlexTensor), said once, and the verdict gives
+# the most it went past (budget_after_plan.sh has more).
 G=(--layers 6 --dim 1024 --iters 14 --quiet --scratch-from 9)
 sim "$MODEL" "${G[@]}" >"$WORK/g.plain" || fail "grow: model without shim failed"
 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=14MiB FT_TRACE_FILE="$WORK/g.bin" \
@@ -301,11 +302,15 @@ cmp -s "$WORK/g.plain" "$WORK/g.shim" || fail "grow: output differs"
 expect_grep ' 1 unit\(s\) made to stream' "$WORK/g.txt" "grow: demotion in the trace"
 expect_grep 'allocating 2\.0 MiB would exceed the budget \(14\.0 MiB, 12\.1 MiB held with the slots full\): unit\.0 \(4\.0 MiB\) streams from now on' \
     "$WORK/g.err" "grow: demotion"
-FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${G[@]}" >/dev/null 2>"$WORK/g2.err" \
-    && fail "grow: 10 MiB should not hold two 4 MiB slots and 2 MiB more"
-expect_grep 'an allocation of 2\.0 MiB does not fit the memory budget \(10\.0 MiB: FT_GPU_MEM_LIMIT' "$WORK/g2.err" "grow: budget named"
-expect_grep 'cudaMalloc.*out of memory' "$WORK/g2.err" "grow: the application sees cudaErrorMemoryAllocation"
-pass "an allocation past the budget after the plan: a resident layer streams from then on (same output); with nothing left to stream, cudaErrorMemoryAllocation and the budget named"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${G[@]}" >"$WORK/g2.shim" 2>"$WORK/g2.err" \
+    || { sed 's/^/    | /' "$WORK/g2.err" >&2; fail "grow: 10 MiB (two 4 MiB slots and 2 MiB more): the program failed"; }
+cmp -s "$WORK/g.plain" "$WORK/g2.shim" || fail "grow: 10 MiB: output differs"
+[ "$(grep -c 'cannot hold an allocation of 2\.0 MiB even with every weight' "$WORK/g2.err")" = 1 ] \
+    || { sed 's/^/    | /' "$WORK/g2.err" >&2; fail "grow: 10 MiB: the warning, once"; }
+expect_grep 'warning: the memory budget \(10\.0 MiB: FT_GPU_MEM_LIMIT.* it is served past the budget' "$WORK/g2.err" "grow: budget named"
+expect_grep 'verdict: offloaded: .*; budget exceeded by up to 0\.[0-9] MiB after the plan \([1-9][0-9]* allocation\(s\) served past it' \
+    "$WORK/g2.err" "grow: the verdict"
+pass "an allocation past the budget after the plan: a resident layer streams from then on (same output); with nothing left to stream, it is served past the budget, said once (same output)"
 # The same with a last unit four layers large (a language model's head; a tensor-
 # parallel shard's replicated embeddings), kept resident by the plan. Making it stream
 # gives back 16 MiB but raises what the two slots hold at most from 8 to 20 MiB; a

@@ -156,6 +156,20 @@ expect_grep 'FT_SPILL: the device has no room for [0-9.]+ MiB more: it stays in 
 [ "$(grep -c 'plan: the memory budget' "$WORK/err5")" = 1 ] || fail "infeasible budget, small device: planned more than once"
 pass "a budget no plan fits on a device too small for the model: what cannot come back stays in host memory, same output"
 
+# Before the plan, an allocation larger than the budget itself (a 12 MiB driver
+# workspace under 10 MiB): FT_SPILL moves everything it can out, then lets it through
+# past the budget (refusing it would end the program), said once; the verdict gives
+# the most the process went past the budget before the plan.
+W=(--layers 6 --dim 1024 --iters 10 --quiet --drv-workspace 12)
+sim "$MODEL" "${W[@]}" >"$WORK/ws.plain" || fail "workspace past the budget: model without shim failed"
+FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${W[@]}" >"$WORK/ws.out" 2>"$WORK/ws.err" \
+    || { sed 's/^/    | /' "$WORK/ws.err" >&2; fail "workspace past the budget: failed"; }
+cmp -s "$WORK/ws.plain" "$WORK/ws.out" || fail "workspace past the budget: output differs"
+[ "$(grep -c 'FT_SPILL: nothing more can leave the device' "$WORK/ws.err")" = 1 ] || fail "workspace past the budget: not said once"
+expect_grep 'verdict: .*; budget exceeded by up to [0-9.]+ MiB before the plan \(FT_SPILL could move nothing more out for [1-9][0-9]* call\(s\)\)' \
+    "$WORK/ws.err" "workspace past the budget: the verdict"
+pass "before the plan, an allocation larger than the budget goes through past it: same output, said once, the excess in the verdict"
+
 # Warm-up kernels before the weights exist (discovery starts over): the faults go on
 # until the plan, then the engine streams.
 sim "$MODEL" "${ARGS[@]}" --prologue >"$WORK/plain6" || fail "--prologue without the shim"

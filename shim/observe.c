@@ -259,6 +259,9 @@ static int observe_bound(int ph)
     if (__atomic_add_fetch(count, 1, __ATOMIC_RELAXED) != max)
         return 0;
     static char why[160];
+    /* The stand-down (FT_SPILL's allocations copied back) or the plan is this launch's
+     * one-time work, not a launch's cost (the report's per-launch time leaves it out). */
+    launch_did_once = 1;
     if (ph == PHASE_DISCOVERY) {
         snprintf(why, sizeof why, "discovery did not find the program's passes in %llu launches "
                  "(FT_OBSERVE_MAX_LAUNCHES)", (unsigned long long)max);

@@ -163,8 +163,10 @@ extern cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 bl
         }                                                                                \
     } while (0)
 
+#define MODEL_MAX_EXPERTS 64
 typedef struct {
     uint32_t *w, *bias, *s, *pv;
+    uint32_t *ex[MODEL_MAX_EXPERTS]; /* --moe: the layer's experts */
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
@@ -202,6 +204,10 @@ static int alternate_acts; /* odd forwards on the other pair */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int skip_from = -1; /* from this forward on, the last layer is skipped */
 static int gather_from = -1; /* from this forward on, each forward ends with a gather */
+/* --moe E,K: each layer has E experts (dim x dim words each) and every forward routes to
+ * K of them, chosen per forward and layer by a seeded generator (a router's choice):
+ * each expert's weight is read by the forwards that route to it, not by the others. */
+static int moe_experts, moe_k;
 static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
 static uint32_t *warm; /* --prologue's buffer: thread t adds to dim words at warm + t * dim */
@@ -315,6 +321,9 @@ static void load_weights(void)
         model[l].s = upload(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
         if (ptr_arrays)
             model[l].pv = upload(0x94d049bb133111ebull * (uint64_t)(l + 1), big_tables ? n * n : n, host);
+        for (int e = 0; e < moe_experts; e++)
+            model[l].ex[e] = upload(0xbf58476d1ce4e5b9ull * (uint64_t)(l + 1) + 0x94d049bb133111ebull * (uint64_t)e,
+                                    n * n, host);
     }
     if (ptr_arrays) {
         uint32_t **tbl = malloc((size_t)layers * sizeof *tbl);
@@ -469,6 +478,28 @@ static void *grow_activation(cudaStream_t stream, uint32_t *y)
     return act;
 }
 
+/* --moe: layer l of the forward under way mixes into b the K experts its router picks
+ * (distinct, from a generator seeded by the forward and the layer: the same with and
+ * without the shim, different from forward to forward), launched in the experts' order. */
+static void route_experts(int l, uint32_t *b, const cudaLaunchConfig_t *cfg)
+{
+    uint64_t seed = 0x2545f4914f6cdd1dull ^ ((uint64_t)cur_iter * 1000003u + (uint64_t)l);
+    uint64_t chosen = 0;
+    for (int k = 0; k < moe_k; k++) {
+        int e;
+        do
+            e = (int)(xorshift(&seed) % (uint64_t)moe_experts);
+        while (chosen & 1ull << e);
+        chosen |= 1ull << e;
+    }
+    /* In the experts' order, as transformers' loop over the experts that got tokens. */
+    for (int e = 0; e < moe_experts; e++)
+        if (chosen & 1ull << e) {
+            void *args[] = { &b, &model[l].ex[e], &dim };
+            CHECK(cudaLaunchKernelExC(cfg, k_mix, args));
+        }
+}
+
 static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
 {
     void *scratch_buf = NULL, *over_buf = NULL;
@@ -528,6 +559,9 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         } else {
             CHECK(cudaLaunchKernelExC(&cfg, k_mix, mix_args));
         }
+
+        if (moe_experts > 0)
+            route_experts(l, b, &cfg);
 
         int rc = minblas_scale(stream, b, shared ? shared_table : model[l].s, dim);
         if (rc != 0) {
@@ -649,7 +683,9 @@ static int forward_kind(int it)
     int far_late = far_new >= 0 && it >= far_new;
     int gathered = gather_from >= 0 && it >= gather_from;
     int grown = over_from >= 0 && it >= over_from;
-    return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5 | grown << 6;
+    int routed = moe_experts > 0 ? it + 1 : 0; /* --moe: every forward routes its own way */
+    return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5 | grown << 6 |
+           routed << 7;
 }
 
 /* Whether worker 0 writes weights from the host after forward it (--zero, --peek,
@@ -870,7 +906,14 @@ int main(int argc, char **argv)
             peek_after = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
             rewrite_from = parse_int(a, argv[++i], 0, 1 << 20);
-        else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
+        else if (strcmp(a, "--moe") == 0 && i + 1 < argc) {
+            const char *v2 = argv[++i];
+            if (sscanf(v2, "%d,%d", &moe_experts, &moe_k) != 2 || moe_experts < 1 ||
+                moe_experts > MODEL_MAX_EXPERTS || moe_k < 1 || moe_k > moe_experts) {
+                fprintf(stderr, "model: --moe E,K: 1 <= K <= E <= %d (got '%s')\n", MODEL_MAX_EXPERTS, v2);
+                return 2;
+            }
+        } else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
             vary_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--mark") == 0)
             mark = 1;
@@ -890,7 +933,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -1005,7 +1048,7 @@ int main(int argc, char **argv)
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
                           peek_after >= 0 || cross_from >= 0 || skip_from >= 0 || gather_from >= 0 ||
-                          over_from >= 0 ? iters - 1 : 0],
+                          over_from >= 0 || moe_experts > 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

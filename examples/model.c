@@ -74,6 +74,9 @@
  *                 argument holds every layer's bias, then its scale vector, then its
  *                 weight (at most 128 pointers; 33 layers and more put every weight
  *                 past the 64th region of the launch): one launch reading most units
+ *   --gather-until M  with --gather-from N, forward M is the last that ends with the
+ *                 gather (forwards N..M have it; the later ones read their own layers
+ *                 only)
  *   --far-new N   from forward N on, after layer 0's first kernel, one bump kernel (a
  *                 kernel discovery never saw) whose tail holds the weight of the layer
  *                 two thirds in: a stale address far from where the pass is
@@ -204,6 +207,7 @@ static int alternate_acts; /* odd forwards on the other pair */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int skip_from = -1; /* from this forward on, the last layer is skipped */
 static int gather_from = -1; /* from this forward on, each forward ends with a gather */
+static int gather_until = -1; /* the last forward that does (-1: every one from gather_from) */
 /* --moe E,K: each layer has E experts (dim x dim words each) and every forward routes to
  * K of them, chosen per forward and layer by a seeded generator (a router's choice):
  * each expert's weight is read by the forwards that route to it, not by the others. */
@@ -357,6 +361,12 @@ static struct model_meta far_weight_meta(void)
     struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
     meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w;
     return meta;
+}
+
+/* Whether forward it ends with the gather (--gather-from, --gather-until). */
+static int gathers(int it)
+{
+    return gather_from >= 0 && it >= gather_from && (gather_until < 0 || it <= gather_until);
 }
 
 /* --gather-from: y += what every layer's bias, scale vector and weight hold in their
@@ -625,7 +635,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     }
     if (nvtx)
         nvtxRangePop();
-    if (gather_from >= 0 && cur_iter >= gather_from)
+    if (gathers(cur_iter))
         gather_layers(a, run_layers, stream);
     CHECK(cudaMemcpyAsync(out, a, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
     if (scratch_buf != NULL)
@@ -681,7 +691,7 @@ static int forward_kind(int it)
     int skipped = skip_from >= 0 && it >= skip_from;
     int stale_late = stale_new >= 0 && it >= stale_new;
     int far_late = far_new >= 0 && it >= far_new;
-    int gathered = gather_from >= 0 && it >= gather_from;
+    int gathered = gathers(it);
     int grown = over_from >= 0 && it >= over_from;
     int routed = moe_experts > 0 ? it + 1 : 0; /* --moe: every forward routes its own way */
     return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5 | grown << 6 |
@@ -890,6 +900,8 @@ int main(int argc, char **argv)
             cross_from = atoi(argv[++i]);
         else if (strcmp(a, "--gather-from") == 0 && i + 1 < argc)
             gather_from = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--gather-until") == 0 && i + 1 < argc)
+            gather_until = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--skip-last-from") == 0 && i + 1 < argc)
             skip_from = atoi(argv[++i]);
         else if (strcmp(a, "--scratch") == 0)
@@ -933,7 +945,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;

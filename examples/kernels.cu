@@ -55,6 +55,32 @@ __global__ void model_gather(uint32_t *y, struct model_gather g)
     y[i] += acc;
 }
 
+__global__ void model_cat(uint32_t *dst, const uint32_t *src, const uint32_t *x, int len, int add, int row,
+                          int n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t old = (size_t)len * row;
+    if (i < old) {
+        dst[i] = src[i];
+    } else if (i < (size_t)(len + add) * row) {
+        uint32_t r = (uint32_t)(i / row), j = (uint32_t)(i % row);
+        dst[i] = x[(j + r - len) % n] ^ r * 0x9e3779b9u;
+    }
+}
+
+__global__ void model_attend(uint32_t *y, const uint32_t *k, const uint32_t *v, int len, int row, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint32_t acc = 0;
+    for (int r = 0; r < len; r++)
+        acc += k[(size_t)r * row + i % row] ^ (v[(size_t)r * row + (i + r) % row] >> 1);
+    y[i] += acc;
+}
+
+extern "C" const void *model_kernel_cat(void) { return (const void *)model_cat; }
+extern "C" const void *model_kernel_attend(void) { return (const void *)model_attend; }
 extern "C" const void *model_kernel_gather(void) { return (const void *)model_gather; }
 extern "C" const void *model_kernel_bump(void) { return (const void *)model_bump; }
 extern "C" const void *model_kernel_mixp(void) { return (const void *)model_mixp; }

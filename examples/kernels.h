@@ -17,6 +17,15 @@
  *   gather (uint32_t *y, struct model_gather g)
  *         y[i] += sum_k (g.src[k][i] ^ k) for i < g.len     (a cat of many inputs,
  *                                                             --gather-from)
+ *   cat   (uint32_t *dst, const uint32_t *src, const uint32_t *x, int len, int add,
+ *          int row, int n)
+ *         dst = src's len rows of `row` words, then add rows made from x:
+ *         dst[(len+a)*row + j] = x[(j + a) % n] ^ (len + a) * 0x9e3779b9
+ *                                                            (a KV cache grown by
+ *                                                             torch.cat, --grow-cache)
+ *   attend (uint32_t *y, const uint32_t *k, const uint32_t *v, int len, int row, int n)
+ *         y[i] += sum_{r < len} k[r*row + i % row] ^ (v[r*row + (i + r) % row] >> 1)
+ *                                                            (attention over the cache)
  */
 #ifndef MODEL_KERNELS_H
 #define MODEL_KERNELS_H
@@ -48,6 +57,8 @@ const void *model_kernel_scale(void);
 const void *model_kernel_mixp(void);
 const void *model_kernel_bump(void);
 const void *model_kernel_gather(void);
+const void *model_kernel_cat(void);
+const void *model_kernel_attend(void);
 
 /* Launches kernel stub (1-D grid and block, args as cudaLaunchKernel's) through the
  * driver's cuLaunchKernel reached without its exported symbol, as a library with a

@@ -85,8 +85,44 @@ static void gather(void **args, const simcuda_dims_t *dims)
     }
 }
 
+static void cat(void **args, const simcuda_dims_t *dims)
+{
+    uint32_t *dst = *(uint32_t **)args[0];
+    const uint32_t *src = *(const uint32_t **)args[1];
+    const uint32_t *x = *(const uint32_t **)args[2];
+    int len = *(int *)args[3], add = *(int *)args[4], row = *(int *)args[5], n = *(int *)args[6];
+    size_t old = (size_t)len * (size_t)row;
+    for (size_t i = 0; i < old; i++)
+        dst[i] = src[i];
+    for (uint32_t r = (uint32_t)len; r < (uint32_t)(len + add); r++)
+        for (uint32_t j = 0; j < (uint32_t)row; j++)
+            dst[(size_t)r * (size_t)row + j] = x[(j + r - (uint32_t)len) % (uint32_t)n] ^ r * 0x9e3779b9u;
+}
+
+/* Copies the old rows and writes the new ones, at about HBM speed. */
+static uint64_t cat_cost(void **args, const simcuda_dims_t *dims)
+{
+    uint64_t rows = (uint64_t)*(int *)args[3] + (uint64_t)*(int *)args[4];
+    return SIM_SMALL_KERNEL_NS + rows * (uint64_t)*(int *)args[5] * 8 / SIM_BYTES_PER_NS;
+}
+
+static void attend(void **args, const simcuda_dims_t *dims)
+{
+    uint32_t *y = *(uint32_t **)args[0];
+    const uint32_t *k = *(const uint32_t **)args[1];
+    const uint32_t *v = *(const uint32_t **)args[2];
+    int len = *(int *)args[3], row = *(int *)args[4], n = *(int *)args[5];
+    for (int i = 0; i < n; i++) {
+        uint32_t acc = 0;
+        for (int r = 0; r < len; r++)
+            acc += k[(size_t)r * (size_t)row + (size_t)(i % row)] ^
+                   (v[(size_t)r * (size_t)row + (size_t)((i + r) % row)] >> 1);
+        y[i] += acc;
+    }
+}
+
 /* The stubs only need distinct addresses, as nvcc's host stubs do. */
-static const char gemv_stub, mix_stub, scale_stub, mixp_stub, bump_stub, gather_stub;
+static const char gemv_stub, mix_stub, scale_stub, mixp_stub, bump_stub, gather_stub, cat_stub, attend_stub;
 
 const void *model_kernel_gemv(void) { return &gemv_stub; }
 const void *model_kernel_mix(void) { return &mix_stub; }
@@ -94,6 +130,8 @@ const void *model_kernel_scale(void) { return &scale_stub; }
 const void *model_kernel_mixp(void) { return &mixp_stub; }
 const void *model_kernel_bump(void) { return &bump_stub; }
 const void *model_kernel_gather(void) { return &gather_stub; }
+const void *model_kernel_cat(void) { return &cat_stub; }
+const void *model_kernel_attend(void) { return &attend_stub; }
 
 int model_launch_uninterposed(const void *stub, unsigned grid, unsigned block, void **args, void *stream)
 {
@@ -120,6 +158,8 @@ __attribute__((constructor)) static void register_kernels(void)
           { 8, sizeof(struct model_meta) } },
         { "_Z12model_gatherPj12model_gather", gather, NULL, SIM_SMALL_KERNEL_NS, 2,
           { 8, sizeof(struct model_gather) } },
+        { "_Z9model_catPjPKjS1_iiii", cat, cat_cost, 0, 7, { 8, 8, 8, 4, 4, 4, 4 } },
+        { "_Z12model_attendPjPKjS1_iii", attend, NULL, SIM_SMALL_KERNEL_NS, 6, { 8, 8, 8, 4, 4, 4 } },
     };
     simcudaRegisterKernel(&gemv_stub, &descs[0]);
     simcudaRegisterKernel(&mix_stub, &descs[1]);
@@ -127,4 +167,6 @@ __attribute__((constructor)) static void register_kernels(void)
     simcudaRegisterKernel(&mixp_stub, &descs[3]);
     simcudaRegisterKernel(&bump_stub, &descs[4]);
     simcudaRegisterKernel(&gather_stub, &descs[5]);
+    simcudaRegisterKernel(&cat_stub, &descs[6]);
+    simcudaRegisterKernel(&attend_stub, &descs[7]);
 }

@@ -94,6 +94,23 @@
  *                 adds its input to it (mix: small activations reusing the segment),
  *                 each thread to a slice of its own (larger than 2 MiB when the
  *                 threads' slices need more)
+ *   --grow-cache  decode steps with a KV cache, as transformers' DynamicCache under
+ *                 PyTorch's caching allocator (one thread): device memory other than the
+ *                 layers' matrices comes from a pool of 2 MiB segments (cudaMalloc'd when
+ *                 no free block fits, kept to the end; best fit, freed blocks merged).
+ *                 Before the first launch the pool holds every layer's two vectors and
+ *                 the inputs of all the forwards, as the small pool holds norm weights
+ *                 and token ids; forward t reads input t (a pointer that moves into the
+ *                 segment every forward, as input_ids=toks[t:t+1]). Each kernel's output
+ *                 is a new block, the input's freed after it. Forward 0 (the prompt)
+ *                 makes each layer's K and V of 8 rows of 16 KiB (cat, from
+ *                 nothing); forward t >= 1 re-makes both one row longer (cat: the old
+ *                 rows copied, one row added; the old block freed) and attends over
+ *                 them (attend: the row count is a scalar argument that grows). Blocks
+ *                 move inside the segments from one forward to the next, and a new
+ *                 segment is allocated every few forwards. Each forward's output
+ *                 depends on the cache, so no two forwards agree; each one's checksum
+ *                 is printed
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", "layers.N" around each layer, and inside
  *                 each layer a range whose message is a registered string (as NCCL's:
@@ -214,6 +231,7 @@ static int gather_until = -1; /* the last forward that does (-1: every one from 
 static int moe_experts, moe_k;
 static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
+static int grow_cache;     /* --grow-cache */
 static uint32_t *warm; /* --prologue's buffer: thread t adds to dim words at warm + t * dim */
 /* This thread's slice of warm. Each thread's forwards run on a stream of its own, so
  * adding to one slice from two threads would race on the device (mix reads and writes
@@ -298,13 +316,124 @@ static uint32_t *upload(uint64_t seed, size_t count, uint32_t *host)
 
 /* Frees a weight that upload gave, unless it lives in a --segments segment (those go
  * at exit, whole). */
+static int pool_owns(const void *p);
+
 static void free_weight(void *p)
 {
+    if (pool_owns(p))
+        return; /* --grow-cache's pool goes at exit, whole */
     for (int i = 0; i < n_segs; i++)
         if ((char *)p >= segs[i] && (char *)p < segs[i] + segment_bytes)
             return;
     CHECK(cudaFree(p));
 }
+
+/* --grow-cache: a caching allocator in PyTorch's manner. Blocks are kept in address
+ * order over all segments; a block never spans two. */
+#define POOL_SEG (2u << 20)
+#define POOL_ROUND 512u
+#define POOL_BLOCKS 4096
+#define KV_PROMPT 8      /* rows of the prompt's K and V */
+#define KV_ROW 4096      /* words in a row of K or V (16 KiB) */
+typedef struct {
+    char *seg;           /* the segment's base */
+    size_t off, size;
+    int used;
+} pblock_t;
+static pblock_t pool[POOL_BLOCKS];
+static int n_pool;
+static char *pool_segs[256];
+static int n_pool_segs;
+
+static void pool_insert(int at, pblock_t b)
+{
+    if (n_pool == POOL_BLOCKS) {
+        fprintf(stderr, "model: --grow-cache: too many blocks\n");
+        exit(1);
+    }
+    memmove(&pool[at + 1], &pool[at], (size_t)(n_pool - at) * sizeof *pool);
+    pool[at] = b;
+    n_pool++;
+}
+
+/* The smallest free block that holds n bytes (the lowest address among equals), split;
+ * a new segment when none does. */
+static void *pool_alloc(size_t n)
+{
+    n = (n + POOL_ROUND - 1) & ~(size_t)(POOL_ROUND - 1);
+    if (n > POOL_SEG) {
+        fprintf(stderr, "model: --grow-cache: a block of %zu bytes does not fit a segment\n", n);
+        exit(1);
+    }
+    int best = -1;
+    for (int i = 0; i < n_pool; i++)
+        if (!pool[i].used && pool[i].size >= n && (best < 0 || pool[i].size < pool[best].size))
+            best = i;
+    if (best < 0) {
+        if (n_pool_segs == (int)(sizeof pool_segs / sizeof pool_segs[0])) {
+            fprintf(stderr, "model: --grow-cache: too many segments\n");
+            exit(1);
+        }
+        char *seg;
+        CHECK(cudaMalloc((void **)&seg, POOL_SEG));
+        pool_segs[n_pool_segs++] = seg;
+        best = n_pool;
+        pool_insert(best, (pblock_t){ seg, 0, POOL_SEG, 0 });
+    }
+    pblock_t *b = &pool[best];
+    if (b->size > n)
+        pool_insert(best + 1, (pblock_t){ b->seg, b->off + n, b->size - n, 0 });
+    pool[best].size = n;
+    pool[best].used = 1;
+    return pool[best].seg + pool[best].off;
+}
+
+/* The block at p back to the pool, merged with free neighbours of its segment. Its
+ * last user was launched on the one stream, so the next block given out there runs
+ * after it, as PyTorch's caching allocator relies on. */
+static void pool_free(void *p)
+{
+    int i = 0;
+    while (i < n_pool && pool[i].seg + pool[i].off != (char *)p)
+        i++;
+    if (i == n_pool || !pool[i].used) {
+        fprintf(stderr, "model: --grow-cache: %p is no block\n", p);
+        exit(1);
+    }
+    pool[i].used = 0;
+    if (i + 1 < n_pool && !pool[i + 1].used && pool[i + 1].seg == pool[i].seg) {
+        pool[i].size += pool[i + 1].size;
+        memmove(&pool[i + 1], &pool[i + 2], (size_t)(n_pool - i - 2) * sizeof *pool);
+        n_pool--;
+    }
+    if (i > 0 && !pool[i - 1].used && pool[i - 1].seg == pool[i].seg) {
+        pool[i - 1].size += pool[i].size;
+        memmove(&pool[i], &pool[i + 1], (size_t)(n_pool - i - 1) * sizeof *pool);
+        n_pool--;
+    }
+}
+
+static int pool_owns(const void *p)
+{
+    for (int i = 0; i < n_pool_segs; i++)
+        if ((const char *)p >= pool_segs[i] && (const char *)p < pool_segs[i] + POOL_SEG)
+            return 1;
+    return 0;
+}
+
+/* count words from the seed, into a new block (a copy, as .to("cuda") makes). */
+static uint32_t *pool_upload(uint64_t seed, size_t count, uint32_t *host)
+{
+    for (size_t i = 0; i < count; i++)
+        host[i] = (uint32_t)xorshift(&seed);
+    uint32_t *dev = pool_alloc(count * sizeof *dev);
+    CHECK(cudaMemcpy(dev, host, count * sizeof *dev, cudaMemcpyHostToDevice));
+    return dev;
+}
+
+static uint32_t *kv_inputs;  /* --grow-cache: forward t's input at kv_inputs + t * dim */
+static uint32_t **kv_k, **kv_v; /* each layer's K and V */
+static int kv_len;           /* their rows */
 
 static void load_weights(void)
 {
@@ -321,8 +450,9 @@ static void load_weights(void)
         if (l == layers - 1)
             pad += (size_t)(big_last - 1) * n * n * sizeof *model[l].w;
         model[l].w = upload_padded(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host, pad);
-        model[l].bias = upload(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
-        model[l].s = upload(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
+        uint32_t *(*up)(uint64_t, size_t, uint32_t *) = grow_cache ? pool_upload : upload;
+        model[l].bias = up(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
+        model[l].s = up(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
         if (ptr_arrays)
             model[l].pv = upload(0x94d049bb133111ebull * (uint64_t)(l + 1), big_tables ? n * n : n, host);
         for (int e = 0; e < moe_experts; e++)
@@ -342,6 +472,15 @@ static void load_weights(void)
     uint64_t seed = 42;
     for (size_t i = 0; i < n; i++)
         input[i] = (uint32_t)xorshift(&seed);
+    if (grow_cache) {
+        kv_inputs = pool_upload(0x632be59bd9b4e019ull, (size_t)iters * n, host);
+        kv_k = calloc((size_t)layers, sizeof *kv_k);
+        kv_v = calloc((size_t)layers, sizeof *kv_v);
+        if (kv_k == NULL || kv_v == NULL) {
+            fprintf(stderr, "model: out of host memory\n");
+            exit(1);
+        }
+    }
     free(host);
 }
 
@@ -508,6 +647,74 @@ static void route_experts(int l, uint32_t *b, const cudaLaunchConfig_t *cfg)
             void *args[] = { &b, &model[l].ex[e], &dim };
             CHECK(cudaLaunchKernelExC(cfg, k_mix, args));
         }
+}
+
+/* --grow-cache: K or V of layer l, *cache (kv_len rows; none in the prompt), re-made
+ * with `add` more rows from y: a new block, the old rows copied (cat), the old block
+ * freed. */
+static void grow_kv(uint32_t **cache, uint32_t *y, int add, cudaStream_t stream)
+{
+    int row = KV_ROW, len = kv_len;
+    uint32_t *grown = pool_alloc((size_t)(len + add) * (size_t)row * sizeof *grown);
+    uint32_t *old = *cache;
+    size_t words = (size_t)(len + add) * (size_t)row;
+    dim3 grid = { (unsigned)((words + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    void *args[] = { &grown, &old, &y, &len, &add, &row, &dim };
+    CHECK(cudaLaunchKernel(model_kernel_cat(), grid, block, args, 0, stream));
+    if (old != NULL)
+        pool_free(old);
+    *cache = grown;
+}
+
+/* --grow-cache: one decode step (the prompt when cur_iter is 0). */
+static void forward_cached(cudaStream_t stream, uint32_t *out)
+{
+    dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = stream;
+    int add = cur_iter == 0 ? KV_PROMPT : 1, row = KV_ROW;
+    uint32_t *x = kv_inputs + (size_t)cur_iter * (size_t)dim;
+    if (mark && iteration_mark != NULL)
+        iteration_mark();
+    if (nvtx)
+        nvtxRangePushA("forward");
+    for (int l = 0; l < layers; l++) {
+        if (nvtx) {
+            char name[32];
+            snprintf(name, sizeof name, "layers.%d", l);
+            nvtxRangePushA(name);
+        }
+        uint32_t *y = pool_alloc((size_t)dim * sizeof *y);
+        void *gemv_args[] = { &model[l].w, &x, &y, &dim };
+        CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, stream));
+        if (l > 0)
+            pool_free(x);
+        void *mix_args[] = { &y, &model[l].bias, &dim };
+        CHECK(cudaLaunchKernelExC(&cfg, k_mix, mix_args));
+        grow_kv(&kv_k[l], y, add, stream);
+        int rc = minblas_scale(stream, y, model[l].s, dim);
+        if (rc != 0) {
+            fprintf(stderr, "model: minblas_scale failed: %d\n", rc);
+            exit(1);
+        }
+        grow_kv(&kv_v[l], y, add, stream);
+        int len = kv_len + add;
+        void *attend_args[] = { &y, &kv_k[l], &kv_v[l], &len, &row, &dim };
+        CHECK(cudaLaunchKernelExC(&cfg, model_kernel_attend(), attend_args));
+        x = y;
+        if (nvtx)
+            nvtxRangePop();
+    }
+    kv_len += add;
+    if (nvtx)
+        nvtxRangePop();
+    CHECK(cudaMemcpyAsync(out, x, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
+    pool_free(x);
 }
 
 static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
@@ -754,8 +961,11 @@ static void *run_worker(void *arg)
         for (int i = 0; i < race_alloc; i++)
             CHECK(cudaMalloc(&race_bufs[i], 1u << 20));
     }
-    CHECK(cudaMalloc((void **)&a, (size_t)dim * sizeof *a));
-    CHECK(cudaMalloc((void **)&b, (size_t)dim * sizeof *b));
+    a = b = NULL; /* --grow-cache: its pool serves the activations */
+    if (!grow_cache) {
+        CHECK(cudaMalloc((void **)&a, (size_t)dim * sizeof *a));
+        CHECK(cudaMalloc((void **)&b, (size_t)dim * sizeof *b));
+    }
     uint32_t *a2 = NULL, *b2 = NULL;
     if (swap_from >= 0 || alternate_acts) {
         CHECK(cudaMalloc((void **)&a2, (size_t)dim * sizeof *a2));
@@ -775,7 +985,9 @@ static void *run_worker(void *arg)
         CHECK(cudaEventRecord(t0, stream));
         cur_iter = it;
         extra_kernels = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
-        if ((swap_from >= 0 && it >= swap_from) || (alternate_acts && it % 2 == 1))
+        if (grow_cache)
+            forward_cached(stream, out);
+        else if ((swap_from >= 0 && it >= swap_from) || (alternate_acts && it % 2 == 1))
             forward(stream, a2, b2, out);
         else
             forward(stream, a, b, out);
@@ -818,8 +1030,10 @@ static void *run_worker(void *arg)
         CHECK(cudaFree(a2));
         CHECK(cudaFree(b2));
     }
-    CHECK(cudaFree(a));
-    CHECK(cudaFree(b));
+    if (a != NULL) {
+        CHECK(cudaFree(a));
+        CHECK(cudaFree(b));
+    }
     for (int i = 0; i < race_alloc; i++)
         CHECK(cudaFree(race_bufs[i]));
     CHECK(cudaFreeHost(out));
@@ -927,6 +1141,8 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
             vary_from = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--grow-cache") == 0)
+            grow_cache = 1;
         else if (strcmp(a, "--mark") == 0)
             mark = 1;
         else if (strcmp(a, "--nvtx") == 0)
@@ -945,7 +1161,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
@@ -954,6 +1170,10 @@ int main(int argc, char **argv)
 
     if (drop_after >= 0 && threads > 1) {
         fprintf(stderr, "model: --drop needs one thread\n");
+        return 2;
+    }
+    if (grow_cache && (threads > 1 || ptr_arrays || shared || segment_bytes > 0)) {
+        fprintf(stderr, "model: --grow-cache needs one thread, without --ptr-arrays, --shared, --segments\n");
         return 2;
     }
     /* Its buffer is made by the first forward to need it, which the others would race. */
@@ -1036,6 +1256,7 @@ int main(int argc, char **argv)
                 first++;
             uint64_t want = wk[0].checksum[first];
             int same = poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 || peek_after >= 0 ||
+                       grow_cache ||
                        wk[t].checksum[it] == want;
             if (!same && agree)
                 fprintf(stderr, "model: thread %d, forward %d: checksum %016" PRIx64 ", %016" PRIx64 " wanted\n",
@@ -1057,10 +1278,12 @@ int main(int argc, char **argv)
         CHECK(cudaFree(warm));
     for (int i = 0; i < n_segs; i++)
         CHECK(cudaFree(segs[i]));
+    for (int i = 0; i < n_pool_segs; i++)
+        CHECK(cudaFree(pool_segs[i]));
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
                           peek_after >= 0 || cross_from >= 0 || skip_from >= 0 || gather_from >= 0 ||
-                          over_from >= 0 || moe_experts > 0 ? iters - 1 : 0],
+                          over_from >= 0 || moe_experts > 0 || grow_cache ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

@@ -111,6 +111,14 @@
  *                 segment is allocated every few forwards. Each forward's output
  *                 depends on the cache, so no two forwards agree; each one's checksum
  *                 is printed
+ *   --init-kernel the weights are allocated one by one, each written right after its
+ *                 allocation by a kernel on the device (fill, as PyTorch's uniform_ under
+ *                 `with torch.device("cuda")`): the program's first launch is layer 0's
+ *                 weight's, every later weight is allocated after it, and the init
+ *                 launches repeat per tensor on new memory each time
+ *   --load-after-launch  before the weights exist, unrelated kernels run once each on
+ *                 buffers freed afterwards (a framework's probes and warm-up), then the
+ *                 weights are allocated and copied in (cudaMemcpy)
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", "layers.N" around each layer, and inside
  *                 each layer a range whose message is a registered string (as NCCL's:
@@ -232,6 +240,8 @@ static int moe_experts, moe_k;
 static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
 static int grow_cache;     /* --grow-cache */
+static int init_kernel;       /* --init-kernel */
+static int load_after_launch; /* --load-after-launch */
 static uint32_t *warm; /* --prologue's buffer: thread t adds to dim words at warm + t * dim */
 /* This thread's slice of warm. Each thread's forwards run on a stream of its own, so
  * adding to one slice from two threads would race on the device (mix reads and writes
@@ -309,9 +319,56 @@ static uint32_t *upload_padded(uint64_t seed, size_t count, uint32_t *host, size
     return dev;
 }
 
+/* --init-kernel: count words (and pad zeroed bytes) allocated and written on the device
+ * by the fill kernel, right after the allocation. */
+static uint32_t *init_on_device(uint64_t seed, size_t count, size_t pad)
+{
+    uint32_t *dev;
+    CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
+    uint32_t s32 = (uint32_t)(seed ^ (seed >> 32));
+    int n = (int)count;
+    void *args[] = { &dev, &s32, &n };
+    dim3 grid = { (unsigned)((count + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    CHECK(cudaLaunchKernel(model_kernel_fill(), grid, block, args, 0, 0));
+    if (pad > 0)
+        CHECK(cudaMemset((char *)dev + count * sizeof *dev, 0, pad));
+    return dev;
+}
+
+static uint32_t *upload_padded_or_init(uint64_t seed, size_t count, uint32_t *host, size_t pad)
+{
+    return init_kernel ? init_on_device(seed, count, pad) : upload_padded(seed, count, host, pad);
+}
+
 static uint32_t *upload(uint64_t seed, size_t count, uint32_t *host)
 {
-    return upload_padded(seed, count, host, 0);
+    return upload_padded_or_init(seed, count, host, 0);
+}
+
+/* --load-after-launch: kernels before any weight exists, each launched once on buffers
+ * freed afterwards (nothing in them repeats, nothing of them is used again). */
+static void unrelated_kernels(void)
+{
+    uint32_t *t1, *t2;
+    size_t bytes = (size_t)dim * sizeof *t1;
+    CHECK(cudaMalloc((void **)&t1, bytes));
+    CHECK(cudaMalloc((void **)&t2, bytes));
+    CHECK(cudaMemset(t1, 0, bytes));
+    CHECK(cudaMemset(t2, 0, bytes));
+    dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    void *mix_args[] = { &t1, &t2, &dim };
+    CHECK(cudaLaunchKernel(k_mix, grid, block, mix_args, 0, 0));
+    if (minblas_scale(0, t2, t1, dim) != 0) {
+        fprintf(stderr, "model: minblas_scale failed\n");
+        exit(1);
+    }
+    void *bump_args[] = { &t1, &(struct model_meta){ (uint32_t)dim, 1, { 0 } } };
+    CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, 0));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(t1));
+    CHECK(cudaFree(t2));
 }
 
 /* Frees a weight that upload gave, unless it lives in a --segments segment (those go
@@ -449,7 +506,7 @@ static void load_weights(void)
         size_t pad = pad_odd && l % 2 == 1 ? 2u << 20 : 0;
         if (l == layers - 1)
             pad += (size_t)(big_last - 1) * n * n * sizeof *model[l].w;
-        model[l].w = upload_padded(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host, pad);
+        model[l].w = upload_padded_or_init(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host, pad);
         uint32_t *(*up)(uint64_t, size_t, uint32_t *) = grow_cache ? pool_upload : upload;
         model[l].bias = up(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
         model[l].s = up(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
@@ -469,6 +526,8 @@ static void load_weights(void)
     }
     if (shared)
         shared_table = upload(0x2545f4914f6cdd1dull, n * n, host);
+    if (init_kernel) /* the workers' streams may not wait for the legacy stream */
+        CHECK(cudaDeviceSynchronize());
     uint64_t seed = 42;
     for (size_t i = 0; i < n; i++)
         input[i] = (uint32_t)xorshift(&seed);
@@ -1094,6 +1153,10 @@ int main(int argc, char **argv)
             per_thread_stream = 1;
         else if (strcmp(a, "--prologue") == 0)
             prologue = 1;
+        else if (strcmp(a, "--init-kernel") == 0)
+            init_kernel = 1;
+        else if (strcmp(a, "--load-after-launch") == 0)
+            load_after_launch = 1;
         else if (strcmp(a, "--big-tables") == 0)
             big_tables = 1;
         else if (strcmp(a, "--big-last") == 0 && i + 1 < argc)
@@ -1161,13 +1224,17 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
         }
     }
 
+    if (init_kernel && segment_bytes > 0) {
+        fprintf(stderr, "model: --init-kernel does not combine with --segments\n");
+        return 2;
+    }
     if (drop_after >= 0 && threads > 1) {
         fprintf(stderr, "model: --drop needs one thread\n");
         return 2;
@@ -1216,6 +1283,8 @@ int main(int argc, char **argv)
             CHECK(cudaLaunchKernelExC(&cfg, k_mix, warm_args));
         CHECK(cudaDeviceSynchronize());
     }
+    if (load_after_launch)
+        unrelated_kernels();
     load_weights();
     if (side_device >= 0 && !side_late) {
         CHECK(cudaSetDevice(side_device));

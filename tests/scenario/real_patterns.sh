@@ -32,6 +32,6 @@ for pattern in init-kernel load-after-launch grow-cache; do
 done
 run both --init-kernel --grow-cache -- FT_SPILL=1
 run init-threads --init-kernel --threads 2 -- FT_SPILL=1
-run grow-bound --grow-cache -- FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=300
-expect_grep 'verdict: stood down: discovery did not find the program.s passes in 300 launches' "$WORK/grow-bound.err" "bounded"
+run grow-bound --grow-cache -- FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=100
+expect_grep 'verdict: stood down: discovery did not find the program.s passes in 100 launches' "$WORK/grow-bound.err" "bounded"
 pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery)"

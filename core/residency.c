@@ -12,26 +12,64 @@
 
 #include "core/hash.h"
 
+/* Whether unit u may give its slot up now. */
+static int may_leave(const ft_res_unit_t *u)
+{
+    return u->loaded && u->streamed && !u->pinned && !u->busy;
+}
+
 int ft_res_victim(const ft_res_unit_t *units, int n)
 {
     int lru = -1;
     for (int i = 0; i < n; i++)
-        if (units[i].loaded && units[i].streamed && !units[i].pinned && !units[i].busy &&
-            (lru < 0 || units[i].stamp < units[lru].stamp))
+        if (may_leave(&units[i]) && (lru < 0 || units[i].stamp < units[lru].stamp))
             lru = i;
     return lru;
 }
 
-ft_res_room_t ft_res_make_room(const ft_res_unit_t *units, int n, int loaded, int slots, int prefetch,
-                               int *victim)
+static int listed(const int *list, int n, int i)
 {
-    *victim = -1;
+    for (int k = 0; k < n; k++)
+        if (list[k] == i)
+            return 1;
+    return 0;
+}
+
+int ft_res_victims(const ft_res_unit_t *units, int n, int loaded, int slots, int want, const int *keep, int n_keep,
+                   int *out)
+{
+    int need = loaded + want - slots, k = 0;
+    if (need <= 0)
+        return 0;
+    /* Every unit that may go, by load order: an insertion sort, since the candidates
+     * are the loaded units, about as many as the slots except after a call that went
+     * over them. Equal stamps keep index order. */
+    for (int i = 0; i < n; i++) {
+        if (!may_leave(&units[i]) || listed(keep, n_keep, i))
+            continue;
+        int j = k++;
+        for (; j > 0 && units[out[j - 1]].stamp > units[i].stamp; j--)
+            out[j] = out[j - 1];
+        out[j] = i;
+    }
+    return k < need ? k : need;
+}
+
+ft_res_room_t ft_res_make_room(const ft_res_unit_t *units, int n, int loaded, int slots, int prefetch,
+                               int *victims, int *n_victims)
+{
+    *n_victims = 0;
     if (loaded < slots)
         return FT_RES_LOAD;
-    *victim = ft_res_victim(units, n);
-    if (*victim >= 0)
+    int k = ft_res_victims(units, n, loaded, slots, 1, NULL, 0, victims);
+    if (k == loaded + 1 - slots) {
+        *n_victims = k;
         return FT_RES_EVICT;
-    return prefetch ? FT_RES_SKIP : FT_RES_OVER;
+    }
+    if (prefetch)
+        return FT_RES_SKIP;
+    *n_victims = k;
+    return FT_RES_OVER;
 }
 
 int ft_res_prefetch(const ft_res_unit_t *units, int n, int u, int slots, int *out)

@@ -1,5 +1,6 @@
 /* residency.h - the residency engine's decisions after the plan: whether a load finds a
- * slot free or which loaded unit gives its slot up, which units a prefetch loads, which
+ * slot free or which loaded units give their slots up (also to come back within the
+ * slots after a call went over them), which units a prefetch loads, which
  * unit's range starts or ends at a pass position, how a call's touch of a streamed unit
  * is judged (a use, a miss to load, or a stale address to leave alone), and what an
  * unload does with the unit's bytes (docs/residency.md explains each rule and why).
@@ -39,12 +40,28 @@ typedef enum {
  * loaded, unpinned, not busy ones (the lowest index on a tie); -1 when none may. */
 int ft_res_victim(const ft_res_unit_t *units, int n);
 
+/* The loaded units that give their slots up so that `want` more units fit in `slots`
+ * when `loaded` units hold slots now: want 1 before a load, 0 to come back within the
+ * slots after a call went over them (a launch that reads more streamed units than the
+ * slots hold has them all loaded, and they would otherwise stay: each later load frees
+ * one slot, for itself). loaded + want - slots of them, in ft_res_victim's order (the
+ * least recently loaded first, the lowest index on a tie), each one ft_res_victim may
+ * name (streamed, loaded, not pinned, not busy) and none of the n_keep units in keep
+ * (needed soon: the units a prefetch under way is about to load would only come back).
+ * Fewer when fewer may go; none when there is room. Written to out (room for n);
+ * returns how many. */
+int ft_res_victims(const ft_res_unit_t *units, int n, int loaded, int slots, int want, const int *keep, int n_keep,
+                   int *out);
+
 /* Room for one more loaded unit when `loaded` units hold slots of `slots`: FT_RES_LOAD
- * below the count, else FT_RES_EVICT with *victim (ft_res_victim) set, else FT_RES_SKIP
- * for a prefetch and FT_RES_OVER for a load a call needs. *victim is -1 unless
- * FT_RES_EVICT. */
+ * below the count, with no victim. Else the victims of ft_res_victims (want 1: one for
+ * the load, and one more for each unit over the slots) in victims[0..*n_victims), and
+ * FT_RES_EVICT when as many may go as that. When fewer may go: FT_RES_SKIP for a
+ * prefetch, with no victim (a prefetch never goes over the slots), and FT_RES_OVER for
+ * a load a call needs, with those that may go (over the slots by the rest rather than a
+ * fault). victims has room for n. */
 ft_res_room_t ft_res_make_room(const ft_res_unit_t *units, int n, int loaded, int slots, int prefetch,
-                               int *victim);
+                               int *victims, int *n_victims);
 
 /* The units a prefetch at unit u's first launch loads, in the order it loads them: the
  * streamed units that follow u in the pass (wrapping round), as many as the other slots

@@ -82,6 +82,17 @@ __global__ void model_attend(uint32_t *y, const uint32_t *k, const uint32_t *v, 
 extern "C" const void *model_kernel_cat(void) { return (const void *)model_cat; }
 extern "C" const void *model_kernel_attend(void) { return (const void *)model_attend; }
 extern "C" const void *model_kernel_gather(void) { return (const void *)model_gather; }
+
+__global__ void model_fill(uint32_t *y, uint32_t seed, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        uint32_t h = (seed + (uint32_t)i) * 2654435761u;
+        y[i] = h ^ (h >> 15);
+    }
+}
+
+extern "C" const void *model_kernel_fill(void) { return (const void *)model_fill; }
 extern "C" const void *model_kernel_bump(void) { return (const void *)model_bump; }
 extern "C" const void *model_kernel_mixp(void) { return (const void *)model_mixp; }
 extern "C" const void *model_kernel_gemv(void) { return (const void *)model_gemv; }

@@ -26,6 +26,9 @@
  *   attend (uint32_t *y, const uint32_t *k, const uint32_t *v, int len, int row, int n)
  *         y[i] += sum_{r < len} k[r*row + i % row] ^ (v[r*row + (i + r) % row] >> 1)
  *                                                            (attention over the cache)
+ *   fill  (uint32_t *y, uint32_t seed, int n)
+ *         y[i] = h ^ (h >> 15), h = (seed + i) * 2654435761  (a weight initialised on
+ *                                                             the device, --init-kernel)
  */
 #ifndef MODEL_KERNELS_H
 #define MODEL_KERNELS_H
@@ -59,6 +62,7 @@ const void *model_kernel_bump(void);
 const void *model_kernel_gather(void);
 const void *model_kernel_cat(void);
 const void *model_kernel_attend(void);
+const void *model_kernel_fill(void);
 
 /* Launches kernel stub (1-D grid and block, args as cudaLaunchKernel's) through the
  * driver's cuLaunchKernel reached without its exported symbol, as a library with a

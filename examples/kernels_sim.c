@@ -121,8 +121,20 @@ static void attend(void **args, const simcuda_dims_t *dims)
     }
 }
 
+static void fill(void **args, const simcuda_dims_t *dims)
+{
+    uint32_t *y = *(uint32_t **)args[0];
+    uint32_t seed = *(uint32_t *)args[1];
+    int n = *(int *)args[2];
+    for (int i = 0; i < n; i++) {
+        uint32_t h = (seed + (uint32_t)i) * 2654435761u;
+        y[i] = h ^ (h >> 15);
+    }
+}
+
 /* The stubs only need distinct addresses, as nvcc's host stubs do. */
-static const char gemv_stub, mix_stub, scale_stub, mixp_stub, bump_stub, gather_stub, cat_stub, attend_stub;
+static const char gemv_stub, mix_stub, scale_stub, mixp_stub, bump_stub, gather_stub, cat_stub, attend_stub,
+    fill_stub;
 
 const void *model_kernel_gemv(void) { return &gemv_stub; }
 const void *model_kernel_mix(void) { return &mix_stub; }
@@ -132,6 +144,7 @@ const void *model_kernel_bump(void) { return &bump_stub; }
 const void *model_kernel_gather(void) { return &gather_stub; }
 const void *model_kernel_cat(void) { return &cat_stub; }
 const void *model_kernel_attend(void) { return &attend_stub; }
+const void *model_kernel_fill(void) { return &fill_stub; }
 
 int model_launch_uninterposed(const void *stub, unsigned grid, unsigned block, void **args, void *stream)
 {
@@ -160,6 +173,7 @@ __attribute__((constructor)) static void register_kernels(void)
           { 8, sizeof(struct model_gather) } },
         { "_Z9model_catPjPKjS1_iiii", cat, cat_cost, 0, 7, { 8, 8, 8, 4, 4, 4, 4 } },
         { "_Z12model_attendPjPKjS1_iii", attend, NULL, SIM_SMALL_KERNEL_NS, 6, { 8, 8, 8, 4, 4, 4 } },
+        { "_Z10model_fillPjji", fill, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 4, 4 } },
     };
     simcudaRegisterKernel(&gemv_stub, &descs[0]);
     simcudaRegisterKernel(&mix_stub, &descs[1]);
@@ -169,4 +183,5 @@ __attribute__((constructor)) static void register_kernels(void)
     simcudaRegisterKernel(&gather_stub, &descs[5]);
     simcudaRegisterKernel(&cat_stub, &descs[6]);
     simcudaRegisterKernel(&attend_stub, &descs[7]);
+    simcudaRegisterKernel(&fill_stub, &descs[8]);
 }

@@ -74,6 +74,9 @@
  *                 argument holds every layer's bias, then its scale vector, then its
  *                 weight (at most 128 pointers; 33 layers and more put every weight
  *                 past the 64th region of the launch): one launch reading most units
+ *   --gather-until M  with --gather-from N, forward M is the last that ends with the
+ *                 gather (forwards N..M have it; the later ones read their own layers
+ *                 only)
  *   --far-new N   from forward N on, after layer 0's first kernel, one bump kernel (a
  *                 kernel discovery never saw) whose tail holds the weight of the layer
  *                 two thirds in: a stale address far from where the pass is
@@ -108,6 +111,14 @@
  *                 segment is allocated every few forwards. Each forward's output
  *                 depends on the cache, so no two forwards agree; each one's checksum
  *                 is printed
+ *   --init-kernel the weights are allocated one by one, each written right after its
+ *                 allocation by a kernel on the device (fill, as PyTorch's uniform_ under
+ *                 `with torch.device("cuda")`): the program's first launch is layer 0's
+ *                 weight's, every later weight is allocated after it, and the init
+ *                 launches repeat per tensor on new memory each time
+ *   --load-after-launch  before the weights exist, unrelated kernels run once each on
+ *                 buffers freed afterwards (a framework's probes and warm-up), then the
+ *                 weights are allocated and copied in (cudaMemcpy)
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", "layers.N" around each layer, and inside
  *                 each layer a range whose message is a registered string (as NCCL's:
@@ -180,8 +191,10 @@ extern cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 bl
         }                                                                                \
     } while (0)
 
+#define MODEL_MAX_EXPERTS 64
 typedef struct {
     uint32_t *w, *bias, *s, *pv;
+    uint32_t *ex[MODEL_MAX_EXPERTS]; /* --moe: the layer's experts */
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
@@ -219,9 +232,16 @@ static int alternate_acts; /* odd forwards on the other pair */
 static int cross_from = -1; /* from this forward on, each layer also reads a far layer's weight */
 static int skip_from = -1; /* from this forward on, the last layer is skipped */
 static int gather_from = -1; /* from this forward on, each forward ends with a gather */
+static int gather_until = -1; /* the last forward that does (-1: every one from gather_from) */
+/* --moe E,K: each layer has E experts (dim x dim words each) and every forward routes to
+ * K of them, chosen per forward and layer by a seeded generator (a router's choice):
+ * each expert's weight is read by the forwards that route to it, not by the others. */
+static int moe_experts, moe_k;
 static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
 static int grow_cache;     /* --grow-cache */
+static int init_kernel;       /* --init-kernel */
+static int load_after_launch; /* --load-after-launch */
 static uint32_t *warm; /* --prologue's buffer: thread t adds to dim words at warm + t * dim */
 /* This thread's slice of warm. Each thread's forwards run on a stream of its own, so
  * adding to one slice from two threads would race on the device (mix reads and writes
@@ -299,9 +319,56 @@ static uint32_t *upload_padded(uint64_t seed, size_t count, uint32_t *host, size
     return dev;
 }
 
+/* --init-kernel: count words (and pad zeroed bytes) allocated and written on the device
+ * by the fill kernel, right after the allocation. */
+static uint32_t *init_on_device(uint64_t seed, size_t count, size_t pad)
+{
+    uint32_t *dev;
+    CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
+    uint32_t s32 = (uint32_t)(seed ^ (seed >> 32));
+    int n = (int)count;
+    void *args[] = { &dev, &s32, &n };
+    dim3 grid = { (unsigned)((count + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    CHECK(cudaLaunchKernel(model_kernel_fill(), grid, block, args, 0, 0));
+    if (pad > 0)
+        CHECK(cudaMemset((char *)dev + count * sizeof *dev, 0, pad));
+    return dev;
+}
+
+static uint32_t *upload_padded_or_init(uint64_t seed, size_t count, uint32_t *host, size_t pad)
+{
+    return init_kernel ? init_on_device(seed, count, pad) : upload_padded(seed, count, host, pad);
+}
+
 static uint32_t *upload(uint64_t seed, size_t count, uint32_t *host)
 {
-    return upload_padded(seed, count, host, 0);
+    return upload_padded_or_init(seed, count, host, 0);
+}
+
+/* --load-after-launch: kernels before any weight exists, each launched once on buffers
+ * freed afterwards (nothing in them repeats, nothing of them is used again). */
+static void unrelated_kernels(void)
+{
+    uint32_t *t1, *t2;
+    size_t bytes = (size_t)dim * sizeof *t1;
+    CHECK(cudaMalloc((void **)&t1, bytes));
+    CHECK(cudaMalloc((void **)&t2, bytes));
+    CHECK(cudaMemset(t1, 0, bytes));
+    CHECK(cudaMemset(t2, 0, bytes));
+    dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    void *mix_args[] = { &t1, &t2, &dim };
+    CHECK(cudaLaunchKernel(k_mix, grid, block, mix_args, 0, 0));
+    if (minblas_scale(0, t2, t1, dim) != 0) {
+        fprintf(stderr, "model: minblas_scale failed\n");
+        exit(1);
+    }
+    void *bump_args[] = { &t1, &(struct model_meta){ (uint32_t)dim, 1, { 0 } } };
+    CHECK(cudaLaunchKernel(model_kernel_bump(), grid, block, bump_args, 0, 0));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(t1));
+    CHECK(cudaFree(t2));
 }
 
 /* Frees a weight that upload gave, unless it lives in a --segments segment (those go
@@ -439,12 +506,15 @@ static void load_weights(void)
         size_t pad = pad_odd && l % 2 == 1 ? 2u << 20 : 0;
         if (l == layers - 1)
             pad += (size_t)(big_last - 1) * n * n * sizeof *model[l].w;
-        model[l].w = upload_padded(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host, pad);
+        model[l].w = upload_padded_or_init(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host, pad);
         uint32_t *(*up)(uint64_t, size_t, uint32_t *) = grow_cache ? pool_upload : upload;
         model[l].bias = up(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
         model[l].s = up(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
         if (ptr_arrays)
             model[l].pv = upload(0x94d049bb133111ebull * (uint64_t)(l + 1), big_tables ? n * n : n, host);
+        for (int e = 0; e < moe_experts; e++)
+            model[l].ex[e] = upload(0xbf58476d1ce4e5b9ull * (uint64_t)(l + 1) + 0x94d049bb133111ebull * (uint64_t)e,
+                                    n * n, host);
     }
     if (ptr_arrays) {
         uint32_t **tbl = malloc((size_t)layers * sizeof *tbl);
@@ -456,6 +526,8 @@ static void load_weights(void)
     }
     if (shared)
         shared_table = upload(0x2545f4914f6cdd1dull, n * n, host);
+    if (init_kernel) /* the workers' streams may not wait for the legacy stream */
+        CHECK(cudaDeviceSynchronize());
     uint64_t seed = 42;
     for (size_t i = 0; i < n; i++)
         input[i] = (uint32_t)xorshift(&seed);
@@ -487,6 +559,12 @@ static struct model_meta far_weight_meta(void)
     struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
     meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w;
     return meta;
+}
+
+/* Whether forward it ends with the gather (--gather-from, --gather-until). */
+static int gathers(int it)
+{
+    return gather_from >= 0 && it >= gather_from && (gather_until < 0 || it <= gather_until);
 }
 
 /* --gather-from: y += what every layer's bias, scale vector and weight hold in their
@@ -606,6 +684,28 @@ static void *grow_activation(cudaStream_t stream, uint32_t *y)
     void *args[] = { &y, &row, &dim };
     CHECK(cudaLaunchKernel(k_mix, grid, block, args, 0, stream));
     return act;
+}
+
+/* --moe: layer l of the forward under way mixes into b the K experts its router picks
+ * (distinct, from a generator seeded by the forward and the layer: the same with and
+ * without the shim, different from forward to forward), launched in the experts' order. */
+static void route_experts(int l, uint32_t *b, const cudaLaunchConfig_t *cfg)
+{
+    uint64_t seed = 0x2545f4914f6cdd1dull ^ ((uint64_t)cur_iter * 1000003u + (uint64_t)l);
+    uint64_t chosen = 0;
+    for (int k = 0; k < moe_k; k++) {
+        int e;
+        do
+            e = (int)(xorshift(&seed) % (uint64_t)moe_experts);
+        while (chosen & 1ull << e);
+        chosen |= 1ull << e;
+    }
+    /* In the experts' order, as transformers' loop over the experts that got tokens. */
+    for (int e = 0; e < moe_experts; e++)
+        if (chosen & 1ull << e) {
+            void *args[] = { &b, &model[l].ex[e], &dim };
+            CHECK(cudaLaunchKernelExC(cfg, k_mix, args));
+        }
 }
 
 /* --grow-cache: K or V of layer l, *cache (kv_len rows; none in the prompt), re-made
@@ -736,6 +836,9 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             CHECK(cudaLaunchKernelExC(&cfg, k_mix, mix_args));
         }
 
+        if (moe_experts > 0)
+            route_experts(l, b, &cfg);
+
         int rc = minblas_scale(stream, b, shared ? shared_table : model[l].s, dim);
         if (rc != 0) {
             fprintf(stderr, "model: minblas_scale failed: %d\n", rc);
@@ -798,7 +901,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     }
     if (nvtx)
         nvtxRangePop();
-    if (gather_from >= 0 && cur_iter >= gather_from)
+    if (gathers(cur_iter))
         gather_layers(a, run_layers, stream);
     CHECK(cudaMemcpyAsync(out, a, (size_t)dim * sizeof *out, cudaMemcpyDeviceToHost, stream));
     if (scratch_buf != NULL)
@@ -854,9 +957,11 @@ static int forward_kind(int it)
     int skipped = skip_from >= 0 && it >= skip_from;
     int stale_late = stale_new >= 0 && it >= stale_new;
     int far_late = far_new >= 0 && it >= far_new;
-    int gathered = gather_from >= 0 && it >= gather_from;
+    int gathered = gathers(it);
     int grown = over_from >= 0 && it >= over_from;
-    return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5 | grown << 6;
+    int routed = moe_experts > 0 ? it + 1 : 0; /* --moe: every forward routes its own way */
+    return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5 | grown << 6 |
+           routed << 7;
 }
 
 /* Whether worker 0 writes weights from the host after forward it (--zero, --peek,
@@ -1048,6 +1153,10 @@ int main(int argc, char **argv)
             per_thread_stream = 1;
         else if (strcmp(a, "--prologue") == 0)
             prologue = 1;
+        else if (strcmp(a, "--init-kernel") == 0)
+            init_kernel = 1;
+        else if (strcmp(a, "--load-after-launch") == 0)
+            load_after_launch = 1;
         else if (strcmp(a, "--big-tables") == 0)
             big_tables = 1;
         else if (strcmp(a, "--big-last") == 0 && i + 1 < argc)
@@ -1068,6 +1177,8 @@ int main(int argc, char **argv)
             cross_from = atoi(argv[++i]);
         else if (strcmp(a, "--gather-from") == 0 && i + 1 < argc)
             gather_from = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--gather-until") == 0 && i + 1 < argc)
+            gather_until = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--skip-last-from") == 0 && i + 1 < argc)
             skip_from = atoi(argv[++i]);
         else if (strcmp(a, "--scratch") == 0)
@@ -1084,7 +1195,14 @@ int main(int argc, char **argv)
             peek_after = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
             rewrite_from = parse_int(a, argv[++i], 0, 1 << 20);
-        else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
+        else if (strcmp(a, "--moe") == 0 && i + 1 < argc) {
+            const char *v2 = argv[++i];
+            if (sscanf(v2, "%d,%d", &moe_experts, &moe_k) != 2 || moe_experts < 1 ||
+                moe_experts > MODEL_MAX_EXPERTS || moe_k < 1 || moe_k > moe_experts) {
+                fprintf(stderr, "model: --moe E,K: 1 <= K <= E <= %d (got '%s')\n", MODEL_MAX_EXPERTS, v2);
+                return 2;
+            }
+        } else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
             vary_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--grow-cache") == 0)
             grow_cache = 1;
@@ -1106,13 +1224,17 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--usage] "
                             "[--quiet]\n");
             return 2;
         }
     }
 
+    if (init_kernel && segment_bytes > 0) {
+        fprintf(stderr, "model: --init-kernel does not combine with --segments\n");
+        return 2;
+    }
     if (drop_after >= 0 && threads > 1) {
         fprintf(stderr, "model: --drop needs one thread\n");
         return 2;
@@ -1161,6 +1283,8 @@ int main(int argc, char **argv)
             CHECK(cudaLaunchKernelExC(&cfg, k_mix, warm_args));
         CHECK(cudaDeviceSynchronize());
     }
+    if (load_after_launch)
+        unrelated_kernels();
     load_weights();
     if (side_device >= 0 && !side_late) {
         CHECK(cudaSetDevice(side_device));
@@ -1228,7 +1352,7 @@ int main(int argc, char **argv)
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
                           peek_after >= 0 || cross_from >= 0 || skip_from >= 0 || gather_from >= 0 ||
-                          over_from >= 0 || grow_cache ? iters - 1 : 0],
+                          over_from >= 0 || moe_experts > 0 || grow_cache ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

@@ -260,6 +260,12 @@ typedef struct {
     int n_units, slots, loaded;
     uint64_t clock;
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
+    /* Going over the slots: loads a call needed with no slot to free (load_unit); the
+     * guarded calls that made them, and the most units beyond the slots after one
+     * (guard.c); unloads, beyond the one a load needs, that brought the count back
+     * within the slots (res_shed, load_unit). */
+    uint64_t over_loads, over_calls, shed;
+    int over_most;
     uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
     uint64_t host_copies;     /* copies and sets served on a host store (res_host_copy) */
     /* The first misses, for the trace: what missed, and where the pass was. */
@@ -495,6 +501,7 @@ void outside_sample(const char *phase, long pass, int held);
 extern res_state_t res;      /* counters and regions: also budget.c, guard.c (res.lock) */
 /* Loads, and what the guard records of a call's use (res.lock held). */
 void load_unit(int u, cudaStream_t stream, int keep);
+void res_shed(int running, const int *soon, int n_soon); /* back within the slots */
 cudaStream_t stream_key(cudaStream_t stream);
 void unit_record_use(res_unit_t *un, cudaStream_t stream);
 int checksum_issue(int u);

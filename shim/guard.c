@@ -85,6 +85,19 @@ static void unit_use(int u, cudaStream_t stream)
     mark_touched(u);
 }
 
+/* The loaded streamed units among the regions ids are the call's (unit_use): no load
+ * for the call evicts them. A touch of a loaded unit is a use whatever ft_res_classify
+ * finds, so this only makes the uses that res_touch would come to sooner. */
+static void keep_loaded(const uint32_t *ids, size_t n, cudaStream_t stream)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < res.n_ids && res.by_id[ids[i]] >= 0) {
+            int u = res.regions[res.by_id[ids[i]]].unit;
+            if (res.units[u].loaded)
+                unit_use(u, stream);
+        }
+}
+
 /* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
  * found only at argument words that held garbage in discovery; pos, at and weightless
  * as ft_res_touch_t takes them, kernel as ft_res_repeat_touch (0 for copies and sets).
@@ -99,6 +112,7 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         return;
     /* res.lock is held: engine_enter took it for this call. */
     const ft_res_pass_t pass = { res.pass_len, res.pass_start };
+    int kept = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] >= res.n_ids || res.by_id[ids[i]] < 0)
             continue;
@@ -132,6 +146,12 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
             }
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u)", res_kernel_name,
                           ft_disc_unit(disc, (size_t)r->unit)->name, ids[i]);
+            /* The loaded units the call touches further on are its own before the load
+             * makes room: evicted now, each would be a miss of its own further on. */
+            if (!kept) {
+                kept = 1;
+                keep_loaded(ids + i + 1, n - i - 1, stream);
+            }
             load_unit(r->unit, stream, -1);
         }
         /* The first touch of a unit after its load: what follows it in the learned
@@ -155,6 +175,10 @@ static void touch_every_unit(const char *name, size_t lost, cudaStream_t stream)
 {
     FT_WARN_CAPPED(1, "residency: %s reached more regions than could be recorded (%zu lost, "
                   "out of memory): every streamed unit is loaded for it", name, lost);
+    /* The units loaded now are the call's first, so that no load below evicts them. */
+    for (int u = 0; u < res.n_units; u++)
+        if (res.units[u].n > 0 && res.units[u].loaded)
+            unit_use(u, stream);
     for (int u = 0; u < res.n_units; u++) {
         if (res.units[u].n == 0) /* resident: nothing streamed */
             continue;
@@ -207,6 +231,10 @@ static void res_prefetch(int u, cudaStream_t stream)
 {
     const ft_res_unit_t *view = guard_arrays() == 0 ? res_view(-1, u) : NULL;
     int n = view != NULL ? ft_res_prefetch(view, res.n_units, u, res.slots, ahead) : 0;
+    /* After a call that went over the slots, the units beyond them leave first, other
+     * than those this prefetch is about to load. */
+    if (view != NULL)
+        res_shed(u, ahead, n);
     for (int k = 0; k < n; k++) {
         int w = ahead[k];
         if (!res.units[w].loaded) {
@@ -273,6 +301,42 @@ double step_median_us(uint64_t *n)
     return s[k / 2] * 1000.0;
 }
 
+/* What the process holds through FlexTensor now (res.lock held). */
+static uint64_t held_now(void)
+{
+    ft_gpu_memory_usage_t usage;
+    usage_locked(&usage);
+    return usage.total_bytes;
+}
+
+/* The call being guarded had units loaded over the slots for it (load_unit's
+ * FT_RES_OVER, since over_loads was over0): counted for the exit report, and said
+ * once. It reads more streamed units than the slots hold, so the engine holds them all
+ * until it has run, over the slots and, when the budget has no room for them, over the
+ * budget: the budget gives way rather than the kernel faulting. res_shed brings them
+ * back within the slots at the next prefetch. res.lock held. */
+static void note_over(const char *what, uint64_t over0)
+{
+    if (res.over_loads == over0)
+        return;
+    int beyond = res.loaded - res.slots, reads = n_touched;
+    if (touched_more) {
+        reads = 0;
+        for (int u = 0; u < res.n_units; u++)
+            reads += touched_by_this_call(u);
+    }
+    res.over_calls++;
+    if (beyond > res.over_most)
+        res.over_most = beyond;
+    char a[32], b[32], c[32];
+    FT_WARN_CAPPED(1, "residency: %s reads %d streamed unit(s), %d beyond the %d slot(s): they are "
+                   "loaded over the slots for it (%s of streamed units held; %s through FlexTensor, "
+                   "budget %s) and unloaded again at the next prefetch; later calls like it are "
+                   "counted in the exit report", what, reads, beyond, res.slots,
+                   human_bytes(res.held_bytes, a, sizeof a), human_bytes(held_now(), b, sizeof b),
+                   plan.in.budget_bytes > 0 ? human_bytes(plan.in.budget_bytes, c, sizeof c) : "none");
+}
+
 /* The guard of a launch of kernel `key` (`name`, for messages) whose arguments hold the
  * regions of `set` (res.lock held): pass tracking sees the touches the kernel is sure
  * to make; the guard all. */
@@ -285,9 +349,11 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     long pos = ft_res_lane_pos(&lane_off_script, tracked, expected);
     res_kernel_name = name;
     lane_launches++;
+    uint64_t over0 = res.over_loads;
     res_touch(set->id, set->unsure, set->n, stream, pos, weightless, key, tracked);
     if (set->dropped > 0 && guarding())
         touch_every_unit(name, set->dropped, stream);
+    note_over(name, over0);
     res_kernel_name = "?";
     lane_last_pos = tracked; /* a miss above was after the launch before */
     /* After this launch is enqueued (res_call_done): an eviction waits on the host for
@@ -313,7 +379,9 @@ void res_guard_copy(const void *dst, const void *src, cudaStream_t stream)
     for (int i = 0; i < 2; i++)
         if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
             ids[n++] = r.id;
+    uint64_t over0 = res.over_loads;
     res_touch(ids, NULL, n, stream, -1, 0, 0, -1);
+    note_over("a copy or set", over0);
 }
 
 /* The call just enqueued used unit u: its use is recorded behind the call. */

@@ -214,6 +214,10 @@ void ft_hooks_report(void)
                 (unsigned long long)res.misses, (double)res.copied_in_bytes / 1048576.0,
                 (unsigned long long)res.unloads, (unsigned long long)res.written_back,
                 (double)res.peak_held_bytes / 1048576.0);
+    if (streaming && res.over_calls > 0)
+        FT_INFO("residency: %llu call(s) read more streamed units than the %d slot(s) hold (at most %d "
+                "beyond); %llu unload(s) brought the units held back within the slots after them",
+                (unsigned long long)res.over_calls, res.slots, res.over_most, (unsigned long long)res.shed);
     if (res.host_copies > 0)
         FT_INFO("residency: %llu copy(ies) or set(s) to or from units in host memory served there, "
                 "without loading them", (unsigned long long)res.host_copies);

@@ -9,11 +9,13 @@
  * loaded on the side stream: physical memory is created and mapped at the same
  * addresses, the bytes copied in, and an event recorded that every call touching the
  * unit waits on. A call touching a unit that is not loaded (a miss) loads it on the
- * caller's stream. At most `slots` streamed units are loaded at once; loading one more
- * first unloads the least recently loaded: after the events behind its copy in and its
- * last uses (its kernels must be done), it is dropped when the device checksum proves it
- * unchanged, else copied back to the host store (nothing written is lost), and its
- * physical memory goes to the unit loaded next or is released (docs/residency.md).
+ * caller's stream. At most `slots` streamed units are loaded at once (a call that reads
+ * more has them all loaded, over the slots until the next prefetch: res_shed); loading
+ * one more first unloads the least recently loaded: after the events behind its copy in
+ * and its last uses (its kernels must be done), it is dropped when the device checksum
+ * proves it unchanged, else copied back to the host store (nothing written is lost),
+ * and its physical memory goes to the unit loaded next or is released
+ * (docs/residency.md).
  *
  * The guard that decides what a call needs loaded is guard.c's; this file carries out
  * the loads and unloads it asks for. It also serves copies and sets on the host store
@@ -327,30 +329,91 @@ const ft_res_unit_t *res_view(int u, int keep)
     return view;
 }
 
+/* The physical memory kept from unloaded units that no load has taken is released. */
+static void release_spares(void)
+{
+    uint64_t t = now_ns();
+    while (res.n_spare > 0)
+        drv.release(res.spare[--res.n_spare].h);
+    res.ns_release += now_ns() - t;
+}
+
+/* Room for one index per unit, for the victims of a load or of res_shed (res.lock
+ * held); NULL when it cannot be had. */
+static int *victims_array(void)
+{
+    static int *victims;
+    static int cap;
+    int *grown = unit_array(victims, &cap, sizeof *victims);
+    if (grown != NULL)
+        victims = grown;
+    return grown;
+}
+
+/* Unloads loaded unit v to give its slot up (res.lock held). Mapping is not
+ * stream-ordered: its copy in and the calls that touched it must have run, so the host
+ * waits for their events first. */
+static void evict_loaded(int v)
+{
+    uint64_t t = now_ns();
+    if (res.units[v].ready_recorded)
+        ev.sync(res.units[v].ready);
+    unit_sync_used(&res.units[v]);
+    uint64_t t1 = now_ns();
+    res.ns_wait += t1 - t;
+    unload_unit(v);
+    res.ns_unmap += now_ns() - t1;
+}
+
+/* After a call that went over the slots (a launch reading more streamed units than they
+ * hold): the units beyond them are unloaded, as ft_res_victims chooses, other than
+ * `running` (the unit whose launch was just enqueued) and the n_soon units of `soon`
+ * (those its prefetch is about to load). guard.c calls it before a prefetch: the call
+ * that went over has recorded its use events by then, and each eviction waits for
+ * them (evict_loaded), so nothing leaves under a kernel that may still read it; the
+ * launch just enqueued keeps the device busy meanwhile. res.lock held. */
+void res_shed(int running, const int *soon, int n_soon)
+{
+    if (res.loaded <= res.slots)
+        return;
+    const ft_res_unit_t *view = res_view(-1, running);
+    int *out = victims_array();
+    if (view == NULL || out == NULL)
+        return; /* the next load makes the room it can */
+    int k = ft_res_victims(view, res.n_units, res.loaded, res.slots, 0, soon, n_soon, out);
+    uint64_t held = res.held_bytes;
+    for (int i = 0; i < k; i++)
+        evict_loaded(out[i]);
+    /* Their memory is not kept for a load to reuse: the prefetch that follows may load
+     * nothing (its units stayed), and until a load took it, it would be held over the
+     * slots still. */
+    release_spares();
+    res.shed += (uint64_t)k;
+    if (k > 0)
+        FT_DEBUG("residency: %d unit(s) beyond the slots unloaded: %d loaded of %d slot(s), %.1f MiB of "
+                 "streamed units held (%.1f before)", k, res.loaded, res.slots,
+                 (double)res.held_bytes / 1048576.0, (double)held / 1048576.0);
+}
+
 /* Makes unit u resident for a call on `stream` (the lock held). */
 void load_unit(int u, cudaStream_t stream, int keep)
 {
     res_unit_t *un = &res.units[u];
     if (un->loaded)
         return;
-    int lru;
+    int n_victims = 0;
     const ft_res_unit_t *view = res_view(u, keep);
-    ft_res_room_t room = ft_res_make_room(view, view != NULL ? res.n_units : 0, res.loaded, res.slots,
-                                          keep >= 0, &lru);
+    int *victims = victims_array();
+    ft_res_room_t room = ft_res_make_room(view, view != NULL && victims != NULL ? res.n_units : 0, res.loaded,
+                                          res.slots, keep >= 0, victims, &n_victims);
     if (room == FT_RES_SKIP)
         return;
-    if (room == FT_RES_EVICT) {
-        /* Mapping is not stream-ordered: its copy in and the calls that touched it
-         * must have run. */
-        uint64_t t = now_ns();
-        if (res.units[lru].ready_recorded)
-            ev.sync(res.units[lru].ready);
-        unit_sync_used(&res.units[lru]);
-        uint64_t t1 = now_ns();
-        res.ns_wait += t1 - t;
-        unload_unit(lru);
-        res.ns_unmap += now_ns() - t1;
-    }
+    /* Over the slots already (a call went over them, and no prefetch has brought them
+     * back since), the victims are one for this load and one for each unit beyond. */
+    for (int i = 0; i < n_victims; i++)
+        evict_loaded(victims[i]);
+    res.shed += (uint64_t)(n_victims - (room == FT_RES_EVICT));
+    res.over_loads += (uint64_t)(room == FT_RES_OVER);
     uint64_t t2 = now_ns(), copy0 = res.ns_copy;
     release_unmatched_spares(un);
     CUdevice dev;
@@ -378,10 +441,7 @@ void load_unit(int u, cudaStream_t stream, int keep)
         res.copied_in_bytes += r->size;
         res.region_loads++;
     }
-    uint64_t t3 = now_ns();
-    while (res.n_spare > 0)
-        drv.release(res.spare[--res.n_spare].h);
-    res.ns_release += now_ns() - t3;
+    release_spares();
     res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
     ev.record(un->ready, stream);
     un->ready_recorded = 1;

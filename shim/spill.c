@@ -278,13 +278,17 @@ void spill_touch(const uint64_t *ptrs, size_t n, int all, cudaStream_t stream)
                 break;
         }
     }
+    int spilled = 0;
     for (size_t i = 0; i < n; i++) {
         ft_region_t r;
         vmm_t *v;
-        if (ptrs[i] != 0 && ft_regions_find(regions, ptrs[i], &r) && (v = vmm_find(r.base)) != NULL)
+        if (ptrs[i] != 0 && ft_regions_find(regions, ptrs[i], &r) && (v = vmm_find(r.base)) != NULL) {
             v->stamp = stamp;
+            spilled |= v->spilled;
+        }
     }
-    for (size_t i = 0; i < n; i++) {
+    /* Most launches touch nothing in host memory: one walk. */
+    for (size_t i = 0; spilled && i < n; i++) {
         ft_region_t r;
         vmm_t *v;
         if (ptrs[i] == 0 || !ft_regions_find(regions, ptrs[i], &r) || (v = vmm_find(r.base)) == NULL ||

@@ -1,6 +1,7 @@
 /* check_residency.c - the residency engine's decisions (core/residency.c), called
  * directly: which loaded unit gives its slot up (never a pinned, busy, resident or
- * unloaded one; the least recently loaded), what a load does when the slots are full,
+ * unloaded one; the least recently loaded), which units leave to come back within the
+ * slots after a call went over them, what a load does when the slots are full,
  * which units a prefetch loads, the units at a pass position, how far a touch is from
  * its unit's range, a lane's position off the record, the repeat rule, each stale rule
  * with and without FT_STRICT_GUARD, which regions of a streamed unit stay, and what an
@@ -69,25 +70,129 @@ END_TEST
 START_TEST(room_free_slot_evict_skip_over)
 {
     ft_res_unit_t u[3] = { unit(4), unit(2), unit(6) };
-    int victim = 99;
-    ck_assert_int_eq(ft_res_make_room(u, 3, 1, 2, 0, &victim), FT_RES_LOAD);
-    ck_assert_int_eq(victim, -1);
-    ck_assert_int_eq(ft_res_make_room(u, 3, 2, 2, 0, &victim), FT_RES_EVICT);
-    ck_assert_int_eq(victim, 1);
-    ck_assert_int_eq(ft_res_make_room(u, 3, 2, 2, 1, &victim), FT_RES_EVICT);
-    ck_assert_int_eq(victim, 1);
-    /* over the slots already (a demand load went over): still one out per load */
-    ck_assert_int_eq(ft_res_make_room(u, 3, 3, 2, 0, &victim), FT_RES_EVICT);
+    int v[3] = { 99, 99, 99 }, n = 99;
+    ck_assert_int_eq(ft_res_make_room(u, 3, 1, 2, 0, v, &n), FT_RES_LOAD);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(ft_res_make_room(u, 3, 2, 2, 0, v, &n), FT_RES_EVICT);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(v[0], 1);
+    ck_assert_int_eq(ft_res_make_room(u, 3, 2, 2, 1, v, &n), FT_RES_EVICT);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(v[0], 1);
+    /* over the slots already (a call went over them): one out for the load and one for
+     * the unit beyond, so the load leaves the count at the slots (it once took one out
+     * per load, and the count never came back down) */
+    ck_assert_int_eq(ft_res_make_room(u, 3, 3, 2, 0, v, &n), FT_RES_EVICT);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(v[0], 1);
+    ck_assert_int_eq(v[1], 0);
+    /* over by more than may go: a call's load takes out what may go and goes over by
+     * the rest; a prefetch takes out nothing and waits */
+    ck_assert_int_eq(ft_res_make_room(u, 3, 5, 2, 0, v, &n), FT_RES_OVER);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(v[0], 1);
+    ck_assert_int_eq(v[1], 0);
+    ck_assert_int_eq(v[2], 2);
+    ck_assert_int_eq(ft_res_make_room(u, 3, 5, 2, 1, v, &n), FT_RES_SKIP);
+    ck_assert_int_eq(n, 0);
     for (int i = 0; i < 3; i++)
         u[i].busy = 1;
     /* every slot in use: a prefetch waits, a call's load goes over the slots */
-    ck_assert_int_eq(ft_res_make_room(u, 3, 2, 2, 1, &victim), FT_RES_SKIP);
-    ck_assert_int_eq(victim, -1);
-    ck_assert_int_eq(ft_res_make_room(u, 3, 2, 2, 0, &victim), FT_RES_OVER);
-    ck_assert_int_eq(victim, -1);
+    ck_assert_int_eq(ft_res_make_room(u, 3, 2, 2, 1, v, &n), FT_RES_SKIP);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(ft_res_make_room(u, 3, 2, 2, 0, v, &n), FT_RES_OVER);
+    ck_assert_int_eq(n, 0);
     /* no units to look at (the shim's view could not be had) */
-    ck_assert_int_eq(ft_res_make_room(NULL, 0, 2, 2, 0, &victim), FT_RES_OVER);
-    ck_assert_int_eq(ft_res_make_room(NULL, 0, 2, 2, 1, &victim), FT_RES_SKIP);
+    ck_assert_int_eq(ft_res_make_room(NULL, 0, 2, 2, 0, v, &n), FT_RES_OVER);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(ft_res_make_room(NULL, 0, 2, 2, 1, v, &n), FT_RES_SKIP);
+    ck_assert_int_eq(n, 0);
+}
+END_TEST
+
+/* After a launch that read every streamed unit (a cat of every layer's weights): 8
+ * units loaded for 2 slots. Back within the slots, the least recently loaded go first,
+ * never the unit whose launch runs (busy), one the prefetch under way is about to load
+ * (keep), a pinned one, or a resident one. */
+START_TEST(victims_back_within_the_slots)
+{
+    ft_res_unit_t u[10];
+    for (int i = 0; i < 10; i++)
+        u[i] = unit((uint64_t)(20 + i));
+    u[8].stamp = 3; /* loaded before the cat, the oldest: 8, then 9 */
+    u[9].stamp = 4;
+    u[0].streamed = 0; /* resident: holds no slot */
+    u[1].busy = 1;     /* its launch was just enqueued */
+    int keep[1] = { 2 }, out[10];
+    int k = ft_res_victims(u, 10, 9, 2, 0, keep, 1, out);
+    /* 9 loaded of 2 slots: 7 leave, 1 and 2 stay */
+    ck_assert_int_eq(k, 7);
+    const int want[7] = { 8, 9, 3, 4, 5, 6, 7 };
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(out[i], want[i]);
+    /* within the slots: none leaves; before a load, one makes room */
+    ck_assert_int_eq(ft_res_victims(u, 10, 2, 2, 0, keep, 1, out), 0);
+    ck_assert_int_eq(ft_res_victims(u, 10, 1, 2, 1, NULL, 0, out), 0);
+    ck_assert_int_eq(ft_res_victims(u, 10, 2, 2, 1, NULL, 0, out), 1);
+    ck_assert_int_eq(out[0], 8);
+    /* fewer may go than are beyond: as many as may (the pinned one holds no slot, and
+     * the busy and kept ones stay, over the slots) */
+    for (int i = 3; i < 10; i++)
+        u[i].busy = 1;
+    u[4].busy = 0;
+    u[5].busy = 0;
+    u[5].pinned = 1;
+    k = ft_res_victims(u, 10, 9, 2, 0, keep, 1, out);
+    ck_assert_int_eq(k, 1);
+    ck_assert_int_eq(out[0], 4);
+    /* equal stamps: the lowest index first */
+    for (int i = 0; i < 10; i++)
+        u[i] = unit(5);
+    k = ft_res_victims(u, 10, 10, 7, 0, NULL, 0, out);
+    ck_assert_int_eq(k, 3);
+    ck_assert_int_eq(out[0], 0);
+    ck_assert_int_eq(out[1], 1);
+    ck_assert_int_eq(out[2], 2);
+}
+END_TEST
+
+/* The victims against their definition, over random unit states: as many as the count
+ * over the slots asks (plus want) or as may go, the least recently loaded of those that
+ * may, in that order, none kept. */
+START_TEST(victims_random_against_definition)
+{
+    srand(17);
+    for (int trial = 0; trial < 3000; trial++) {
+        ft_res_unit_t u[16];
+        int n = 1 + rand() % 16, keep[4], n_keep = rand() % 5, out[16];
+        for (int i = 0; i < n; i++)
+            u[i] = (ft_res_unit_t){ (uint64_t)(rand() % 10), rand() % 4 != 0, rand() % 5 != 0, rand() % 8 == 0,
+                                    rand() % 6 == 0 };
+        for (int k = 0; k < n_keep; k++)
+            keep[k] = rand() % n;
+        int slots = 1 + rand() % 4, want = rand() % 2, loaded = rand() % (n + 1);
+        int k = ft_res_victims(u, n, loaded, slots, want, keep, n_keep, out);
+        /* the definition: repeatedly the least recently loaded (lowest index on a tie)
+         * of those that may go and were not taken yet */
+        int taken[16] = { 0 }, need = loaded + want - slots, w = 0;
+        for (; w < need; w++) {
+            int best = -1;
+            for (int i = 0; i < n; i++) {
+                int kept = 0;
+                for (int j = 0; j < n_keep; j++)
+                    kept |= keep[j] == i;
+                if (u[i].loaded && u[i].streamed && !u[i].pinned && !u[i].busy && !kept && !taken[i] &&
+                    (best < 0 || u[i].stamp < u[best].stamp))
+                    best = i;
+            }
+            if (best < 0)
+                break;
+            taken[best] = 1;
+            ck_assert_int_lt(w, k);
+            ck_assert_int_eq(out[w], best);
+        }
+        ck_assert_int_eq(k, need > 0 ? w : 0);
+    }
 }
 END_TEST
 
@@ -350,6 +455,8 @@ Suite *residency_suite(void)
     tcase_add_test(tc, victim_never_pinned_busy_resident_or_unloaded);
     tcase_add_test(tc, victim_random_against_definition);
     tcase_add_test(tc, room_free_slot_evict_skip_over);
+    tcase_add_test(tc, victims_back_within_the_slots);
+    tcase_add_test(tc, victims_random_against_definition);
     tcase_add_test(tc, prefetch_follows_the_pass_and_wraps);
     tcase_add_test(tc, unit_at_a_position);
     suite_add_tcase(s, tc);

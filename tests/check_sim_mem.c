@@ -152,6 +152,10 @@ START_TEST(test_peer_access_to_mappings)
                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CU_OK(cuMemSetAccess(va, 2u << 20, &ad, 1));
     RT_OK(cudaMemcpy(buf1, (void *)va, 4096, cudaMemcpyDeviceToDevice));
+    /* A device-to-device cudaMemcpy does not wait for its copy: device 1's copies of
+     * plain0 and va must be done before device 0 writes plain0 (TSan saw the two
+     * devices' workers race there). */
+    RT_OK(cudaDeviceSynchronize());
     RT_OK(cudaSetDevice(0)); /* device 0 kept its own access */
     RT_OK(cudaMemcpy(plain0, (void *)va, 4096, cudaMemcpyDeviceToDevice));
 }

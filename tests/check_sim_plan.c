@@ -156,17 +156,18 @@ typedef struct {
  * waited for on the host first, as an unmap must. */
 static void engine_load(engine_t *e, int w, int keep, cudaStream_t stream)
 {
-    int victim;
+    int victims[MAXU], n_victims;
     e->unit[w].busy = 1;
     if (keep >= 0)
         e->unit[keep].busy = 1;
-    ft_res_room_t room = ft_res_make_room(e->unit, e->n, e->loaded, e->slots, keep >= 0, &victim);
+    ft_res_room_t room = ft_res_make_room(e->unit, e->n, e->loaded, e->slots, keep >= 0, victims, &n_victims);
     e->unit[w].busy = 0;
     if (keep >= 0)
         e->unit[keep].busy = 0;
     if (room == FT_RES_SKIP)
         return;
-    if (room == FT_RES_EVICT) {
+    for (int i = 0; i < n_victims; i++) {
+        int victim = victims[i];
         if (e->ready_recorded[victim])
             RT_OK(cudaEventSynchronize(e->ready[victim]));
         if (e->used_recorded[victim])

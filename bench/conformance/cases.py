@@ -362,6 +362,29 @@ class MoeWatch:
 
 # --- workloads ------------------------------------------------------------------------
 
+def timed_steps(run, r, label, kind, warmup, iters, step):
+    """warmup + iters steps of `kind` (decode, prefill), step(s) giving step s's work:
+    the collector and the MoE expert count off in the warm-up and on (collected first,
+    then disabled: no collector pause inside a timed step) for the timed ones. Into r:
+    {kind}_warmup_ms, {kind}_ms, {kind}_ms_median and, for MoE, used_bytes_{kind} and
+    expert_share_{kind}."""
+    warm, timed = [], []
+    for s in range(warmup + iters):
+        fn = step(s)
+        if s == warmup:
+            gc.collect()
+            gc.disable()
+            if run.moe is not None:
+                run.moe.on = True
+        _, ms = run.step(f"{label}.{kind}", s, fn)
+        (warm if s < warmup else timed).append(round(ms, 3))
+    gc.enable()
+    if run.moe is not None:
+        run.moe.on = False
+        r[f"used_bytes_{kind}"], r[f"expert_share_{kind}"] = run.moe.used(run.res["weights_bytes"])
+    r.update({f"{kind}_warmup_ms": warm, f"{kind}_ms": timed, f"{kind}_ms_median": med(timed)})
+
+
 def decode_prefill(run, models, label, warmup, iters, seed_off=0):
     """The decode and prefill workload over `models` [(name, model)], a step being one
     forward of each in turn. Outputs under "{name}.*", timings under label."""
@@ -385,25 +408,14 @@ def decode_prefill(run, models, label, warmup, iters, seed_off=0):
         _, ms = run.step(f"{label}.prompt", 0, prompt_fn)
         r["prompt_ms"] = round(ms, 3)
 
-        warm, timed = [], []
-        for s in range(warmup + iters):
-            def fn(s=s):
+        def decode_step(s):
+            def fn():
                 for name, m in models:
                     o = m(input_ids=toks[name][s:s + 1], past_key_values=cache[name], use_cache=True)
                     cache[name] = o.past_key_values
                     last[name].append(o.logits[:, -1, :])
-            if s == warmup:
-                gc.collect()
-                gc.disable()  # no collector pause inside a timed step
-                if run.moe is not None:
-                    run.moe.on = True
-            _, ms = run.step(f"{label}.decode", s, fn)
-            (warm if s < warmup else timed).append(round(ms, 3))
-        gc.enable()
-        if run.moe is not None:
-            run.moe.on = False
-            r["used_bytes_decode"], r["expert_share_decode"] = run.moe.used(run.res["weights_bytes"])
-        r.update(decode_warmup_ms=warm, decode_ms=timed, decode_ms_median=med(timed))
+            return fn
+        timed_steps(run, r, label, "decode", warmup, iters, decode_step)
         run.usage(f"ft_usage_after_{label}.decode")
         for name, _ in models:
             run.out[f"{name}.decode_logits"] = torch.cat(last[name]).cpu()
@@ -411,26 +423,15 @@ def decode_prefill(run, models, label, warmup, iters, seed_off=0):
         last = {name: [] for name, _ in models}
 
         full = {}
-        warm, timed = [], []
-        for s in range(PREFILL_WARMUP + PREFILL_ITERS):
+        def prefill_step(s):
             def fn():
                 for name, m in models:
                     full[name] = None  # the previous full logits freed before the forward
                     lg = m(input_ids=pre[name], use_cache=False).logits
                     last[name].append(lg[:, -1, :].clone())
                     full[name] = lg
-            if s == PREFILL_WARMUP:
-                gc.collect()
-                gc.disable()
-                if run.moe is not None:
-                    run.moe.on = True
-            _, ms = run.step(f"{label}.prefill", s, fn)
-            (warm if s < PREFILL_WARMUP else timed).append(round(ms, 3))
-        gc.enable()
-        if run.moe is not None:
-            run.moe.on = False
-            r["used_bytes_prefill"], r["expert_share_prefill"] = run.moe.used(run.res["weights_bytes"])
-        r.update(prefill_warmup_ms=warm, prefill_ms=timed, prefill_ms_median=med(timed))
+            return fn
+        timed_steps(run, r, label, "prefill", PREFILL_WARMUP, PREFILL_ITERS, prefill_step)
         run.usage(f"ft_usage_after_{label}.prefill")
         eq = True
         for name, _ in models:

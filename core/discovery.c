@@ -38,6 +38,12 @@ typedef struct {
                                  a launch, not a copy: an activation (a caching
                                  allocator's segment), never a weight, also after a
                                  restart (its content can repeat pass after pass) */
+    int varies;               /* its content moved at two of the detector's snapshots
+                                 (detector_snapshot): an activation segment, left out
+                                 of the detector's keys */
+    int dmoves;               /* detector snapshots at which its content had moved */
+    int dhashed;              /* dhash holds its hash at the last detector snapshot */
+    uint64_t dhash;
     int fold_touched;         /* fold_repeated_pass: touched in the pass */
     int fold_odd;             /* and at a launch where another copy does not touch it */
     UT_hash_handle hh;
@@ -167,6 +173,13 @@ struct ft_disc {
     uint64_t weight_bytes;
     int restart_pending;      /* the passes found hold no weight: start over */
     int restarts;
+    /* The detector's snapshots (detector_snapshot), taken at a launch after a host
+     * synchronisation until a lane is anchored: the launch count at the last one (or
+     * at the first launch), the launches to wait for before the next, whether the host
+     * synchronised since. */
+    uint64_t dsnap_at, dsnap_gap;
+    int dsnap_sync;
+    int any_anchored;         /* a lane is anchored: the keys' regions are settled */
     uint64_t marker_hits;     /* launches whose kernel matched the marker glob */
     /* Once DONE (without explicit marks), every lane's passes are followed from the
      * first launch of the recorded pass that touches a weight of the unit it runs in
@@ -490,6 +503,100 @@ static void snapshot_hashes(ft_disc_t *d, int early)
     hash_batch(d, q, of, n, early);
 }
 
+/* The detector's snapshots: at least this many launches apart, twice as many after
+ * each one that saw no content move (a program that synchronises every few launches
+ * pays for a handful), back to this after one that did. */
+#define DSNAP_GAP_MIN 32
+#define DSNAP_GAP_MAX (1u << 20)
+
+/* A region's hash at a detector snapshot: 1 when its content moved since the previous
+ * one. The second time, the region varies. A hash that failed tells nothing. */
+static int dhash_seen(rinfo_t *r, const ft_disc_hash_req_t *q)
+{
+    if (q->failed)
+        return 0;
+    int moved = r->dhashed && q->hash != r->dhash;
+    r->dhash = q->hash;
+    r->dhashed = 1;
+    if (moved && ++r->dmoves >= 2)
+        r->varies = 1;
+    return moved;
+}
+
+/* Before any lane has found its period, keys may carry pointers into activation
+ * segments that existed at the first launch: a caching allocator serves later tensors
+ * from their free space (PyTorch's small pool holds the norm weights and the token ids
+ * copied before the first launch, then the activations and a KV cache of every decode
+ * step). Those pointers move from one forward to the next as the cache grows, so keys
+ * never recur and no period is found. Such a region's content changes from one host
+ * synchronisation to the next; a weight's never does. The detector's snapshot hashes
+ * every candidate not yet known to vary; one whose hash has moved at two snapshots
+ * (the first launch's counts as the first snapshot) leaves the keys. Once is not
+ * enough: kernels may initialise weights after the first launch, once. Its own hashes:
+ * the weight rule's are left as they are. How many regions moved (*moved) and began to
+ * vary (returned), and the latter's bytes (*bytes). */
+static size_t detector_snapshot(ft_disc_t *d, size_t *moved, uint64_t *bytes)
+{
+    ft_disc_hash_req_t q[FT_DISC_HASH_BATCH];
+    rinfo_t *of[FT_DISC_HASH_BATCH];
+    size_t n = 0, began = 0;
+    *bytes = 0;
+    *moved = 0;
+    rinfo_t *r, *rt;
+    HASH_ITER(hh, d->rmap, r, rt) {
+        int last = r->hh.next == NULL;
+        if (r->candidate && !r->freed && !r->varies) {
+            q[n] = (ft_disc_hash_req_t){ .base = r->base, .size = r->size };
+            of[n++] = r;
+        }
+        if (n == FT_DISC_HASH_BATCH || (last && n > 0)) {
+            d->p.hash(d->p.hash_ctx, q, n);
+            for (size_t i = 0; i < n; i++) {
+                int was = of[i]->varies;
+                *moved += (size_t)dhash_seen(of[i], &q[i]);
+                if (of[i]->varies && !was) {
+                    began++;
+                    *bytes += of[i]->size;
+                }
+            }
+            n = 0;
+        }
+    }
+    return began;
+}
+
+/* Whether this launch takes a detector snapshot: no lane is anchored yet, the host
+ * has synchronised since the last one, and enough launches have gone by. Tested at
+ * every launch of discovery: no call, no clock. */
+static inline int detector_snapshot_due(const ft_disc_t *d)
+{
+    return d->dsnap_sync && !d->any_anchored && !d->explicit_marks && d->p.hash != NULL &&
+           d->launches_total - d->dsnap_at >= d->dsnap_gap;
+}
+
+/* The detector snapshot of a launch (detector_snapshot_due). When regions began to
+ * vary, every lane's detector starts again from this launch (its keys so far held
+ * them). */
+static void take_detector_snapshot(ft_disc_t *d)
+{
+    uint64_t bytes;
+    size_t moved, began = detector_snapshot(d, &moved, &bytes);
+    d->dsnap_at = d->launches_total;
+    d->dsnap_sync = 0;
+    if (moved > 0)
+        d->dsnap_gap = DSNAP_GAP_MIN;
+    else if (d->dsnap_gap < DSNAP_GAP_MAX)
+        d->dsnap_gap *= 2;
+    if (began > 0) {
+        lane_t *ln, *lt;
+        HASH_ITER(hh, d->lanes, ln, lt) drop_pairs(ln);
+        FT_DEBUG("discovery: %zu region(s) alive at the first launch (%.1f MiB) changed at two host "
+                 "synchronisations, the last before launch %llu: activations, left out of the "
+                 "detector's keys; the period is looked for again", began, (double)bytes / 1048576.0,
+                 (unsigned long long)d->launches_total);
+    }
+}
+
 static void start_observing(ft_disc_t *d)
 {
     ft_region_t *v;
@@ -503,6 +610,15 @@ static void start_observing(ft_disc_t *d)
         rinfo_add(d, &v[i], 1);
     free(v);
     snapshot_hashes(d, 1);
+    /* The snapshot at the first launch is the detector's first too. */
+    rinfo_t *r, *rt;
+    HASH_ITER(hh, d->rmap, r, rt) {
+        r->dhash = r->hash;
+        r->dhashed = r->hashed;
+    }
+    d->dsnap_at = d->launches_total;
+    d->dsnap_gap = DSNAP_GAP_MIN;
+    d->dsnap_sync = 0;
     __atomic_store_n(&d->state, FT_DISC_OBSERVING, __ATOMIC_RELEASE);
 }
 
@@ -1150,8 +1266,9 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         }
         __atomic_store_n(&d->state, FT_DISC_DONE, __ATOMIC_RELEASE);
         choose_track_start(d);
-        FT_INFO("discovery: %d iteration(s) of %zu launches, %zu units, %.1f MiB of weights",
-                ln->iterations, d->last.n, d->n_units, (double)d->weight_bytes / 1048576.0);
+        FT_INFO("discovery: %d iteration(s) of %zu launches, %zu units, %.1f MiB of weights, "
+                "after %llu launches", ln->iterations, d->last.n, d->n_units,
+                (double)d->weight_bytes / 1048576.0, (unsigned long long)d->launches_total);
         warn_unmatched(d);
     }
 }
@@ -1172,7 +1289,7 @@ static uint64_t pair_key(ft_disc_t *d, uint32_t kernel, const uint32_t *ids, con
     *minid = UINT32_MAX;
     for (size_t i = 0; i < n; i++) {
         rinfo_t *r = (ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, ids[i]);
-        if (r == NULL || !r->candidate)
+        if (r == NULL || !r->candidate || r->varies)
             continue;
         any = 1;
         h = (h ^ r->id) * 1099511628211ull;
@@ -1225,6 +1342,7 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
     }
     ln->anchor = ln->seq[best];
     ln->anchored = 1;
+    d->any_anchored = 1;
     FT_DEBUG("discovery: lane %#llx repeats every %zu weight-touching launches; passes begin "
              "at the launch touching region %u", (unsigned long long)ln->lane, c->period,
              ln->seq_minid[best]);
@@ -1305,7 +1423,8 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
 
 /* FT_LOG_LEVEL=trace: what the period detector gets, launch by launch, until the lane
  * is anchored: position, kernel, both keys, and each region touched (id, whether it is
- * a candidate, size, offset of the pointer), to replay a real program's pattern. */
+ * a candidate (c) and varies (v: out of the keys), size, offset of the pointer), to
+ * replay a real program's pattern. */
 static void trace_detector_input(ft_disc_t *d, const lane_t *ln, const kinfo_t *k, const uint32_t *ids,
                                  const uint64_t *ptrs, size_t n)
 {
@@ -1315,8 +1434,9 @@ static void trace_detector_input(ft_disc_t *d, const lane_t *ln, const kinfo_t *
     for (size_t i = 0; i < n && len < sizeof buf - 48; i++) {
         rinfo_t *r = rinfo_get(d, ids[i] & ~ID_INDIRECT);
         uint64_t off = r != NULL && ptrs[i] >= r->base ? ptrs[i] - r->base : UINT64_MAX;
-        len += (size_t)snprintf(buf + len, sizeof buf - len, " %u%s%s:%lluK@%lld", ids[i] & ~ID_INDIRECT,
+        len += (size_t)snprintf(buf + len, sizeof buf - len, " %u%s%s%s:%lluK@%lld", ids[i] & ~ID_INDIRECT,
                                 (ids[i] & ID_INDIRECT) ? "i" : "", r != NULL && r->candidate ? "c" : "",
+                                r != NULL && r->varies ? "v" : "",
                                 r != NULL ? (unsigned long long)(r->size >> 10) : 0ull,
                                 off == UINT64_MAX ? -1ll : (long long)off);
     }
@@ -1365,6 +1485,7 @@ static void restart(ft_disc_t *d)
     d->deciding_lane = 0;
     d->restart_pending = 0;
     d->track_set = 0;
+    d->any_anchored = 0;
     d->restarts++;
     __atomic_store_n(&d->state, FT_DISC_WAITING, __ATOMIC_RELEASE);
 }
@@ -1458,6 +1579,11 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     }
     k->launches++;
     d->launches_total++;
+    if (detector_snapshot_due(d)) {
+        uint64_t t0 = clock_ns();
+        take_detector_snapshot(d);
+        work = pass_work_done(d, t0);
+    }
     launch_ids_t li; /* ptrs for the detector: an unsure pointer's offset is noise */
     size_t n = launch_ids_room(&li, set->n);
     warn_lost(set->dropped + (set->n - n), k->name);
@@ -1794,6 +1920,8 @@ void ft_disc_sync(ft_disc_t *d, uint64_t lane)
     lane_t *ln = d->state == FT_DISC_OBSERVING ? lane_get(d, lane) : NULL;
     if (ln != NULL)
         ln->sync_pending = 1;
+    if (d->state == FT_DISC_OBSERVING)
+        d->dsnap_sync = 1;
     pthread_mutex_unlock(&d->lock);
 }
 

@@ -12,8 +12,12 @@
  * pair (kernel, first region alive at the first launch that it touches). A pair that
  * recurs at a period that the following launches confirm is the wrap-around; the
  * pass is then aligned on the launch touching the earliest-allocated region (see
- * confirm_period), whose pair is the lane's anchor from then on. An explicit mark (ft_disc_mark, or a kernel matching the marker glob) replaces
- * the detector. The first lane to complete `iters` iterations decides.
+ * confirm_period), whose pair is the lane's anchor from then on. Until a lane is
+ * anchored, the candidates are hashed at launches after host synchronisations (see
+ * detector_snapshot): one whose content moved at two of them (an activation segment
+ * a caching allocator reuses) leaves the pairs, and the detectors start again. An
+ * explicit mark (ft_disc_mark, or a kernel matching the marker glob) replaces the
+ * detector. The first lane to complete `iters` iterations decides.
  *
  * Weights: regions alive at the first launch, touched by a kernel in the last
  * complete iteration, never the target of a copy or memset since, and with the same
@@ -101,7 +105,8 @@ void ft_disc_range_push(ft_disc_t *d, uint64_t lane, const char *name);
 void ft_disc_range_pop(ft_disc_t *d, uint64_t lane);
 
 /* The host waited for the device (a synchronize call, a synchronous copy back):
- * a hint of where a pass ends. */
+ * a hint of where a pass ends, and, until a lane is anchored, a point at which the
+ * next launch may hash the candidates to find those that vary. */
 void ft_disc_sync(ft_disc_t *d, uint64_t lane);
 
 /* An explicit iteration boundary before lane's next launch (ft_iteration_mark). */

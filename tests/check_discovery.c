@@ -71,6 +71,7 @@ static int input_first;   /* the input is allocated before the weights */
 static int copy_in;       /* each forward starts with a launch touching the input only */
 static int large_embedding; /* after discovery, the embedding is another kernel (a
                                prefill's: PyTorch picks by size) */
+static int syncs;         /* the host synchronises after every forward */
 static int stale_start;   /* the embedding carries a stale address of a layer's weight in
                              discovery (not after, when tracking) */
 /* After discovery: launches go to ft_disc_track, their positions to track_log. */
@@ -81,6 +82,7 @@ static size_t n_track;
 static void setup(void)
 {
     input_first = 0;
+    syncs = 0;
     copy_in = 0;
     stale_start = 0;
     large_embedding = 0;
@@ -257,6 +259,8 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         ft_disc_range_pop(d, lane);
         ft_disc_range_pop(d, lane);
     }
+    if (syncs)
+        ft_disc_sync(d, lane);
 }
 
 static ft_disc_params_t params(int iters)
@@ -603,6 +607,91 @@ START_TEST(prologue_of_init_kernels_is_skipped)
         llama_forward(d, 1, &m, 3);
     launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
     check_llama_units(d, &m, 3);
+    ft_disc_free(d);
+}
+END_TEST
+
+/* The same with the host synchronising after every forward, and the init kernels
+ * between the first launch and the first forward touching the embedding: weights whose
+ * content moves once after the first launch stay in the detector's keys (activations
+ * leave them when theirs has moved at two synchronisations), so passes still begin at
+ * the embedding. */
+START_TEST(init_kernels_then_synchronised_forwards)
+{
+    llama_t m;
+    llama_alloc(&m, 3);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    syncs = 1;
+    for (int l = 0; l < 3; l++)
+        launch(d, 1, "uniform_", m.q[l], 1, m.q[l]);
+    launch(d, 1, "uniform_", m.embed, 1, m.embed);
+    for (int it = 0; it < 8 && ft_disc_state(d) != FT_DISC_DONE; it++)
+        llama_forward(d, 1, &m, 3);
+    check_llama_units(d, &m, 3);
+    ft_disc_free(d);
+}
+END_TEST
+
+/* Decode steps with a KV cache, as transformers' DynamicCache under PyTorch's caching
+ * allocator (the H200's 28-layer Llama found no pass in 15 steps): a 2 MiB segment
+ * alive at the first launch holds the norm weights and the token ids, then the
+ * activations, at places that move every step as the cache grows (the cache itself in
+ * segments made later); each step reads its token at the next 8 bytes; the host
+ * synchronises after every step. Until the segment is known to vary (its content moved
+ * at two synchronisations), every key holding it changes from one step to the next;
+ * then the pass is found within two more: one step, its units the layers. */
+START_TEST(decode_with_a_growing_cache_finds_the_pass)
+{
+    enum { LAYERS = 8 };
+    uint64_t embed = alloc_region(64 * MIB), small = alloc_region(2 * MIB), q[LAYERS], o[LAYERS];
+    for (int l = 0; l < LAYERS; l++) {
+        q[l] = alloc_region(32 * MIB);
+        o[l] = alloc_region(32 * MIB);
+    }
+    uint64_t head = alloc_region(64 * MIB);
+    uint64_t toks = small + 1536 * KIB, final_norm = small + LAYERS * 8 * KIB;
+    ft_disc_params_t p = params(1);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    int done_at = -1;
+    uint64_t cache = 0;
+    for (int it = 0; it < 12 && done_at < 0; it++) {
+        /* The free space past the norms, where the step's blocks land. */
+        uint64_t act = small + 128 * KIB + (uint64_t)((it * 7) % 13) * 16 * KIB;
+        uint64_t act2 = act + 256 * KIB;
+        launch(d, 1, "embedding", small, 3, embed, toks + 8 * (uint64_t)it, act);
+        if (cache == 0)
+            cache = alloc_region(8 * MIB); /* after the first launch: no candidate */
+        for (int l = 0; l < LAYERS; l++) {
+            uint64_t norm = small + (uint64_t)l * 8 * KIB;
+            launch(d, 1, "rmsnorm", small, 3, act, norm, act2);
+            launch(d, 1, "gemm", small, 3, act2, q[l], act);
+            launch(d, 1, "cat", cache, 3, cache + (uint64_t)it * 64 * KIB, act, cache);
+            launch(d, 1, "attention", small, 3, act, cache, act2);
+            launch(d, 1, "gemm", small, 3, act2, o[l], act);
+        }
+        launch(d, 1, "rmsnorm", small, 3, act, final_norm, act2);
+        launch(d, 1, "gemm_head", small, 3, act2, head, act);
+        ft_disc_sync(d, 1);
+        if (ft_disc_state(d) == FT_DISC_DONE)
+            done_at = it;
+    }
+    /* Keys known to move from the third step on: found in the fourth. */
+    ck_assert_int_eq(done_at, 3);
+    ck_assert_uint_eq(ft_disc_pass_length(d), 1 + 5 * LAYERS + 2);
+    ck_assert_uint_eq(ft_disc_unit_count(d), LAYERS + 2);
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->n_regions, 1);
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->region_ids[0], id_of(embed));
+    ck_assert_uint_eq(ft_disc_unit(d, 0)->first_launch, 0);
+    for (int l = 0; l < LAYERS; l++) {
+        const ft_disc_unit_t *u = ft_disc_unit(d, (size_t)l + 1);
+        ck_assert_uint_eq(u->n_regions, 2);
+        ck_assert_uint_eq(u->region_ids[0], id_of(q[l]));
+        ck_assert_uint_eq(u->region_ids[1], id_of(o[l]));
+    }
+    ck_assert_uint_eq(ft_disc_unit(d, LAYERS + 1)->region_ids[0], id_of(head));
+    /* The segment (norms, token ids, activations) is no weight. */
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), 128 * MIB + LAYERS * 64 * MIB);
     ft_disc_free(d);
 }
 END_TEST
@@ -1099,6 +1188,8 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, passes_are_one_forward_when_small_activations_alternate);
     tcase_add_test(tc, units_are_named_after_the_ranges_their_weights_are_used_in);
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
+    tcase_add_test(tc, init_kernels_then_synchronised_forwards);
+    tcase_add_test(tc, decode_with_a_growing_cache_finds_the_pass);
     tcase_add_test(tc, pass_start_survives_a_moved_input);
     tcase_add_test(tc, pass_start_before_the_first_weight_survives_a_moved_input);
     tcase_add_test(tc, pass_start_survives_a_stale_address_seen_in_discovery);

@@ -3,8 +3,9 @@
 # kernels on the device after the first launch (`with torch.device("cuda")`,
 # --init-kernel), weights copied in after unrelated kernels ran (a framework's warm-up,
 # --load-after-launch), decode steps with a KV cache grown every step (transformers'
-# DynamicCache, --grow-cache), and both of the first and last. Discovery does not find
-# their weights or passes yet (issue #9), so these cases check what must hold already,
+# DynamicCache, --grow-cache; discovery_kvcache.sh checks that its pass is found), and
+# both of the first and last. Discovery does not find the first two's weights yet
+# (issue #9), so these cases check what must hold already,
 # under a budget of a third of the weights with default settings: the same output as
 # without the shim, no crash, one verdict; with FT_SPILL off too, with two threads, and
 # with a bound that makes FlexTensor stand down in the run.

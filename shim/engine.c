@@ -248,26 +248,6 @@ int engine_enter(void)
     return 1;
 }
 
-/* How much of the stack below a hook's frame FlexTensor clears when it leaves a call it
- * worked in (engine_leave). */
-#define SCRUB_BYTES 16384
-
-/* Clears the stack below the caller's frame, where FlexTensor's own work in this call
- * (the guard, loads, mappings and the driver calls they make) left addresses behind.
- * The application builds its next launches' arguments there: PyTorch's elementwise
- * kernels take a lambda by value whose padding is whatever the stack held. A weight's
- * address left in such padding by FlexTensor is read by the next scan as a pointer into
- * that weight, and the guard loads a unit the kernel never reads (on the H200, a
- * layer's rotary kernel loaded the first layer's unit in every layer of a decode step:
- * 860 misses, decode 4x slower). Without FlexTensor the padding holds what the
- * runtime's own frames left there. Not inlined: the buffer must lie below this frame. */
-static __attribute__((noinline)) void scrub_stack(void)
-{
-    char below[SCRUB_BYTES];
-    explicit_bzero(below, sizeof below);
-    __asm__ volatile("" : : "r"(below) : "memory");
-}
-
 void engine_leave(int held)
 {
     if (tag_pushed) {
@@ -281,10 +261,7 @@ void engine_leave(int held)
     } else if (counted) {
         counted = 0;
         atomic_fetch_sub(&unlocked, 1);
-    } else {
-        return; /* quiet: FlexTensor did nothing in this call */
     }
-    scrub_stack();
 }
 
 /* --- standing down ------------------------------------------------------------------------ */

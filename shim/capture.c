@@ -198,7 +198,9 @@ static void began(cudaStream_t s)
         captures = c;
     }
     /* Counted even when it cannot be recorded (its graph is then unknown: every
-     * streamed unit is loaded for it), so that nothing illegal happens meanwhile. */
+     * streamed unit is loaded for it), so that nothing illegal happens meanwhile; one
+     * whose id the driver did not give (no cuStreamGetCaptureInfo) is never uncounted:
+     * discovery, profiling and FT_SPILL's moves then stand still for the rest of the run. */
     __atomic_add_fetch(&under_way, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&cap_lock);
     if (engine_phase() == PHASE_DISCOVERY || engine_phase() == PHASE_PROFILING)
@@ -214,11 +216,13 @@ static uint64_t ending(cudaStream_t s)
     return capture_of(s);
 }
 
-/* ... and has ended (rc: the real call's success), making `graph` (NULL: none). */
-static void ended(uint64_t id, int ok, uint64_t graph)
+/* ... and has ended (ok: the real call succeeded), making `graph` (0: none). A failed
+ * end may leave the capture going (from the wrong thread, on a joined stream): then
+ * nothing changed. */
+static void ended(cudaStream_t s, uint64_t id, int ok, uint64_t graph)
 {
-    if (id == 0 && !ok)
-        return; /* not a capture's end: nothing changed */
+    if (id == 0 || (!ok && capture_of(s) == id))
+        return;
     pthread_mutex_lock(&cap_lock);
     owner_t **pc = find(&captures, id), *c = *pc;
     if (c != NULL)
@@ -238,8 +242,7 @@ static void ended(uint64_t id, int ok, uint64_t graph)
         touches_free(&c->t);
         free(c);
     }
-    if (id != 0)
-        __atomic_sub_fetch(&under_way, 1, __ATOMIC_ACQ_REL);
+    __atomic_sub_fetch(&under_way, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&cap_lock);
 }
 
@@ -266,7 +269,7 @@ cudaError_t ft_hook_rt_end_capture(cudaStreamEndCapture_fn_t real, cudaStream_t 
 {
     uint64_t id = ending(s);
     cudaError_t rc = real(s, graph);
-    ended(id, rc == cudaSuccess, rc == cudaSuccess && graph != NULL ? (uint64_t)(uintptr_t)*graph : 0);
+    ended(s, id, rc == cudaSuccess, rc == cudaSuccess && graph != NULL ? (uint64_t)(uintptr_t)*graph : 0);
     return rc;
 }
 
@@ -292,7 +295,7 @@ CUresult ft_hook_drv_end_capture(cuStreamEndCapture_fn_t real, CUstream s, CUgra
 {
     uint64_t id = ending((cudaStream_t)s);
     CUresult rc = real(s, graph);
-    ended(id, rc == CUDA_SUCCESS, rc == CUDA_SUCCESS && graph != NULL ? (uint64_t)(uintptr_t)*graph : 0);
+    ended((cudaStream_t)s, id, rc == CUDA_SUCCESS, rc == CUDA_SUCCESS && graph != NULL ? (uint64_t)(uintptr_t)*graph : 0);
     return rc;
 }
 

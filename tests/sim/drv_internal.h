@@ -5,6 +5,7 @@
  *   drv_mem.c     the arena, cuMemAlloc, VMM, pinned host ranges, pointer queries
  *   drv_exec.c    streams, events, operations, worker threads, virtual clock, faults
  *   drv_kernel.c  kernel registry and launches
+ *   drv_graph.c   stream capture and its rules, graphs
  *
  * Locking: one mutex, g_sim.lock, guards every table, queue and clock below. It is
  * never held while user code runs (kernel bodies, host functions, CUPTI callbacks)

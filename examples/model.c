@@ -157,6 +157,10 @@
  *                 cuMemsetD32 (resolved by dlsym on libcuda, as a library would)
  *   --drop N      after forward N, cudaFree the last layer (its weight, vectors) and run
  *                 the later forwards without it (one thread only)
+ *   --graph N     after the --iters forwards, capture one more forward into a CUDA graph
+ *                 (cudaStreamBeginCapture, global mode, on a non-blocking stream of its
+ *                 own, as torch.cuda.graph does) and replay it N times, printing "graph
+ *                 replay R checksum C"; its input comes from pinned memory. One thread.
  *   --usage       print cudaMemGetInfo and ft_get_gpu_memory_usage() after the first
  *                 and the last forward (on stderr: "meminfo ...", "usage ...")
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
@@ -259,6 +263,7 @@ static int drop_after = -1;
 static int zero_after = -1;
 static int (*get_usage)(ft_gpu_memory_usage_t *);
 static int timing = 0;
+static int graph_replays = 0; /* --graph */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv;
@@ -1004,6 +1009,36 @@ static void write_weights(int it)
         CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
+/* --graph: one forward captured on a stream of its own, then replayed. Nothing in the
+ * capture synchronises: the host reads `out` after each replay's stream sync. */
+static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out)
+{
+    cudaStream_t gs;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    uint32_t *saved = input, *pinned;
+    CHECK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
+    CHECK(cudaMallocHost((void **)&pinned, (size_t)dim * sizeof *pinned));
+    memcpy(pinned, input, (size_t)dim * sizeof *pinned);
+    input = pinned;
+    cur_iter = iters;
+    CHECK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeGlobal));
+    forward(gs, a, b, out);
+    CHECK(cudaStreamEndCapture(gs, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int r = 0; r < graph_replays; r++) {
+        CHECK(cudaGraphLaunch(exec, gs));
+        CHECK(cudaStreamSynchronize(gs));
+        CHECK(cudaGetLastError());
+        printf("graph replay %d checksum %016" PRIx64 "\n", r, fnv1a(out, (size_t)dim * sizeof *out));
+    }
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    CHECK(cudaStreamDestroy(gs));
+    input = saved;
+    CHECK(cudaFreeHost(pinned));
+}
+
 static void *run_worker(void *arg)
 {
     worker_t *wk = arg;
@@ -1085,6 +1120,8 @@ static void *run_worker(void *arg)
                 free_weight(model[layers].pv);
         }
     }
+    if (graph_replays > 0)
+        run_graph(a, b, out);
     if (a2 != NULL) {
         CHECK(cudaFree(a2));
         CHECK(cudaFree(b2));
@@ -1216,6 +1253,8 @@ int main(int argc, char **argv)
             timing = 1;
         else if (strcmp(a, "--usage") == 0)
             usage = 1;
+        else if (strcmp(a, "--graph") == 0)
+            graph_replays = parse_int(a, v, 1, 1 << 20), i++;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--zero") == 0)
@@ -1225,7 +1264,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
-                            "[--usage] "
+                            "[--graph N] [--usage] "
                             "[--quiet]\n");
             return 2;
         }
@@ -1241,6 +1280,13 @@ int main(int argc, char **argv)
     }
     if (grow_cache && (threads > 1 || ptr_arrays || shared || segment_bytes > 0)) {
         fprintf(stderr, "model: --grow-cache needs one thread, without --ptr-arrays, --shared, --segments\n");
+        return 2;
+    }
+    if (graph_replays > 0 && (threads > 1 || grow_cache || swap_from >= 0 || alternate_acts || drop_after >= 0 ||
+                              side_device >= 0 || scratch_from >= 0 || over_from >= 0 || outside_from >= 0 ||
+                              drv_workspace_mib > 0)) {
+        fprintf(stderr, "model: --graph needs one thread, without options that allocate or use another device "
+                        "inside a forward\n");
         return 2;
     }
     /* Its buffer is made by the first forward to need it, which the others would race. */

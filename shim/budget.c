@@ -93,7 +93,9 @@ static int demote_for(uint64_t size, uint64_t *committed, uint64_t *weights)
     while ((view = budget_view_locked()) != NULL &&
            !ft_budget_fits(*committed = committed_locked(view), size, budget)) {
         int best = ft_budget_demote_pick(view, res.n_units, res.slots);
-        if (best < 0) {
+        /* Making a unit stream synchronises the device, which a stream capture under
+         * way forbids: the allocation is served past the budget instead. */
+        if (best < 0 || capture_under_way()) {
             ft_gpu_memory_usage_t u;
             usage_locked(&u);
             *weights = u.resident_bytes + ft_budget_slots_full(view, res.n_units, res.slots, -1);

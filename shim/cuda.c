@@ -34,6 +34,8 @@ static void resolve(void)
     drv.can_access_peer = ft_shim_driver_proc("cuDeviceCanAccessPeer", 4000);
     drv.device_count = ft_shim_driver_proc("cuDeviceGetCount", 2000);
     drv.device_total_mem = ft_shim_driver_proc("cuDeviceTotalMem", 3020);
+    drv.capture_info = ft_shim_driver_proc("cuStreamGetCaptureInfo", 12030);
+    drv.exchange_mode = ft_shim_driver_proc("cuThreadExchangeStreamCaptureMode", 10010);
     drv.get_kernel = (get_kernel_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetKernel");
 }
 

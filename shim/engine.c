@@ -255,7 +255,10 @@ void engine_leave(int held)
         ft_cupti_tag_pop();
     }
     if (held) {
+        /* Its prefetch and checksum are FlexTensor's own work (capture.c). */
+        int relaxed = capture_relax();
         res_call_done();
+        capture_restore(relaxed);
         engine_held = 0;
         pthread_mutex_unlock(&res.lock);
     } else if (counted) {

@@ -6,7 +6,7 @@
  *
  *   entry points  hooks_alloc.c hooks_launch.c hooks_copy.c
  *   engine        engine.c (the phase and its moves, enter/leave, standing down)
- *   parts         observe.c profiling.c residency.c guard.c spill.c budget.c
+ *   parts         observe.c profiling.c residency.c guard.c spill.c budget.c capture.c
  *   mechanisms    vmm.c hoststore.c checksum.c device.c, then cuda.c
  *
  * (report.c reads everything, at exit and for the control API.) A part reports the
@@ -95,6 +95,10 @@ typedef struct {
     CUresult (*can_access_peer)(int *, CUdevice, CUdevice);
     CUresult (*device_count)(int *);
     CUresult (*device_total_mem)(size_t *, CUdevice);
+    /* Stream capture (capture.c): a stream's capture, the thread's capture mode. */
+    CUresult (*capture_info)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *, const CUgraphNode **,
+                             const CUgraphEdgeData **, size_t *);
+    CUresult (*exchange_mode)(CUstreamCaptureMode *);
 } drv_fns_t;
 
 /* A virtual-memory backed allocation. */
@@ -355,6 +359,17 @@ typedef struct {
 void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n);
 void spill_sum(vmm_t *v);
 
+/* capture.c: stream captures under way and their graphs. Its tables: its cap_lock;
+ * the count of captures under way: atomic. */
+int capture_under_way(void);
+uint64_t capture_of(cudaStream_t s);     /* the capture s belongs to, 0: none */
+void capture_note(uint64_t id, const ft_scan_set_t *set);
+void capture_note_copy(uint64_t id, const void *dst, const void *src);
+int capture_relax(void);                 /* the thread's own work in relaxed mode */
+void capture_restore(int relaxed);
+int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held);
+void capture_report(void);
+
 /* cuda.c: FlexTensor's own CUDA calls. drv and ev are written once (resolve_driver,
  * events_resolve), read after. */
 extern drv_fns_t drv;
@@ -518,6 +533,7 @@ int res_forget(vmm_t *v);   /* vmm_free's `forget` */
 int touched_by_this_call(int u);
 void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream);
 void res_guard_copy(const void *dst, const void *src, cudaStream_t stream);
+int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cudaStream_t stream);
 void res_call_done(void);
 double step_median_us(uint64_t *n);
 

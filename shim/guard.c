@@ -384,6 +384,54 @@ void res_guard_copy(const void *dst, const void *src, cudaStream_t stream)
     note_over("a copy or set", over0);
 }
 
+/* The guard of a graph launch (res.lock held): every streamed unit among the regions
+ * `ids` (every streamed unit with `all`: a graph whose captured calls are not all
+ * known) is loaded before the graph on `stream`, over the slots when they do not fit,
+ * and waited for; res_call_done records their use behind the graph, so that no unload
+ * takes one before the graph has run. The graph's kernels do not pass through the
+ * wrappers when it runs: this is the only guard they get (capture.c). A graph that
+ * reads more than the slots hold is loaded over them at each launch, said once with
+ * its bytes. Returns the units loaded for it. */
+int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cudaStream_t stream)
+{
+    if (!guarding())
+        return 0;
+    int loads = 0, reads = 0;
+    uint64_t over0 = res.over_loads, bytes = 0;
+    /* The loaded ones first, so that no load below evicts them. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < (all ? (size_t)res.n_units : n); i++) {
+            int u;
+            if (all)
+                u = (int)i;
+            else if (ids[i] < res.n_ids && res.by_id[ids[i]] >= 0)
+                u = res.regions[res.by_id[ids[i]]].unit;
+            else
+                continue;
+            res_unit_t *un = &res.units[u];
+            if (un->n == 0 || touched_by_this_call(u) || (pass == 0 && !un->loaded))
+                continue;
+            if (!un->loaded) {
+                res.misses++;
+                load_unit(u, stream, -1);
+                loads++;
+            }
+            unit_use(u, stream);
+            reads++;
+            bytes += un->bytes;
+        }
+    }
+    touched_stream = stream;
+    if (res.over_loads != over0) {
+        char a[32];
+        FT_WARN_CAPPED(1, "residency: %s reads %d streamed unit(s), %s, more than the %d slot(s) hold: they "
+                       "are loaded over the slots before each of its launches (a graph cannot load "
+                       "them as it runs)", name, reads, human_bytes(bytes, a, sizeof a), res.slots);
+        res.over_calls++;
+    }
+    return loads;
+}
+
 /* The call just enqueued used unit u: its use is recorded behind the call. */
 static void call_used(int u)
 {

@@ -44,6 +44,28 @@ typedef struct {
 static int copy_enter(const copy_t *c)
 {
     int held = engine_enter();
+    if (capture_under_way()) {
+        /* A captured copy or set runs at its graph's launches, which load what it
+         * touches; one outside the capture is guarded, FT_SPILL's moves aside, and
+         * FlexTensor's own work done in relaxed capture mode (capture.c). */
+        uint64_t cap = capture_of(c->stream);
+        if (cap != 0) {
+            capture_note_copy(cap, c->dst, c->src);
+            return held;
+        }
+        int relaxed = capture_relax();
+        if (held && ((c->what == COPY_1D && res_host_copy((void *)c->dst, c->src, c->n, c->kind, c->stream)) ||
+                     (c->what == SET_1D &&
+                      res_host_set((uint64_t)(uintptr_t)c->dst, c->v, c->width, c->n, c->stream)))) {
+            capture_restore(relaxed);
+            engine_leave(held);
+            return -1;
+        }
+        observe_write(c->dst);
+        res_guard_copy(c->dst, c->src, c->stream);
+        capture_restore(relaxed);
+        return held;
+    }
     if (held && ((c->what == COPY_1D && res_host_copy((void *)c->dst, c->src, c->n, c->kind, c->stream)) ||
                  (c->what == SET_1D &&
                   res_host_set((uint64_t)(uintptr_t)c->dst, c->v, c->width, c->n, c->stream)))) {

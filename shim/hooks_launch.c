@@ -154,10 +154,33 @@ cudaError_t ft_hook_rt_launch_ex(cudaLaunchKernelExC_fn_t real, const cudaLaunch
     return r_;
 }
 
+/* A graph launch: its kernels never pass through the launch wrappers, so what its
+ * captured calls touch is brought in before it (capture.c). With FT_SPILL's moves, the
+ * graph is waited for before anything can move its memory out again. */
 cudaError_t ft_hook_rt_graph_launch(cudaGraphLaunch_fn_t real, cudaGraphExec_t exec, cudaStream_t stream)
 {
-    /* Graphs get their own treatment later; for now they are counted. */
-    return real(exec, stream);
+    int held = engine_enter();
+    int relaxed = capture_relax();
+    int wait = capture_graph_launch((uint64_t)(uintptr_t)exec, stream, held);
+    capture_restore(relaxed);
+    cudaError_t r_ = real(exec, stream);
+    if (wait && r_ == cudaSuccess)
+        REAL(cudaStreamSynchronize)(stream);
+    engine_leave(held);
+    return r_;
+}
+
+CUresult ft_hook_drv_graph_launch(cuGraphLaunch_fn_t real, CUgraphExec exec, CUstream stream)
+{
+    int held = engine_enter();
+    int relaxed = capture_relax();
+    int wait = capture_graph_launch((uint64_t)(uintptr_t)exec, (cudaStream_t)stream, held);
+    capture_restore(relaxed);
+    CUresult r_ = real(exec, stream);
+    if (wait && r_ == CUDA_SUCCESS)
+        REAL(cudaStreamSynchronize)((cudaStream_t)stream);
+    engine_leave(held);
+    return r_;
 }
 
 CUresult ft_hook_drv_launch(cuLaunchKernel_fn_t real, CUfunction f, unsigned int gx, unsigned int gy,

@@ -328,6 +328,24 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     int spill_on = !res_on && engine_held && state_spill(s);
     if (!disc_on && !res_on && !spill_on && !prof_on)
         return;
+    /* A stream capture under way: a captured launch does not run now, and nothing may
+     * synchronise or query its stream; what it touches is recorded for its graph's
+     * launches. Launches outside it run: the guard serves them (FlexTensor's own work in
+     * relaxed capture mode), while discovery, profiling and FT_SPILL's synchronous
+     * moves stand still until the capture ends (capture.c). */
+    uint64_t cap = 0;
+    int relaxed = 0;
+    if (capture_under_way()) {
+        cap = capture_of(stream);
+        if (cap == 0 && spill_on)
+            FT_WARN_CAPPED(1, "FT_SPILL: a launch outside a stream capture, while it is under way, is not "
+                           "given its allocations in host memory (moving them would break the capture)");
+        disc_on = prof_on = spill_on = 0;
+        res_on = res_on && cap == 0;
+        if (cap == 0 && !res_on)
+            return;
+        relaxed = cap == 0 ? capture_relax() : 0;
+    }
     if ((disc_on || prof_on) && observe_bound(ph)) {
         if (!spill_on)
             return;
@@ -342,7 +360,7 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     /* Only the residency guard and FT_SPILL's faults act on unsure ids; discovery and
      * pass tracking drop them (below), and a scan that does not learn can then read
      * only the words that held region addresses in discovery. */
-    int scan = (disc_on ? FT_SCAN_LEARN : 0) | (!res_on && !spill_on ? FT_SCAN_SURE : 0);
+    int scan = (disc_on ? FT_SCAN_LEARN : 0) | (!res_on && !spill_on && cap == 0 ? FT_SCAN_SURE : 0);
     if (params != NULL && k->nparams > 0) {
         ft_scan_params_junk(regions, params, k->size, (size_t)k->nparams, &k->junk, scan, &set);
         for (int i = 0; first && i < k->nparams; i++)
@@ -353,7 +371,15 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     } else if (first) {
         FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
+    if (cap != 0) {
+        /* Every region it may reach, unsure words included: its graph's launches load
+         * them (a word that held garbage in discovery may be a pointer now). */
+        capture_note(cap, &set);
+        ft_scan_set_free(&set);
+        return;
+    }
     observe_scanned(k, key, &set, stream, disc_on, prof_on, res_on, spill_on);
+    capture_restore(relaxed);
     /* A launch reaching more regions than the set holds in itself grew it (a cat of
      * many inputs): every user needs them all (core/scan.h). */
     ft_scan_set_free(&set);

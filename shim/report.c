@@ -198,6 +198,7 @@ void ft_hooks_report(void)
         return;
     int streaming = engine_phase() == PHASE_STREAMING;
     report_launch_self();
+    capture_report();
     pthread_mutex_lock(&outside.lock);
     if (outside.n > 0)
         FT_INFO("device memory outside FlexTensor's count (in use on the device, less what "

@@ -885,7 +885,9 @@ SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
             r = CUDA_ERROR_INVALID_CONTEXT;
         } else {
             pthread_mutex_lock(&g_sim.lock);
-            r = sim_ctx_sync_locked(t_ctx);
+            r = sim_capture_ctx_check(t_ctx);
+            if (r == CUDA_SUCCESS)
+                r = sim_ctx_sync_locked(t_ctx);
             pthread_mutex_unlock(&g_sim.lock);
         }
     }

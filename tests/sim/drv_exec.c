@@ -507,7 +507,7 @@ static void *worker_main(void *arg)
 }
 
 /* Enqueues `op` with activity reporting decided now (as a GPU decides at launch). */
-static void enqueue_reported(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t dur)
+void sim_enqueue_reported(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t dur)
 {
     op->report = (g_sim.act_mask & op_report_bit(op->kind)) != 0;
     sim_enqueue(s, op, engine, dur);
@@ -577,6 +577,7 @@ SIM_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
             r = CUDA_ERROR_INVALID_HANDLE;
         } else if ((r = sim_stream_resolve(hStream, &s)) == CUDA_SUCCESS) {
             /* Queued work still completes, as on a GPU. */
+            sim_capture_stream_destroyed(s);
             HASH_DELETE(hh, g_sim.live_streams, s);
             s->next_retired = g_sim.retired_streams;
             g_sim.retired_streams = s;
@@ -600,6 +601,9 @@ SIM_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
 
 static CUresult stream_sync_locked(struct CUstream_st *s)
 {
+    CUresult r = sim_capture_sync_check(s);
+    if (r != CUDA_SUCCESS)
+        return r;
     if (s->legacy) {
         /* Synchronising the legacy stream covers the blocking streams: a marker
          * enqueued there waits for all of them. */
@@ -641,6 +645,8 @@ SIM_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream)
         pthread_mutex_lock(&g_sim.lock);
         struct CUstream_st *s;
         r = sim_stream_resolve(hStream, &s);
+        if (r == CUDA_SUCCESS)
+            r = sim_capture_sync_check(s);
         int busy = 0;
         if (r == CUDA_SUCCESS && s->legacy) {
             /* The legacy stream's next op would wait for every blocking stream, so
@@ -690,7 +696,15 @@ SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, 
         r = sim_stream_resolve(hStream, &s);
         if (r == CUDA_SUCCESS)
             r = event_of(hEvent, &e);
-        if (r == CUDA_SUCCESS && e->recorded) {
+        if (r == CUDA_SUCCESS && (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL))
+            r = CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS)
+            r = sim_capture_event_wait(s, e, Flags);
+        if (r == CUDA_SUCCESS)
+            r = sim_capture_enqueue_check(s);
+        if (r == SIM_CAPTURED)
+            r = CUDA_SUCCESS; /* the capture's ordering: nothing runs now */
+        else if (r == CUDA_SUCCESS && e->recorded) {
             sim_op_t *op = sim_op_new(SIM_OP_MARKER);
             if (!op || add_dep(op, e->s, e->seq) != 0) {
                 sim_op_free(op);
@@ -807,57 +821,22 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void
         struct CUstream_st *s;
         r = fn ? sim_stream_resolve(hStream, &s) : CUDA_ERROR_INVALID_VALUE;
         if (r == CUDA_SUCCESS) {
-            sim_op_t *op = sim_op_new(SIM_OP_HOSTFN);
-            if (!op) {
+            CUresult how = sim_capture_enqueue_check(s);
+            sim_op_t *op = NULL;
+            if (how != CUDA_SUCCESS && how != SIM_CAPTURED) {
+                r = how;
+            } else if (!(op = sim_op_new(SIM_OP_HOSTFN))) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
             } else {
                 op->u.hostfn.fn = fn;
                 op->u.hostfn.user = userData;
-                sim_enqueue(s, op, SIM_ENG_NONE, 0);
+                if (how == SIM_CAPTURED)
+                    sim_capture_node(s, op, SIM_ENG_NONE, 0);
+                else
+                    sim_enqueue(s, op, SIM_ENG_NONE, 0);
             }
         }
         pthread_mutex_unlock(&g_sim.lock);
-    }
-    sim_api_exit(&c);
-    return r;
-}
-
-/* No stream capture in the simulator: every stream reports "not capturing", and the
- * thread's capture mode is remembered only to be handed back. */
-SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    cuStreamIsCapturing_params p = {hStream, captureStatus};
-    simcu_call_t c;
-    CUresult r;
-    r = DRV_ENTER(&c, cuStreamIsCapturing, &p, &r, SIMCU_CALL_STICKY);
-    if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&g_sim.lock);
-        struct CUstream_st *s;
-        r = captureStatus ? sim_stream_resolve(hStream, &s) : CUDA_ERROR_INVALID_VALUE;
-        if (r == CUDA_SUCCESS)
-            *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
-        pthread_mutex_unlock(&g_sim.lock);
-    }
-    sim_api_exit(&c);
-    return r;
-}
-
-static __thread CUstreamCaptureMode t_capture_mode;  /* per thread, as in CUDA */
-
-SIM_EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
-{
-    cuThreadExchangeStreamCaptureMode_params p = {mode};
-    simcu_call_t c;
-    CUresult r;
-    r = DRV_ENTER(&c, cuThreadExchangeStreamCaptureMode, &p, &r, 0);
-    if (r == CUDA_SUCCESS) {
-        if (!mode) {
-            r = CUDA_ERROR_INVALID_VALUE;
-        } else {
-            CUstreamCaptureMode old = t_capture_mode;
-            t_capture_mode = *mode;
-            *mode = old;
-        }
     }
     sim_api_exit(&c);
     return r;
@@ -903,12 +882,16 @@ static CUresult event_record(CUevent hEvent, CUstream hStream)
     CUresult r = event_of(hEvent, &e);
     if (r == CUDA_SUCCESS)
         r = sim_stream_resolve(hStream, &s);
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS && s->cap) {
+        r = sim_capture_event_record(e, s);
+    } else if (r == CUDA_SUCCESS && (r = sim_capture_enqueue_check(s)) == CUDA_SUCCESS) {
         sim_op_t *op = sim_op_new(SIM_OP_MARKER);
         if (!op) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             sim_enqueue(s, op, SIM_ENG_NONE, 0);
+            e->cap_id = 0; /* recorded outside a capture: usable again */
+            e->cap = NULL;
             e->recorded = 1;
             e->s = s;
             e->seq = op->seq;      /* op may already be freed by its worker after */
@@ -954,6 +937,8 @@ SIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent)
         pthread_mutex_lock(&g_sim.lock);
         struct CUevent_st *e;
         r = event_of(hEvent, &e);
+        if (r == CUDA_SUCCESS)
+            r = sim_capture_event_query_check(e);
         if (r == CUDA_SUCCESS && e->recorded) {
             if (e->s->done_seq < e->seq)
                 r = CUDA_ERROR_NOT_READY;
@@ -976,6 +961,8 @@ SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
         pthread_mutex_lock(&g_sim.lock);
         struct CUevent_st *e;
         r = event_of(hEvent, &e);
+        if (r == CUDA_SUCCESS)
+            r = sim_capture_event_query_check(e);
         if (r == CUDA_SUCCESS && e->recorded) {
             sim_wait_seq(e->s, e->seq);
             sim_advance_host(e->vtime);
@@ -1001,6 +988,8 @@ SIM_EXPORT CUresult CUDAAPI cuEventElapsedTime_v2(float *pMilliseconds, CUevent 
             r = event_of(hEnd, &b);
         if (r == CUDA_SUCCESS && !pMilliseconds)
             r = CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS && (a->cap_id || b->cap_id))
+            r = CUDA_ERROR_CAPTURED_EVENT;
         if (r == CUDA_SUCCESS && ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING || !a->recorded ||
                                   !b->recorded))
             r = CUDA_ERROR_INVALID_HANDLE;
@@ -1078,6 +1067,16 @@ static CUresult copy(void *dst, const void *src, size_t bytes, CUstream h, int s
         if (pd != NULL && pd != s->ctx->dev && sim_mem_granted(p, s->ctx->dev) == 0)
             r = CUDA_ERROR_INVALID_VALUE;
     }
+    /* A synchronous copy is a potentially unsafe call during a capture; an
+     * asynchronous one on a capturing stream becomes a node. */
+    CUresult how = CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && sync)
+        r = sim_capture_unsafe_check();
+    if (r == CUDA_SUCCESS) {
+        how = sim_capture_enqueue_check(s);
+        if (how != CUDA_SUCCESS && how != SIM_CAPTURED)
+            r = how;
+    }
     if (r == CUDA_SUCCESS && sim_fault_hit(SIM_FAULT_KIND_COPY))
         r = CUDA_ERROR_UNKNOWN;
     sim_op_t *op = NULL;
@@ -1119,6 +1118,12 @@ static CUresult copy(void *dst, const void *src, size_t bytes, CUstream h, int s
     op->u.copy.src_kind = sk;
     op->u.copy.dst_kind = dk;
     op->async = !sync;
+    if (how == SIM_CAPTURED) {
+        /* A node reads its source when a replay runs it. */
+        sim_capture_node(s, op, engine, sim_copy_duration(bytes, bw));
+        pthread_mutex_unlock(&g_sim.lock);
+        return CUDA_SUCCESS;
+    }
     if (!wait && sk == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE) {
         /* Staged like the real driver does; copied without the lock, which a large
          * copy would otherwise hold from every other thread. */
@@ -1136,7 +1141,7 @@ static CUresult copy(void *dst, const void *src, size_t bytes, CUstream h, int s
             return CUDA_ERROR_INVALID_HANDLE;
         }
     }
-    enqueue_reported(s, op, engine, sim_copy_duration(bytes, bw));
+    sim_enqueue_reported(s, op, engine, sim_copy_duration(bytes, bw));
     if (wait) {
         uint64_t seq = op->seq, vend = op->vend;  /* op is freed once done */
         sim_wait_seq(s, seq);
@@ -1261,6 +1266,14 @@ static CUresult memset_enqueue(CUdeviceptr dst, unsigned value, unsigned elem, s
     pthread_mutex_lock(&g_sim.lock);
     struct CUstream_st *s;
     CUresult r = sim_stream_resolve(h, &s);
+    CUresult how = CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && !async) /* a synchronous set: potentially unsafe in a capture */
+        r = sim_capture_unsafe_check();
+    if (r == CUDA_SUCCESS) {
+        how = sim_capture_enqueue_check(s);
+        if (how != CUDA_SUCCESS && how != SIM_CAPTURED)
+            r = how;
+    }
     if (r == CUDA_SUCCESS) {
         sim_op_t *op = sim_op_new(SIM_OP_MEMSET);
         if (!op) {
@@ -1271,7 +1284,10 @@ static CUresult memset_enqueue(CUdeviceptr dst, unsigned value, unsigned elem, s
             op->u.memset.elem = elem;
             op->u.memset.count = n;
             op->async = async;
-            enqueue_reported(s, op, SIM_ENG_COMPUTE, sim_copy_duration(n * elem, g_sim.opt.D2D_GBPS));
+            if (how == SIM_CAPTURED)
+                sim_capture_node(s, op, SIM_ENG_COMPUTE, sim_copy_duration(n * elem, g_sim.opt.D2D_GBPS));
+            else
+                sim_enqueue_reported(s, op, SIM_ENG_COMPUTE, sim_copy_duration(n * elem, g_sim.opt.D2D_GBPS));
         }
     }
     pthread_mutex_unlock(&g_sim.lock);
@@ -1354,5 +1370,5 @@ SIM_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int
 
 void sim_enqueue_kernel(struct CUstream_st *s, sim_op_t *op, uint64_t cost)
 {
-    enqueue_reported(s, op, SIM_ENG_COMPUTE, cost);
+    sim_enqueue_reported(s, op, SIM_ENG_COMPUTE, cost);
 }

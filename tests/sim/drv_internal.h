@@ -5,6 +5,7 @@
  *   drv_mem.c     the arena, cuMemAlloc, VMM, pinned host ranges, pointer queries
  *   drv_exec.c    streams, events, operations, worker threads, virtual clock, faults
  *   drv_kernel.c  kernel registry and launches
+ *   drv_graph.c   stream capture and its rules, graphs
  *
  * Locking: one mutex, g_sim.lock, guards every table, queue and clock below. It is
  * never held while user code runs (kernel bodies, host functions, CUPTI callbacks)
@@ -35,6 +36,8 @@
 #define SIM_MAGIC_EVENT  0x45564e53u
 #define SIM_MAGIC_KERNEL 0x4b524e53u
 #define SIM_MAGIC_FUNC   0x464e4353u
+#define SIM_MAGIC_GRAPH  0x48505247u
+#define SIM_MAGIC_GEXEC  0x58455247u
 #define SIM_MAGIC_DEAD   0xdeadbeefu
 
 #define SIM_MAX_DEVICES 16
@@ -125,11 +128,13 @@ typedef struct sim_op {
     sim_dep_t *deps;
     uint32_t corr;
     int report;                         /* emit an activity record when done */
+    uint64_t dur;                       /* a graph node's duration (drv_graph.c) */
     int async;                          /* enqueued by an ...Async call */
     union {
         struct {
             struct sim_kernel *k;
             void *argbuf;
+            size_t argbytes;            /* of argbuf, for a graph node's copy */
             void **args;
             simcuda_dims_t dims;
             uint64_t foreign;           /* an argument in another device's memory: faults */
@@ -171,6 +176,11 @@ struct CUstream_st {
     uint64_t vend;                      /* virtual end of the last enqueued op */
     int worker;                         /* a worker thread runs */
     int destroyed;
+    /* Stream capture (drv_graph.c): the capture this stream belongs to (its origin or a
+     * stream joined through an event), its nodes captured so far, and how many of them
+     * a wait on an event recorded here joined back into another stream of the capture. */
+    struct sim_capture *cap;
+    uint64_t cap_tip, cap_joined;
     pthread_cond_t cv;
     struct CUstream_st *next_in_ctx;
     struct CUstream_st *next_retired;   /* g_sim.retired_streams, once destroyed */
@@ -186,6 +196,44 @@ struct CUevent_st {
     struct CUstream_st *s;
     uint64_t seq;
     uint64_t vtime;
+    /* Last recorded inside a capture (drv_graph.c): the capture's id (the capture may
+     * be over; the event then stays unusable for queries until recorded outside one),
+     * its capture while it lasts, and the recording stream's node count then. */
+    uint64_t cap_id;
+    struct sim_capture *cap;
+    struct CUstream_st *cap_stream;
+    uint64_t cap_tip;
+    UT_hash_handle hh;
+};
+
+/* ---- stream capture and graphs (drv_graph.c) ---- */
+typedef struct sim_capture {
+    uint64_t id;
+    struct CUstream_st *origin;
+    CUstreamCaptureMode mode;
+    pthread_t thread;                   /* the thread that began it */
+    int invalid;                        /* a rule was broken: EndCapture fails */
+    struct CUgraph_st *graph;           /* what it captures into */
+    struct CUstream_st **streams;       /* every stream in it, origin first */
+    int nstreams, capstreams;
+    struct sim_capture *next;           /* g_sim.captures */
+} sim_capture_t;
+
+/* A graph is its nodes in capture order: every node comes after the nodes it depends
+ * on, so a replay runs them in that order on the launch stream. */
+struct CUgraph_st {
+    uint32_t magic;
+    void *key;
+    sim_op_t *head, *tail;
+    size_t nnodes;
+    UT_hash_handle hh;
+};
+
+struct CUgraphExec_st {
+    uint32_t magic;
+    void *key;
+    sim_op_t *head, *tail;
+    size_t nnodes;
     UT_hash_handle hh;
 };
 
@@ -221,6 +269,10 @@ typedef struct {
      * at them): this list holds them, so that a leak checker sees them kept, not lost. */
     struct CUstream_st *retired_streams;
     struct CUevent_st *live_events;     /* hash of valid event handles */
+    sim_capture_t *captures;            /* stream captures under way */
+    uint64_t next_capture_id;
+    struct CUgraph_st *live_graphs;     /* hash of valid graph handles */
+    struct CUgraphExec_st *live_execs;  /* hash of valid executable graph handles */
     /* Activity reporting, set by libcupti under the lock; emit_external reads them
      * without it on every outermost API call, hence atomic. A call racing a change may
      * still report through the sink it read, which libcupti accepts at any time. */
@@ -264,7 +316,39 @@ void sim_wait_seq(struct CUstream_st *s, uint64_t seq);
 CUresult sim_ctx_sync_locked(struct CUctx_st *ctx);
 void sim_advance_host(uint64_t t);
 void sim_enqueue_kernel(struct CUstream_st *s, sim_op_t *op, uint64_t cost);
+/* sim_enqueue, with the activity record decided now (as a GPU decides at launch). */
+void sim_enqueue_reported(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t dur);
 uint64_t sim_copy_duration(size_t bytes, double gbps);
+
+/* ---- drv_graph.c: stream capture rules (lock held) ---- */
+/* What an enqueue on s must do: CUDA_SUCCESS (enqueue it), SIM_CAPTURED (s captures:
+ * record it as a node, sim_capture_node), or the error a capture rule gives (a use of
+ * the legacy stream while a blocking stream of its context captures invalidates that
+ * capture: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; an invalidated capture's streams:
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED). */
+#define SIM_CAPTURED ((CUresult)-1)
+CUresult sim_capture_enqueue_check(struct CUstream_st *s);
+/* A stream-ordered allocation or free on s: refused on a capturing stream. */
+CUresult sim_capture_memnode_check(struct CUstream_st *s);
+/* Records op (engine, duration) as a node of s's capture; takes op. */
+void sim_capture_node(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t dur);
+/* A synchronize or query of s: illegal while s captures, or, for the legacy stream,
+ * while a blocking stream of its context does (either invalidates the capture). */
+CUresult sim_capture_sync_check(struct CUstream_st *s);
+/* A synchronize of the whole context (cuCtxSynchronize, cuMemFree, cuMemFreeHost):
+ * illegal while any stream of it captures. */
+CUresult sim_capture_ctx_check(struct CUctx_st *ctx);
+/* A potentially unsafe call (allocations, VMM changes, synchronous copies) made by
+ * this thread: refused, and the captures that forbid it invalidated, as
+ * cuThreadExchangeStreamCaptureMode describes. */
+CUresult sim_capture_unsafe_check(void);
+/* Event rules: recording on a capturing stream (s->cap set), waiting (SIM_CAPTURED:
+ * the capture's, nothing to enqueue; CUDA_SUCCESS: an ordinary wait), querying or
+ * synchronizing an event last recorded in a capture. */
+CUresult sim_capture_event_record(struct CUevent_st *e, struct CUstream_st *s);
+CUresult sim_capture_event_wait(struct CUstream_st *s, struct CUevent_st *e, unsigned flags);
+CUresult sim_capture_event_query_check(struct CUevent_st *e);
+void sim_capture_stream_destroyed(struct CUstream_st *s);
 
 /* ---- drv_kernel.c ---- */
 sim_kernel_t *sim_kernel_from_handle(const void *h, int *is_func);  /* lock held */

@@ -212,6 +212,7 @@ static CUresult launch(CUfunction f, const launch_dims_t *d, void **params, void
         args[i] = (char *)argbuf + k->offset[i];
     op->u.kern.k = k;
     op->u.kern.argbuf = argbuf;
+    op->u.kern.argbytes = n;
     op->u.kern.args = args;
     for (int i = 0; i < 3; i++) {
         op->u.kern.dims.grid[i] = d->grid[i];
@@ -243,8 +244,13 @@ static CUresult launch(CUfunction f, const launch_dims_t *d, void **params, void
             op->u.kern.foreign_dev = dev->ordinal;
         }
     }
-    if (r == CUDA_SUCCESS)
+    CUresult how = r == CUDA_SUCCESS ? sim_capture_enqueue_check(s) : r;
+    if (how == SIM_CAPTURED)
+        sim_capture_node(s, op, SIM_ENG_COMPUTE, cost);
+    else if (how == CUDA_SUCCESS)
         sim_enqueue_kernel(s, op, cost);
+    else
+        r = how;
     pthread_mutex_unlock(&g_sim.lock);
     if (r != CUDA_SUCCESS)
         sim_op_free(op);

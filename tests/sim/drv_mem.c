@@ -307,12 +307,28 @@ static CUresult need_ctx(void)
     return sim_current_ctx() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+/* A potentially unsafe call during a stream capture (drv_graph.c): allocations, frees,
+ * pinning and VMM changes are refused where the thread's capture mode forbids them; a
+ * free (ctx_sync: it waits for the device) also while the context has a capture. */
+static CUresult capture_unsafe(int ctx_sync)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    CUresult r = sim_capture_unsafe_check();
+    struct CUctx_st *ctx = sim_current_ctx();
+    if (r == CUDA_SUCCESS && ctx_sync && ctx)
+        r = sim_capture_ctx_check(ctx);
+    pthread_mutex_unlock(&g_sim.lock);
+    return r;
+}
+
 SIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     cuMemAlloc_v2_params p = {dptr, bytesize};
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemAlloc_v2, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS)
         r = need_ctx();
     if (r == CUDA_SUCCESS) {
@@ -334,6 +350,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemFree_v2, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(1);
     if (r == CUDA_SUCCESS)
         r = need_ctx();
     if (r == CUDA_SUCCESS && dptr) {  /* freeing 0 succeeds, as on the H200 */
@@ -487,6 +505,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUstream h, int poo
     pthread_mutex_lock(&g_sim.lock);
     struct CUstream_st *s;
     CUresult r = sim_stream_resolve(h, &s);
+    if (r == CUDA_SUCCESS)
+        r = sim_capture_memnode_check(s);
     if (r == CUDA_SUCCESS) {
         sim_dev_t *dev = pool_dev >= 0 ? &g_sim.dev[pool_dev] : s->ctx->dev;
         /* The memory exists from now on; stream order only matters for its reuse,
@@ -544,6 +564,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
         sim_alloc_t *a = rs_find(&g_allocs, (uintptr_t)dptr);
         if (r == CUDA_SUCCESS && (!a || a->base != (uintptr_t)dptr || a->freeing))
             r = CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS)
+            r = sim_capture_memnode_check(s);
         if (r == CUDA_SUCCESS) {
             sim_op_t *op = sim_op_new(SIM_OP_FREE);
             if (!op) {
@@ -693,6 +715,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned 
     CUresult r;
     r = DRV_ENTER(&c, cuMemHostAlloc, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
+    if (r == CUDA_SUCCESS)
         r = need_ctx();
     if (r == CUDA_SUCCESS)
         r = host_alloc(pp, bytesize, Flags);
@@ -709,6 +733,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
     CUresult r;
     r = DRV_ENTER(&c, cuMemAllocHost_v2, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
+    if (r == CUDA_SUCCESS)
         r = need_ctx();
     if (r == CUDA_SUCCESS)
         r = host_alloc(pp, bytesize, 0);
@@ -722,6 +748,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeHost(void *ptr)
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemFreeHost, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(1);
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_sim.lock);
         sim_host_t *h = rs_find(&g_hosts, (uintptr_t)ptr);
@@ -750,6 +778,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *ptr, size_t bytesize, uns
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemHostRegister_v2, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS)
         r = need_ctx();
     if (r == CUDA_SUCCESS) {
@@ -781,6 +811,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemHostUnregister(void *ptr)
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemHostUnregister, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_sim.lock);
         sim_host_t *h = rs_find(&g_hosts, (uintptr_t)ptr);
@@ -840,6 +872,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, s
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemAddressReserve, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS) {
         size_t g = gran();
         if (!ptr || size == 0 || size % g || (alignment & (alignment - 1))) {
@@ -877,6 +911,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemAddressFree, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_sim.lock);
         sim_reserve_t *rv = rs_find(&g_reserves, (uintptr_t)ptr);
@@ -958,6 +994,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, si
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemCreate, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS) {
         if (!handle || !prop || size == 0 || size % gran() ||
             prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
@@ -1004,6 +1042,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemRelease, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_sim.lock);
         sim_phys_t *ph = phys_find(handle);
@@ -1069,6 +1109,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemMap, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS) {
         size_t g = gran();
         uintptr_t va = (uintptr_t)ptr;
@@ -1111,6 +1153,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemUnmap, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS) {
         uintptr_t va = (uintptr_t)ptr, end = va + size;
         pthread_mutex_lock(&g_sim.lock);
@@ -1150,6 +1194,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const C
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuMemSetAccess, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = capture_unsafe(0);
     if (r == CUDA_SUCCESS) {
         uintptr_t va = (uintptr_t)ptr, end = va + size;
         CUmemAccess_flags fl = CU_MEM_ACCESS_FLAGS_PROT_NONE;

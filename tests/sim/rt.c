@@ -78,6 +78,13 @@
     X(cuLaunchHostFunc, cuLaunchHostFunc)                                   \
     X(cuStreamIsCapturing, cuStreamIsCapturing)                             \
     X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode) \
+    X(cuStreamBeginCapture, cuStreamBeginCapture_v2)                        \
+    X(cuStreamEndCapture, cuStreamEndCapture)                               \
+    X(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3)                    \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags)             \
+    X(cuGraphLaunch, cuGraphLaunch)                                         \
+    X(cuGraphExecDestroy, cuGraphExecDestroy)                               \
+    X(cuGraphDestroy, cuGraphDestroy)                                       \
     X(cuEventCreate, cuEventCreate)                                         \
     X(cuEventRecord, cuEventRecord)                                         \
     X(cuEventRecordWithFlags, cuEventRecordWithFlags)                       \
@@ -528,6 +535,16 @@ RT_EXPORT cudaError_t CUDARTAPI cudaPeekAtLastError(void)
     X(cudaErrorLaunchFailure, "unspecified launch failure")                                   \
     X(cudaErrorNotPermitted, "operation not permitted")                                       \
     X(cudaErrorNotSupported, "operation not supported")                                       \
+    X(cudaErrorIllegalState, "the operation cannot be performed in the present state")        \
+    X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")  \
+    X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture") \
+    X(cudaErrorStreamCaptureMerge, "operation would result in a merge of separate capture sequences") \
+    X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began") \
+    X(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work")                   \
+    X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream") \
+    X(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream") \
+    X(cudaErrorCapturedEvent, "operation not permitted on an event last recorded in a capturing stream") \
+    X(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread") \
     X(cudaErrorUnknown, "unknown error")
 
 RT_EXPORT const char *CUDARTAPI cudaGetErrorString(cudaError_t error)
@@ -1012,6 +1029,106 @@ RT_EXPORT cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(enum cudaStr
                  NULL, &e, 0);
     if (e == cudaSuccess)
         e = from_cu(D.cuThreadExchangeStreamCaptureMode((CUstreamCaptureMode *)mode));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    cudaStreamBeginCapture_v10000_params p = {stream, mode};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaStreamBeginCapture_v10000), "cudaStreamBeginCapture", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuStreamBeginCapture((CUstream)stream, (CUstreamCaptureMode)mode));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    cudaStreamEndCapture_v10000_params p = {stream, pGraph};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaStreamEndCapture_v10000), "cudaStreamEndCapture", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuStreamEndCapture((CUstream)stream, (CUgraph *)pGraph));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t stream,
+                                                         enum cudaStreamCaptureStatus *captureStatus_out,
+                                                         unsigned long long *id_out, cudaGraph_t *graph_out,
+                                                         const cudaGraphNode_t **dependencies_out,
+                                                         const cudaGraphEdgeData **edgeData_out,
+                                                         size_t *numDependencies_out)
+{
+    cudaStreamGetCaptureInfo_v12030_params p = {stream, captureStatus_out, id_out, graph_out, dependencies_out,
+                                                edgeData_out, numDependencies_out};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaStreamGetCaptureInfo_v12030), "cudaStreamGetCaptureInfo", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuStreamGetCaptureInfo((CUstream)stream, (CUstreamCaptureStatus *)captureStatus_out,
+                                             (cuuint64_t *)id_out, (CUgraph *)graph_out,
+                                             (const CUgraphNode **)dependencies_out,
+                                             (const CUgraphEdgeData **)edgeData_out, numDependencies_out));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                                     unsigned long long flags)
+{
+    cudaGraphInstantiate_v12000_params p = {pGraphExec, graph, flags};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphInstantiate_v12000), "cudaGraphInstantiate", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphInstantiateWithFlags((CUgraphExec *)pGraphExec, (CUgraph)graph, flags));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                                              unsigned long long flags)
+{
+    cudaGraphInstantiateWithFlags_v11040_params p = {pGraphExec, graph, flags};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphInstantiateWithFlags_v11040), "cudaGraphInstantiateWithFlags", &p, NULL, &e,
+                 RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphInstantiateWithFlags((CUgraphExec *)pGraphExec, (CUgraph)graph, flags));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+    cudaGraphLaunch_v10000_params p = {graphExec, stream};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphLaunch_v10000), "cudaGraphLaunch", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphLaunch((CUgraphExec)graphExec, (CUstream)stream));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+    cudaGraphExecDestroy_v10000_params p = {graphExec};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphExecDestroy_v10000), "cudaGraphExecDestroy", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphExecDestroy((CUgraphExec)graphExec));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph)
+{
+    cudaGraphDestroy_v10000_params p = {graph};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphDestroy_v10000), "cudaGraphDestroy", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphDestroy((CUgraph)graph));
     return rt_exit(&c, e);
 }
 

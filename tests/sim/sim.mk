@@ -7,7 +7,7 @@
 #   libcupti.so.13   CUPTI callbacks and activity records (cupti.c)
 
 SIM_DIR        := $(BUILD)/sim
-SIM_DRV_SRCS   := tests/sim/drv_api.c tests/sim/drv_mem.c tests/sim/drv_exec.c tests/sim/drv_kernel.c
+SIM_DRV_SRCS   := tests/sim/drv_api.c tests/sim/drv_mem.c tests/sim/drv_exec.c tests/sim/drv_kernel.c tests/sim/drv_graph.c
 SIM_DRV_OBJS   := $(SIM_DRV_SRCS:%.c=$(BUILD)/%.o)
 SIM_RT_OBJS    := $(BUILD)/tests/sim/rt.o
 SIM_CUPTI_OBJS := $(BUILD)/tests/sim/cupti.o

@@ -60,9 +60,8 @@ void ft_hook_cupti_wanted(ft_shim_fn_t by)
         FT_INFO("CUPTI handed to the application's subscriber (%s, during %s); FlexTensor times with "
                 "CUDA events", ft_shim_fn_name(by), engine_phase_name(handover.phase));
     else
-        FT_INFO("the application uses CUPTI (%s, during %s); FlexTensor did not hold it and will not "
-                "attach it again; it times with CUDA events", ft_shim_fn_name(by),
-                engine_phase_name(handover.phase));
+        FT_INFO("the application uses CUPTI (%s, during %s); FlexTensor did not hold it, and will not "
+                "attach it again", ft_shim_fn_name(by), engine_phase_name(handover.phase));
 }
 
 void handover_report(void)
@@ -88,8 +87,8 @@ const char *handover_note(char *buf, size_t len)
 {
     pthread_mutex_lock(&handover.lock);
     if (handover.done)
-        snprintf(buf, len, "; the application's profiler had CUPTI from %s on (FlexTensor timed with CUDA "
-                 "events)", engine_phase_name(handover.phase));
+        snprintf(buf, len, "; the application's profiler had CUPTI from %s on%s", engine_phase_name(handover.phase),
+                 handover.phase <= PHASE_PROFILING ? " (FlexTensor timed with CUDA events)" : "");
     else if (len > 0)
         buf[0] = '\0';
     pthread_mutex_unlock(&handover.lock);

@@ -42,10 +42,29 @@ static void own_copies(uint64_t *loads, uint64_t *back, uint64_t *spill)
         pthread_mutex_unlock(&res.lock);
 }
 
-void ft_hook_cupti_wanted(ft_shim_fn_t by)
+/* Whether code at `caller` lies in the object that holds `code`. */
+static int same_object(const void *caller, const void *code)
+{
+    Dl_info a, b;
+    return dladdr(caller, &a) != 0 && dladdr(code, &b) != 0 && a.dli_fbase == b.dli_fbase;
+}
+
+/* libcupti calling one of its own exported functions, which a library built without
+ * -Bsymbolic reaches through its PLT, and so through our export: the caller is libcupti
+ * or, when libcupti made it a tail call, whoever called libcupti: FlexTensor's own
+ * observer (the simulated libcupti's cuptiActivityEnable does this). Neither is the
+ * application asking. */
+static int not_the_application(const void *caller, const void *real)
+{
+    return same_object(caller, real) || same_object(caller, (const void *)same_object);
+}
+
+void ft_hook_cupti_wanted(ft_shim_fn_t by, const void *caller, const void *real)
 {
     if (ft_cupti_handed_over())
         return; /* the common case after the first call: one atomic load */
+    if (not_the_application(caller, real))
+        return;
     int held = ft_cupti_hand_over();
     if (held < 0)
         return; /* another thread made the hand-over first */

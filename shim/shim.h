@@ -51,9 +51,10 @@ typedef enum {
 #undef FT_CUPTI
 #undef FT_API
 
-/* The CUPTI wrappers' hook (shim/handover.c): the application, or a tool, asks for
- * CUPTI by the call `by`; FlexTensor hands it over before the call goes on. */
-void ft_hook_cupti_wanted(ft_shim_fn_t by);
+/* The CUPTI wrappers' hook (shim/handover.c): code at `caller` (the wrapper's return
+ * address) asks for CUPTI by the call `by`, whose real function is `real`; unless the
+ * caller is libcupti itself, FlexTensor hands CUPTI over before the call goes on. */
+void ft_hook_cupti_wanted(ft_shim_fn_t by, const void *caller, const void *real);
 
 /* 1 once init.c found FT_ENABLED on and a valid configuration; read on every call,
  * written once before main (or at the first intercepted call). */

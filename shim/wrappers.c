@@ -176,7 +176,8 @@ static void first_call(void)
             return FT_CUPTI_NOT_INITIALIZED;                                            \
         if (ft_shim_active) {                                                           \
             COUNT(name);                                                                \
-            ft_hook_cupti_wanted(FT_FN_##name);                                         \
+            ft_hook_cupti_wanted(FT_FN_##name, __builtin_return_address(0),             \
+                                 (void *)real);                                         \
         }                                                                               \
         return real args;                                                               \
     }

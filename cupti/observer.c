@@ -5,6 +5,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,11 +27,19 @@ static struct {
     ft_cupti_lookup_fn lookup; /* ft_cupti_init's, for every libcupti function */
 } obs = { PTHREAD_MUTEX_INITIALIZER, FT_CUPTI_STATUS_OFF, NULL, NULL, NULL, NULL };
 
-/* Set by ft_cupti_stop: the next watched call's exit detaches CUPTI (cuptiFinalize),
- * the place CUPTI's guide gives for a dynamic detach. Merely unsubscribing leaves
- * CUPTI attached, and the driver slower on every launch for the rest of the run. */
-static atomic_int detach_wanted;
+/* Set to DETACH_WANTED by ft_cupti_stop: the next watched call's exit detaches CUPTI
+ * (cuptiFinalize), the place CUPTI's guide gives for a dynamic detach. Merely
+ * unsubscribing leaves CUPTI attached, and the driver slower on every launch for the
+ * rest of the run. One atomic value, because the hand-over (ft_cupti_hand_over) may
+ * come on another thread while a callback detaches: it cancels a detach not begun
+ * (still subscribed: it unsubscribes itself) and waits for one under way (RUNNING),
+ * so that the application's cuptiSubscribe never races our cuptiFinalize. */
+enum { DETACH_NONE, DETACH_WANTED, DETACH_RUNNING };
+static atomic_int detach_state;
 static _Atomic uint64_t n_detached;
+/* The application (or a tool) asked for CUPTI: set once, never cleared. FlexTensor
+ * does not subscribe after it, even when the application has unsubscribed since. */
+static atomic_int handed_over;
 
 static _Atomic uint64_t n_launch, n_copy, n_set, u_launch, u_copy, u_set;
 typedef CUptiResult (*act_attr_fn)(CUpti_ActivityAttribute, size_t *, void *);
@@ -84,10 +93,13 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain domain, CUpti
                               const void *data)
 {
     const CUpti_CallbackData *cb = data;
-    if (cb->callbackSite == CUPTI_API_EXIT && atomic_exchange(&detach_wanted, 0)) {
+    int wanted = DETACH_WANTED;
+    if (cb->callbackSite == CUPTI_API_EXIT &&
+        atomic_compare_exchange_strong(&detach_state, &wanted, DETACH_RUNNING)) {
         /* A CUPTI call, not a CUDA one: allowed here. */
         if (obs.finalize() == CUPTI_SUCCESS)
             atomic_fetch_add(&n_detached, 1);
+        atomic_store(&detach_state, DETACH_NONE);
         return;
     }
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cb->callbackSite != CUPTI_API_ENTER)
@@ -136,12 +148,23 @@ ft_cupti_status_t ft_cupti_start(char *why, size_t len)
         pthread_mutex_unlock(&obs.lock);
         return FT_CUPTI_STATUS_ACTIVE;
     }
-    if (atomic_exchange(&detach_wanted, 0)) {
+    if (atomic_load(&handed_over)) {
+        snprintf(why, len, "the application's profiler uses CUPTI (FlexTensor handed it over)");
+        obs.status = FT_CUPTI_STATUS_HANDED;
+        pthread_mutex_unlock(&obs.lock);
+        return obs.status;
+    }
+    int wanted = DETACH_WANTED;
+    if (atomic_compare_exchange_strong(&detach_state, &wanted, DETACH_NONE)) {
         /* Stopped, then started again before any call detached CUPTI: still subscribed. */
         obs.status = FT_CUPTI_STATUS_ACTIVE;
         pthread_mutex_unlock(&obs.lock);
         return obs.status;
     }
+    /* A detach under way on another thread's driver call: subscribing now would race
+     * its cuptiFinalize. It takes one CUPTI call. */
+    while (atomic_load(&detach_state) == DETACH_RUNNING)
+        sched_yield();
     if (obs.lookup == NULL) {
         snprintf(why, len, "no lookup function for libcupti (ft_cupti_init not called)");
         obs.status = FT_CUPTI_STATUS_FAILED;
@@ -207,7 +230,7 @@ void ft_cupti_stop(void)
     pthread_mutex_lock(&obs.lock);
     if (obs.status == FT_CUPTI_STATUS_ACTIVE) {
         if (obs.finalize != NULL)
-            atomic_store(&detach_wanted, 1);
+            atomic_store(&detach_state, DETACH_WANTED);
         else
             obs.unsubscribe(obs.sub);
         obs.status = FT_CUPTI_STATUS_OFF;
@@ -293,6 +316,12 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 {
     CUpti_Activity *rec = NULL;
     pthread_mutex_lock(&timing.lock);
+    /* Timing stopped: the last flush's records are dropped, not kept for no one. */
+    if (!atomic_load(&timing.on)) {
+        pthread_mutex_unlock(&timing.lock);
+        free(buffer);
+        return;
+    }
     while (timing.next != NULL && timing.next(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
             const CUpti_ActivityExternalCorrelation *x = (const void *)rec;
@@ -346,17 +375,19 @@ int ft_cupti_timing_start(void)
     return 0;
 }
 
-void ft_cupti_tag_push(uint64_t tag)
+int ft_cupti_tag_push(uint64_t tag)
 {
-    if (atomic_load_explicit(&timing.on, memory_order_relaxed))
-        timing.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, tag);
+    return atomic_load_explicit(&timing.on, memory_order_relaxed) &&
+           timing.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, tag) == CUPTI_SUCCESS;
 }
 
+/* Whether timing is still on or not: a hand-over between the push and the pop must not
+ * leave our id on the thread's CUSTOM0 stack, under the application's own ids (Kineto
+ * pushes CUSTOM0 too). */
 void ft_cupti_tag_pop(void)
 {
     uint64_t last;
-    if (atomic_load_explicit(&timing.on, memory_order_relaxed))
-        timing.pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    timing.pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
 
 static int cmp_corr(const void *a, const void *b)
@@ -392,15 +423,19 @@ size_t ft_cupti_timing_collect(ft_cupti_kernel_t *out, size_t max)
     return n;
 }
 
+/* Our kinds are disabled before the flush: the application's profiler, which may
+ * register its own buffer callbacks next, gets none of the records they made, and the
+ * flush (forced: records of kernels not yet finished too) hands the pending ones to
+ * buffer_completed, which drops them now that timing is off. */
 void ft_cupti_timing_stop(void)
 {
     if (!atomic_exchange(&timing.on, 0))
         return;
-    timing.flush(0);
     timing.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     timing.disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
     timing.disable(CUPTI_ACTIVITY_KIND_RUNTIME);
     timing.disable(CUPTI_ACTIVITY_KIND_DRIVER);
+    timing.flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     pthread_mutex_lock(&timing.lock);
     free(timing.ext);
     free(timing.k);
@@ -408,4 +443,38 @@ void ft_cupti_timing_stop(void)
     timing.k = NULL;
     timing.n_ext = timing.cap_ext = timing.n_k = timing.cap_k = 0;
     pthread_mutex_unlock(&timing.lock);
+}
+
+/* --- the application's profiler -------------------------------------------------------
+ *
+ * Called by the shim's CUPTI wrappers before the application's call goes on: our
+ * activity kinds off and flushed (ft_cupti_timing_stop), then our subscriber removed at
+ * once, so that the application's cuptiSubscribe, which follows, is the only one (one
+ * subscriber per process before CUDA 13.3). Unsubscribing, not cuptiFinalize: the
+ * application's profiler attaches CUPTI anyway, and finalize belongs at a callback's
+ * exit. */
+int ft_cupti_hand_over(void)
+{
+    if (atomic_exchange(&handed_over, 1))
+        return -1;
+    ft_cupti_timing_stop();
+    pthread_mutex_lock(&obs.lock);
+    int held = obs.status == FT_CUPTI_STATUS_ACTIVE;
+    int wanted = DETACH_WANTED;
+    if (atomic_compare_exchange_strong(&detach_state, &wanted, DETACH_NONE))
+        held = 1; /* stopped, but the detach had not begun: still subscribed */
+    else
+        while (atomic_load(&detach_state) == DETACH_RUNNING)
+            sched_yield(); /* another thread's callback is finalizing: one CUPTI call */
+    if (held) {
+        obs.unsubscribe(obs.sub);
+        obs.status = FT_CUPTI_STATUS_HANDED;
+    }
+    pthread_mutex_unlock(&obs.lock);
+    return held;
+}
+
+int ft_cupti_handed_over(void)
+{
+    return atomic_load(&handed_over);
 }

@@ -4,7 +4,8 @@
  *
  * Owns: the CUPTI subscription (one per process before CUDA 13.3: when another
  * subscriber -- the PyTorch profiler, Nsight -- holds it, we say so once and carry on
- * with the interposed view), and the thread-local depth of FlexTensor's interposed
+ * with the interposed view; when the application asks for CUPTI while we hold it, we
+ * hand it over, ft_cupti_hand_over), and the thread-local depth of FlexTensor's interposed
  * calls, which the callback reads to tell seen calls from bypasses.
  *
  * The callback never calls CUDA (CUPTI forbids it): atomics and a name copy only.
@@ -26,6 +27,7 @@ typedef enum {
     FT_CUPTI_STATUS_MISSING,       /* libcupti.so could not be loaded */
     FT_CUPTI_STATUS_HELD,          /* another subscriber holds CUPTI */
     FT_CUPTI_STATUS_FAILED,        /* any other CUPTI error */
+    FT_CUPTI_STATUS_HANDED,        /* handed to the application's profiler (ft_cupti_hand_over) */
 } ft_cupti_status_t;
 
 /* Looks up `name` in the library `handle` (dlopen's), as dlsym does; NULL if absent. */
@@ -72,8 +74,20 @@ int ft_cupti_timing_start(void);
  * call (at most max; the rest dropped). Not from inside a CUDA call. */
 size_t ft_cupti_timing_collect(ft_cupti_kernel_t *out, size_t max);
 void ft_cupti_timing_stop(void);
-/* Around a launch (cheap; nothing when timing is off). */
-void ft_cupti_tag_push(uint64_t tag);
+/* Around a launch (cheap; nothing when timing is off). push returns 1 when it pushed
+ * the tag; pop only after a push that did. */
+int ft_cupti_tag_push(uint64_t tag);
 void ft_cupti_tag_pop(void);
+
+/* The application (or a tool: torch.profiler's Kineto, Nsight) asks for CUPTI: the
+ * user's profiler wins. Stops kernel timing (our activity kinds disabled, their records
+ * flushed and dropped) and unsubscribes now, so that the application's cuptiSubscribe
+ * that follows succeeds; ft_cupti_start refuses from then on (FT_CUPTI_STATUS_HANDED),
+ * even after the application unsubscribes. 1 when FlexTensor held CUPTI and let go,
+ * 0 when it held nothing, -1 when handed over before (nothing done). Not from inside a
+ * CUPTI callback. */
+int ft_cupti_hand_over(void);
+/* 1 once ft_cupti_hand_over ran. */
+int ft_cupti_handed_over(void);
 
 #endif

@@ -1,11 +1,18 @@
 # examples/: the example model, built for the simulated device (always) and for a
 # real GPU (`make gpu-example`, needs nvcc).
-EXAMPLE_HOST := examples/model.c examples/minblas.c
+EXAMPLE_HOST := examples/model.c examples/minblas.c examples/profiler.c
 
 $(BUILD)/examples/model-sim: $(EXAMPLE_HOST) examples/kernels_sim.c examples/*.h $(SIM_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(FT_CFLAGS) -o $@ $(EXAMPLE_HOST) examples/kernels_sim.c \
 	    -L$(BUILD)/sim -lcudart -Wl,-rpath,'$$ORIGIN/../sim' $(FT_LDFLAGS) -ldl
+
+# The same model linked to libcupti, so that --profile-from calls it directly (as
+# libtorch_cuda.so does) rather than through dlopen and dlsym.
+$(BUILD)/examples/model-sim-cupti: $(EXAMPLE_HOST) examples/kernels_sim.c examples/*.h $(SIM_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -DMODEL_CUPTI_LINKED -o $@ $(EXAMPLE_HOST) examples/kernels_sim.c \
+	    -L$(BUILD)/sim -lcudart -lcupti -Wl,-rpath,'$$ORIGIN/../sim' $(FT_LDFLAGS) -ldl
 
 $(BUILD)/examples/kernels.o: examples/kernels.cu examples/kernels.h
 	@mkdir -p $(dir $@)
@@ -19,4 +26,4 @@ $(BUILD)/examples/model-gpu: $(EXAMPLE_HOST) examples/*.h $(BUILD)/examples/kern
 .PHONY: gpu-example
 gpu-example: $(BUILD)/examples/model-gpu
 
-all: $(BUILD)/examples/model-sim
+all: $(BUILD)/examples/model-sim $(BUILD)/examples/model-sim-cupti

@@ -161,6 +161,10 @@
  *                 (cudaStreamBeginCapture, global mode, on a non-blocking stream of its
  *                 own, as torch.cuda.graph does) and replay it N times, printing "graph
  *                 replay R checksum C"; its input comes from pinned memory. One thread.
+ *   --profile-from N  from forward N on, the program profiles itself with CUPTI as
+ *                 torch.profiler does (subscribe, kernel and copy records, driver
+ *                 callbacks) and prints what it recorded at the end (profiler.c; one
+ *                 thread)
  *   --usage       print cudaMemGetInfo and ft_get_gpu_memory_usage() after the first
  *                 and the last forward (on stderr: "meminfo ...", "usage ...")
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
@@ -179,6 +183,7 @@
 
 #include "examples/kernels.h"
 #include "examples/minblas.h"
+#include "examples/profiler.h"
 #include "shim/flextensor.h"
 
 /* Declared by nvcc's crt/device_functions.h for C++ only. */
@@ -259,6 +264,7 @@ static int per_thread_stream; /* --per-thread-stream: workers run on cudaStreamP
 static uint32_t *side_buf;    /* its buffer, on that device */
 static __thread int cur_iter; /* the forward under way on this thread */
 static int usage;
+static int profile_from = -1; /* --profile-from */
 static int drop_after = -1;
 static int zero_after = -1;
 static int (*get_usage)(ft_gpu_memory_usage_t *);
@@ -1072,6 +1078,8 @@ static void *run_worker(void *arg)
     CHECK(cudaEventCreate(&t0));
     CHECK(cudaEventCreate(&t1));
     for (int it = 0; it < iters; it++) {
+        if (it == profile_from && profiler_start() != 0)
+            exit(1);
         if (lockstep)
             pthread_barrier_wait(&step_barrier);
         if (it == 0 && pause_forwards > 0 && profiling_suspend != NULL)
@@ -1122,6 +1130,8 @@ static void *run_worker(void *arg)
     }
     if (graph_replays > 0)
         run_graph(a, b, out);
+    if (profile_from >= 0 && profile_from < iters && profiler_stop() != 0)
+        exit(1);
     if (a2 != NULL) {
         CHECK(cudaFree(a2));
         CHECK(cudaFree(b2));
@@ -1251,6 +1261,8 @@ int main(int argc, char **argv)
             pause_forwards = parse_int(a, v, 0, 64), i++;
         else if (strcmp(a, "--time") == 0)
             timing = 1;
+        else if (strcmp(a, "--profile-from") == 0 && i + 1 < argc)
+            profile_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--usage") == 0)
             usage = 1;
         else if (strcmp(a, "--graph") == 0)
@@ -1264,7 +1276,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
-                            "[--graph N] [--usage] "
+                            "[--graph N] [--usage] [--profile-from N] "
                             "[--quiet]\n");
             return 2;
         }
@@ -1272,6 +1284,10 @@ int main(int argc, char **argv)
 
     if (init_kernel && segment_bytes > 0) {
         fprintf(stderr, "model: --init-kernel does not combine with --segments\n");
+        return 2;
+    }
+    if (profile_from >= 0 && threads > 1) {
+        fprintf(stderr, "model: --profile-from needs one thread\n");
         return 2;
     }
     if (drop_after >= 0 && threads > 1) {

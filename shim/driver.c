@@ -12,7 +12,8 @@
  * after us that wraps getpid through dlsym(RTLD_NEXT, "getpid") got its own getpid
  * back and recursed, even with FT_ENABLED=0. So the exported dlsym makes no call of
  * its own unless FlexTensor may replace the answer:
- *  - a lookup it leaves alone (FlexTensor off, or a name not starting with "cu") is a
+ *  - a lookup it leaves alone (FlexTensor off, or a name not starting with "cu"; the
+ *    "cu" names include libcupti's, whose wrappers hand CUPTI over) is a
  *    jump to the real dlsym with the caller's return address in place (x86-64, the
  *    assembly below): glibc answers exactly as without FlexTensor, for every handle.
  *  - a "cu" name while FlexTensor is active is looked up here relative to the caller
@@ -445,7 +446,8 @@ static void *dlsym_from(void *handle, const char *symbol, const void *caller)
         atomic_store_explicit(&real_gpa_v1, (gpa_v1_fn_t)p, memory_order_relaxed);
         return (void *)cuGetProcAddress;
     }
-    void *w = ft_shim_wrap_driver_symbol(symbol, p);
+    void *w = strncmp(symbol, "cupti", 5) == 0 ? ft_shim_wrap_cupti_symbol(symbol, p)
+                                                : ft_shim_wrap_driver_symbol(symbol, p);
     FT_TRACE("dlsym(%p, %s): %s", handle, symbol, w ? "wrapped" : "passed");
     return w ? w : p;
 }

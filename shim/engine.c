@@ -51,6 +51,11 @@ static const char *const phase_names[PHASE_COUNT] = {
     "start", "discovery", "profiling", "planning", "planned", "streaming", "off", "stood down",
 };
 
+const char *engine_phase_name(int phase)
+{
+    return phase >= 0 && phase < PHASE_COUNT ? phase_names[phase] : "?";
+}
+
 #define TO(p) (1u << (p))
 static const unsigned allowed[PHASE_COUNT] = {
     [PHASE_START] = TO(PHASE_DISCOVERY) | TO(PHASE_OFF),

@@ -428,6 +428,7 @@ extern unsigned engine_state_word;
 int engine_to(int from, int to, const char *why);
 void engine_spill(int on);
 const char *stood_down_why(void); /* NULL unless stood down */
+const char *engine_phase_name(int phase); /* "discovery", "profiling", ... */
 
 /* The phase word, with acquire order: what was written before a move (the plan before
  * PLANNED, the copy bandwidth before PROFILING) is seen by a thread that sees the phase
@@ -490,6 +491,11 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
 void observe_write(const void *dst);
 void observe_sync(void);
 int cupti_detached_after_first_pass(void);
+
+/* handover.c: the application's profiler took CUPTI (ft_hook_cupti_wanted, shim.h): the
+ * exit report's line about it, and the verdict's note (buf, or "" when it did not). */
+void handover_report(void);
+const char *handover_note(char *buf, size_t len);
 
 /* profiling.c: profiled passes and the plan. prof: prof.lock; plan: written once
  * under prof.lock, published by plan.made (release); bw before the move to

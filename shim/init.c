@@ -164,6 +164,8 @@ static void start_cupti(void)
     }
     if (st == FT_CUPTI_STATUS_HELD)
         FT_WARN("%s", why);
+    else if (st == FT_CUPTI_STATUS_HANDED)
+        FT_INFO("CUPTI not attached: %s; FlexTensor times with CUDA events", why);
     else
         FT_INFO("CUPTI not used: %s; launches are seen through the interposed calls only", why);
 }
@@ -179,7 +181,8 @@ static void report_cupti(void)
         FT_INFO("CUPTI saw %llu launches, %llu copies, %llu sets in the driver: all went through "
                 "FlexTensor's wrappers%s", (unsigned long long)s.launches,
                 (unsigned long long)s.copies, (unsigned long long)s.sets,
-                ft_cupti_detached() > 0 ? "; CUPTI was detached" : "");
+                ft_cupti_detached() > 0 ? "; CUPTI was detached"
+                : s.status == FT_CUPTI_STATUS_HANDED ? "; CUPTI was handed to the application's profiler" : "");
     else
         FT_WARN("CUPTI saw %llu launches, %llu copies, %llu sets in the driver, of which %llu, "
                 "%llu, %llu bypassed FlexTensor's wrappers (first: %s)",

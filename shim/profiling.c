@@ -571,8 +571,7 @@ void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
             }
         }
         if (prof.cupti_timing && prof.cur_unit >= 0 && lane == prof.lane) {
-            ft_cupti_tag_push(prof.pass_seq << 20 | (uint64_t)(prof.cur_unit + 1));
-            tag_pushed = 1;
+            tag_pushed = ft_cupti_tag_push(prof.pass_seq << 20 | (uint64_t)(prof.cur_unit + 1));
         }
     }
     pthread_mutex_unlock(&prof.lock);

@@ -222,6 +222,7 @@ void ft_hooks_report(void)
     if (res.host_copies > 0)
         FT_INFO("residency: %llu copy(ies) or set(s) to or from units in host memory served there, "
                 "without loading them", (unsigned long long)res.host_copies);
+    handover_report();
     if (spill_faults > 0 || spill_evictions > 0)
         FT_INFO("FT_SPILL: before the plan, %llu allocation(s) moved in and %llu out "
                 "(%.1f ms of copies at the measured bandwidth)",
@@ -393,8 +394,11 @@ void ft_hooks_verdict(void)
                                human_bytes(o->need, d, sizeof d));
     }
     if (so->count > 0 && at < sizeof why)
-        snprintf(why + at, sizeof why - at, "; budget exceeded by up to %s before the plan (FT_SPILL "
-                 "could move nothing more out for %llu call(s))", human_bytes(so->most, a, sizeof a),
-                 (unsigned long long)so->count);
+        at += (size_t)snprintf(why + at, sizeof why - at, "; budget exceeded by up to %s before the plan "
+                               "(FT_SPILL could move nothing more out for %llu call(s))",
+                               human_bytes(so->most, a, sizeof a), (unsigned long long)so->count);
+    char note[160];
+    if (at < sizeof why)
+        snprintf(why + at, sizeof why - at, "%s", handover_note(note, sizeof note));
     FT_INFO("verdict: %s: %s", kind, why);
 }

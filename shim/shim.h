@@ -19,10 +19,12 @@ typedef enum {
 #define FT_RT_FWD(ret, name, params, args) FT_FN_##name,
 #define FT_RT(ret, name, params, args, hook) FT_FN_##name,
 #define FT_DRV(ret, name, base, ptsz, params, args, hook) FT_FN_##name,
+#define FT_CUPTI(name, params, args) FT_FN_##name,
 #include "shim/shim.def"
 #undef FT_RT_FWD
 #undef FT_RT
 #undef FT_DRV
+#undef FT_CUPTI
     FT_FN_COUNT
 } ft_shim_fn_t;
 
@@ -30,10 +32,12 @@ typedef enum {
 #define FT_RT_FWD(ret, name, params, args) typedef ret(*name##_fn_t) params;
 #define FT_RT(ret, name, params, args, hook) typedef ret(*name##_fn_t) params;
 #define FT_DRV(ret, name, base, ptsz, params, args, hook) typedef ret(*name##_fn_t) params;
+#define FT_CUPTI(name, params, args) typedef int (*name##_fn_t) params;
 #include "shim/shim.def"
 #undef FT_RT_FWD
 #undef FT_RT
 #undef FT_DRV
+#undef FT_CUPTI
 
 /* The hooks (shim/hooks_alloc.c, hooks_launch.c, hooks_copy.c): ft_hook_<hook>(real, args...), called by the wrappers
  * with the thread's depth raised, so that what they call reaches the real functions
@@ -44,7 +48,13 @@ typedef enum {
 #undef FT_RT
 #undef FT_DRV
 #undef FT_RT_FWD
+#undef FT_CUPTI
 #undef FT_API
+
+/* The CUPTI wrappers' hook (shim/handover.c): code at `caller` (the wrapper's return
+ * address) asks for CUPTI by the call `by`, whose real function is `real`; unless the
+ * caller is libcupti itself, FlexTensor hands CUPTI over before the call goes on. */
+void ft_hook_cupti_wanted(ft_shim_fn_t by, const void *caller, const void *real);
 
 /* 1 once init.c found FT_ENABLED on and a valid configuration; read on every call,
  * written once before main (or at the first intercepted call). */
@@ -82,6 +92,9 @@ void *ft_shim_driver_proc(const char *base, int abi_version);
 void *ft_shim_wrap_driver_proc(const char *base, int ptsz, void *real);
 /* The same by exported symbol name (cuLaunchKernel, cuMemcpyHtoD_v2), for dlsym. */
 void *ft_shim_wrap_driver_symbol(const char *symbol, void *real);
+/* The same for a libcupti function (cuptiSubscribe ...), for dlsym; NULL when
+ * FlexTensor does not wrap `symbol`. */
+void *ft_shim_wrap_cupti_symbol(const char *symbol, void *real);
 /* Overrides the real function behind fn (a pointer cuGetProcAddress handed out). */
 void ft_shim_set_real(ft_shim_fn_t fn, void *real);
 

@@ -43,10 +43,12 @@ static const char *const fn_names[FT_FN_COUNT] = {
 #define FT_RT_FWD(ret, name, params, args) #name,
 #define FT_RT(ret, name, params, args, hook) #name,
 #define FT_DRV(ret, name, base, ptsz, params, args, hook) #name,
+#define FT_CUPTI(name, params, args) #name,
 #include "shim/shim.def"
 #undef FT_RT_FWD
 #undef FT_RT
 #undef FT_DRV
+#undef FT_CUPTI
 };
 
 /* Real entry points, filled on first use (or by driver.c when cuGetProcAddress hands
@@ -64,9 +66,14 @@ void ft_shim_set_real(ft_shim_fn_t fn, void *real)
         atomic_store_explicit(&real_fn[fn], real, memory_order_relaxed);
 }
 
+static int is_cupti(ft_shim_fn_t fn)
+{
+    return strncmp(fn_names[fn], "cupti", 5) == 0;
+}
+
 static int is_driver(ft_shim_fn_t fn)
 {
-    return fn_names[fn][0] == 'c' && fn_names[fn][1] == 'u' && fn_names[fn][2] != 'd';
+    return fn_names[fn][0] == 'c' && fn_names[fn][1] == 'u' && fn_names[fn][2] != 'd' && !is_cupti(fn);
 }
 
 void *ft_shim_real(ft_shim_fn_t fn)
@@ -79,6 +86,17 @@ void *ft_shim_real(ft_shim_fn_t fn)
     if (real == NULL && !is_driver(fn)) {
         /* The application may have dlopened libcudart after us, with RTLD_LOCAL. */
         void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL) {
+            real = ft_shim_real_dlsym(h, fn_names[fn]);
+            dlclose(h);
+        }
+    }
+    if (real == NULL && is_cupti(fn)) {
+        /* The application dlopened libcupti RTLD_LOCAL (its dlsym, wrapped, would have
+         * recorded the real function already); FlexTensor's observer did too. */
+        void *h = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD);
+        if (h == NULL)
+            h = dlopen("libcupti.so", RTLD_LAZY | RTLD_NOLOAD);
         if (h != NULL) {
             real = ft_shim_real_dlsym(h, fn_names[fn]);
             dlclose(h);
@@ -145,10 +163,30 @@ static void first_call(void)
 #define FT_DRV(ret, name, base, ptsz, params, args, hook)                               \
     FT_EXPORT ret name params HOOKED(ret, name, args, hook, CUDA_ERROR_NOT_FOUND)
 
+/* CUPTI's CUPTI_ERROR_NOT_INITIALIZED, for a libcupti that cannot be found. */
+#define FT_CUPTI_NOT_INITIALIZED 15
+
+/* No depth raised and no first_call: the hook makes no CUDA call, and a process whose
+ * only call so far is to CUPTI has nothing for FlexTensor to start. */
+#define FT_CUPTI(name, params, args)                                                    \
+    FT_EXPORT int name params                                                           \
+    {                                                                                   \
+        name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
+        if (real == NULL)                                                               \
+            return FT_CUPTI_NOT_INITIALIZED;                                            \
+        if (ft_shim_active) {                                                           \
+            COUNT(name);                                                                \
+            ft_hook_cupti_wanted(FT_FN_##name, __builtin_return_address(0),             \
+                                 (void *)real);                                         \
+        }                                                                               \
+        return real args;                                                               \
+    }
+
 #include "shim/shim.def"
 #undef FT_RT_FWD
 #undef FT_RT
 #undef FT_DRV
+#undef FT_CUPTI
 
 /* The cuGetProcAddress table: base name and flavour -> our wrapper and its id. */
 typedef struct {
@@ -164,8 +202,35 @@ static const proc_entry_t procs[] = {
 #undef FT_DRV
 #undef FT_RT
 #undef FT_RT_FWD
+#undef FT_CUPTI
 #undef FT_API
 };
+
+/* The CUPTI wrappers, by name, for the wrapped dlsym. */
+static const struct {
+    ft_shim_fn_t fn;
+    void *wrapper;
+} cupti_fns[] = {
+#define FT_CUPTI(name, params, args) { FT_FN_##name, (void *)name },
+#include "shim/shim.def"
+#undef FT_DRV
+#undef FT_RT
+#undef FT_RT_FWD
+#undef FT_CUPTI
+#undef FT_API
+};
+
+void *ft_shim_wrap_cupti_symbol(const char *symbol, void *real)
+{
+    for (size_t i = 0; i < sizeof cupti_fns / sizeof cupti_fns[0]; i++) {
+        if (strcmp(fn_names[cupti_fns[i].fn], symbol) == 0) {
+            if (real != cupti_fns[i].wrapper) /* RTLD_DEFAULT found our own export */
+                ft_shim_set_real(cupti_fns[i].fn, real);
+            return cupti_fns[i].wrapper;
+        }
+    }
+    return NULL;
+}
 
 void *ft_shim_wrap_driver_proc(const char *base, int ptsz, void *real)
 {

@@ -19,6 +19,12 @@ CASE (the loading path or the program shape under test; every model in bf16):
   two_models             two different Llamas (as cpu_built), a forward of each in turn
   free_load              Llama A runs, is deleted (del, gc, empty_cache), then a
                          different Llama B is built and runs
+  profiler               as cpu_built; torch.profiler.profile(activities=[CUDA]) around
+                         5 forwards right after loading (FlexTensor discovering: it
+                         hands CUPTI over), 10 forwards unprofiled (FlexTensor plans
+                         and streams), then around 5 more (streaming); each window's
+                         CUDA events counted: the application's kernels by name, ft_*
+                         kernels (FlexTensor's), Memcpy and Memset events
 
 Workload (all but generate), inputs from a seeded generator:
   prompt   a (1, 16) forward with use_cache=True (its last logits kept)
@@ -444,6 +450,73 @@ def decode_prefill(run, models, label, warmup, iters, seed_off=0):
     return r
 
 
+def cuda_event_names(torch, prof):
+    """The names of the GPU events torch.profiler recorded: its function events on the
+    CUDA device, or, where this torch lists none there, Kineto's raw events."""
+    cuda = torch.autograd.DeviceType.CUDA
+    names = [e.name for e in prof.events() if getattr(e, "device_type", None) == cuda]
+    if not names:
+        try:
+            names = [e.name() for e in prof.profiler.kineto_results.events() if e.device_type() == cuda]
+        except AttributeError:
+            pass
+    return names
+
+
+def profiled_forwards(run, model, windows=(("early", 0), ("late", 10)), n=5):
+    """torch.profiler around n forwards (a (1, PROMPT) input, use_cache=False) at each
+    window, after `gap` unprofiled forwards. Each window's CUDA events into
+    run.res["profiler"][name]: the total, FlexTensor's kernels (ft_*), Memcpy and
+    Memset events, the application's kernels and their counts by name; the counts by
+    name go to the outputs as well (profiler.NAME.kernels: counts in name order, and
+    profiler.NAME.names: a hash of the names), so that --ref compares them bitwise with
+    the run without FlexTensor. Every forward's last logits go to the outputs."""
+    torch = run.torch
+    from torch.profiler import ProfilerActivity, profile
+
+    gen = torch.Generator().manual_seed(INPUT_SEED + 7)
+    ids = torch.randint(0, model.config.vocab_size, (1, PROMPT), generator=gen).to("cuda")
+    last, res, i = [], {}, 0
+
+    def forward():
+        last.append(model(input_ids=ids, use_cache=False).logits[:, -1, :].clone())
+
+    with torch.no_grad():
+        for name, gap in windows:
+            for _ in range(gap):
+                run.step("forward", i, forward)
+                i += 1
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(n):
+                    run.step(f"profiled.{name}", i, forward)
+                    i += 1
+                torch.cuda.synchronize()
+            cuda = cuda_event_names(torch, prof)
+            kinds = {"ft": 0, "memcpy": 0, "memset": 0}
+            app = {}
+            for e in cuda:
+                if e.startswith("ft_"):
+                    kinds["ft"] += 1
+                elif e.startswith("Memcpy"):
+                    kinds["memcpy"] += 1
+                elif e.startswith("Memset"):
+                    kinds["memset"] += 1
+                else:
+                    app[e] = app.get(e, 0) + 1
+            names = sorted(app)
+            res[name] = {"cuda_events": len(cuda), "app_kernels": sum(app.values()), "ft_kernels": kinds["ft"],
+                         "memcpy": kinds["memcpy"], "memset": kinds["memset"], "kernel_names": len(names),
+                         "by_name": app}
+            run.out[f"profiler.{name}.kernels"] = torch.tensor([app[k] for k in names], dtype=torch.int64)
+            digest = hashlib.sha1("\n".join(names).encode()).hexdigest()
+            run.out[f"profiler.{name}.names"] = torch.tensor([int(digest[:15], 16)], dtype=torch.int64)
+            print(f"profiler {name}: {len(cuda)} CUDA events: {res[name]['app_kernels']} application kernels "
+                  f"({len(names)} names), {kinds['ft']} ft_* kernels, {kinds['memcpy']} Memcpy, "
+                  f"{kinds['memset']} Memset", flush=True)
+    run.out["profiler.last_logits"] = torch.cat(last).cpu()
+    run.res["profiler"] = res
+
+
 _STEP_RUN = None  # the Run a StepMark records into (a global: generate may deepcopy criteria)
 
 
@@ -526,7 +599,8 @@ def case_models(a, run):
 
     c = a.case
     t = now()
-    if c in ("gpu_built", "cpu_built", "tied", "generate", "pretrained_device_map", "pretrained_to", "moe"):
+    if c in ("gpu_built", "cpu_built", "tied", "generate", "pretrained_device_map", "pretrained_to", "moe",
+             "profiler"):
         cls, cfg = LlamaForCausalLM, dense_config("dense", tie_word_embeddings=(c == "tied"))
         if c == "moe":
             cls, cfg = MixtralForCausalLM, moe_config()
@@ -543,7 +617,7 @@ def case_models(a, run):
                 model = to_cuda(cls.from_pretrained(d, **kw).eval())
         else:
             model = to_cuda(build_cpu(cls, cfg, {"cpu_built": 103, "tied": 104, "generate": 105,
-                                                 "moe": 106}[c]))
+                                                 "moe": 106, "profiler": 107}[c]))
         torch.cuda.synchronize()
         run.res.update(load_s=round(now() - t, 2), ready_s=round(now(), 2),
                        weights_bytes=param_bytes(model), tied=is_tied(model),
@@ -555,6 +629,8 @@ def case_models(a, run):
             run.res["expert_bytes"] = sum(run.moe.expert_bytes)
         if c == "generate":
             generate_rounds(run, model)
+        elif c == "profiler":
+            profiled_forwards(run, model)
         else:
             decode_prefill(run, [("model", model)], "main", a.warmup, a.steps)
         return
@@ -593,7 +669,7 @@ def case_models(a, run):
 
 
 CASES = ("gpu_built", "pretrained_device_map", "pretrained_to", "cpu_built", "tied", "moe",
-         "generate", "two_models", "free_load")
+         "generate", "two_models", "free_load", "profiler")
 
 
 def compare(out, ref_path):

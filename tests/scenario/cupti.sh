@@ -8,7 +8,13 @@ want=$(sim "$MODEL" "${ARGS[@]}")
 FT_ENABLED=1 shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" || fail "model under shim failed"
 [ "$(cat "$WORK/out")" = "$want" ] || fail "output changed"
 expect_grep "CUPTI saw [1-9][0-9]* launches.*all went through FlexTensor's wrappers" "$WORK/err" "observer summary"
-pass "CUPTI confirms every launch went through the wrappers"
+# The simulated libcupti's cuptiActivityEnable calls its exported
+# cuptiActivityEnableContext, which the shim's export answers: libcupti's own call, not
+# an application asking (user_profiler.sh has those).
+FT_ENABLED=1 shim "$MODEL" --layers 4 --dim 256 --iters 8 --quiet >"$WORK/out" 2>"$WORK/err" || fail "model under shim failed"
+expect_grep "profiling: [1-9] of [0-9]+ pass\(es\) timed from CUPTI activity records" "$WORK/err" "CUPTI timing"
+expect_no_grep "handed to the application|the application uses CUPTI|application's profiler" "$WORK/err" "no profiler"
+pass "CUPTI confirms every launch went through the wrappers, and times kernels; libcupti's calls to itself hand nothing over"
 
 FT_ENABLED=1 FTSIM_CUPTI_HELD=1 shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err" \
     || fail "model failed when CUPTI is held"

@@ -336,7 +336,13 @@ static CUptiResult set_kind(CUpti_ActivityKind kind, int on)
     return CUPTI_SUCCESS;
 }
 
-CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) { return set_kind(kind, 1); }
+/* Through the exported cuptiActivityEnableContext, so through the PLT (default
+ * visibility, no -Bsymbolic): as a libcupti that calls its own entry points would, and
+ * a preloaded library exporting that name then sees libcupti's own call. */
+CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+    return cuptiActivityEnableContext(NULL, kind);
+}
 CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) { return set_kind(kind, 0); }
 
 CUPTI_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableContext(CUcontext context, CUpti_ActivityKind kind)

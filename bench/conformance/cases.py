@@ -517,6 +517,51 @@ def profiled_forwards(run, model, windows=(("early", 0), ("late", 10)), n=5):
     run.res["profiler"] = res
 
 
+def graph_replays(run, model, early=3, late=40, replays=8):
+    """torch.cuda.graph as serving engines use it, twice: `early` eager forwards of a
+    static (1, 16) input (FlexTensor still discovering: the H200 run that died with
+    cudaErrorStreamCaptureInvalidated), then torch's recipe (a warm-up forward on a side
+    stream, capture of one forward) and `replays` timed replays; then `late` more eager
+    forwards (planned and streaming by then) and the same again. The replays' timings
+    are the decode keys of phases["early"] and phases["main"] (the report's); every replay's last
+    logits and the eager forwards' go to the outputs."""
+    torch = run.torch
+    gen = torch.Generator().manual_seed(INPUT_SEED + 9)
+    ids = torch.randint(0, model.config.vocab_size, (1, 16), generator=gen).to("cuda")
+    eager_last, i = [], 0
+    with torch.no_grad():
+        def eager():
+            eager_last.append(model(input_ids=ids, use_cache=False).logits[:, -1, :].clone())
+        for label, n_eager in (("early", early), ("main", late)):
+            for _ in range(n_eager):
+                run.step("forward", i, eager)
+                i += 1
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                model(input_ids=ids, use_cache=False)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            t = now()
+            with torch.cuda.graph(g):
+                static = model(input_ids=ids, use_cache=False).logits
+            torch.cuda.synchronize()
+            run.res[f"capture_{label}_s"] = round(now() - t, 3)
+            last, r = [], {}
+
+            def replay(s):
+                def fn():
+                    g.replay()
+                    last.append(static[:, -1, :].clone())
+                return fn
+            timed_steps(run, r, label, "decode", 2, replays, replay)
+            run.usage(f"ft_usage_after_{label}.decode")
+            run.out[f"graph.{label}.replay_logits"] = torch.cat(last).cpu()
+            run.res.setdefault("phases", {})[label] = r
+            del g, static
+    run.out["graph.eager_logits"] = torch.cat(eager_last).cpu()
+
+
 _STEP_RUN = None  # the Run a StepMark records into (a global: generate may deepcopy criteria)
 
 
@@ -600,7 +645,7 @@ def case_models(a, run):
     c = a.case
     t = now()
     if c in ("gpu_built", "cpu_built", "tied", "generate", "pretrained_device_map", "pretrained_to", "moe",
-             "profiler"):
+             "profiler", "graph"):
         cls, cfg = LlamaForCausalLM, dense_config("dense", tie_word_embeddings=(c == "tied"))
         if c == "moe":
             cls, cfg = MixtralForCausalLM, moe_config()
@@ -617,7 +662,7 @@ def case_models(a, run):
                 model = to_cuda(cls.from_pretrained(d, **kw).eval())
         else:
             model = to_cuda(build_cpu(cls, cfg, {"cpu_built": 103, "tied": 104, "generate": 105,
-                                                 "moe": 106, "profiler": 107}[c]))
+                                                 "moe": 106, "profiler": 107, "graph": 108}[c]))
         torch.cuda.synchronize()
         run.res.update(load_s=round(now() - t, 2), ready_s=round(now(), 2),
                        weights_bytes=param_bytes(model), tied=is_tied(model),
@@ -631,6 +676,8 @@ def case_models(a, run):
             generate_rounds(run, model)
         elif c == "profiler":
             profiled_forwards(run, model)
+        elif c == "graph":
+            graph_replays(run, model)
         else:
             decode_prefill(run, [("model", model)], "main", a.warmup, a.steps)
         return
@@ -669,7 +716,7 @@ def case_models(a, run):
 
 
 CASES = ("gpu_built", "pretrained_device_map", "pretrained_to", "cpu_built", "tied", "moe",
-         "generate", "two_models", "free_load", "profiler")
+         "generate", "two_models", "free_load", "profiler", "graph")
 
 
 def compare(out, ref_path):

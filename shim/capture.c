@@ -246,8 +246,40 @@ static void ended(cudaStream_t s, uint64_t id, int ok, uint64_t graph)
     pthread_mutex_unlock(&cap_lock);
 }
 
+/* A capture is about to begin (no other under way: nothing forbids synchronising yet).
+ * An allocation FT_SPILL holds in host memory has no device memory behind its address,
+ * and a captured copy or set naming it cannot become a graph node: on the H200,
+ * torch.cuda.graph's capture during profiling ended with cudaErrorInvalidValue (a
+ * workspace memset, presumably, into a segment FT_SPILL had moved out). Faulting it in
+ * during the capture is not allowed either, nor are its replays' kernels to find host
+ * memory FlexTensor moves. So FT_SPILL brings everything back now and holds nothing
+ * more until the plan: the budget gives way, said once with the bytes. */
+static uint64_t spill_stopped_bytes; /* what it brought back (written once, before the capture) */
+static int spill_stopped;
+
+static void before_capture(void)
+{
+    if (capture_under_way() || !state_spill(engine_state()))
+        return;
+    uint64_t held = __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
+    spill_bring_back("a stream capture begins (a captured copy, set or kernel cannot reach host memory)");
+    spill_stopped_bytes = held - __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
+    spill_stopped = 1;
+}
+
+/* For the verdict: "; FT_SPILL stopped at ..." when a capture made it stop, else "". */
+const char *capture_spill_note(char *buf, size_t len)
+{
+    if (!spill_stopped)
+        return "";
+    snprintf(buf, len, "; FT_SPILL stopped when a stream capture began before the plan (%.1f MiB brought back "
+             "to the device, over the budget)", (double)spill_stopped_bytes / 1048576.0);
+    return buf;
+}
+
 cudaError_t ft_hook_rt_begin_capture(cudaStreamBeginCapture_fn_t real, cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
+    before_capture();
     cudaError_t rc = real(s, mode);
     if (rc == cudaSuccess)
         began(s);
@@ -259,6 +291,7 @@ cudaError_t ft_hook_rt_begin_capture_to_graph(cudaStreamBeginCaptureToGraph_fn_t
                                               const cudaGraphEdgeData *data, size_t n,
                                               enum cudaStreamCaptureMode mode)
 {
+    before_capture();
     cudaError_t rc = real(s, graph, deps, data, n, mode);
     if (rc == cudaSuccess)
         began(s);
@@ -275,6 +308,7 @@ cudaError_t ft_hook_rt_end_capture(cudaStreamEndCapture_fn_t real, cudaStream_t 
 
 CUresult ft_hook_drv_begin_capture(cuStreamBeginCapture_v2_fn_t real, CUstream s, CUstreamCaptureMode mode)
 {
+    before_capture();
     CUresult rc = real(s, mode);
     if (rc == CUDA_SUCCESS)
         began((cudaStream_t)s);
@@ -285,6 +319,7 @@ CUresult ft_hook_drv_begin_capture_to_graph(cuStreamBeginCaptureToGraph_fn_t rea
                                             const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
                                             CUstreamCaptureMode mode)
 {
+    before_capture();
     CUresult rc = real(s, graph, deps, data, n, mode);
     if (rc == CUDA_SUCCESS)
         began((cudaStream_t)s);

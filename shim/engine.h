@@ -496,6 +496,8 @@ int cupti_detached_after_first_pass(void);
  * exit report's line about it, and the verdict's note (buf, or "" when it did not). */
 void handover_report(void);
 const char *handover_note(char *buf, size_t len);
+/* capture.c: the verdict's note when a stream capture stopped FT_SPILL, else "". */
+const char *capture_spill_note(char *buf, size_t len);
 
 /* profiling.c: profiled passes and the plan. prof: prof.lock; plan: written once
  * under prof.lock, published by plan.made (release); bw before the move to

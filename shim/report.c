@@ -397,7 +397,9 @@ void ft_hooks_verdict(void)
         at += (size_t)snprintf(why + at, sizeof why - at, "; budget exceeded by up to %s before the plan "
                                "(FT_SPILL could move nothing more out for %llu call(s))",
                                human_bytes(so->most, a, sizeof a), (unsigned long long)so->count);
-    char note[160];
+    char note[160], cap[160];
+    if (at < sizeof why)
+        at += (size_t)snprintf(why + at, sizeof why - at, "%s", capture_spill_note(cap, sizeof cap));
     if (at < sizeof why)
         snprintf(why + at, sizeof why - at, "%s", handover_note(note, sizeof note));
     FT_INFO("verdict: %s: %s", kind, why);

@@ -1119,6 +1119,14 @@ static CUresult copy(void *dst, const void *src, size_t bytes, CUstream h, int s
     op->u.copy.dst_kind = dk;
     op->async = !sync;
     if (how == SIM_CAPTURED) {
+        r = sim_capture_check_mapped(s, sdev ? src : NULL);
+        if (r == CUDA_SUCCESS)
+            r = sim_capture_check_mapped(s, ddev ? dst : NULL);
+        if (r != CUDA_SUCCESS) {
+            sim_op_free(op);
+            pthread_mutex_unlock(&g_sim.lock);
+            return r;
+        }
         /* A node reads its source when a replay runs it. */
         sim_capture_node(s, op, engine, sim_copy_duration(bytes, bw));
         pthread_mutex_unlock(&g_sim.lock);
@@ -1284,7 +1292,9 @@ static CUresult memset_enqueue(CUdeviceptr dst, unsigned value, unsigned elem, s
             op->u.memset.elem = elem;
             op->u.memset.count = n;
             op->async = async;
-            if (how == SIM_CAPTURED)
+            if (how == SIM_CAPTURED && (r = sim_capture_check_mapped(s, (const void *)dst)) != CUDA_SUCCESS)
+                sim_op_free(op);
+            else if (how == SIM_CAPTURED)
                 sim_capture_node(s, op, SIM_ENG_COMPUTE, sim_copy_duration(n * elem, g_sim.opt.D2D_GBPS));
             else
                 sim_enqueue_reported(s, op, SIM_ENG_COMPUTE, sim_copy_duration(n * elem, g_sim.opt.D2D_GBPS));

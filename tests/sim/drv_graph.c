@@ -48,6 +48,20 @@ static void invalidate(sim_capture_t *c, const char *why)
     c->invalid = 1;
 }
 
+/* A copy or set being captured on s names p: device memory must be there (a reserved
+ * address with nothing mapped, as FlexTensor's FT_SPILL leaves an allocation it holds
+ * in host memory, cannot become a copy node). On the H200, torch.cuda.graph's capture
+ * of such a copy ended with cudaErrorInvalidValue; here the call fails with it and the
+ * capture is invalidated. g_sim.lock held. */
+CUresult sim_capture_check_mapped(struct CUstream_st *s, const void *p)
+{
+    if (p == NULL || !sim_in_arena(p, 1) || sim_mem_device_of(p) != NULL)
+        return CUDA_SUCCESS;
+    if (s->cap)
+        invalidate(s->cap, "a captured copy or set names a device address with no memory mapped");
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 /* A blocking stream of ctx captures: 1, invalidating them when `why` is given. */
 static int blocking_capture(struct CUctx_st *ctx, const char *why)
 {

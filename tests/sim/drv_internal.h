@@ -332,6 +332,9 @@ CUresult sim_capture_enqueue_check(struct CUstream_st *s);
 CUresult sim_capture_memnode_check(struct CUstream_st *s);
 /* Records op (engine, duration) as a node of s's capture; takes op. */
 void sim_capture_node(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t dur);
+/* A captured copy or set's device address p has memory mapped: else the capture is
+ * invalidated and the call fails (CUDA_ERROR_INVALID_VALUE). g_sim.lock held. */
+CUresult sim_capture_check_mapped(struct CUstream_st *s, const void *p);
 /* A synchronize or query of s: illegal while s captures, or, for the legacy stream,
  * while a blocking stream of its context does (either invalidates the capture). */
 CUresult sim_capture_sync_check(struct CUstream_st *s);

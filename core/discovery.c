@@ -37,7 +37,15 @@ typedef struct {
     int kernel_born;          /* allocated after the first launch and first touched by
                                  a launch, not a copy: an activation (a caching
                                  allocator's segment), never a weight, also after a
-                                 restart (its content can repeat pass after pass) */
+                                 restart (its content can repeat pass after pass) --
+                                 unless the kernel that first touched it does not run
+                                 in the passes (init_made) */
+    uint32_t born_kernel;     /* kernel_born: the kernel of its first touch */
+    int init_made;            /* kernel_born by a kernel that no launch of the recorded
+                                 pass runs, and touched in that pass: made by the
+                                 program's initialisation on the device (a model built
+                                 under `with torch.device("cuda")`); a candidate again
+                                 at the next restart */
     int varies;               /* its content moved at two of the detector's snapshots
                                  (detector_snapshot): an activation segment, left out
                                  of the detector's keys */
@@ -172,6 +180,12 @@ struct ft_disc {
     uint32_t *unit_ids;       /* region ids of all units, back to back */
     uint64_t weight_bytes;
     int restart_pending;      /* the passes found hold no weight: start over */
+    /* Weights copied in after the first launch (a framework's warm-up kernels ran
+     * first): when no launch has touched a candidate for KEYLESS_LAUNCHES launches in a
+     * row and such copies came since the (re)start, discovery starts over with them. */
+    uint64_t keyless_run;     /* launches in a row without a key, no lane anchored */
+    uint64_t copied_bytes;    /* regions first met as a copy's or set's target since the (re)start */
+    int keyless_restarts;
     int restarts;
     /* The detector's snapshots (detector_snapshot), taken at a launch after a host
      * synchronisation until a lane is anchored: the launch count at the last one (or
@@ -206,6 +220,11 @@ struct ft_disc {
  * a communicator's first all-reduce, before the model is loaded) make discovery start
  * over, at most this many times, from the regions alive then. */
 #define MAX_RESTARTS 4
+/* Launches in a row that touch no candidate before discovery looks again at regions
+ * loaded by copies since it started (d->copied_bytes); at most MAX_RESTARTS times. A
+ * model's forward touches its weights every few launches; a program's initialisation
+ * on the device touches only what it allocates then, which is kernel_born, not copied. */
+#define KEYLESS_LAUNCHES 256
 
 static int rec_push_launch(record_t *r, uint32_t kernel, uint32_t range, const uint32_t *ids, size_t n)
 {
@@ -1239,6 +1258,35 @@ static void warn_unmatched(ft_disc_t *d)
                 d->boundary_source == 1 ? "from ft_iteration_mark()" : "by the automatic detector");
 }
 
+/* Regions made by the program's initialisation on the device: kernel_born by a kernel
+ * no launch of the recorded pass runs, yet touched by that pass. A model built under
+ * `with torch.device("cuda")` allocates each parameter and fills it with a kernel
+ * (normal_, uniform_, fill_) before its first forward, so every weight is kernel_born;
+ * an activation segment is first written by the forward's own kernels, which the pass
+ * runs. Marks them init_made and returns their bytes. */
+static uint64_t mark_init_made(ft_disc_t *d)
+{
+    const record_t *rec = &d->last;
+    uint8_t *ran = calloc(d->n_kernels ? d->n_kernels : 1, 1);
+    if (ran == NULL)
+        return 0;
+    for (size_t i = 0; i < rec->n; i++)
+        ran[rec->l[i].kernel] = 1;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < rec->n; i++)
+        for (uint32_t j = 0; j < rec->l[i].n_ids; j++) {
+            uint32_t raw = rec->ids[rec->l[i].first_id + j];
+            rinfo_t *x = (raw & ID_INDIRECT) ? NULL : rinfo_get(d, raw);
+            if (x == NULL || !x->kernel_born || x->freed || x->init_made || x->born_kernel >= d->n_kernels ||
+                ran[x->born_kernel])
+                continue;
+            x->init_made = 1;
+            bytes += x->size;
+        }
+    free(ran);
+    return bytes;
+}
+
 static void end_iteration(ft_disc_t *d, lane_t *ln)
 {
     ln->iterations++;
@@ -1256,11 +1304,22 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         HASH_ITER(hh, d->lanes, l, lt) l->track_pos = -1;
         if (fold_repeated_pass(d) != 0 || build_units(d) != 0)
             FT_WARN("discovery: out of memory building units; nothing will be offloaded");
+        uint64_t init_bytes = d->restarts < MAX_RESTARTS ? mark_init_made(d) : 0;
         if (d->n_units == 0 && d->restarts < MAX_RESTARTS) {
             FT_INFO("discovery: %d iteration(s) of %zu launches touch no weight (regions "
-                    "allocated after the first launch are not weights); starting over at the "
-                    "next launch, with the regions alive then (%d of %d)",
-                    ln->iterations, d->last.n, d->restarts + 1, MAX_RESTARTS);
+                    "allocated after the first launch are not weights, unless kernels that do "
+                    "not run in the passes made them: %.1f MiB); starting over at the next launch, "
+                    "with the regions alive then (%d of %d)", ln->iterations, d->last.n,
+                    (double)init_bytes / 1048576.0, d->restarts + 1, MAX_RESTARTS);
+            d->restart_pending = 1;
+            return;
+        }
+        if (init_bytes > d->weight_bytes && d->restarts < MAX_RESTARTS) {
+            FT_INFO("discovery: %d iteration(s) of %zu launches touch %.1f MiB made by kernels that "
+                    "do not run in the passes (weights initialised on the device), more than the "
+                    "%.1f MiB of weights found; starting over at the next launch with them as "
+                    "candidates (%d of %d)", ln->iterations, d->last.n, (double)init_bytes / 1048576.0,
+                    (double)d->weight_bytes / 1048576.0, d->restarts + 1, MAX_RESTARTS);
             d->restart_pending = 1;
             return;
         }
@@ -1455,9 +1514,9 @@ static void restart(ft_disc_t *d)
 {
     rinfo_t *r, *rt;
     HASH_ITER(hh, d->rmap, r, rt) {
-        if (r->kernel_born && !r->freed) { /* stays out of the candidates */
+        if (r->kernel_born && !r->freed && !r->init_made) { /* stays out of the candidates */
             *r = (rinfo_t){ .id = r->id, .base = r->base, .size = r->size, .flags = r->flags,
-                            .unit = -1, .kernel_born = 1, .hh = r->hh };
+                            .unit = -1, .kernel_born = 1, .born_kernel = r->born_kernel, .hh = r->hh };
             continue;
         }
         d->rvec[r->id] = NULL;
@@ -1484,6 +1543,8 @@ static void restart(ft_disc_t *d)
     d->iterations = 0;
     d->deciding_lane = 0;
     d->restart_pending = 0;
+    d->keyless_run = 0;
+    d->copied_bytes = 0;
     d->track_set = 0;
     d->any_anchored = 0;
     d->restarts++;
@@ -1596,8 +1657,10 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         /* Allocated after the first launch: observed, never a weight. */
         rinfo_t *x;
         if (rinfo_get(d, ids[i]) == NULL && ft_regions_find(d->regions, set->ptr[i], &reg) &&
-            (x = rinfo_add(d, &reg, 0)) != NULL)
+            (x = rinfo_add(d, &reg, 0)) != NULL) {
             x->kernel_born = 1;
+            x->born_kernel = k->idx;
+        }
     }
     if (n == 0)
         d->launches_unattributed++;
@@ -1626,6 +1689,16 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     } else {
         uint32_t minid;
         uint64_t key = pair_key(d, k->idx, ids, ptrs, n, &minid);
+        d->keyless_run = key != 0 || d->any_anchored ? 0 : d->keyless_run + 1;
+        if (d->keyless_run >= KEYLESS_LAUNCHES && d->copied_bytes > 0 && d->keyless_restarts < MAX_RESTARTS) {
+            d->keyless_restarts++;
+            FT_INFO("discovery: %llu launches in a row touched no region alive at its start, while %.1f MiB "
+                    "were copied into new regions (weights loaded after other kernels ran); starting over "
+                    "at the next launch, with the regions alive then (%d of %d)",
+                    (unsigned long long)d->keyless_run, (double)d->copied_bytes / 1048576.0,
+                    d->keyless_restarts, MAX_RESTARTS);
+            d->restart_pending = 1;
+        }
         if (key != 0 && ln->anchored)
             boundary = key == ln->anchor;
         else if (key != 0) {
@@ -1675,8 +1748,9 @@ void ft_disc_write(ft_disc_t *d, const ft_scan_set_t *set)
             /* Allocated after the first launch and loaded by a copy (a weight loaded
              * after warm-up kernels): not a weight in this round; a restart can make
              * it one. */
-            if (r == NULL && ft_regions_find(d->regions, set->ptr[i], &reg))
-                r = rinfo_add(d, &reg, 0);
+            if (r == NULL && ft_regions_find(d->regions, set->ptr[i], &reg) &&
+                (r = rinfo_add(d, &reg, 0)) != NULL)
+                d->copied_bytes += reg.size;
             if (r != NULL)
                 r->written = 1;
         }

@@ -75,7 +75,13 @@ static const ft_budget_unit_t *budget_view_locked(void)
 static uint64_t committed_locked(const ft_budget_unit_t *view)
 {
     uint64_t held = held_locked() + admitting + __atomic_load_n(&releasing, __ATOMIC_RELAXED);
-    return ft_budget_committed(held, res.held_bytes, ft_budget_slots_full(view, res.n_units, res.slots, -1));
+    /* A pinned unit, once loaded, stays: its bytes are held for good, not a slot's. */
+    uint64_t pinned = 0;
+    for (int i = 0; i < res.n_units; i++)
+        if (res.units[i].pinned && res.units[i].loaded)
+            for (int k = 0; k < res.units[i].n; k++)
+                pinned += res.regions[res.units[i].first + k].size != 0 ? res.regions[res.units[i].first + k].len : 0;
+    return ft_budget_committed(held, res.held_bytes - pinned, ft_budget_slots_full(view, res.n_units, res.slots, -1));
 }
 
 /* After the plan, an allocation of `size` would take the process past the budget (the
@@ -85,7 +91,7 @@ static uint64_t committed_locked(const ft_budget_unit_t *view)
  * leave the device, or nothing that leaves makes room, with what the process holds
  * with every slot full in *committed and the weights of it (resident, and the full
  * slots) in *weights; -2 when the units' view cannot be had (out of memory). */
-static int demote_for(uint64_t size, uint64_t *committed, uint64_t *weights)
+static int demote_for(uint64_t size, const char *cause, uint64_t *committed, uint64_t *weights)
 {
     uint64_t budget = plan.in.budget_bytes;
     int synced = 0;
@@ -114,9 +120,12 @@ static int demote_for(uint64_t size, uint64_t *committed, uint64_t *weights)
             continue;
         }
         res.units[best].demoted = 1;
-        FT_WARN("residency: allocating %s would exceed the budget (%s, %s held with the slots "
+        char what[96];
+        if (cause == NULL)
+            snprintf(what, sizeof what, "allocating %s", human_bytes(size, a, sizeof a));
+        FT_WARN("residency: %s would exceed the budget (%s, %s held with the slots "
                 "full): %s (%s) streams "
-                "from now on", human_bytes(size, a, sizeof a), human_bytes(budget, b, sizeof b),
+                "from now on", cause != NULL ? cause : what, human_bytes(budget, b, sizeof b),
                 human_bytes(*committed, c, sizeof c), ft_disc_unit(disc, (size_t)best)->name,
                 human_bytes(moved, d, sizeof d));
         if (log_diagnostics) {
@@ -132,6 +141,16 @@ static int demote_for(uint64_t size, uint64_t *committed, uint64_t *weights)
         }
     }
     return view != NULL ? 0 : -2;
+}
+
+/* Unit u stays on the device from now on (pin_stale_unit): resident units are made to
+ * stream until the budget holds again (res.lock held, never inside a stream capture:
+ * making a unit stream synchronises the device). 0 when it holds; -1 when nothing
+ * more can leave the device (the budget is then exceeded by what u holds). */
+int budget_hold_locked(const char *cause)
+{
+    uint64_t committed, weights;
+    return demote_for(0, cause, &committed, &weights) == 0 ? 0 : -1;
 }
 
 /* The budget given up after the plan (res.lock): the allocations served past it, read
@@ -169,7 +188,7 @@ int budget_admit(uint64_t size, int passthrough)
         return 0;
     uint64_t committed = 0, weights = 0;
     pthread_mutex_lock(&res.lock);
-    int rc = demote_for(size, &committed, &weights);
+    int rc = demote_for(size, NULL, &committed, &weights);
     admitting += size;
     pthread_mutex_unlock(&res.lock);
     if (rc != -1)

@@ -243,7 +243,9 @@ typedef struct {
     /* The guarded call that last touched it (guard.c's count of calls, res.lock): no
      * load evicts it while that call is not enqueued. */
     uint64_t touched_in;
-    int pinned;               /* changed too often: never evicted once loaded again */
+    int pinned;               /* changed too often, or loaded too often for stale
+                                 addresses: never evicted once loaded again */
+    int stale_misses;         /* loads (misses) for touches the guard judged stale */
     int unstreamable;         /* resident, and demote_for found it cannot stream */
     int demoted;              /* planned resident, made to stream by demote_for */
     uint64_t bytes;           /* mapped bytes of its regions */
@@ -269,6 +271,7 @@ typedef struct {
      * (guard.c); unloads, beyond the one a load needs, that brought the count back
      * within the slots (res_shed, load_unit). */
     uint64_t over_loads, over_calls, shed;
+    uint64_t stale_pins;      /* units kept on the device for their stale touches (guard.c) */
     int over_most;
     uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
     uint64_t host_copies;     /* copies and sets served on a host store (res_host_copy) */
@@ -345,6 +348,17 @@ void usage_now(ft_gpu_memory_usage_t *out);
 void budget_view(size_t *free_b, size_t *total_b);
 /* The allocations served past the budget after the plan (read at exit, by the verdict). */
 const ft_budget_over_t *budget_over(void);
+int budget_hold_locked(const char *cause); /* resident units stream until the budget holds */
+
+/* A streamed unit loaded this many times for touches the guard judged stale (an
+ * argument word outside the unit's part of the pass, unsure, or from a kernel that
+ * touched no weight) stays on the device: the strict guard must load for such a word,
+ * and a kernel whose padding keeps pointing at it (on the H200, PyTorch's rotary
+ * kernel at the first layer's unit, in every layer of a decode step: decode 4.2x the
+ * link bound) would load it again and again, evicting the units prefetched for the
+ * launches that need them. Resident units stream instead, to hold the budget. */
+#define STALE_MISSES_PIN 8
+
 
 /* checksum.c: the device checksum. ck is set up once (pthread_once), read after. */
 extern ck_state_t ck;

@@ -68,6 +68,8 @@ static __thread const char *res_kernel_name = "?";
 
 /* The repeat rule's table (core/residency.h), under res.lock. */
 static ft_res_repeat_t *repeats;
+
+static int pin_pending = -1; /* res.lock: the unit to pin once the call is enqueued */
 static __thread uint64_t lane_launches; /* this thread's guarded launches */
 
 /* The call being guarded uses loaded unit u on `stream` (res.lock held): a prefetch
@@ -136,6 +138,8 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         }
         if (v.act == FT_RES_MISS) {
             res.misses++;
+            if (v.stale != 0 && !un->pinned && ++un->stale_misses >= STALE_MISSES_PIN && pin_pending < 0)
+                pin_pending = r->unit;
             if (res.n_miss_log < MISS_LOG) {
                 struct miss *m = &res.miss_log[res.n_miss_log++];
                 snprintf(m->kernel, sizeof m->kernel, "%s", res_kernel_name);
@@ -439,6 +443,31 @@ static void call_used(int u)
     res.units[u].uses++;
 }
 
+/* Unit u was loaded STALE_MISSES_PIN times for stale touches: it stays on the device
+ * (no slot: it leaves the slots' count if loaded), and resident units are made to
+ * stream until the budget holds (budget_hold_locked). After the call that loaded it
+ * last is enqueued: making a unit stream synchronises the device first, so no unit
+ * leaves under a kernel that uses it. Not while a stream capture is under way (the
+ * synchronisation would break it): then later. res.lock held. */
+static void pin_stale_unit(int u)
+{
+    res_unit_t *un = &res.units[u];
+    if (un->pinned || capture_under_way())
+        return;
+    un->pinned = 1;
+    if (un->loaded)
+        res.loaded--;
+    char a[32], cause[160];
+    FT_WARN("residency: %s was loaded %d times for argument words outside its part of the pass "
+            "(stale addresses the guard must honour): it stays on the device from now on (%s)",
+            ft_disc_unit(disc, (size_t)u)->name, un->stale_misses, human_bytes(un->bytes, a, sizeof a));
+    snprintf(cause, sizeof cause, "keeping %s on the device", ft_disc_unit(disc, (size_t)u)->name);
+    if (budget_hold_locked(cause) != 0)
+        FT_WARN("residency: no resident unit can stream instead: the budget is exceeded by up to %s",
+                human_bytes(un->bytes, a, sizeof a));
+    res.stale_pins++;
+}
+
 /* A guarded call is enqueued (res.lock held; the caller, engine_leave, releases it): the
  * units it touched record their use behind it, then the checksum and the prefetch it
  * asked for are issued. */
@@ -455,6 +484,10 @@ void res_call_done(void)
     n_touched = 0;
     touched_more = 0;
     guard_call++;
+    if (pin_pending >= 0 && !capture_under_way()) {
+        pin_stale_unit(pin_pending);
+        pin_pending = -1;
+    }
     /* A streamed unit's last launch of the pass is enqueued: its checksum follows
      * it at once, ready by the time the unit is evicted. */
     if (checksum_after >= 0) {

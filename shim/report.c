@@ -219,6 +219,10 @@ void ft_hooks_report(void)
         FT_INFO("residency: %llu call(s) read more streamed units than the %d slot(s) hold (at most %d "
                 "beyond); %llu unload(s) brought the units held back within the slots after them",
                 (unsigned long long)res.over_calls, res.slots, res.over_most, (unsigned long long)res.shed);
+    if (streaming && res.stale_pins > 0)
+        FT_INFO("residency: %llu unit(s) kept on the device after %d loads each for stale argument words "
+                "(resident units made to stream instead, to hold the budget)",
+                (unsigned long long)res.stale_pins, STALE_MISSES_PIN);
     if (res.host_copies > 0)
         FT_INFO("residency: %llu copy(ies) or set(s) to or from units in host memory served there, "
                 "without loading them", (unsigned long long)res.host_copies);

@@ -150,11 +150,13 @@ int ft_hook_cupti_register(cuptiActivityRegisterCallbacks_fn_t real, void *reque
     pthread_once(&audit_once, open_audit_lib);
     void *req = requested, *done = completed;
     if (ft_cupti_audit_wrap(audit_lookup, requested, completed, &req, &done) != 0) {
-        FT_WARN_CAPPED(1, "FT_CUPTI_AUDIT: the application's libcupti lacks cuptiActivityGetNextRecord; "
-                          "its records are not audited");
+        FT_WARN("FT_CUPTI_AUDIT: the application's libcupti lacks cuptiActivityGetNextRecord; its "
+                "records are not audited");
         return real(requested, completed);
     }
-    FT_LOG_CAPPED(FT_LOG_INFO, 1, "FT_CUPTI_AUDIT: the application's activity records are read before it "
-                                  "gets them; correlation ids carried by two API records are reported");
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        FT_INFO("FT_CUPTI_AUDIT: the application's activity records are read before it gets them; "
+                "correlation ids carried by two API records are reported");
     return real(req, done);
 }

@@ -143,8 +143,8 @@ static void *audit_lookup(const char *name)
 
 int ft_hook_cupti_register(cuptiActivityRegisterCallbacks_fn_t real, void *requested, void *completed)
 {
-    if (cfgp == NULL || !cfgp->cupti_audit)
-        return real(requested, completed);
+    if (cfgp == NULL || !cfgp->cupti_audit || requested == NULL || completed == NULL)
+        return real(requested, completed); /* libcupti refuses NULL callbacks itself */
     static pthread_once_t audit_once = PTHREAD_ONCE_INIT;
     audit_real = (const void *)real;
     pthread_once(&audit_once, open_audit_lib);

@@ -1,4 +1,4 @@
-/* observer.c - see observer.h. The only file that includes <cupti.h>. */
+/* observer.c - see observer.h. With audit.c, the only files that include <cupti.h>. */
 #define _GNU_SOURCE
 #include "cupti/observer.h"
 

@@ -17,6 +17,9 @@
  *
  *   --ptr-arrays  one more weight per layer, reached through a device table of
  *                 pointers (mixp, launched with cudaLaunchKernel), as grouped GEMMs do
+ *   --static-rt   with --ptr-arrays: mixp is launched as cuBLAS launches, by a runtime
+ *                 call the interposer does not see (simulator only:
+ *                 simcudaStaticLaunchKernel), which calls the driver's cuLaunchKernel
  *   --device N    run on device N (cudaSetDevice in every thread)
  *   --side-device N  every forward begins with a kernel on device N (on a buffer of its
  *                 own there), the thread switching to N and back: the process's first
@@ -248,6 +251,10 @@ static int gather_until = -1; /* the last forward that does (-1: every one from 
  * K of them, chosen per forward and layer by a seeded generator (a router's choice):
  * each expert's weight is read by the forwards that route to it, not by the others. */
 static int moe_experts, moe_k;
+/* --static-rt: the runtime's launch as a library with its own copy of the runtime
+ * makes it (the simulator's simcudaStaticLaunchKernel), or NULL. */
+typedef cudaError_t (*static_launch_fn)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+static static_launch_fn static_launch;
 static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
 static int grow_cache;     /* --grow-cache */
@@ -860,7 +867,10 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         if (ptr_arrays) {
             uint32_t **entry = ptr_table + l;
             void *mixp_args[] = { &b, &entry, &dim };
-            CHECK(cudaLaunchKernel(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
+            if (static_launch != NULL)
+                CHECK(static_launch(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
+            else
+                CHECK(cudaLaunchKernel(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
         }
         if (stale_from >= 0) {
             /* From forward stale_from on, every layer leaves a far layer's weight in the
@@ -1188,6 +1198,13 @@ int main(int argc, char **argv)
             quiet = 1;
         else if (strcmp(a, "--ptr-arrays") == 0)
             ptr_arrays = 1;
+        else if (strcmp(a, "--static-rt") == 0) {
+            static_launch = (static_launch_fn)dlsym(RTLD_DEFAULT, "simcudaStaticLaunchKernel");
+            if (static_launch == NULL) {
+                fprintf(stderr, "model: --static-rt needs the simulated runtime\n");
+                return 2;
+            }
+        }
         else if (strcmp(a, "--stale") == 0)
             stale = 1;
         else if (strcmp(a, "--stale-from") == 0 && i + 1 < argc)

@@ -4,6 +4,7 @@
  *
  *   profiler: K model kernel(s), O other kernel(s), C copy(ies), D driver callback(s)
  *   profiler: other kernels: NAME,...          (when O > 0: their distinct names)
+ *   profiler: A runtime and driver API record(s)   (enabled as Kineto enables them)
  *
  * K counts the kernels whose name is one of the model's ("model_" in it, as
  * kernels.cu names them): the records a profiler shows for the application, which
@@ -37,7 +38,7 @@ static struct {
 static CUpti_SubscriberHandle sub;
 /* Written by CUPTI's buffer callback (any thread) and the driver callback. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long long model_kernels, other_kernels, copies, callbacks;
+static unsigned long long model_kernels, other_kernels, copies, callbacks, api_records;
 static char other_names[256]; /* the other kernels' distinct names, comma separated */
 
 static const char *why(CUptiResult r)
@@ -83,6 +84,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             }
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             copies++;
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME || rec->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+            api_records++;
         }
     }
     pthread_mutex_unlock(&lock);
@@ -126,7 +129,9 @@ int profiler_start(void)
     if ((r = C.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API)) != CUPTI_SUCCESS ||
         (r = C.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS ||
         (r = C.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS ||
-        (r = C.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY)) != CUPTI_SUCCESS) {
+        (r = C.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY)) != CUPTI_SUCCESS ||
+        (r = C.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME)) != CUPTI_SUCCESS ||
+        (r = C.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER)) != CUPTI_SUCCESS) {
         fprintf(stderr, "model: --profile-from: enabling CUPTI failed: %s (%d)\n", why(r), (int)r);
         return -1;
     }
@@ -142,11 +147,14 @@ int profiler_stop(void)
     }
     C.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     C.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    C.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+    C.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
     pthread_mutex_lock(&lock);
     printf("profiler: %llu model kernel(s), %llu other kernel(s), %llu copy(ies), %llu driver callback(s)\n",
            model_kernels, other_kernels, copies, __atomic_load_n(&callbacks, __ATOMIC_RELAXED));
     if (other_kernels > 0)
         printf("profiler: other kernels: %s\n", other_names);
+    printf("profiler: %llu runtime and driver API record(s)\n", api_records);
     pthread_mutex_unlock(&lock);
     if ((r = C.cuptiUnsubscribe(sub)) != CUPTI_SUCCESS) {
         fprintf(stderr, "model: --profile-from: cuptiUnsubscribe failed: %s (%d)\n", why(r), (int)r);

@@ -114,14 +114,131 @@ static cudaError_t own_event_create(cudaEvent_t *e, unsigned int flags)
     return own_call(create(e, flags), pending);
 }
 
+/* --- own calls inside a driver hook (FT_DRIVER_OWN_CALLS=driver) ---------------------
+ *
+ * A driver call FlexTensor's hook handles may come from inside a runtime call it never
+ * saw (cuBLAS's own copy of the runtime). CUPTI gives every call nested in an open API
+ * call that call's correlation id: a runtime call of FlexTensor's there is a second
+ * runtime record under one id, and when both start a flow (a launch and a copy, a set,
+ * a synchronize or a stream wait), torch.profiler's Kineto asserts at the profiler's
+ * exit. Driver calls nested in a runtime call are what the runtime itself makes, so
+ * there FlexTensor's copies, sets, synchronizes and waits go to the driver. Same
+ * semantics: the handles are the same objects (cudaStream_t is CUstream, cudaEvent_t is
+ * CUevent, the legacy and per-thread stream values are equal), cuMemcpy infers the
+ * direction as cudaMemcpyDefault does, both use the legacy default stream for stream 0
+ * (FlexTensor calls the non-_ptsz runtime flavours); a failure comes back as the
+ * driver's code cast to cudaError_t (equal for the common codes: 1, 2, 400, 700, 900),
+ * and leaves no runtime last error behind. */
+int own_via_driver;
+
+static struct {
+    CUresult (*memcpy)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*memset_async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*stream_sync)(CUstream);
+    CUresult (*ctx_sync)(void);
+    CUresult (*stream_wait)(CUstream, CUevent, unsigned int);
+    CUresult (*event_record)(CUevent, CUstream);
+} own_drv;
+
+static void own_drv_resolve(void)
+{
+    own_drv.memcpy = ft_shim_driver_proc("cuMemcpy", 4000);
+    own_drv.memcpy_async = ft_shim_driver_proc("cuMemcpyAsync", 4000);
+    own_drv.memset_async = ft_shim_driver_proc("cuMemsetD8Async", 3020);
+    own_drv.stream_sync = ft_shim_driver_proc("cuStreamSynchronize", 2000);
+    own_drv.ctx_sync = ft_shim_driver_proc("cuCtxSynchronize", 2000);
+    own_drv.stream_wait = ft_shim_driver_proc("cuStreamWaitEvent", 3020);
+    own_drv.event_record = ft_shim_driver_proc("cuEventRecord", 2000);
+}
+
+static cudaError_t own_drv_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    return (cudaError_t)own_drv.memcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n);
+}
+
+static cudaError_t own_drv_memcpy_async(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                                        cudaStream_t s)
+{
+    return (cudaError_t)own_drv.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n,
+                                             (CUstream)s);
+}
+
+static cudaError_t own_drv_memset_async(void *p, int value, size_t n, cudaStream_t s)
+{
+    return (cudaError_t)own_drv.memset_async((CUdeviceptr)(uintptr_t)p, (unsigned char)value, n, (CUstream)s);
+}
+
+static cudaError_t own_drv_stream_sync(cudaStream_t s)
+{
+    return (cudaError_t)own_drv.stream_sync((CUstream)s);
+}
+
+static cudaError_t own_drv_device_sync(void)
+{
+    return (cudaError_t)own_drv.ctx_sync();
+}
+
+static cudaError_t own_drv_stream_wait(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+    return (cudaError_t)own_drv.stream_wait((CUstream)s, (CUevent)e, flags);
+}
+
+static void own_drv_ready(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, own_drv_resolve);
+}
+
+void *own_driver_flavour(ft_shim_fn_t fn)
+{
+    own_drv_ready();
+    switch (fn) {
+    case FT_FN_cudaMemcpy: return own_drv.memcpy ? (void *)own_drv_memcpy : NULL;
+    case FT_FN_cudaMemcpyAsync: return own_drv.memcpy_async ? (void *)own_drv_memcpy_async : NULL;
+    case FT_FN_cudaMemsetAsync: return own_drv.memset_async ? (void *)own_drv_memset_async : NULL;
+    case FT_FN_cudaStreamSynchronize: return own_drv.stream_sync ? (void *)own_drv_stream_sync : NULL;
+    case FT_FN_cudaDeviceSynchronize: return own_drv.ctx_sync ? (void *)own_drv_device_sync : NULL;
+    default: return NULL;
+    }
+}
+
+/* ev.wait and ev.record: cudaStreamWaitEvent and cudaEventRecord, or the driver's inside
+ * a driver hook (as REAL). The event record starts no flow in torch.profiler, but is
+ * the call profiling makes most often there (a unit's first launch), so it goes too. */
+static stream_wait_fn rt_stream_wait;
+static event_record_fn rt_event_record;
+
+static cudaError_t own_event_record(cudaEvent_t e, cudaStream_t s)
+{
+    if (ft_driver_hook_depth > 0 && own_via_driver) {
+        own_drv_ready();
+        if (own_drv.event_record != NULL)
+            return (cudaError_t)own_drv.event_record((CUevent)e, (CUstream)s);
+    }
+    return rt_event_record(e, s);
+}
+
+static cudaError_t own_stream_wait(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+    if (ft_driver_hook_depth > 0 && own_via_driver) {
+        own_drv_ready();
+        if (own_drv.stream_wait != NULL)
+            return own_drv_stream_wait(s, e, flags);
+    }
+    return rt_stream_wait(s, e, flags);
+}
+
 events_t ev;
 
 /* The runtime's event calls FlexTensor uses (ev); own_event_create for its own events. */
 void events_resolve(void)
 {
     ev.create = own_event_create;
-    ev.record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
+    rt_event_record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
+    ev.record = rt_event_record != NULL ? own_event_record : NULL;
     ev.sync = (event_sync_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventSynchronize");
     ev.elapsed = (event_elapsed_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventElapsedTime");
-    ev.wait = (stream_wait_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamWaitEvent");
+    rt_stream_wait = (stream_wait_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamWaitEvent");
+    ev.wait = rt_stream_wait != NULL ? own_stream_wait : NULL;
 }

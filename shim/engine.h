@@ -187,7 +187,22 @@ typedef struct {
     unsigned epoch;           /* suspension epoch at the pass's start */
 } prof_state_t;
 
-#define REAL(name) ((name##_fn_t)ft_shim_real(FT_FN_##name))
+/* FlexTensor's own call of a runtime entry point: the real function, or, inside a
+ * driver hook with FT_DRIVER_OWN_CALLS=driver, a stand-in of the same signature made of
+ * driver calls where it has one (cuda.c's own_real; shim.h's ft_driver_hook_depth says
+ * why). */
+#define REAL(name) ((name##_fn_t)own_real(FT_FN_##name))
+extern int own_via_driver; /* cuda.c's; written once by ft_hooks_init */
+void *own_driver_flavour(ft_shim_fn_t fn);
+static inline void *own_real(ft_shim_fn_t fn)
+{
+    if (__builtin_expect(ft_driver_hook_depth > 0 && own_via_driver, 0)) {
+        void *p = own_driver_flavour(fn);
+        if (p != NULL)
+            return p;
+    }
+    return ft_shim_real(fn);
+}
 
 /* The kinds of one-time work inside a launch (once_charge, hooks_launch.c). */
 enum { ONCE_KERNEL, ONCE_PEEK, ONCE_COUNT };

@@ -14,9 +14,16 @@
  * event. FlexTensor's own copies (loads, write-backs, FT_SPILL's moves) go on while
  * the profiler records: they show in its trace on FlexTensor's own side streams, and
  * the exit report counts those made after the hand-over, so that the application's
- * can be told from them. */
+ * can be told from them.
+ *
+ * Also owns ft_hook_cupti_register, the hook of cuptiActivityRegisterCallbacks: with
+ * FT_CUPTI_AUDIT on, the application's buffer callbacks are registered behind
+ * cupti/audit.c's trampolines (audit_lib: the libcupti that holds the real function,
+ * written under audit_once). */
 #define _GNU_SOURCE
 #include "shim/engine.h"
+
+#include "cupti/audit.h"
 
 static struct {
     pthread_mutex_t lock;
@@ -112,4 +119,44 @@ const char *handover_note(char *buf, size_t len)
         buf[0] = '\0';
     pthread_mutex_unlock(&handover.lock);
     return buf;
+}
+
+/* --- FT_CUPTI_AUDIT ------------------------------------------------------------------ */
+
+/* The libcupti the application registers with: the object that holds the real
+ * cuptiActivityRegisterCallbacks (torch's wheel may bring its own copy), opened once
+ * with RTLD_NOLOAD and kept. */
+static void *audit_lib;
+static const void *audit_real;
+
+static void open_audit_lib(void)
+{
+    Dl_info di;
+    if (dladdr(audit_real, &di) != 0 && di.dli_fname != NULL)
+        audit_lib = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+}
+
+static void *audit_lookup(const char *name)
+{
+    return audit_lib != NULL ? ft_shim_real_dlsym(audit_lib, name) : NULL;
+}
+
+int ft_hook_cupti_register(cuptiActivityRegisterCallbacks_fn_t real, void *requested, void *completed)
+{
+    if (cfgp == NULL || !cfgp->cupti_audit || requested == NULL || completed == NULL)
+        return real(requested, completed); /* libcupti refuses NULL callbacks itself */
+    static pthread_once_t audit_once = PTHREAD_ONCE_INIT;
+    audit_real = (const void *)real;
+    pthread_once(&audit_once, open_audit_lib);
+    void *req = requested, *done = completed;
+    if (ft_cupti_audit_wrap(audit_lookup, requested, completed, &req, &done) != 0) {
+        FT_WARN("FT_CUPTI_AUDIT: the application's libcupti lacks cuptiActivityGetNextRecord; its "
+                "records are not audited");
+        return real(requested, completed);
+    }
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        FT_INFO("FT_CUPTI_AUDIT: the application's activity records are read before it gets them; "
+                "correlation ids carried by two API records are reported");
+    return real(req, done);
 }

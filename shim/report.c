@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
+#include "cupti/audit.h"
+
 /* --- NVTX ranges name the units (libflextensor-nvtx.so, shim/nvtx.c, calls these) --- */
 
 FT_EXPORT void ft_nvtx_range_push(const char *name)
@@ -227,6 +229,7 @@ void ft_hooks_report(void)
         FT_INFO("residency: %llu copy(ies) or set(s) to or from units in host memory served there, "
                 "without loading them", (unsigned long long)res.host_copies);
     handover_report();
+    ft_cupti_audit_report();
     if (spill_faults > 0 || spill_evictions > 0)
         FT_INFO("FT_SPILL: before the plan, %llu allocation(s) moved in and %llu out "
                 "(%.1f ms of copies at the measured bandwidth)",

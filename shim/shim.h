@@ -51,6 +51,27 @@ typedef enum {
 #undef FT_CUPTI
 #undef FT_API
 
+/* The hooks of FT_CUPTI_HOOKED entries (shim/cupti_audit.c): ft_hook_cupti_<hook>(real,
+ * args...), after ft_hook_cupti_wanted; they call the real function themselves. */
+#define FT_CUPTI_HOOKED(name, params, args, hook) int ft_hook_cupti_##hook(name##_fn_t real FT_AFTER_REAL params);
+#include "shim/shim.def"
+#undef FT_CUPTI_HOOKED
+#undef FT_RT
+#undef FT_DRV
+#undef FT_RT_FWD
+#undef FT_CUPTI
+#undef FT_API
+
+/* Nesting of driver hooks on this thread (wrappers.c raises it around a driver entry
+ * point's hook, with ft_intercept_depth). A driver call FlexTensor's hook handles may
+ * be made from inside a runtime call FlexTensor never saw: cuBLAS links its own copy of
+ * the runtime, whose cudaLaunchKernel reaches the driver through our cuGetProcAddress.
+ * FlexTensor's own runtime calls made there are then nested in that open runtime call,
+ * under its correlation id, where a profiler (torch.profiler) expects one CPU-side
+ * record per id; FT_DRIVER_OWN_CALLS=driver makes them through the driver instead
+ * (cuda.c, own_real). */
+extern __thread int ft_driver_hook_depth;
+
 /* The CUPTI wrappers' hook (shim/handover.c): code at `caller` (the wrapper's return
  * address) asks for CUPTI by the call `by`, whose real function is `real`; unless the
  * caller is libcupti itself, FlexTensor hands CUPTI over before the call goes on. */

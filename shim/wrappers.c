@@ -139,9 +139,12 @@ static void first_call(void)
     __atomic_store_n(&ft_shim_called, 1, __ATOMIC_RELAXED);
 }
 
+__thread int ft_driver_hook_depth;
+
 /* The body shared by hooked runtime and driver wrappers; `missing` is what the call
- * returns when the real function cannot be found. */
-#define HOOKED(ret, name, args, hook, missing)                                          \
+ * returns when the real function cannot be found; `drv` is 1 for a driver entry point,
+ * whose hook runs with ft_driver_hook_depth raised too (shim.h says why). */
+#define HOOKED(ret, name, args, hook, missing, drv)                                     \
     {                                                                                   \
         name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
         if (real == NULL)                                                               \
@@ -152,16 +155,18 @@ static void first_call(void)
         if (!__atomic_load_n(&ft_shim_called, __ATOMIC_RELAXED))                        \
             first_call();                                                               \
         ft_intercept_depth++;                                                           \
+        ft_driver_hook_depth += (drv);                                                  \
         ret r = ft_hook_##hook(real FT_AFTER_REAL args);                                \
+        ft_driver_hook_depth -= (drv);                                                  \
         ft_intercept_depth--;                                                           \
         return r;                                                                       \
     }
 
 #define FT_RT(ret, name, params, args, hook)                                            \
-    FT_EXPORT ret name params HOOKED(ret, name, args, hook, cudaErrorSharedObjectSymbolNotFound)
+    FT_EXPORT ret name params HOOKED(ret, name, args, hook, cudaErrorSharedObjectSymbolNotFound, 0)
 
 #define FT_DRV(ret, name, base, ptsz, params, args, hook)                               \
-    FT_EXPORT ret name params HOOKED(ret, name, args, hook, CUDA_ERROR_NOT_FOUND)
+    FT_EXPORT ret name params HOOKED(ret, name, args, hook, CUDA_ERROR_NOT_FOUND, 1)
 
 /* CUPTI's CUPTI_ERROR_NOT_INITIALIZED, for a libcupti that cannot be found. */
 #define FT_CUPTI_NOT_INITIALIZED 15
@@ -182,11 +187,26 @@ static void first_call(void)
         return real args;                                                               \
     }
 
+/* The same, forwarding through its hook while FlexTensor is active. */
+#define FT_CUPTI_HOOKED(name, params, args, hook)                                       \
+    FT_EXPORT int name params                                                           \
+    {                                                                                   \
+        name##_fn_t real = (name##_fn_t)ft_shim_real(FT_FN_##name);                     \
+        if (real == NULL)                                                               \
+            return FT_CUPTI_NOT_INITIALIZED;                                            \
+        if (!ft_shim_active)                                                            \
+            return real args;                                                           \
+        COUNT(name);                                                                    \
+        ft_hook_cupti_wanted(FT_FN_##name, __builtin_return_address(0), (void *)real);  \
+        return ft_hook_cupti_##hook(real FT_AFTER_REAL args);                           \
+    }
+
 #include "shim/shim.def"
 #undef FT_RT_FWD
 #undef FT_RT
 #undef FT_DRV
 #undef FT_CUPTI
+#undef FT_CUPTI_HOOKED
 
 /* The cuGetProcAddress table: base name and flavour -> our wrapper and its id. */
 typedef struct {

@@ -267,6 +267,8 @@ static int g_kernel_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 static CUpti_BuffersCallbackRequestFunc g_req;
 static CUpti_BuffersCallbackCompleteFunc g_done;
 
+static void remember_name(const simcu_activity_t *a);
+
 static void sink(const simcu_activity_t *rec)
 {
     pthread_mutex_lock(&g_act_lock);
@@ -283,6 +285,8 @@ static void sink(const simcu_activity_t *rec)
     }
     g_pending[g_npending++] = *rec;
     pthread_mutex_unlock(&g_act_lock);
+    if (rec->kind == SIMCU_ACT_API)
+        remember_name(rec);
 }
 
 static unsigned kind_bit(CUpti_ActivityKind kind)
@@ -297,6 +301,10 @@ static unsigned kind_bit(CUpti_ActivityKind kind)
         return SIMCU_ACTMASK_MEMSET;
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
         return SIMCU_ACTMASK_EXTCORR;
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+        return SIMCU_ACTMASK_RUNTIME;
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+        return SIMCU_ACTMASK_DRIVER;
     default:
         return 0;
     }
@@ -318,7 +326,7 @@ static CUptiResult set_kind(CUpti_ActivityKind kind, int on)
     if (!ready())
         return CUPTI_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_act_lock);
-    if (on && bit != SIMCU_ACTMASK_EXTCORR && !g_buffers_held) {
+    if (on && (bit & (SIMCU_ACTMASK_KERNEL | SIMCU_ACTMASK_MEMCPY | SIMCU_ACTMASK_MEMSET)) && !g_buffers_held) {
         g_buffers_held = 1;
         T->activity_memory(g_host_pinned ? 0 : (uint64_t)g_buf_size * g_buf_count);
     }
@@ -379,9 +387,39 @@ static size_t record_size(uint32_t kind)
         return sizeof(CUpti_ActivityMemset4);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
         return sizeof(CUpti_ActivityExternalCorrelation);
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+        return sizeof(CUpti_ActivityAPI);
     default:
         return 0;
     }
+}
+
+/* The names of the API calls recorded so far, by domain and callback id, for
+ * cuptiGetCallbackName (the driver hands each record's name with it). */
+static const char *_Atomic g_rt_names[CUPTI_RUNTIME_TRACE_CBID_SIZE];
+static const char *_Atomic g_drv_names[CUPTI_DRIVER_TRACE_CBID_SIZE];
+
+static void remember_name(const simcu_activity_t *a)
+{
+    if (a->name == NULL)
+        return;
+    if (a->domain == CUPTI_CB_DOMAIN_RUNTIME_API && a->cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE)
+        g_rt_names[a->cbid] = a->name;
+    else if (a->domain == CUPTI_CB_DOMAIN_DRIVER_API && a->cbid < CUPTI_DRIVER_TRACE_CBID_SIZE)
+        g_drv_names[a->cbid] = a->name;
+}
+
+CUPTI_EXPORT CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
+{
+    if (name == NULL)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *name = NULL;
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE)
+        *name = g_rt_names[cbid];
+    else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE)
+        *name = g_drv_names[cbid];
+    return *name != NULL ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 /* Writes one record at p (which has room); returns its size. */
@@ -449,6 +487,19 @@ static size_t write_record(uint8_t *p, const simcu_activity_t *a, int kernel_kin
         m->channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
         return sizeof *m;
     }
+    case SIMCU_ACT_API: {
+        CUpti_ActivityAPI *r = (CUpti_ActivityAPI *)p;
+        memset(r, 0, sizeof *r);
+        r->kind = a->domain == CUPTI_CB_DOMAIN_RUNTIME_API ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
+        r->cbid = (CUpti_CallbackId)a->cbid;
+        r->start = a->start;
+        r->end = a->end;
+        r->processId = a->process_id;
+        r->threadId = a->thread_id;
+        r->correlationId = a->correlation_id;
+        r->returnValue = a->ret;
+        return sizeof *r;
+    }
     case SIMCU_ACT_EXTCORR: {
         CUpti_ActivityExternalCorrelation *x = (CUpti_ActivityExternalCorrelation *)p;
         memset(x, 0, sizeof *x);
@@ -467,6 +518,7 @@ static size_t sim_record_size(const simcu_activity_t *a)
     return a->kind == SIMCU_ACT_KERNEL ? sizeof(CUpti_ActivityKernel10)
          : a->kind == SIMCU_ACT_MEMCPY ? sizeof(CUpti_ActivityMemcpy6)
          : a->kind == SIMCU_ACT_EXTCORR ? sizeof(CUpti_ActivityExternalCorrelation)
+         : a->kind == SIMCU_ACT_API ? sizeof(CUpti_ActivityAPI)
          : sizeof(CUpti_ActivityMemset4);
 }
 

@@ -255,6 +255,48 @@ static void emit_external(uint32_t corr)
     }
 }
 
+/* Which calls get an API activity record (CUPTI_ACTIVITY_KIND_RUNTIME / DRIVER): every
+ * runtime call, nested ones too, under the correlation id of the outermost call on the
+ * thread (t_corr); a driver call only when it is the outermost, as a driver call made
+ * inside a runtime call belongs to that call's record. This is the model under which a
+ * runtime call made inside another one (FlexTensor's own call inside a library's
+ * runtime call it cannot see) shows as two CPU-side records of one correlation id: the
+ * case torch.profiler's Kineto refuses (collection.cpp's setParents). */
+static int api_recorded(CUpti_CallbackDomain domain, int outer)
+{
+    unsigned mask = g_sim.act_mask;
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+        return (mask & SIMCU_ACTMASK_RUNTIME) != 0;
+    return domain == CUPTI_CB_DOMAIN_DRIVER_API && outer && (mask & SIMCU_ACTMASK_DRIVER) != 0;
+}
+
+static _Atomic long g_api_records; /* for FTSIM_CUPTI_DUP_API */
+
+/* The API record of the call c, at its exit; twice when it is the FTSIM_CUPTI_DUP_API-th. */
+static void emit_api(const simcu_call_t *c)
+{
+    simcu_activity_sink_t sink = g_sim.act_sink;
+    if (sink == NULL)
+        return;
+    simcu_activity_t a;
+    memset(&a, 0, sizeof a);
+    a.kind = SIMCU_ACT_API;
+    a.domain = (uint32_t)c->domain;
+    a.cbid = (uint32_t)c->cbid;
+    a.start = c->t0;
+    a.end = simcudaHostNow();
+    a.correlation_id = c->corr;
+    a.thread_id = (uint32_t)gettid();
+    a.process_id = (uint32_t)getpid();
+    a.name = c->name;
+    sink(&a);
+    long n = __atomic_add_fetch(&g_api_records, 1, __ATOMIC_RELAXED);
+    if (g_sim.opt.CUPTI_DUP_API > 0 && n == g_sim.opt.CUPTI_DUP_API) {
+        a.start++;
+        sink(&a);
+    }
+}
+
 static int cb_enabled(CUpti_CallbackDomain d, CUpti_CallbackId cbid)
 {
     if (d == CUPTI_CB_DOMAIN_DRIVER_API)
@@ -297,11 +339,17 @@ CUresult sim_api_enter(simcu_call_t *c, CUpti_CallbackDomain domain, CUpti_Callb
         return CUDA_ERROR_NOT_INITIALIZED;
     if (flags & SIMCU_CALL_QUIET)
         return CUDA_SUCCESS;
-    if (t_call_depth++ == 0) {
+    int outer = t_call_depth++ == 0;
+    if (outer) {
         t_corr = __atomic_add_fetch(&g_next_corr, 1, __ATOMIC_RELAXED);
         emit_external(t_corr);
     }
     c->entered = 1;
+    c->corr = t_corr;
+    c->name = name;
+    c->api_record = api_recorded(domain, outer);
+    if (c->api_record)
+        c->t0 = simcudaHostNow();
     if (g_sub_fn && cb_enabled(domain, cbid)) {
         memset(&c->cb, 0, sizeof c->cb);
         c->cb.callbackSite = CUPTI_API_ENTER;
@@ -328,6 +376,8 @@ void sim_api_exit(simcu_call_t *c)
         c->cb.contextUid = t_ctx ? t_ctx->id : 0;
         fire(c);
     }
+    if (c->entered && c->api_record)
+        emit_api(c);
     if (c->entered)
         t_call_depth--;
 }

@@ -67,6 +67,7 @@
     X(FAIL_COPY,       long,   0,            "fail the Nth copy at enqueue") \
     X(FAIL_PERSIST,    long,   0,            "1: every call of a FAIL_ kind from the Nth on fails") \
     X(CUPTI_HELD,      long,   0,            "1: CUPTI's subscriber slot is taken (as by Kineto/Nsight)") \
+    X(CUPTI_DUP_API,   long,   0,            "N: the Nth runtime or driver API activity record is written twice, under one correlation id, as a second CPU-side record would be (tests FT_CUPTI_AUDIT; 0: never)") \
     X(NO_JIT,          long,   0,            "1: cuModuleLoadData refuses PTX (a driver without its JIT compiler)") \
     X(PEER,            long,   1,            "1: devices can access each other's virtual-memory mappings where cuMemSetAccess grants it (0: no peer access at all)") \
     X(REPORT_PEAK,     long,   0,            "1: at exit, print each device's peak physical memory (what nvidia-smi would see)")

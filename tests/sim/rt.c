@@ -1254,8 +1254,8 @@ static cudaError_t launch(CUkernel k, dim3 g, dim3 b, void **args, size_t smem, 
                                     (CUstream)s, args, NULL));
 }
 
-RT_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
-                                                 size_t sharedMem, cudaStream_t stream)
+static cudaError_t launch_kernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                                 cudaStream_t stream)
 {
     cudaLaunchKernel_v7000_params p = {func, gridDim, blockDim, args, sharedMem, stream};
     simcu_call_t c;
@@ -1271,6 +1271,23 @@ RT_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void *func, dim3 gridDim,
     if (e == cudaSuccess)
         e = launch(k, gridDim, blockDim, args, sharedMem, stream);
     return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                                 size_t sharedMem, cudaStream_t stream)
+{
+    return launch_kernel(func, gridDim, blockDim, args, sharedMem, stream);
+}
+
+/* cudaLaunchKernel as a library that links its own copy of the runtime makes it (cuBLAS
+ * links cudart statically): the same runtime call, under an exported name a preloaded
+ * interposer does not know, so that it sees only the driver's cuLaunchKernel, made
+ * while this runtime call is open (CUPTI's runtime record and callbacks as for
+ * cudaLaunchKernel). For tests: model --static-rt. */
+RT_EXPORT cudaError_t CUDARTAPI simcudaStaticLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                                          size_t sharedMem, cudaStream_t stream)
+{
+    return launch_kernel(func, gridDim, blockDim, args, sharedMem, stream);
 }
 
 RT_EXPORT cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,

@@ -36,6 +36,10 @@ typedef struct simcu_call {
     int fired;          /* ENTER callback ran: EXIT must run too */
     int entered;        /* call depth was raised: api_exit lowers it */
     uint64_t corr_data;
+    int api_record;     /* an API activity record is written at exit (set_activity's mask) */
+    uint32_t corr;      /* the call's correlation id (shared by nested calls) */
+    uint64_t t0;        /* host time at entry, for that record */
+    const char *name;
 } simcu_call_t;
 
 /* What the runtime gets from cuGetExportTable(SIMCU_RT_TABLE_UUID). */
@@ -65,7 +69,7 @@ typedef struct simcu_rt_table {
 
 /* Neutral activity record the driver hands to libcupti when a GPU operation
  * completes; libcupti lays it out as the header's CUpti_Activity* struct. */
-typedef enum { SIMCU_ACT_KERNEL = 1, SIMCU_ACT_MEMCPY, SIMCU_ACT_MEMSET, SIMCU_ACT_EXTCORR } simcu_act_kind_t;
+typedef enum { SIMCU_ACT_KERNEL = 1, SIMCU_ACT_MEMCPY, SIMCU_ACT_MEMSET, SIMCU_ACT_EXTCORR, SIMCU_ACT_API } simcu_act_kind_t;
 
 typedef struct simcu_activity {
     simcu_act_kind_t kind;
@@ -86,11 +90,14 @@ typedef struct simcu_activity {
     /* external correlation: the id pushed on the calling thread, and its kind */
     uint64_t external_id;
     uint32_t external_kind;
+    /* API call (SIMCU_ACT_API): its domain (CUpti_CallbackDomain), callback id, the
+     * calling thread and the call's result; `name` is the function's name */
+    uint32_t domain, cbid, thread_id, process_id, ret;
 } simcu_activity_t;
 
 /* Bits of the activity mask: which kinds the driver reports. */
 enum { SIMCU_ACTMASK_KERNEL = 1, SIMCU_ACTMASK_MEMCPY = 2, SIMCU_ACTMASK_MEMSET = 4,
-       SIMCU_ACTMASK_EXTCORR = 8 };
+       SIMCU_ACTMASK_EXTCORR = 8, SIMCU_ACTMASK_RUNTIME = 16, SIMCU_ACTMASK_DRIVER = 32 };
 
 /* External correlation kinds the simulator keeps a stack for (CUpti_ExternalCorrelationKind
  * values below this). */

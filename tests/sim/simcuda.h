@@ -92,6 +92,15 @@ uint64_t simcudaDeviceMemUsed(int device);
  * call, CUPTI's callbacks do (FlexTensor's bypass report). */
 void *simcudaUninterposed(const char *name);
 
+/* cudaLaunchKernel as a library linking its own copy of the runtime makes it (cuBLAS):
+ * the same runtime call (CUPTI's record and callbacks say cudaLaunchKernel), which an
+ * interposer of the exported cudaLaunchKernel does not see; it sees the driver's
+ * cuLaunchKernel, made while this call is open. Exported by libcudart.so.13. */
+#if defined(CUDART_VERSION)
+cudaError_t simcudaStaticLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                                      cudaStream_t stream);
+#endif
+
 /* The runtime entry points nvcc's generated host code calls (declared by the CUDA
  * headers only when compiling with nvcc): a C test program that plays nvcc's part
  * includes cuda_runtime_api.h first and then calls them directly. */

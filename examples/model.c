@@ -165,7 +165,8 @@
  *                 own, as torch.cuda.graph does) and replay it N times, printing "graph
  *                 replay R checksum C"; its input comes from pinned memory, and it
  *                 first clears a 2 MiB workspace allocated before the forwards
- *                 (cuBLAS's workspace memset). One thread.
+ *                 (cuBLAS's workspace memset) and a 2 MiB buffer it allocates during
+ *                 the capture in relaxed mode (PyTorch's graph pool). One thread.
  *   --profile-from N  from forward N on, the program profiles itself with CUPTI as
  *                 torch.profiler does (subscribe, kernel and copy records, driver
  *                 callbacks) and prints what it recorded at the end (profiler.c; one
@@ -1042,6 +1043,14 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
     cur_iter = iters;
     CHECK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeGlobal));
     CHECK(cudaMemsetAsync(workspace, 0, ws_bytes, gs));
+    /* A buffer allocated during the capture, as PyTorch's graph pool does (cudaMalloc
+     * with the thread's capture mode relaxed), cleared by the captured forward. */
+    void *pool_buf;
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    CHECK(cudaMalloc(&pool_buf, ws_bytes));
+    CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    CHECK(cudaMemsetAsync(pool_buf, 0, ws_bytes, gs));
     forward(gs, a, b, out);
     CHECK(cudaStreamEndCapture(gs, &graph));
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -1053,6 +1062,7 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
     }
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(graph));
+    CHECK(cudaFree(pool_buf));
     CHECK(cudaStreamDestroy(gs));
     input = saved;
     CHECK(cudaFreeHost(pinned));

@@ -253,7 +253,10 @@ static void ended(cudaStream_t s, uint64_t id, int ok, uint64_t graph)
  * workspace memset, presumably, into a segment FT_SPILL had moved out). Faulting it in
  * during the capture is not allowed either, nor are its replays' kernels to find host
  * memory FlexTensor moves. So FT_SPILL brings everything back now and holds nothing
- * more until the plan: the budget gives way, said once with the bytes. */
+ * more until the plan (spill_stop: an allocation during the capture, PyTorch's graph
+ * pool, must not start in host memory either; on the H200 one did, and the capture
+ * ended with "invalid argument" again): the budget gives way, said once with the
+ * bytes. */
 static uint64_t spill_stopped_bytes; /* what it brought back (written once, before the capture) */
 static int spill_stopped;
 
@@ -262,7 +265,7 @@ static void before_capture(void)
     if (capture_under_way() || !state_spill(engine_state()))
         return;
     uint64_t held = __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
-    spill_bring_back("a stream capture begins (a captured copy, set or kernel cannot reach host memory)");
+    spill_stop("a stream capture begins (a captured copy, set or kernel cannot reach host memory)");
     spill_stopped_bytes = held - __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
     spill_stopped = 1;
 }

@@ -585,6 +585,7 @@ int activate_locked(void);
 extern uint64_t spill_ns;
 extern uint64_t spill_bytes;  /* also evict_unit, res_forget (residency.c, res.lock) */
 int spill_bring_back(const char *why);
+int spill_stop(const char *why);
 extern uint64_t spill_faults, spill_evictions;
 extern uint64_t spill_limit;
 uint64_t spill_budget(void);

@@ -88,6 +88,25 @@ void ft_hook_cupti_wanted(ft_shim_fn_t by, const void *caller, const void *real)
     else
         FT_INFO("the application uses CUPTI (%s, during %s); FlexTensor did not hold it, and will not "
                 "attach it again", ft_shim_fn_name(by), engine_phase_name(handover.phase));
+    /* Before the plan, FlexTensor stands down, before the application's call goes on. On
+     * the H200, torch.profiler recording while FlexTensor discovered died at its exit
+     * ("inserted.second INTERNAL ASSERT FAILED", collection.cpp:1152): FlexTensor's own
+     * CUDA calls within one of its hooks (a free's device synchronisation, checksum,
+     * copies, unmapping) came out of CUPTI under one correlation id, and Kineto asserts
+     * on two flow starts sharing one, with FT_CUPTI=off and with those calls made through
+     * the driver alike (FT_CUPTI_AUDIT named them). Standing down, FlexTensor makes no
+     * more calls of its own: the profile is the program's, and the program runs as it
+     * would without FlexTensor (everything resident, the verdict says why). */
+    if (handover.phase == PHASE_DISCOVERY || handover.phase == PHASE_PROFILING) {
+        /* Called from a CUPTI wrapper, not a CUDA one: the stand-down's own CUDA calls
+         * (FT_SPILL's allocations copied back) must pass through the driver hooks, not
+         * enter the engine whose lock the stand-down holds. */
+        ft_intercept_depth++;
+        engine_to(PHASE_ANY, PHASE_STOOD_DOWN,
+                  "the application's profiler took CUPTI before the plan (FlexTensor's own CUDA calls "
+                  "would enter its trace, where torch.profiler asserts on the correlation ids they share)");
+        ft_intercept_depth--;
+    }
 }
 
 void handover_report(void)
@@ -114,7 +133,8 @@ const char *handover_note(char *buf, size_t len)
     pthread_mutex_lock(&handover.lock);
     if (handover.done)
         snprintf(buf, len, "; the application's profiler had CUPTI from %s on%s", engine_phase_name(handover.phase),
-                 handover.phase <= PHASE_PROFILING ? " (FlexTensor timed with CUDA events)" : "");
+                 handover.phase == PHASE_DISCOVERY || handover.phase == PHASE_PROFILING
+                     ? " (before the plan: FlexTensor stood down)" : "");
     else if (len > 0)
         buf[0] = '\0';
     pthread_mutex_unlock(&handover.lock);

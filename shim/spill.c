@@ -55,11 +55,24 @@ uint64_t spill_limit;  /* the budget, once known; atomic: any allocating thread 
 /* FT_SPILL holds the budget: before the plan (none made yet, or none to come), and,
  * once the residency engine is off, while some of its allocations stay in host memory
  * (the device could not take them back). */
+static int stopped; /* spill_stop: FT_SPILL holds nothing more in this run (atomic) */
+
 static int spill_wanted(void)
 {
     unsigned s = engine_state();
-    return cfgp->spill && state_phase(s) != PHASE_PLANNED && state_phase(s) != PHASE_STREAMING &&
-           !state_quiet(s);
+    return cfgp->spill && !__atomic_load_n(&stopped, __ATOMIC_ACQUIRE) && state_phase(s) != PHASE_PLANNED &&
+           state_phase(s) != PHASE_STREAMING && !state_quiet(s);
+}
+
+/* FT_SPILL stops for the rest of the run: what it holds in host memory comes back
+ * (spill_bring_back, `why` in its warning) and no allocation starts in host memory or
+ * moves there any more; the budget gives way until the plan. A stream capture needs
+ * this (capture.c): captured calls cannot reach host memory, and its allocations come
+ * while it is under way. */
+int spill_stop(const char *why)
+{
+    __atomic_store_n(&stopped, 1, __ATOMIC_RELEASE);
+    return spill_bring_back(why);
 }
 
 uint64_t spill_budget(void)

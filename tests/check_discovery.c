@@ -972,6 +972,67 @@ START_TEST(late_allocations_and_freed_regions)
 }
 END_TEST
 
+/* A model built on the device (`with torch.device("cuda")`): each weight is allocated
+ * after the program's first launch and filled by an init kernel that no forward runs.
+ * The first passes found touch no weight (the candidates are what was alive at the
+ * first launch); discovery starts over with the regions those init kernels made, and
+ * finds every weight. An activation first written by a forward's own kernel stays out. */
+START_TEST(weights_made_by_init_kernels_are_found)
+{
+    uint64_t act = alloc_region(2 * MIB);
+    ft_disc_params_t p = params(1);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    launch(d, 1, "probe", act, 1, act); /* the first launch: no weight exists yet */
+    uint64_t w[4], out = 0;
+    for (int l = 0; l < 4; l++) {
+        w[l] = alloc_region(8 * MIB);
+        launch(d, 1, "normal_", w[l], 1, w[l]);
+    }
+    for (int it = 0; it < 40 && ft_disc_state(d) != FT_DISC_DONE; it++)
+        for (int l = 0; l < 4; l++) {
+            if (out == 0)
+                out = alloc_region(2 * MIB); /* made in the first forward, by its own kernel */
+            launch(d, 1, "gemm", l % 2 ? act : out, 3, w[l], act + (uint64_t)l * 64 * KIB,
+                   out + (uint64_t)l * 64 * KIB);
+        }
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), 32 * MIB);
+    ck_assert_uint_eq(ft_disc_unit_count(d), 4);
+    ft_disc_free(d);
+}
+END_TEST
+
+/* Weights copied in after unrelated kernels ran (a framework's warm-up): the forwards
+ * touch nothing alive at the first launch, so no pass can be found with those
+ * candidates; after 256 launches in a row without one, and copies into new regions
+ * since, discovery starts over with the regions alive then. Without the copies it
+ * does not: a program's initialisation on the device is kernel_born, not copied. */
+START_TEST(weights_copied_after_other_kernels_are_found)
+{
+    uint64_t warm = alloc_region(2 * MIB);
+    ft_disc_params_t p = params(1);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    launch(d, 1, "warmup", warm, 1, warm);
+    uint64_t w[4];
+    for (int l = 0; l < 4; l++) {
+        w[l] = alloc_region(8 * MIB);
+        ft_scan_set_t in;
+        ft_scan_set_clear(&in);
+        ft_scan_bytes(regions, &w[l], 8, &in);
+        ft_disc_write(d, &in); /* loaded by a copy */
+    }
+    uint64_t act = alloc_region(2 * MIB);
+    int forwards = 0;
+    for (; forwards < 200 && ft_disc_state(d) != FT_DISC_DONE; forwards++)
+        for (int l = 0; l < 4; l++)
+            launch(d, 1, "gemm", act, 2, w[l], act + (uint64_t)l * 64 * KIB);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ck_assert_int_ge(forwards, 256 / 4); /* not before the run of launches without a key */
+    ck_assert_uint_eq(ft_disc_weight_bytes(d), 32 * MIB);
+    ft_disc_free(d);
+}
+END_TEST
+
 START_TEST(explicit_marks_define_iterations)
 {
     uint64_t w[6];
@@ -1190,6 +1251,8 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, prologue_of_init_kernels_is_skipped);
     tcase_add_test(tc, init_kernels_then_synchronised_forwards);
     tcase_add_test(tc, decode_with_a_growing_cache_finds_the_pass);
+    tcase_add_test(tc, weights_made_by_init_kernels_are_found);
+    tcase_add_test(tc, weights_copied_after_other_kernels_are_found);
     tcase_add_test(tc, pass_start_survives_a_moved_input);
     tcase_add_test(tc, pass_start_before_the_first_weight_survives_a_moved_input);
     tcase_add_test(tc, pass_start_survives_a_stale_address_seen_in_discovery);

@@ -2,7 +2,7 @@
  * way (while one is, FlexTensor does nothing that CUDA forbids during a capture), what
  * each capture's launches, copies and sets touch (from the argument scan, pure host
  * work), carried to the graph it makes, to its executable graphs, and loaded before
- * each launch of one (REAL-PROGRAMS.md section 4, route (c)).
+ * each launch of one (the units loaded before the launch, not inside the graph).
  *
  * During a capture nothing captured runs, and CUDA refuses (and invalidates the
  * capture for) a synchronisation or query of a capturing stream, the legacy stream

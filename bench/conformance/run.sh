@@ -10,7 +10,7 @@
 #   GROUP=1 OUT=/some/dir bash bench/conformance/run.sh    gpu_built pretrained_device_map
 #                                                          pretrained_to cpu_built tied
 #   GROUP=2 OUT=/some/dir bash bench/conformance/run.sh    moe generate two_models free_load
-#                                                          profiler graph
+#                                                          profiler profiler_late graph
 #   CASES="tied moe" BUDGETS="5" bash bench/conformance/run.sh       any subset
 #   CONF_TINY=1 bash bench/conformance/run.sh              the smoke test (about a minute):
 #                          tiny models, every case once in one process (cases.py all),
@@ -40,7 +40,7 @@ export CONF_WORK=$WORK
 LOGS=$WORK/logs-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$LOGS"
 GROUP1="gpu_built pretrained_device_map pretrained_to cpu_built tied"
-GROUP2="moe generate two_models free_load profiler graph"
+GROUP2="moe generate two_models free_load profiler profiler_late graph"
 DEFAULT_BUDGETS="2 3 5"
 case ${GROUP:-all} in
     1) DEFAULT_CASES=$GROUP1 ;;

@@ -261,6 +261,7 @@ typedef struct {
     int pinned;               /* changed too often, or loaded too often for stale
                                  addresses: never evicted once loaded again */
     int stale_misses;         /* loads (misses) for touches the guard judged stale */
+    int pin_refused;          /* pinning it for them found no resident unit to stream instead */
     int unstreamable;         /* resident, and demote_for found it cannot stream */
     int demoted;              /* planned resident, made to stream by demote_for */
     uint64_t bytes;           /* mapped bytes of its regions */

@@ -138,7 +138,8 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
         }
         if (v.act == FT_RES_MISS) {
             res.misses++;
-            if (v.stale != 0 && !un->pinned && ++un->stale_misses >= STALE_MISSES_PIN && pin_pending < 0)
+            if (v.stale != 0 && !un->pinned && !un->pin_refused && ++un->stale_misses >= STALE_MISSES_PIN &&
+                pin_pending < 0)
                 pin_pending = r->unit;
             if (res.n_miss_log < MISS_LOG) {
                 struct miss *m = &res.miss_log[res.n_miss_log++];
@@ -445,10 +446,12 @@ static void call_used(int u)
 
 /* Unit u was loaded STALE_MISSES_PIN times for stale touches: it stays on the device
  * (no slot: it leaves the slots' count if loaded), and resident units are made to
- * stream until the budget holds (budget_hold_locked). After the call that loaded it
- * last is enqueued: making a unit stream synchronises the device first, so no unit
- * leaves under a kernel that uses it. Not while a stream capture is under way (the
- * synchronisation would break it): then later. res.lock held. */
+ * stream until the budget holds (budget_hold_locked); when none is left to, u streams
+ * on and the budget holds, so that pins never add up past it over a long run. Done
+ * after the call that loaded it last is enqueued: making a unit stream synchronises
+ * the device first, so no unit leaves under a kernel that uses it. Not while a stream
+ * capture is under way (the synchronisation would break it): then later. res.lock
+ * held. */
 static void pin_stale_unit(int u)
 {
     res_unit_t *un = &res.units[u];
@@ -458,13 +461,24 @@ static void pin_stale_unit(int u)
     if (un->loaded)
         res.loaded--;
     char a[32], cause[160];
+    const char *name = ft_disc_unit(disc, (size_t)u)->name;
+    snprintf(cause, sizeof cause, "keeping %s on the device", name);
+    if (budget_hold_locked(cause) != 0) {
+        /* No resident unit left to stream instead: the budget is kept, the unit streams
+         * as planned (its stale loads cost time, never memory), and is not tried again
+         * (each try synchronises the device). */
+        un->pinned = 0;
+        un->pin_refused = 1;
+        if (un->loaded)
+            res.loaded++;
+        FT_WARN("residency: %s was loaded %d times for argument words outside its part of the pass (stale "
+                "addresses the guard must honour); no resident unit is left to stream instead of it, so "
+                "it streams on, within the budget", name, un->stale_misses);
+        return;
+    }
     FT_WARN("residency: %s was loaded %d times for argument words outside its part of the pass "
             "(stale addresses the guard must honour): it stays on the device from now on (%s)",
-            ft_disc_unit(disc, (size_t)u)->name, un->stale_misses, human_bytes(un->bytes, a, sizeof a));
-    snprintf(cause, sizeof cause, "keeping %s on the device", ft_disc_unit(disc, (size_t)u)->name);
-    if (budget_hold_locked(cause) != 0)
-        FT_WARN("residency: no resident unit can stream instead: the budget is exceeded by up to %s",
-                human_bytes(un->bytes, a, sizeof a));
+            name, un->stale_misses, human_bytes(un->bytes, a, sizeof a));
     res.stale_pins++;
 }
 

@@ -2,7 +2,7 @@
 # every forward (on the H200, PyTorch's rotary kernel and the first layer's unit: 860
 # misses, decode 4.2x the link bound). The strict guard loads the unit for each such
 # word, so after 8 such loads the unit stays on the device, and a resident unit streams
-# instead to hold the budget. model --stale-new 14: from forward 14 on, a bump kernel in
+# instead to hold the budget (with none left, it streams on). model --stale-new 14: from forward 14 on, a bump kernel in
 # each layer carries unit 8's weight in its tail. Same output as without the shim; the
 # warnings and the exit report say it; what the process holds at the end is within the
 # budget.
@@ -25,4 +25,15 @@ for spill in 1 0; do
     set -- $total
     [ "$1" -le "$2" ] || fail "FT_SPILL=$spill: $1 bytes held after the last forward, over the budget $2"
 done
-pass "a unit loaded again and again for a kernel's stale argument words stays on the device, a resident unit streams instead, within the budget, same output (FT_SPILL on and off)"
+# At 12 MiB the plan keeps no unit resident: none can stream instead, so the unit
+# streams on, and the budget holds.
+env FT_ENABLED=1 FT_GPU_MEM_LIMIT=12MiB LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" "${A[@]}" \
+    >"$WORK/shim-tight" 2>"$WORK/err-tight" || { sed 's/^/    | /' "$WORK/err-tight" >&2; fail "12 MiB: model under the shim failed"; }
+cmp -s "$WORK/plain" "$WORK/shim-tight" || fail "12 MiB: output differs from the run without the shim"
+expect_grep 'unit\.8 was loaded 8 times .*no resident unit is left to stream instead of it, so it streams on, within the budget' \
+    "$WORK/err-tight" "12 MiB: no pin"
+expect_no_grep 'kept on the device after 8 loads' "$WORK/err-tight" "12 MiB: nothing kept"
+total=$(sed -n 's/^usage after 29: total \([0-9]*\) .* budget \([0-9]*\)$/\1 \2/p' "$WORK/err-tight")
+set -- $total
+[ -n "${1:-}" ] && [ "$1" -le "$2" ] || fail "12 MiB: ${1:-?} bytes held after the last forward, over the budget ${2:-?}"
+pass "a unit loaded again and again for a kernel's stale argument words stays on the device, a resident unit streams instead, within the budget, same output (FT_SPILL on and off); with no resident unit left, it streams on within the budget"

@@ -10,20 +10,12 @@
 . "$(dirname "$0")/lib.sh"
 L=(--layers 12 --dim 1024 --quiet --graph 3)
 
-# run NAME ARGS -- ENV...: as real_patterns.sh's.
+# run NAME ARGS -- ENV...: lib.sh's compare_run; the capture holds and the graph
+# replays three times.
 run() {
-    local name=$1 args=()
-    shift
-    while [ "$1" != -- ]; do args+=("$1"); shift; done
-    shift
-    sim "$MODEL" "${L[@]}" "${args[@]}" >"$WORK/$name.plain" || fail "$name: model without shim failed"
-    env FT_ENABLED=1 "$@" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" \
-        "${L[@]}" "${args[@]}" >"$WORK/$name.shim" 2>"$WORK/$name.err" \
-        || { sed 's/^/    | /' "$WORK/$name.err" >&2; fail "$name: model under the shim failed"; }
-    cmp -s "$WORK/$name.plain" "$WORK/$name.shim" || fail "$name: output differs from the run without the shim"
-    [ "$(grep -c '^flextensor: verdict: ' "$WORK/$name.err")" = 1 ] || fail "$name: not one verdict line"
-    expect_no_grep 'simcuda: stream capture' "$WORK/$name.err" "$name"
-    [ "$(grep -c '^graph replay' "$WORK/$name.shim")" = 3 ] || fail "$name: not three replays"
+    compare_run "$@"
+    expect_no_grep 'simcuda: stream capture' "$WORK/$1.err" "$1"
+    [ "$(grep -c '^graph replay' "$WORK/$1.shim")" = 3 ] || fail "$1: not three replays"
 }
 
 # The default FT_DISCOVERY_ITERS and FT_PROFILING_ITERS: after 1 forward discovery is

@@ -25,6 +25,21 @@ sim() { env LD_LIBRARY_PATH="$SIMLIB" "$@"; }
 # A sanitizer build (make check SAN=...) loads its runtime ahead of the shim.
 PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$SHIM"
 shim() { env LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$@"; }
+# compare_run NAME ARGS -- ENV...: the model ($MODEL) with the caller's ${L[@]} and ARGS,
+# without the shim and then under it with FT_ENABLED=1 and ENV; the outputs must be
+# equal and the shim's stderr ($WORK/NAME.err) must hold one verdict line.
+compare_run() {
+    local name=$1 args=()
+    shift
+    while [ "$1" != -- ]; do args+=("$1"); shift; done
+    shift
+    sim "$MODEL" "${L[@]}" "${args[@]}" >"$WORK/$name.plain" || fail "$name: model without shim failed"
+    env FT_ENABLED=1 "$@" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" "${L[@]}" "${args[@]}" \
+        >"$WORK/$name.shim" 2>"$WORK/$name.err" \
+        || { grep -v 'miss on' "$WORK/$name.err" | sed 's/^/    | /' >&2; fail "$name: model under the shim failed"; }
+    cmp -s "$WORK/$name.plain" "$WORK/$name.shim" || fail "$name: output differs from the run without the shim"
+    [ "$(grep -c '^flextensor: verdict: ' "$WORK/$name.err")" = 1 ] || fail "$name: not one verdict line"
+}
 # noleaks CMD...: CMD is a program the project did not write (python3): under a
 # sanitizer build, its own leaks at exit are not the shim's.
 noleaks() (

@@ -8,33 +8,18 @@
 . "$(dirname "$0")/lib.sh"
 L=(--layers 8 --dim 512 --quiet)
 
-# run NAME ARGS -- ENV...: the model with ARGS under the shim with ENV, compared with
-# the run without the shim; stderr in $WORK/NAME.err.
-run() {
-    local name=$1 args=()
-    shift
-    while [ "$1" != -- ]; do args+=("$1"); shift; done
-    shift
-    sim "$MODEL" "${L[@]}" "${args[@]}" >"$WORK/$name.plain" || fail "$name: model without shim failed"
-    env FT_ENABLED=1 "$@" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" "${L[@]}" "${args[@]}" \
-        >"$WORK/$name.shim" 2>"$WORK/$name.err" \
-        || { grep -v 'miss on' "$WORK/$name.err" | sed 's/^/    | /' >&2; fail "$name: model under the shim failed"; }
-    cmp -s "$WORK/$name.plain" "$WORK/$name.shim" || fail "$name: output differs from the run without the shim"
-    [ "$(grep -c '^flextensor: verdict: ' "$WORK/$name.err")" = 1 ] || fail "$name: not one verdict line"
-}
-
 # Every expert every forward: 8 units of 5 MiB (the layer's weight and its 4 experts),
 # 22 MiB of budget: the plan streams them.
-run dense --iters 12 --moe 4,4 -- FT_GPU_MEM_LIMIT=22MiB
+compare_run dense --iters 12 --moe 4,4 -- FT_GPU_MEM_LIMIT=22MiB
 expect_grep 'verdict: offloaded: [0-9]+ of 8 units stream' "$WORK/dense.err" "every expert routed"
 pass "MoE with every expert routed each forward: experts found as weights and streamed, same output"
 
 # 2 of 8 experts a forward, 72 MiB of weights under 24 MiB (1/3): FT_SPILL on (the
 # default) and off, one thread and two, and with discovery bounded so that it stands
 # down in the run.
-run moe --iters 20 --moe 8,2 -- FT_GPU_MEM_LIMIT=24MiB FT_SPILL=1
-run moe-nospill --iters 20 --moe 8,2 -- FT_GPU_MEM_LIMIT=24MiB FT_SPILL=0
-run moe-threads --iters 20 --moe 8,2 --threads 2 -- FT_GPU_MEM_LIMIT=24MiB FT_SPILL=1
-run moe-bound --iters 20 --moe 8,2 -- FT_GPU_MEM_LIMIT=24MiB FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=400
+compare_run moe --iters 20 --moe 8,2 -- FT_GPU_MEM_LIMIT=24MiB FT_SPILL=1
+compare_run moe-nospill --iters 20 --moe 8,2 -- FT_GPU_MEM_LIMIT=24MiB FT_SPILL=0
+compare_run moe-threads --iters 20 --moe 8,2 --threads 2 -- FT_GPU_MEM_LIMIT=24MiB FT_SPILL=1
+compare_run moe-bound --iters 20 --moe 8,2 -- FT_GPU_MEM_LIMIT=24MiB FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=400
 expect_grep 'verdict: stood down: discovery did not find the program.s passes in 400 launches' "$WORK/moe-bound.err" "bounded"
 pass "MoE with 2 of 8 experts routed a forward at 1/3 of the weights: same output, no crash (FT_SPILL on and off, two threads, bounded discovery)"

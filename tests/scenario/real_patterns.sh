@@ -14,19 +14,8 @@
 . "$(dirname "$0")/lib.sh"
 L=(--layers 12 --dim 1024 --iters 20 --quiet)
 
-# run NAME ARGS -- ENV...: as moe.sh's.
-run() {
-    local name=$1 args=()
-    shift
-    while [ "$1" != -- ]; do args+=("$1"); shift; done
-    shift
-    sim "$MODEL" "${L[@]}" "${args[@]}" >"$WORK/$name.plain" || fail "$name: model without shim failed"
-    env FT_ENABLED=1 FT_GPU_MEM_LIMIT=16MiB "$@" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" \
-        "${L[@]}" "${args[@]}" >"$WORK/$name.shim" 2>"$WORK/$name.err" \
-        || { grep -v 'miss on' "$WORK/$name.err" | sed 's/^/    | /' >&2; fail "$name: model under the shim failed"; }
-    cmp -s "$WORK/$name.plain" "$WORK/$name.shim" || fail "$name: output differs from the run without the shim"
-    [ "$(grep -c '^flextensor: verdict: ' "$WORK/$name.err")" = 1 ] || fail "$name: not one verdict line"
-}
+# run NAME ARGS -- ENV...: lib.sh's compare_run at a third of the weights.
+run() { compare_run "$@" FT_GPU_MEM_LIMIT=16MiB; }
 
 for pattern in init-kernel load-after-launch grow-cache; do
     for spill in 1 0; do

@@ -45,6 +45,15 @@ uint64_t admitting;
  * memory back yet. */
 uint64_t releasing;
 
+/* The bytes of un's regions the application still holds (a freed one has size 0). */
+static uint64_t unit_len(const res_unit_t *un)
+{
+    uint64_t len = 0;
+    for (int k = 0; k < un->n; k++)
+        len += res.regions[un->first + k].size != 0 ? res.regions[un->first + k].len : 0;
+    return len;
+}
+
 /* The units as core/budget.h's decisions see them (res.lock held), in an array kept
  * for the next allocation; NULL when it cannot be had. */
 static const ft_budget_unit_t *budget_view_locked(void)
@@ -61,9 +70,7 @@ static const ft_budget_unit_t *budget_view_locked(void)
     for (int i = 0; i < res.n_units; i++) {
         const res_unit_t *un = &res.units[i];
         const ft_disc_unit_t *d = ft_disc_unit(disc, (size_t)i);
-        uint64_t len = 0;
-        for (int k = 0; k < un->n && !un->pinned; k++)
-            len += res.regions[un->first + k].size != 0 ? res.regions[un->first + k].len : 0;
+        uint64_t len = un->pinned ? 0 : unit_len(un);
         view[i] = (ft_budget_unit_t){ len, d->bytes,
                                       plan.out.resident[i] && un->n == 0 && !un->unstreamable && d->offload };
     }
@@ -79,8 +86,7 @@ static uint64_t committed_locked(const ft_budget_unit_t *view)
     uint64_t pinned = 0;
     for (int i = 0; i < res.n_units; i++)
         if (res.units[i].pinned && res.units[i].loaded)
-            for (int k = 0; k < res.units[i].n; k++)
-                pinned += res.regions[res.units[i].first + k].size != 0 ? res.regions[res.units[i].first + k].len : 0;
+            pinned += unit_len(&res.units[i]);
     return ft_budget_committed(held, res.held_bytes - pinned, ft_budget_slots_full(view, res.n_units, res.slots, -1));
 }
 

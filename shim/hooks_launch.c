@@ -157,29 +157,37 @@ cudaError_t ft_hook_rt_launch_ex(cudaLaunchKernelExC_fn_t real, const cudaLaunch
 /* A graph launch: its kernels never pass through the launch wrappers, so what its
  * captured calls touch is brought in before it (capture.c). With FT_SPILL's moves, the
  * graph is waited for before anything can move its memory out again. */
-cudaError_t ft_hook_rt_graph_launch(cudaGraphLaunch_fn_t real, cudaGraphExec_t exec, cudaStream_t stream)
+/* Before a graph launch (*held: engine_enter's); 1 when it must be waited for. */
+static int graph_launch_enter(uint64_t exec, cudaStream_t stream, int *held)
 {
-    int held = engine_enter();
+    *held = engine_enter();
     int relaxed = capture_relax();
-    int wait = capture_graph_launch((uint64_t)(uintptr_t)exec, stream, held);
+    int wait = capture_graph_launch(exec, stream, *held);
     capture_restore(relaxed);
-    cudaError_t r_ = real(exec, stream);
-    if (wait && r_ == cudaSuccess)
+    return wait;
+}
+
+/* After it (ok: the real call succeeded). */
+static void graph_launch_leave(int wait, int ok, cudaStream_t stream, int held)
+{
+    if (wait && ok)
         REAL(cudaStreamSynchronize)(stream);
     engine_leave(held);
+}
+
+cudaError_t ft_hook_rt_graph_launch(cudaGraphLaunch_fn_t real, cudaGraphExec_t exec, cudaStream_t stream)
+{
+    int held, wait = graph_launch_enter((uint64_t)(uintptr_t)exec, stream, &held);
+    cudaError_t r_ = real(exec, stream);
+    graph_launch_leave(wait, r_ == cudaSuccess, stream, held);
     return r_;
 }
 
 CUresult ft_hook_drv_graph_launch(cuGraphLaunch_fn_t real, CUgraphExec exec, CUstream stream)
 {
-    int held = engine_enter();
-    int relaxed = capture_relax();
-    int wait = capture_graph_launch((uint64_t)(uintptr_t)exec, (cudaStream_t)stream, held);
-    capture_restore(relaxed);
+    int held, wait = graph_launch_enter((uint64_t)(uintptr_t)exec, (cudaStream_t)stream, &held);
     CUresult r_ = real(exec, stream);
-    if (wait && r_ == CUDA_SUCCESS)
-        REAL(cudaStreamSynchronize)((cudaStream_t)stream);
-    engine_leave(held);
+    graph_launch_leave(wait, r_ == CUDA_SUCCESS, (cudaStream_t)stream, held);
     return r_;
 }
 

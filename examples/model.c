@@ -122,6 +122,10 @@
  *   --load-after-launch  before the weights exist, unrelated kernels run once each on
  *                 buffers freed afterwards (a framework's probes and warm-up), then the
  *                 weights are allocated and copied in (cudaMemcpy)
+ *   --hf-warmup M before the weights, as transformers' caching_allocator_warmup at
+ *                 from_pretrained(device_map=...): the free memory cudaMemGetInfo reports
+ *                 less M MiB, without a floor, is the size of a buffer allocated and freed;
+ *                 a negative size fails the program ("negative dimension"), as it does there
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", "layers.N" around each layer, and inside
  *                 each layer a range whose message is a registered string (as NCCL's:
@@ -261,6 +265,7 @@ static int prologue;
 static int grow_cache;     /* --grow-cache */
 static int init_kernel;       /* --init-kernel */
 static int load_after_launch; /* --load-after-launch */
+static long hf_warmup_mib = -1; /* --hf-warmup M */
 static uint32_t *warm; /* --prologue's buffer: thread t adds to dim words at warm + t * dim */
 /* This thread's slice of warm. Each thread's forwards run on a stream of its own, so
  * adding to one slice from two threads would race on the device (mix reads and writes
@@ -390,6 +395,28 @@ static void unrelated_kernels(void)
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaFree(t1));
     CHECK(cudaFree(t2));
+}
+
+/* --hf-warmup: transformers 5.17 sizes its allocator warm-up as the free memory less
+ * 1.2 GiB with no floor, and a negative size fails from_pretrained. */
+static void hf_warmup(void)
+{
+    size_t free_b = 0, total_b = 0;
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    long long bytes = (long long)free_b - hf_warmup_mib * 1048576ll;
+    if (bytes < 0) {
+        fprintf(stderr, "model: --hf-warmup: trying to create a tensor with negative dimension %lld "
+                "(free %zu less %ld MiB)\n", bytes, free_b, hf_warmup_mib);
+        exit(1);
+    }
+    size_t want = (size_t)layers * (size_t)dim * (size_t)dim * sizeof(uint32_t);
+    if ((size_t)bytes > want)
+        bytes = (long long)want;
+    if (bytes > 0) {
+        void *p = NULL;
+        CHECK(cudaMalloc(&p, (size_t)bytes));
+        CHECK(cudaFree(p));
+    }
 }
 
 /* Frees a weight that upload gave, unless it lives in a --segments segment (those go
@@ -1241,6 +1268,8 @@ int main(int argc, char **argv)
             prologue = 1;
         else if (strcmp(a, "--init-kernel") == 0)
             init_kernel = 1;
+        else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
+            hf_warmup_mib = atol(argv[++i]);
         else if (strcmp(a, "--load-after-launch") == 0)
             load_after_launch = 1;
         else if (strcmp(a, "--big-tables") == 0)
@@ -1314,7 +1343,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--graph N] [--usage] [--profile-from N] "
                             "[--quiet]\n");
             return 2;
@@ -1386,6 +1415,8 @@ int main(int argc, char **argv)
     }
     if (load_after_launch)
         unrelated_kernels();
+    if (hf_warmup_mib >= 0)
+        hf_warmup();
     load_weights();
     if (side_device >= 0 && !side_late) {
         CHECK(cudaSetDevice(side_device));

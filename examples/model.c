@@ -122,6 +122,9 @@
  *   --load-after-launch  before the weights exist, unrelated kernels run once each on
  *                 buffers freed afterwards (a framework's probes and warm-up), then the
  *                 weights are allocated and copied in (cudaMemcpy)
+ *   --tail-layers K  the last K layers launch one kernel more each (on the activation):
+ *                 the pass is two runs of layers that differ, as two models run in turn
+ *                 (or a model whose decoder blocks are of two kinds)
  *   --hf-warmup M before the weights, as transformers' caching_allocator_warmup at
  *                 from_pretrained(device_map=...): the free memory cudaMemGetInfo reports
  *                 less M MiB, without a floor, is the size of a buffer allocated and freed;
@@ -266,6 +269,7 @@ static int grow_cache;     /* --grow-cache */
 static int init_kernel;       /* --init-kernel */
 static int load_after_launch; /* --load-after-launch */
 static long hf_warmup_mib = -1; /* --hf-warmup M */
+static int tail_layers;         /* --tail-layers K */
 static uint32_t *warm; /* --prologue's buffer: thread t adds to dim words at warm + t * dim */
 /* This thread's slice of warm. Each thread's forwards run on a stream of its own, so
  * adding to one slice from two threads would race on the device (mix reads and writes
@@ -942,6 +946,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         }
         if (extra_kernels)
             bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
+        if (l >= run_layers - tail_layers)
+            bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
         uint32_t *t = a;
         a = b;
         b = t;
@@ -1268,6 +1274,8 @@ int main(int argc, char **argv)
             prologue = 1;
         else if (strcmp(a, "--init-kernel") == 0)
             init_kernel = 1;
+        else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
+            tail_layers = atoi(argv[++i]);
         else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
             hf_warmup_mib = atol(argv[++i]);
         else if (strcmp(a, "--load-after-launch") == 0)
@@ -1343,7 +1351,7 @@ int main(int argc, char **argv)
             poke_after = parse_int(a, v, 0, 63), i++;
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--graph N] [--usage] [--profile-from N] "
                             "[--quiet]\n");
             return 2;

@@ -282,7 +282,8 @@ int ft_shmseg_open(ft_shmseg_t **out, const char *ns, uint64_t fingerprint, cons
         }
         if (fd < 0) {
             int err = errno;
-            snprintf(info->why, sizeof info->why, "cannot open segment %s: %s", name, strerror(err));
+            snprintf(info->why, sizeof info->why, "cannot open segment %s: %s%s", name, strerror(err),
+                     err == EACCES ? " (another user's, or a mode without write access): refused" : "");
             return -err;
         }
         int rc = trust(fd, name, group, info->why, sizeof info->why);

@@ -334,7 +334,13 @@ int ft_shmseg_open(ft_shmseg_t **out, const char *ns, uint64_t fingerprint, cons
             /* Nobody attached: every process of its run ended without leaving it (a
              * normal exit removes it), maybe half-way through a fill. Whatever it
              * holds is not trusted: it is removed, and the next turn creates it anew. */
-            shm_unlink(name);
+            if (shm_unlink(name) != 0) {
+                rc = -errno;
+                snprintf(info->why, sizeof info->why, "segment %s was left by a run that died (nobody "
+                         "attached), and cannot be removed: %s", name, strerror(-rc));
+                drop(fd, map, have);
+                return rc;
+            }
             info->replaced = 1;
             drop(fd, map, have);
             continue;

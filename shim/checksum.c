@@ -1,7 +1,8 @@
 /* checksum.c - the device checksum (core/checksum.h) and what uses it outside the
  * residency engine: discovery's content hash of candidate regions at iteration
- * boundaries (hash_regions, with a sampled copy back as the fallback) and FT_SPILL's sum
- * of an allocation it moves out (spill_sum).
+ * boundaries (hash_regions, with a sampled copy back as the fallback), FT_SPILL's sum
+ * of an allocation it moves out (spill_sum), and FT_SHM's position-independent content
+ * sum of a unit (content_sum_*).
  *
  * Owns: ck, the kernel, its stream and the per-unit sum buffers (set up once, under
  * pthread_once: checksum_kernel_ready, checksum_available); dh, the batch buffers of

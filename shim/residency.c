@@ -17,6 +17,12 @@
  * and its physical memory goes to the unit loaded next or is released
  * (docs/residency.md).
  *
+ * With FT_SHM_ENABLED, the host store of a streamed unit may be the shared segment of
+ * the processes running the same model (hoststore.c decides, at each eviction): then
+ * it is used without a copy out, or filled by this eviction's copy; it is never
+ * written afterwards (a unit that changes, or is written in host memory, gets a
+ * private copy first: unit_go_private).
+ *
  * The guard that decides what a call needs loaded is guard.c's; this file carries out
  * the loads and unloads it asks for. It also serves copies and sets on the host store
  * of a unit not loaded (res_host_copy, res_host_set), and lets go of what FT_SPILL and

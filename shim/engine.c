@@ -220,6 +220,8 @@ int ft_hooks_init(const struct ft_config *cfg)
 
 void ft_hooks_exit(void)
 {
+    if (cfgp == NULL || !cfgp->shm_enabled)
+        return;
     /* Bounded: a thread that hangs holding res.lock must not keep the process from
      * ending. The kernel lets the segment's locks go at exit all the same; only its
      * removal is missed, and the next run replaces a segment nobody is attached to. */

@@ -50,6 +50,8 @@ held_kib() {
     awk '/^[0-9a-f]+-[0-9a-f]+ / { n = ($6 ~ /simcuda-pinned|^\/dev\/shm\/ft-/) } n && /^Pss:/ { s += $2 } END { print s + 0 }' \
         "/proc/$1/smaps"
 }
+# kill9 PID: kills it and reaps it, quietly (bash reports a job killed by a signal).
+kill9() { { kill -9 "$1" && wait "$1"; } 2>/dev/null || true; }
 streamed_mib() { sed -nE 's/.*residency: [0-9]+ unit\(s\), ([0-9.]+) MiB, moved to.*/\1/p' "$1" | head -1; }
 
 sim "$MODEL" "${ARGS[@]}" >"$WORK/plain.plain" || fail "model without shim failed"
@@ -94,6 +96,24 @@ expect_grep "shm: segment /ft-$NS-[0-9a-f]{16} removed \(the last process to lea
 [ -z "$(segments)" ] || fail "segment left after the last process: $(segments)"
 pass "one process created the segment, the others attached; each unit filled once; the last to leave removed it"
 
+# --- under FT_SPILL: units held in host memory at the switch -------------------------------
+# Their bytes go to the segment from FT_SPILL's host copies (which are then freed), and
+# their checksum reference comes from the shared copy: none is copied back.
+start p1 FT_SPILL=1 FT_SHM_ENABLED=1 -- --hold "$WORK/gop1"
+until_file "$WORK/gop1.held"
+start p2 FT_SPILL=1 FT_SHM_ENABLED=1 --
+finish p2
+touch "$WORK/gop1"
+finish p1
+for p in p1 p2; do
+    expect_grep 'FT_SPILL: before the plan, [1-9][0-9]* allocation\(s\) moved in and [1-9]' "$WORK/$p.err" "$p: FT_SPILL moved"
+    expect_grep 'unload\(s\), 0 of them copied back' "$WORK/$p.err" "$p: nothing copied back"
+done
+expect_grep 'used from it: 8 filled by this process' "$WORK/p1.err" "P1 filled"
+expect_grep 'used from it: 0 filled by this process .* 8 checked' "$WORK/p2.err" "P2 checked"
+[ -z "$(segments)" ] || fail "segment left: $(segments)"
+pass "under FT_SPILL, units held in host memory at the switch are shared too; same checksums, nothing copied back"
+
 # --- the process filling it killed half-way ----------------------------------------------
 # A stops itself (test hook) holding its third unit's claim; B, attached, waits for that
 # unit; A is killed: B takes the unit over and fills the rest. C then uses B's copy.
@@ -101,8 +121,7 @@ start a FT_SHM_ENABLED=1 FT_SHM_TEST_STOP_AFTER=3 --
 until_stopped "$pid_a"
 start b FT_SHM_ENABLED=1 -- --hold "$WORK/gob"
 until_grep "shm: unit\.2 is being filled by pid $pid_a .*: waiting" "$WORK/b.err"
-kill -9 "$pid_a"
-wait "$pid_a" 2>/dev/null || true
+kill9 "$pid_a"
 until_file "$WORK/gob.held"
 expect_grep "shm: unit\.2 in segment /ft-$NS-[0-9a-f]+ was left half-filled by pid $pid_a, which died: filled by this process instead" \
     "$WORK/b.err" "B took over"
@@ -162,8 +181,7 @@ finish d
 # --- a stale segment, the wait running out, ft-run --shm-clean --------------------------
 start s FT_SHM_ENABLED=1 -- --hold "$WORK/gos"
 until_file "$WORK/gos.held"
-kill -9 "$pid_s"
-wait "$pid_s" 2>/dev/null || true
+kill9 "$pid_s"
 seg=$(segments)
 [ -n "$seg" ] || fail "no segment left by a killed process"
 printf 'garbage!' | dd of="/dev/shm/$seg" bs=1 seek=$((4096 * 3)) conv=notrunc status=none
@@ -183,8 +201,7 @@ expect_grep "shm: unit\.1 was still being filled by pid $pid_w in segment /ft-$N
     "$WORK/x.err" "wait timeout said"
 expect_grep 'used from it: 6 filled by this process .* 1 checked .* 1 waited out' "$WORK/x.err" "X's count"
 pass "the wait running out: the unit still being filled elsewhere gets a private copy, said; same checksum"
-kill -9 "$pid_w"
-wait "$pid_w" 2>/dev/null || true
+kill9 "$pid_w"
 seg=$(segments)
 [ -n "$seg" ] || fail "no segment left (its last process was killed)"
 "$BUILD/bin/ft-run" --shm-clean "$NS" >"$WORK/clean.out" 2>&1 || fail "ft-run --shm-clean failed"

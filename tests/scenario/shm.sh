@@ -6,8 +6,8 @@
 # segment killed half-way (another takes over), a unit that differs in the segment
 # (private), another model in the namespace (its own segment), a process that writes
 # into a shared unit (private to it), a stale segment (replaced), the wait running out
-# (private, said), a segment of the wrong mode or owner (refused), and
-# ft-run --shm-clean.
+# (private, said), a segment of the wrong mode or owner (refused), ft-run --shm-clean,
+# and a process without the device checksum kernel (private).
 . "$(dirname "$0")/lib.sh"
 ARGS=(--layers 8 --dim 1024 --iters 12 --quiet)
 NS=shm-$$
@@ -251,3 +251,12 @@ else
     rm -f "/dev/shm/$seg"
     pass "segments of a wider mode (0644, 0666, 0660 without FT_SHM_GROUP) are refused, named, and left alone; same checksums (owner: needs root to plant one)"
 fi
+
+# --- without the device checksum kernel nothing could be checked: nothing is shared ------
+start nojit FTSIM_NO_JIT=1 FT_SHM_ENABLED=1 --
+finish nojit
+expect_grep "warning: shm: FT_SHM_ENABLED, but no unit's content can be summed .*private host copies" \
+    "$WORK/nojit.err" "no checksum kernel: said"
+expect_grep 'residency: 8 unit\(s\), 32.0 MiB, moved to pinned host memory' "$WORK/nojit.err" "private copies"
+[ -z "$(segments)" ] || fail "a segment made without the checksum kernel: $(segments)"
+pass "without the device checksum kernel: private copies, said once; same checksum"

@@ -578,10 +578,10 @@ static int unit_host(size_t i)
 }
 
 /* Unit u's host copy leaves the shared segment for private copies (copy: with the
- * shared bytes; else the caller writes all of them, an eviction's copy back); why
- * goes to the log. Weights
- * this process changes are never written where other processes read them. 0, or -1
- * when the memory cannot be had (the unit is left as it was). res.lock held. */
+ * shared bytes; else the caller writes all of them, an eviction's copy back); why goes
+ * to the log. Weights this process changes are never written where other processes
+ * read them. 0, or -1 when the memory cannot be had (the unit is left as it was).
+ * res.lock held. */
 static int unit_go_private(int u, int copy, const char *why)
 {
     res_unit_t *un = &res.units[u];

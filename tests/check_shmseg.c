@@ -201,8 +201,9 @@ START_TEST(a_stale_segment_is_replaced)
 }
 END_TEST
 
-/* Makes the segment of (ns, fp) by hand with the given mode (and owner, when >= 0). */
-static void plant(uint64_t fp, mode_t mode, int owner, char *name, size_t len)
+/* Makes the segment of (ns, fp) by hand with the given mode (and owner, when >= 0:
+ * that uid, and the group 0 when `group0`, else the uid's number). */
+static void plant_as(uint64_t fp, mode_t mode, int owner, int group0, char *name, size_t len)
 {
     ck_assert_int_eq(ft_shmseg_name(name, len, ns, fp), 0);
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -210,8 +211,13 @@ static void plant(uint64_t fp, mode_t mode, int owner, char *name, size_t len)
     ck_assert_int_eq(ftruncate(fd, 65536), 0);
     ck_assert_int_eq(fchmod(fd, mode), 0);
     if (owner >= 0)
-        ck_assert_int_eq(fchown(fd, (uid_t)owner, (gid_t)owner), 0);
+        ck_assert_int_eq(fchown(fd, (uid_t)owner, group0 ? 0 : (gid_t)owner), 0);
     close(fd);
+}
+
+static void plant(uint64_t fp, mode_t mode, int owner, char *name, size_t len)
+{
+    plant_as(fp, mode, owner, 0, name, len);
 }
 
 START_TEST(wrong_mode_or_owner_is_refused)
@@ -247,6 +253,13 @@ START_TEST(wrong_mode_or_owner_is_refused)
         ck_assert_int_eq(ft_shmseg_open(&s, ns, 31, bytes3, 3, 0, 0, &info), -EACCES);
         ck_assert_msg(strstr(info.why, "owned by uid 65534") != NULL, "%s", info.why);
         shm_unlink(name);
+        /* Another user's, of this process's group (root's: 0), mode 0660: only with the
+         * group option. */
+        plant_as(32, 0660, 65534, 1, name, sizeof name);
+        ck_assert_int_eq(ft_shmseg_open(&s, ns, 32, bytes3, 3, 0, 0, &info), -EACCES);
+        s = open_ok(32, bytes3, 3, 1, &info);
+        ck_assert(info.replaced);
+        ft_shmseg_close(s, 0, 0);
     }
 }
 END_TEST

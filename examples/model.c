@@ -180,6 +180,11 @@
  *                 thread)
  *   --usage       print cudaMemGetInfo and ft_get_gpu_memory_usage() after the first
  *                 and the last forward (on stderr: "meminfo ...", "usage ...")
+ *   --seed S      the layers' matrices are drawn from seed S (0, the default: as
+ *                 without it): a model of the same shape with other weights
+ *   --hold PATH   after the last forward, before anything is freed, create PATH.held
+ *                 and wait until PATH exists (at most 10 minutes): a test reads what
+ *                 the running processes hold (tests/scenario/shm.sh reads /proc)
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
  */
 #define _GNU_SOURCE
@@ -191,6 +196,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -544,6 +550,22 @@ static uint32_t *kv_inputs;  /* --grow-cache: forward t's input at kv_inputs + t
 static uint32_t **kv_k, **kv_v; /* each layer's K and V */
 static int kv_len;           /* their rows */
 
+static uint64_t weight_seed; /* --seed */
+static const char *hold_path; /* --hold */
+
+/* --hold PATH: PATH.held says the forwards are done; PATH, made by the test, lets the
+ * process go on. */
+static void hold_until(const char *path)
+{
+    char held[4096];
+    snprintf(held, sizeof held, "%s.held", path);
+    FILE *f = fopen(held, "w");
+    if (f != NULL)
+        fclose(f);
+    for (int i = 0; i < 60000 && access(path, F_OK) != 0; i++)
+        usleep(10000);
+}
+
 static void load_weights(void)
 {
     size_t n = (size_t)dim;
@@ -558,7 +580,7 @@ static void load_weights(void)
         size_t pad = pad_odd && l % 2 == 1 ? 2u << 20 : 0;
         if (l == layers - 1)
             pad += (size_t)(big_last - 1) * n * n * sizeof *model[l].w;
-        model[l].w = upload_padded_or_init(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host, pad);
+        model[l].w = upload_padded_or_init((0x9e3779b97f4a7c15ull * (uint64_t)(l + 1)) ^ weight_seed, n * n, host, pad);
         uint32_t *(*up)(uint64_t, size_t, uint32_t *) = grow_cache ? pool_upload : upload;
         model[l].bias = up(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
         model[l].s = up(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
@@ -1349,10 +1371,14 @@ int main(int argc, char **argv)
             zero_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--poke") == 0)
             poke_after = parse_int(a, v, 0, 63), i++;
+        else if (strcmp(a, "--seed") == 0 && i + 1 < argc)
+            weight_seed = (uint64_t)parse_int(a, argv[++i], 0, 1 << 30);
+        else if (strcmp(a, "--hold") == 0 && i + 1 < argc)
+            hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
-                            "[--graph N] [--usage] [--profile-from N] "
+                            "[--graph N] [--usage] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
@@ -1454,6 +1480,8 @@ int main(int argc, char **argv)
     }
     for (int t = 0; t < threads; t++)
         pthread_join(tid[t], NULL);
+    if (hold_path != NULL)
+        hold_until(hold_path);
 
     int agree = 1;
     for (int t = 0; t < threads; t++)

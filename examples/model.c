@@ -91,6 +91,13 @@
  *   --vary N      from forward N on, every other forward launches one more kernel per
  *                 layer (bump, touching only activations): passes of two lengths, as a
  *                 server alternating prefill and decode steps
+ *   --act-kernels N  every layer ends with N more kernels touching activations only:
+ *                 the k-th adds the layer's output to element k of a 2 MiB buffer
+ *                 allocated before the weights (mix): N launches whose pointers differ
+ *                 from each other but repeat layer after layer, the first region they
+ *                 touch older than every weight, as the activation kernels of a decode
+ *                 step in PyTorch's small pool (transformers' Mixtral on the H200); no
+ *                 host synchronisation inside the forward; one thread
  *   --prologue    before the weights exist, a 2 MiB buffer (a caching allocator's small
  *                 segment) gets a few kernels (a framework's warm-up, an NCCL
  *                 communicator's first all-reduce), and every layer of every forward
@@ -227,6 +234,8 @@ typedef struct {
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
            nvtx = 0, stale = 0, stale_from = -1, stale_new = -1, far_new = -1, vary_from = -1, shared = 0;
+static int act_kernels = 0; /* --act-kernels */
+static uint32_t *act_pool;  /* its 2 MiB buffer, allocated before the weights */
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
 static uint32_t *shared_table; /* --shared: dim x dim words, every layer reads the first dim */
@@ -970,6 +979,12 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
         if (l >= run_layers - tail_layers)
             bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
+        for (int k = 0; k < act_kernels; k++) {
+            uint32_t *y = act_pool + k;
+            int n = dim - act_kernels;
+            void *act_args[] = { &y, &b, &n };
+            CHECK(cudaLaunchKernel(k_mix, grid, block, act_args, 0, stream));
+        }
         uint32_t *t = a;
         a = b;
         b = t;
@@ -1349,6 +1364,8 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
             vary_from = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--act-kernels") == 0 && i + 1 < argc)
+            act_kernels = parse_int(a, argv[++i], 0, 1 << 10);
         else if (strcmp(a, "--grow-cache") == 0)
             grow_cache = 1;
         else if (strcmp(a, "--mark") == 0)
@@ -1377,13 +1394,17 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
                             "[--graph N] [--usage] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
     }
 
+    if (act_kernels >= dim || (act_kernels > 0 && (threads > 1 || (size_t)dim * 4 > 2u << 20))) {
+        fprintf(stderr, "model: --act-kernels needs fewer kernels than --dim, one thread, --dim <= 512Ki\n");
+        return 2;
+    }
     if (init_kernel && segment_bytes > 0) {
         fprintf(stderr, "model: --init-kernel does not combine with --segments\n");
         return 2;
@@ -1451,6 +1472,10 @@ int main(int argc, char **argv)
         unrelated_kernels();
     if (hf_warmup_mib >= 0)
         hf_warmup();
+    if (act_kernels > 0) {
+        CHECK(cudaMalloc((void **)&act_pool, 2u << 20));
+        CHECK(cudaMemset(act_pool, 0, 2u << 20));
+    }
     load_weights();
     if (side_device >= 0 && !side_late) {
         CHECK(cudaSetDevice(side_device));

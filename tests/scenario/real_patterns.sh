@@ -35,6 +35,13 @@ expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/hf-warmup.err" "h
 run tail-layers --tail-layers 5 -- FT_SPILL=1
 expect_grep 'discovery: done, 1 iteration\(s\), 12 units' "$WORK/tail-layers.err" "tail-layers"
 expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/tail-layers.err" "tail-layers"
+# Activation-only kernels dominate every layer, their pointers the same layer after
+# layer, with no host synchronisation in the forward (transformers' Mixtral decode on
+# the H200: the small pool's activations made one decoder layer look like the pass).
+# The detector verifies a period with two snapshots before it counts it.
+run act-kernels --act-kernels 20 -- FT_SPILL=1
+expect_grep 'discovery: done, 1 iteration\(s\), 12 units, 48\.[0-9] MiB of weights' "$WORK/act-kernels.err" "act-kernels"
+expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/act-kernels.err" "act-kernels"
 run grow-bound --grow-cache -- FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=100
 expect_grep 'verdict: stood down: discovery did not find the program.s passes in 100 launches' "$WORK/grow-bound.err" "bounded"
 for name in init-kernel-1 init-kernel-0 load-after-launch-1 load-after-launch-0 init-threads; do
@@ -44,4 +51,4 @@ done
 expect_grep 'kernels that do not run in the passes made them: 4[0-9]\.[0-9] MiB' "$WORK/init-kernel-1.err" "init-kernel"
 expect_grep 'launches in a row touched no region alive at its start, while 4[0-9]\.[0-9] MiB were copied' \
     "$WORK/load-after-launch-1.err" "load-after-launch"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

@@ -51,6 +51,7 @@ typedef struct {
                                  of the detector's keys */
     int dmoves;               /* detector snapshots at which its content had moved */
     int dhashed;              /* dhash holds its hash at the last detector snapshot */
+    int unreadable;           /* a hash of it failed: not hashed again by the detector */
     uint64_t dhash;
     int fold_touched;         /* fold_repeated_pass: touched in the pass */
     int fold_odd;             /* and at a launch where another copy does not touch it */
@@ -474,6 +475,7 @@ static void hash_seen(rinfo_t *r, const ft_disc_hash_req_t *q, int early)
 {
     if (q->failed) {
         r->changed = 1;
+        r->unreadable = 1;
         return;
     }
     /* Only the first comparison (with the snapshot at the first launch) can be early:
@@ -527,13 +529,19 @@ static void snapshot_hashes(ft_disc_t *d, int early)
  * pays for a handful), back to this after one that did. */
 #define DSNAP_GAP_MIN 32
 #define DSNAP_GAP_MAX (1u << 20)
+/* Without a host synchronisation since the last snapshot: half the gap, so that an
+ * activation seen by the detector from the first launch moves at two snapshots within
+ * 32 launches, before two periods of a layer's launches can repeat (MATCHES_NEEDED). */
+#define DSNAP_FORCED_GAP(d) ((d)->dsnap_gap / 2)
 
 /* A region's hash at a detector snapshot: 1 when its content moved since the previous
  * one. The second time, the region varies. A hash that failed tells nothing. */
 static int dhash_seen(rinfo_t *r, const ft_disc_hash_req_t *q)
 {
-    if (q->failed)
+    if (q->failed) {
+        r->unreadable = 1;
         return 0;
+    }
     int moved = r->dhashed && q->hash != r->dhash;
     r->dhash = q->hash;
     r->dhashed = 1;
@@ -554,7 +562,16 @@ static int dhash_seen(rinfo_t *r, const ft_disc_hash_req_t *q)
  * enough: kernels may initialise weights after the first launch, once. Its own hashes:
  * the weight rule's are left as they are. How many regions moved (*moved) and began to
  * vary (returned), and the latter's bytes (*bytes). */
+static size_t detector_snapshot_of(ft_disc_t *d, int unhashed_only, size_t *moved, uint64_t *bytes);
+
 static size_t detector_snapshot(ft_disc_t *d, size_t *moved, uint64_t *bytes)
+{
+    return detector_snapshot_of(d, 0, moved, bytes);
+}
+
+/* detector_snapshot, of the candidates the detector has no hash of yet only when
+ * unhashed_only is set. */
+static size_t detector_snapshot_of(ft_disc_t *d, int unhashed_only, size_t *moved, uint64_t *bytes)
 {
     ft_disc_hash_req_t q[FT_DISC_HASH_BATCH];
     rinfo_t *of[FT_DISC_HASH_BATCH];
@@ -564,7 +581,7 @@ static size_t detector_snapshot(ft_disc_t *d, size_t *moved, uint64_t *bytes)
     rinfo_t *r, *rt;
     HASH_ITER(hh, d->rmap, r, rt) {
         int last = r->hh.next == NULL;
-        if (r->candidate && !r->freed && !r->varies) {
+        if (r->candidate && !r->freed && !r->varies && !r->unreadable && !(unhashed_only && r->dhashed)) {
             q[n] = (ft_disc_hash_req_t){ .base = r->base, .size = r->size };
             of[n++] = r;
         }
@@ -584,13 +601,19 @@ static size_t detector_snapshot(ft_disc_t *d, size_t *moved, uint64_t *bytes)
     return began;
 }
 
-/* Whether this launch takes a detector snapshot: no lane is anchored yet, the host
- * has synchronised since the last one, and enough launches have gone by. Tested at
- * every launch of discovery: no call, no clock. */
+/* Whether this launch takes a detector snapshot: no lane is anchored yet and enough
+ * launches have gone by since the last one. After a host synchronisation the snapshot
+ * costs nothing more than its hashing; without one it drains the device first, once
+ * every dsnap_gap launches at most, and only until a lane is anchored. It cannot wait
+ * for the program's synchronisations: on the H200, transformers' Mixtral decode
+ * (grouped experts) synchronised nowhere in its forward, its small-pool activations
+ * carried the same offsets in every decoder layer, and the detector took one layer
+ * for the pass before any snapshot could see them move (model --act-kernels). Tested
+ * at every launch of discovery: no call, no clock. */
 static inline int detector_snapshot_due(const ft_disc_t *d)
 {
-    return d->dsnap_sync && !d->any_anchored && !d->explicit_marks && d->p.hash != NULL &&
-           d->launches_total - d->dsnap_at >= d->dsnap_gap;
+    return !d->any_anchored && !d->explicit_marks && d->p.hash != NULL &&
+           d->launches_total - d->dsnap_at >= (d->dsnap_sync ? d->dsnap_gap : DSNAP_FORCED_GAP(d));
 }
 
 /* The detector snapshot of a launch (detector_snapshot_due). When regions began to
@@ -635,6 +658,13 @@ static void start_observing(ft_disc_t *d)
         r->dhash = r->hash;
         r->dhashed = r->hashed;
     }
+    /* The weight rule's snapshot leaves out regions already written by a copy (the
+     * input copied in before the first launch): without their hash now, the detector
+     * would see them move at its third snapshot only, and in the simulated model their
+     * launches alone made a period of one launch before that. */
+    size_t moved;
+    uint64_t bytes;
+    detector_snapshot_of(d, 1, &moved, &bytes);
     d->dsnap_at = d->launches_total;
     d->dsnap_gap = DSNAP_GAP_MIN;
     d->dsnap_sync = 0;

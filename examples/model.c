@@ -96,8 +96,9 @@
  *                 allocated before the weights (mix): N launches whose pointers differ
  *                 from each other but repeat layer after layer, the first region they
  *                 touch older than every weight, as the activation kernels of a decode
- *                 step in PyTorch's small pool (transformers' Mixtral on the H200); no
- *                 host synchronisation inside the forward; one thread
+ *                 step in PyTorch's small pool (transformers' Mixtral on the H200), which
+ *                 holds the layers' input and output too; no host synchronisation inside
+ *                 the forward; one thread
  *   --prologue    before the weights exist, a 2 MiB buffer (a caching allocator's small
  *                 segment) gets a few kernels (a framework's warm-up, an NCCL
  *                 communicator's first all-reduce), and every layer of every forward
@@ -1155,7 +1156,12 @@ static void *run_worker(void *arg)
             CHECK(cudaMalloc(&race_bufs[i], 1u << 20));
     }
     a = b = NULL; /* --grow-cache: its pool serves the activations */
-    if (!grow_cache) {
+    if (act_kernels > 0) {
+        /* --act-kernels: the activations live in the pool too, as a decode step's
+         * hidden states in PyTorch's small pool */
+        a = act_pool + (256u << 10);
+        b = a + dim;
+    } else if (!grow_cache) {
         CHECK(cudaMalloc((void **)&a, (size_t)dim * sizeof *a));
         CHECK(cudaMalloc((void **)&b, (size_t)dim * sizeof *b));
     }
@@ -1238,7 +1244,7 @@ static void *run_worker(void *arg)
         CHECK(cudaFree(a2));
         CHECK(cudaFree(b2));
     }
-    if (a != NULL) {
+    if (a != NULL && act_kernels == 0) {
         CHECK(cudaFree(a));
         CHECK(cudaFree(b));
     }
@@ -1401,8 +1407,8 @@ int main(int argc, char **argv)
         }
     }
 
-    if (act_kernels >= dim || (act_kernels > 0 && (threads > 1 || (size_t)dim * 4 > 2u << 20))) {
-        fprintf(stderr, "model: --act-kernels needs fewer kernels than --dim, one thread, --dim <= 512Ki\n");
+    if (act_kernels >= dim || (act_kernels > 0 && (threads > 1 || grow_cache || dim > (128 << 10)))) {
+        fprintf(stderr, "model: --act-kernels needs fewer kernels than --dim, one thread, no --grow-cache, --dim <= 128Ki\n");
         return 2;
     }
     if (init_kernel && segment_bytes > 0) {

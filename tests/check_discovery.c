@@ -317,7 +317,7 @@ START_TEST(llama_units_by_wraparound)
     ft_disc_params_t p = params(2);
     ft_disc_t *d = ft_disc_new(regions, &p);
     int boundaries = 0;
-    for (int it = 0; it < 3; it++) {
+    for (int it = 0; it < 4; it++) {
         llama_forward(d, 1, &m, 4);
         boundaries = ft_disc_iterations(d);
     }
@@ -676,8 +676,10 @@ START_TEST(decode_with_a_growing_cache_finds_the_pass)
         if (ft_disc_state(d) == FT_DISC_DONE)
             done_at = it;
     }
-    /* Keys known to move from the third step on: found in the fourth. */
-    ck_assert_int_eq(done_at, 3);
+    /* The activations' segment is seen to move within the first step (the detector's
+     * snapshots do not wait for a host synchronisation): keys settled from the second
+     * step on, the pass found in the third (step 2). */
+    ck_assert_int_eq(done_at, 2);
     ck_assert_uint_eq(ft_disc_pass_length(d), 1 + 5 * LAYERS + 2);
     ck_assert_uint_eq(ft_disc_unit_count(d), LAYERS + 2);
     ck_assert_uint_eq(ft_disc_unit(d, 0)->n_regions, 1);
@@ -725,7 +727,7 @@ static void check_tracking_with_a_moved_input(int with_copy_in, int with_stale_s
     uint64_t moved = alloc_region(4 * KIB); /* alive at the first launch, like the input */
     ft_disc_params_t p = params(2);
     ft_disc_t *d = ft_disc_new(regions, &p);
-    for (int it = 0; it < 3; it++)
+    for (int it = 0; it < 4; it++)
         llama_forward(d, 1, &m, 4);
     ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
     ck_assert_uint_eq(ft_disc_unit_count(d), 6);
@@ -778,7 +780,7 @@ START_TEST(a_launch_reading_the_start_weight_and_another_does_not_start_a_pass)
     llama_alloc(&m, 4);
     ft_disc_params_t p = params(2);
     ft_disc_t *d = ft_disc_new(regions, &p);
-    for (int it = 0; it < 3; it++)
+    for (int it = 0; it < 4; it++)
         llama_forward(d, 1, &m, 4);
     ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
     size_t n = ft_disc_pass_length(d);
@@ -1086,7 +1088,7 @@ START_TEST(threads_interleaved_give_the_same_units)
     /* Two lanes running forwards at once, launches interleaved one by one: simulate by
      * running each lane's forward launch by launch in alternation. Each lane reuses
      * the same weights and activations, which is harmless for discovery. */
-    for (int it = 0; it < 3 && ft_disc_state(d) != FT_DISC_DONE; it++) {
+    for (int it = 0; it < 4 && ft_disc_state(d) != FT_DISC_DONE; it++) {
         llama_forward(d, 1, &m, 3);
         llama_forward(d, 2, &m, 3);
     }
@@ -1129,7 +1131,7 @@ START_TEST(patterns)
     p.exclude = exc;
     p.n_exclude = 2;
     ft_disc_t *d = ft_disc_new(regions, &p);
-    for (int it = 0; it < 2; it++)
+    for (int it = 0; it < 3; it++)
         llama_forward(d, 1, &m, 2);
     launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
     ck_assert_uint_eq(ft_disc_unit_count(d), 4);
@@ -1158,7 +1160,7 @@ START_TEST(unmatched_patterns_and_marker_are_warned)
     p.marker_glob = "step_begin*";
     log_capture_start();
     ft_disc_t *d = ft_disc_new(regions, &p);
-    for (int it = 0; it < 2; it++)
+    for (int it = 0; it < 3; it++)
         llama_forward(d, 1, &m, 2);
     launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
     ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
@@ -1182,7 +1184,7 @@ START_TEST(unmatched_patterns_and_marker_are_warned)
     p.include = none;
     p.n_include = 1;
     d = ft_disc_new(regions, &p);
-    for (int it = 0; it < 2; it++)
+    for (int it = 0; it < 3; it++)
         llama_forward(d, 1, &m, 2);
     launch(d, 1, "embedding", m.act, 3, m.embed, m.input, m.act);
     ck_assert_ptr_nonnull(strstr(log_captured(), "; no pattern matches, so every unit stays resident"));

@@ -2,7 +2,9 @@
 # (sizes and order) through cudart launches, driver `extra` launches and pointer
 # arrays, on one thread or four, with the detector or explicit marks, and with
 # activation buffers that alternate from one forward to the next (a pass found two
-# forwards long is folded to one); results are those of a run without the shim.
+# forwards long is folded to one; twelve forwards, as the detector's snapshots, every 16
+# launches without a host synchronisation, see those buffers move and look for the
+# period again); results are those of a run without the shim.
 . "$(dirname "$0")/lib.sh"
 ARGS=(--layers 6 --dim 512 --iters 6 --quiet)
 
@@ -36,7 +38,7 @@ for variant in "plain::3:_Z11model_scalePjPKji:detector" \
                "ptr:--ptr-arrays:4:_Z10model_mixpPjPKPKji:detector" \
                "ptr-threads:--ptr-arrays --threads 4:4:_Z10model_mixpPjPKPKji:detector" \
                "mark:--mark:3:_Z11model_scalePjPKji:ft_iteration_mark" \
-               "alternate:--alternate-acts:3:_Z11model_scalePjPKji:detector"; do
+               "alternate:--alternate-acts --iters 12:3:_Z11model_scalePjPKji:detector"; do
     IFS=: read -r name extra nreg last source <<<"$variant"
     # shellcheck disable=SC2086
     sim "$MODEL" "${ARGS[@]}" $extra >"$WORK/$name.plain" || fail "$name: model without shim failed"

@@ -7,7 +7,7 @@
 # their layers. When the set kept 64 and counted the rest, each case below read
 # unmapped memory: an illegal address on the simulated device.
 . "$(dirname "$0")/lib.sh"
-L=(--layers 33 --dim 512 --iters 12 --quiet)
+L=(--layers 33 --dim 512 --iters 13 --quiet)
 
 # run NAME LIMIT SPILL FROM [ENV...]: the model with the cat from forward FROM, under a
 # LIMIT budget, compared with a run without the shim; its stderr in $WORK/NAME.err.
@@ -25,12 +25,12 @@ run() {
 # The guard: the cat first runs after the plan (a kernel discovery never saw), on a
 # 16 MiB budget for 33 MiB of weights (66 MiB in 2 MiB granules): 28 of 33 units stream
 # through 2 slots, and the units the cat reads that are not loaded are loaded on
-# demand, over the slots, before it runs. Each of the 6 cats (forwards 6-11) finds the
+# demand, over the slots, before it runs. Each of the 6 cats (forwards 7-12) finds the
 # 2 units the pass left loaded and loads the other 26: the units beyond the slots
 # leave at the next forward's first prefetch, so each cat misses on them again (when
 # they stayed loaded, the later cats found them loaded: 27 misses in the whole run).
 for strict in 1 0; do
-    run guard-$strict 16MiB 0 6 FT_STRICT_GUARD=$strict
+    run guard-$strict 16MiB 0 7 FT_STRICT_GUARD=$strict
     expect_grep 'plan \(memory mode, knapsack\): 28 of 33 units streamed' "$WORK/guard-$strict.err" "guard: units streamed"
     expect_grep 'residency: _Z12model_gatherPj12model_gather: miss on unit\.' "$WORK/guard-$strict.err" \
         "guard (FT_STRICT_GUARD=$strict): the cat's units loaded on demand"
@@ -41,14 +41,14 @@ for strict in 1 0; do
 done
 pass "a cat reaching 99 regions (every weight past the 64th) after the plan, 28 of 33 units streamed: each unit it reads is loaded before it runs, with and without FT_STRICT_GUARD; same output"
 
-# Back within the slots: the cat in forward 6 only. It loads the 28 streamed units
+# Back within the slots: the cat in forward 7 only. It loads the 28 streamed units
 # (2 MiB each in granules) over the 2 slots and the budget, and says so once; after
-# it, the next prefetch unloads the units beyond the slots, so that forwards 7-11 run
+# it, the next prefetch unloads the units beyond the slots, so that forwards 8-12 run
 # within the slots and the budget again. Every forward's checksum is compared (no
 # --quiet): the cat's, and those after the units beyond the slots left. When the
 # units stayed loaded, ft_get_gpu_memory_usage counted 56 MiB of streamed units held
-# after forward 11, and cudaMemGetInfo nothing free, against the 16 MiB budget.
-G=(--layers 33 --dim 512 --iters 12 --gather-from 6 --gather-until 6 --usage)
+# after the last forward, and cudaMemGetInfo nothing free, against the 16 MiB budget.
+G=(--layers 33 --dim 512 --iters 13 --gather-from 7 --gather-until 7 --usage)
 sim "$MODEL" "${G[@]}" >"$WORK/once.plain" 2>/dev/null || fail "once: model without shim failed"
 env FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=16MiB \
     LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" "${G[@]}" >"$WORK/once.shim" 2>"$WORK/once.err" \
@@ -56,12 +56,12 @@ env FTSIM_TIME_SCALE=0.01 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=16M
 cmp -s "$WORK/once.plain" "$WORK/once.shim" || fail "once: output differs from the run without the shim"
 expect_grep 'plan \(memory mode, knapsack\): 28 of 33 units streamed through 2 slot\(s\) of 2\.0 MiB' "$WORK/once.err" \
     "once: the plan"
-slots=$(sed -n 's/^usage after 11: .* slots \([0-9]*\) .*/\1/p' "$WORK/once.err")
+slots=$(sed -n 's/^usage after 12: .* slots \([0-9]*\) .*/\1/p' "$WORK/once.err")
 [ -n "$slots" ] || { sed 's/^/    | /' "$WORK/once.err" >&2; fail "once: no usage after the last forward"; }
 [ "$slots" -le $((4 << 20)) ] || { grep -E '^(usage|meminfo)' "$WORK/once.err" | sed 's/^/    | /' >&2
-    fail "once: $slots bytes of streamed units held after forward 11, more than the 2 slots' 4 MiB"; }
-free=$(sed -n 's/^meminfo after 11: free \([0-9]*\) .*/\1/p' "$WORK/once.err")
-[ "${free:-0}" -gt 0 ] || fail "once: cudaMemGetInfo shows nothing free after forward 11 (${free:-none})"
+    fail "once: $slots bytes of streamed units held after forward 12, more than the 2 slots' 4 MiB"; }
+free=$(sed -n 's/^meminfo after 12: free \([0-9]*\) .*/\1/p' "$WORK/once.err")
+[ "${free:-0}" -gt 0 ] || fail "once: cudaMemGetInfo shows nothing free after forward 12 (${free:-none})"
 [ "$(grep -c 'reads 28 streamed unit(s), 26 beyond the 2 slot(s)' "$WORK/once.err")" = 1 ] \
     || { sed 's/^/    | /' "$WORK/once.err" >&2; fail "once: the cat's loads over the slots not said exactly once"; }
 expect_grep 'residency: 1 call\(s\) read more streamed units than the 2 slot\(s\) hold \(at most 26 beyond\); 2[6-9] unload\(s\) brought the units held back within the slots after them' \

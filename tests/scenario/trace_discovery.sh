@@ -11,7 +11,7 @@ TRACE="$BUILD/bin/ft-trace"
 T="$WORK/t.txt"
 expect_grep '^device +Simulated GPU \(fixture\)$' "$T" "process"
 expect_grep '^  state +done, 2 iterations seen, boundaries from the detector$' "$T" "state"
-expect_grep '^  launches +101 in all, 6 touching no region; 33 in the recorded iteration$' "$T" "launches"
+expect_grep '^  launches +134 in all, 8 touching no region; 33 in the recorded iteration$' "$T" "launches"
 expect_grep '^  regions tracked +27, 966\.3 MiB$' "$T" "regions tracked"
 expect_grep '^  weights +21 regions, 960\.0 MiB \(99\.4% of tracked bytes\)$' "$T" "weight share"
 expect_grep '^  units +4$' "$T" "unit count"
@@ -37,10 +37,10 @@ sed -n '/^kernels (/,/^$/p' "$T" | sed -n '3,$p' | awk 'NF {print $1}' >"$WORK/o
 printf '%s\n' gemm _ZN7cutlass13device_kernelINS_4gemm6kerne... rmsnorm rope attention sync \
     silu_mul add embedding gemm_head rope_cache_init >"$WORK/want_order"
 cmp -s "$WORK/order" "$WORK/want_order" || { diff "$WORK/want_order" "$WORK/order" >&2; fail "kernel order"; }
-expect_grep '^  gemm +30 +10 +8$' "$T" "gemm row (q read twice, counted once)"
-expect_grep '^  _ZN7cutlass13device_kernelINS_4gemm6kerne\.\.\. +18 +6 +6$' "$T" "mangled row"
-expect_grep '^  rope +6 +2 +0$' "$T" "rope row (activations only)"
-expect_grep '^  sync "barrier"\?v2 +6 +2 +0$' "$T" "barrier row (tab shown as ?)"
+expect_grep '^  gemm +40 +10 +8$' "$T" "gemm row (q read twice, counted once)"
+expect_grep '^  _ZN7cutlass13device_kernelINS_4gemm6kerne\.\.\. +24 +6 +6$' "$T" "mangled row"
+expect_grep '^  rope +8 +2 +0$' "$T" "rope row (activations only)"
+expect_grep '^  sync "barrier"\?v2 +8 +2 +0$' "$T" "barrier row (tab shown as ?)"
 expect_grep '^  rope_cache_init +1 +0 +0$' "$T" "prologue kernel"
 expect_no_grep 'ParamsE' "$T" "long names are cut in text"
 pass "kernels table (sorted, long names cut, control bytes hidden)"
@@ -66,7 +66,7 @@ for k in ("process", "discovery", "regions", "kernels", "iteration", "units", "u
 assert d["process"]["device"] == "Simulated GPU (fixture)"
 s = d["discovery"]
 assert (s["state"], s["iterations"], s["boundary_source"]) == ("done", 2, "detector"), s
-assert (s["launches"], s["launches_no_region"], s["iteration_launches"]) == (101, 6, 33), s
+assert (s["launches"], s["launches_no_region"], s["iteration_launches"]) == (134, 8, 33), s
 assert (s["regions"], s["weight_regions"], s["units"]) == (27, 21, 4), s
 layer = 2 * 8 * KIB + 416 * MIB
 assert s["weight_bytes"] == 128 * MIB + 8 * KIB + 2 * layer, s
@@ -100,8 +100,8 @@ byname = {k["name"]: k for k in ks}
 mangled = [n for n in byname if n.startswith("_ZN7cutlass")]
 assert mangled == ["_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalINS1_9collective"
                    "14CollectiveMmaILi4ENS_10bfloat16_tES6_fLi128ELi256ELi64EEEvEEEEvNT_6ParamsE"], mangled
-assert (byname[mangled[0]]["launches"], byname[mangled[0]]["iteration_launches"], byname[mangled[0]]["weight_regions"]) == (18, 6, 6)
-assert (byname["gemm"]["launches"], byname["gemm"]["iteration_launches"], byname["gemm"]["weight_regions"]) == (30, 10, 8)
+assert (byname[mangled[0]]["launches"], byname[mangled[0]]["iteration_launches"], byname[mangled[0]]["weight_regions"]) == (24, 6, 6)
+assert (byname["gemm"]["launches"], byname["gemm"]["iteration_launches"], byname["gemm"]["weight_regions"]) == (40, 10, 8)
 assert byname['sync "barrier"\tv2']["iteration_launches"] == 2   # escaped and read back exactly
 assert len(d["iteration"]) == 33 and sum(not l["regions"] for l in d["iteration"]) == 2
 
@@ -223,7 +223,7 @@ check_bad() { # MUTATION PATTERN
 check_bad state 'DISCOVERY record at byte [0-9]+: state 7 out of range'
 check_bad tracking_rule 'TRACKING record at byte [0-9]+: rule 7 out of range'
 check_bad tracking_region 'TRACKING record .*region 9999, absent from the REGIONS record'
-check_bad bare 'DISCOVERY record .*launches touching no region, of 101 in all'
+check_bad bare 'DISCOVERY record .*launches touching no region, of 134 in all'
 check_bad region_count_big 'REGIONS record .*count 28 overruns the payload'
 check_bad region_count_small 'REGIONS record .*28 bytes left over after the last field'
 check_bad region_unit 'REGIONS record .*region 1 names unit 77, the trace has 4 units'

@@ -21,7 +21,7 @@ expect_grep "cuptiSubscribe failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORT
 pass "a second subscriber gets error 39 (CUDA before 13.3, the simulator)"
 
 # what FROM: the program's records from forward FROM on, without the shim.
-for from in 0 2 3 4 8; do
+for from in 0 3 4 5 8; do
     sim "$MODEL" "${L[@]}" --profile-from $from >"$WORK/plain-$from" || fail "from $from: model without shim failed"
 done
 model_kernels() { sed -n 's/^profiler: \([0-9]*\) model kernel.*/\1/p' "$1"; }
@@ -62,10 +62,10 @@ for setting in default budget; do
         check $setting-$how-0 0 "$prog" "${env[@]}"
         expect_grep "CUPTI handed to the application's subscriber \(cuptiSubscribe, during discovery\); FlexTensor times with CUDA events" \
             "$WORK/$setting-$how-0.err" "$setting-$how-0: hand-over"
-        check $setting-$how-2 2 "$prog" "${env[@]}"
+        check $setting-$how-3 3 "$prog" "${env[@]}"
         expect_grep "CUPTI handed to the application's subscriber \(cuptiSubscribe, during profiling\)" \
-            "$WORK/$setting-$how-2.err" "$setting-$how-2: hand-over"
-        for f in 0 2; do
+            "$WORK/$setting-$how-3.err" "$setting-$how-3: hand-over"
+        for f in 0 3; do
             expect_grep "verdict: stood down: the application's profiler took CUPTI before the plan .*FlexTensor stood down" \
                 "$WORK/$setting-$how-$f.err" "$setting-$how-$f: stands down before the plan"
         done
@@ -80,17 +80,17 @@ expect_grep "CUPTI: the application's profiler took it \(cuptiSubscribe\) during
 pass "subscribe during discovery, profiling (FlexTensor stands down), after the plan (it streams on) (default settings, a third of the weights; dlsym and linked): same model kernels and output"
 
 # FT_CUPTI_CONFIRM=first-pass: CUPTI is detached after discovery's first pass and
-# attached again for profiling (from forward 4): the program asking
+# attached again for profiling (from forward 5): the program asking
 # in between finds it free, and FlexTensor stands down (no profiling takes it back);
 # asking during profiling, it gets it from FlexTensor.
 first=(FT_DISCOVERY_ITERS=3 FT_CUPTI_CONFIRM=first-pass FT_GPU_MEM_LIMIT=16MiB)
-check confirm-3 3 "$MODEL" "${first[@]}"
-expect_grep "detached until profiling \(FT_CUPTI_CONFIRM=first-pass\)" "$WORK/confirm-3.err" "first-pass: detached"
-expect_grep "the application uses CUPTI \(cuptiSubscribe, during discovery\); FlexTensor did not hold it" "$WORK/confirm-3.err" "first-pass: not held"
-expect_grep "verdict: stood down: the application's profiler took CUPTI before the plan" "$WORK/confirm-3.err" "first-pass: stood down, not taken back"
-expect_no_grep "profiling: [0-9]+ units over" "$WORK/confirm-3.err" "first-pass: no profiling after the program took CUPTI"
-check confirm-4 4 "$LINKED" "${first[@]}"
-expect_grep "CUPTI handed to the application's subscriber \(cuptiSubscribe, during profiling\)" "$WORK/confirm-4.err" "first-pass: attached again, handed over"
+check confirm-4 4 "$MODEL" "${first[@]}"
+expect_grep "detached until profiling \(FT_CUPTI_CONFIRM=first-pass\)" "$WORK/confirm-4.err" "first-pass: detached"
+expect_grep "the application uses CUPTI \(cuptiSubscribe, during discovery\); FlexTensor did not hold it" "$WORK/confirm-4.err" "first-pass: not held"
+expect_grep "verdict: stood down: the application's profiler took CUPTI before the plan" "$WORK/confirm-4.err" "first-pass: stood down, not taken back"
+expect_no_grep "profiling: [0-9]+ units over" "$WORK/confirm-4.err" "first-pass: no profiling after the program took CUPTI"
+check confirm-5 5 "$LINKED" "${first[@]}"
+expect_grep "CUPTI handed to the application's subscriber \(cuptiSubscribe, during profiling\)" "$WORK/confirm-5.err" "first-pass: attached again, handed over"
 pass "FT_CUPTI_CONFIRM=first-pass: the program's CUPTI is not taken back for profiling, and is handed over after it was"
 
 # FT_OBSERVE_MAX_LAUNCHES: FlexTensor stands down at the bound and lets CUPTI go then;

@@ -263,6 +263,7 @@ typedef struct {
     int stale_misses;         /* loads (misses) for touches the guard judged stale */
     int pin_refused;          /* pinning it for them found no resident unit to stream instead */
     int unstreamable;         /* resident, and demote_for found it cannot stream */
+    int partial;              /* its last load could not map every region (load_unit) */
     int demoted;              /* planned resident, made to stream by demote_for */
     uint64_t bytes;           /* mapped bytes of its regions */
     /* The device checksum of its bytes as the host store holds them (ck below);
@@ -580,6 +581,20 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident);
 /* The engine could not be set up at the switch (the exit report's verdict says so). */
 extern int res_start_failed;
 int activate_locked(void);
+
+/* residency.c: the plan changed at run time (control.c; res.lock held). */
+void res_unload_all(void);
+int res_make_resident(int u);
+
+/* control.c: the runtime control API (ft_set_gpu_mem_limit, ft_request_replan,
+ * ft_release, ft_resume). control_waiting (res.lock) is set while a request waits for
+ * a pass boundary or passes are being re-profiled: the guard calls control_launch,
+ * before and after its touches, only then. control_limit: 1 when ft_set_gpu_mem_limit
+ * replaced FT_GPU_MEM_LIMIT (the bytes in *limit; any thread, atomic). */
+extern int control_waiting;
+void control_launch(long tracked, long pos, cudaStream_t stream, int after);
+int control_limit(uint64_t *limit);
+const char *control_note(char *buf, size_t len); /* the verdict's note, or "" */
 
 /* spill.c: FT_SPILL. Its engagement is ENGINE_SPILL in engine.c's phase word; the rest
  * under res.lock (spill_limit, once known, is read without it). */

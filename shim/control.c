@@ -687,7 +687,7 @@ FT_EXPORT int ft_request_replan(void)
 static void release_locked(void)
 {
     int n = res.n_units, moved_units = 0, stayed = 0;
-    uint64_t moved = 0, shared = 0;
+    uint64_t moved = 0, shared = 0; /* evict_unit's counts; the usage below says it all */
     REAL(cudaDeviceSynchronize)();
     for (int i = 0; i < n; i++) {
         if (!kept[i] || res.units[i].n > 0 || res.units[i].unstreamable)
@@ -697,17 +697,20 @@ static void release_locked(void)
             plan.out.resident[i] = 1;
             res.units[i].unstreamable = 1;
             stayed++;
-        } else {
-            moved_units++;
         }
     }
     res_unload_all();
+    int out = 0;
+    for (int i = 0; i < n; i++) {
+        out += res.units[i].n > 0;
+        moved_units += kept[i] && res.units[i].n > 0; /* here, or by the switch from OFF */
+    }
     ft_gpu_memory_usage_t u;
     usage_locked(&u);
     char a[32], b[32], d[32];
-    FT_INFO("control: ft_release: %d resident unit(s) (%s) moved to %s, and every streamed unit unloaded; "
-            "%s of weights stay on the device%s; %s held through FlexTensor now", moved_units,
-            human_bytes(moved, a, sizeof a), host_store_kind(), human_bytes(u.resident_bytes, b, sizeof b),
+    FT_INFO("control: ft_release: %d of %d units (%s) in %s now, %d of them resident until now; %s of weights "
+            "stay on the device%s; %s held through FlexTensor", out, n, human_bytes(u.unmapped_bytes, a, sizeof a),
+            host_store_kind(), moved_units, human_bytes(u.resident_bytes, b, sizeof b),
             stayed ? " (units that cannot stream, said above)" : "", human_bytes(u.total_bytes, d, sizeof d));
 }
 

@@ -746,6 +746,7 @@ FT_EXPORT int ft_release(int keep_weights)
             plan.out.resident[i] = 0;
         plan.out.slots = cfgp->min_blocks;
         if (start_engine_locked() == 0) {
+            rp.in_pass = 0;
             ft_ctl_release(&ctl);
             n_releases++;
             release_locked();
@@ -759,6 +760,7 @@ FT_EXPORT int ft_release(int keep_weights)
         for (int i = 0; i < n; i++)
             kept[i] = res.units[i].n == 0;
         kept_slots = res.slots;
+        rp.in_pass = 0; /* a re-profile under way starts again after the resume */
         ft_ctl_release(&ctl);
         n_releases++;
         release_locked();

@@ -7,6 +7,7 @@
  *   entry points  hooks_alloc.c hooks_launch.c hooks_copy.c
  *   engine        engine.c (the phase and its moves, enter/leave, standing down)
  *   parts         observe.c profiling.c residency.c guard.c spill.c budget.c capture.c
+ *                 control.c (the runtime control API, entered from the program too)
  *   mechanisms    vmm.c hoststore.c checksum.c device.c, then cuda.c
  *
  * (report.c reads everything, at exit and for the control API.) A part reports the
@@ -22,6 +23,7 @@
  *                ft_hooks_init), engine_held (the calling thread's)
  *   budget.c     admitting (also spill.c, ft_hook_rt_malloc), releasing
  *   checksum.c   ck (set up once)
+ *   control.c    control_waiting (res.lock; read by guard.c)
  *   cuda.c       drv, ev (resolved once)
  *   hooks_launch.c  launch_did_once (the thread's; also observe.c)
  *   profiling.c  plan (plan.out.resident also budget.c), prof, bw, bw_device_bytes,

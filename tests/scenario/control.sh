@@ -97,6 +97,13 @@ expect_grep 'control: re-planned: 11 of 12 units stream through 2 slot\(s\) of 4
 expect_no_grep 'control: new budget' "$WORK/both.err" "both: the budget waits for the re-profile"
 pass "re-profile: ${now} us a pass over a slow link against a measured ${step} us step (stalls left out); at the link's speed within 5% of profiling; a budget set with it is planned for with the new times; same output"
 
+# A release while passes are re-profiled gives the re-profile up; it starts again after
+# the resume.
+compare_run replan_release --iters 20 --control 8:replan,9:release,10:resume -- FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=40MiB
+[ "$(grep -c 'control: re-profiling 12 unit' "$WORK/replan_release.err")" = 2 ] || fail "replan_release: not started again"
+expect_grep 'control: re-planned: ' "$WORK/replan_release.err" "replan_release: planned at last"
+pass "a release during a re-profile: started again after the resume, then planned; same output"
+
 # 6. A budget set before the plan: the plan is made for it.
 compare_run early --iters 8 --control 0:limit=16M -- FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=40MiB
 expect_grep 'control: FT_GPU_MEM_LIMIT is 16\.0 MiB from now on \(was 40\.0 MiB\): the plan to come is made for it' "$WORK/early.err" "early: said"
@@ -112,6 +119,14 @@ for want in 'control after 8: release -> 0' 'control after 9: resume -> 0' 'cont
     expect_grep "$want" "$E" "threads: $want"
 done
 pass "three threads: shrink, release, resume, grow and re-profile; same output"
+
+# A CUDA graph captured and replayed while released (a budget set meanwhile waits for a
+# resume that never comes): each replay loads what it reads; released at exit.
+compare_run graph --iters 12 --graph 3 --control 11:release,11:limit=20M -- FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=40MiB
+expect_grep 'control: ft_set_gpu_mem_limit\(20\.0 MiB\): the plan is made again and the units move at ft_resume' "$WORK/graph.err" "graph: the budget waits for the resume"
+expect_grep 'CUDA graphs: 3 launch\(es\) guarded, 12 streamed unit\(s\) loaded for them' "$WORK/graph.err" "graph: replays load the released units"
+expect_grep 'verdict: .*1 release\(s\), released at exit' "$WORK/graph.err" "graph: released at exit"
+pass "a graph captured and replayed while released loads what it reads; same output"
 
 # 8. FlexTensor off: every call is -1, and nothing is said.
 sim "$MODEL" "${L[@]}" --iters 6 >"$WORK/plain6.out"

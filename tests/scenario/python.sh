@@ -105,8 +105,9 @@ sys.exit(rc or (3 if problems else 0))
 EOF
 
 sim "$MODEL" "${ARGS[@]}" >"$WORK/plain.out" || fail "model without shim failed"
-# the library build computes what the program does
-noleaks env LD_LIBRARY_PATH="$SIMLIB" PYTHONPATH=python "$PY" "$WORK/driver.py" none "$LIBMODEL" "${ARGS[@]}" \
+# the library build computes what the program does (a sanitizer build's runtime comes
+# first all the same: the model's library is instrumented, python3 is not)
+noleaks env ${SAN_PRELOAD:+LD_PRELOAD="$SAN_PRELOAD"} LD_LIBRARY_PATH="$SIMLIB" PYTHONPATH=python "$PY" "$WORK/driver.py" none "$LIBMODEL" "${ARGS[@]}" \
     >"$WORK/none.out" 2>"$WORK/none.err" || { sed 's/^/    | /' "$WORK/none.err" >&2; fail "not preloaded: the driver failed"; }
 cmp -s "$WORK/plain.out" "$WORK/none.out" || fail "not preloaded: output differs from the model's"
 pass "not preloaded: loaded() and enabled() False, memory_usage() None, every call False; the model's output"

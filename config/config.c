@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/shmseg.h"
 #include "core/size.h"
 
 /* ---- the table ---------------------------------------------------------------- */
@@ -1023,6 +1024,19 @@ static void check_combinations(loader_t *ld)
                  "FT_SKIP_DISCOVERY=true (%s) needs a saved profile (FT_PROFILE_DIR), and saved "
                  "profiles are not implemented yet (accepted: false)",
                  ft_config_source_text(cfg, FT_CONFIG_OPT_SKIP_DISCOVERY, s1, sizeof s1));
+    /* The namespace becomes part of a shm_open name: nothing in it may lead the name
+     * out of the segment folder, or make it another namespace's (core/shmseg.h). */
+    if (cfg->shm_namespace[0] != '\0' && !ft_shmseg_namespace_ok(cfg->shm_namespace))
+        diag_add(ld->diag, true,
+                 "FT_SHM_NAMESPACE=\"%.*s\" (%s) is not a valid namespace (accepted: 1 to %d characters of "
+                 "A-Z a-z 0-9 . _ -, not starting with a dot, without \"..\")",
+                 64, cfg->shm_namespace, ft_config_source_text(cfg, FT_CONFIG_OPT_SHM_NAMESPACE, s1, sizeof s1),
+                 FT_SHMSEG_NAMESPACE_MAX);
+    if (cfg->shm_enabled && cfg->shm_namespace[0] == '\0')
+        diag_add(ld->diag, true,
+                 "FT_SHM_ENABLED=true (%s) needs FT_SHM_NAMESPACE: the processes that share a copy "
+                 "name it alike",
+                 ft_config_source_text(cfg, FT_CONFIG_OPT_SHM_ENABLED, s1, sizeof s1));
 }
 
 /* Whether a secure-execution load has anything to ignore: an FT_ variable of ours

@@ -802,6 +802,64 @@ static int cmp_touch(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* Repetitions found inside what precedes or follows the pass's longest one: at least
+ * this period (launches) and this many levels down. */
+#define SPAN_PERIOD_MIN 4
+#define SPAN_DEPTH_MAX 4
+
+static void push_cut(size_t *lcut, size_t *nl, size_t c)
+{
+    if (*nl == 0 || c > lcut[*nl - 1])
+        lcut[(*nl)++] = c;
+}
+
+static void cut_span(const uint64_t *ks, size_t lo, size_t hi, const touch_t *t, size_t m, size_t *lcut,
+                     size_t *nl, int depth);
+
+/* The cuts of one repetition of period p, its run starting at s (absolute launch
+ * positions within [lo, hi)): phased so that each period begins at a weight's first
+ * touch; what precedes it in [lo, hi) and what follows it are cut the same way, each
+ * for its own longest repetition (cut_span). */
+static void cut_repetition(const uint64_t *ks, size_t hi, size_t lo, size_t p, size_t s, size_t run,
+                           const touch_t *t, size_t m, size_t *lcut, size_t *nl, int depth)
+{
+    size_t end = s + run + p, f = s;
+    for (size_t k = 0; k < m; k++) {
+        if (t[k].pos >= s) {
+            if (t[k].pos < s + p)
+                f = t[k].pos;
+            break;
+        }
+    }
+    cut_span(ks, lo, f, t, m, lcut, nl, depth + 1);
+    size_t c = f;
+    for (; c + p <= end; c += p)
+        if (c > 0)
+            push_cut(lcut, nl, c);
+    if (c < hi)
+        cut_span(ks, c, hi, t, m, lcut, nl, depth + 1);
+}
+
+/* [lo, hi) of the pass outside its longest repetition (the embeddings and the head;
+ * or, when the pass runs two models in turn, or blocks of two kinds, the other
+ * model's layers): one unit, unless it holds a repetition of its own, cut as the
+ * first. Seen on the H200 with two Llamas of other widths decoded in turn: the first
+ * model's 14 layers (1.8 GiB) were one unit, and the slots for it did not fit. */
+static void cut_span(const uint64_t *ks, size_t lo, size_t hi, const touch_t *t, size_t m, size_t *lcut,
+                     size_t *nl, int depth)
+{
+    if (hi <= lo)
+        return;
+    push_cut(lcut, nl, lo);
+    if (depth > SPAN_DEPTH_MAX || hi - lo < 2 * SPAN_PERIOD_MIN)
+        return;
+    size_t p, s, run;
+    find_period(ks + lo, hi - lo, &p, &s, &run);
+    if (p < SPAN_PERIOD_MIN)
+        return;
+    cut_repetition(ks, hi, lo, p, lo + s, run, t, m, lcut, nl, depth);
+}
+
 static int build_units(ft_disc_t *d)
 {
     record_t *r = &d->last;
@@ -842,7 +900,6 @@ static int build_units(ft_disc_t *d)
         ks[i] = r->l[i].kernel;
     size_t p, s, run, nl = 0;
     find_period(ks, r->n, &p, &s, &run);
-    free(ks);
 #define IN_PERIOD(i) (p > 0 && (i) >= s && (i) < s + run + p)
     rinfo_t *ri, *rt;
     HASH_ITER(hh, d->rmap, ri, rt) ri->unit = -2; /* -2: not yet seen in this walk */
@@ -902,30 +959,19 @@ static int build_units(ft_disc_t *d)
     size_t *lcut = malloc((r->n + 2) * sizeof *lcut);
     if (lcut == NULL) {
         free(t);
+        free(ks);
         return -ENOMEM;
     }
     if (p > 0 && m > 0) {
-        size_t end = s + run + p, f = s;
-        for (size_t k = 0; k < m; k++) {
-            if (t[k].pos >= s) {
-                if (t[k].pos < s + p)
-                    f = t[k].pos;
-                break;
-            }
-        }
         lcut[nl++] = 0;
-        size_t c = f;
-        for (; c + p <= end; c += p)
-            if (c > 0)
-                lcut[nl++] = c;
-        if (c < r->n && c > lcut[nl - 1])
-            lcut[nl++] = c;
+        cut_repetition(ks, r->n, 0, p, s, run, t, m, lcut, &nl, 0);
     } else {
         /* No repetition: each weight's range runs from its first touch to the next's. */
         for (size_t k = 0; k < m; k++)
             if (nl == 0 || t[k].pos > lcut[nl - 1])
                 lcut[nl++] = k == 0 ? 0 : t[k].pos;
     }
+    free(ks);
     lcut[nl] = r->n;
 
     /* Weight index boundaries (t is sorted by first touch); empty ranges are merged

@@ -122,6 +122,13 @@
  *   --load-after-launch  before the weights exist, unrelated kernels run once each on
  *                 buffers freed afterwards (a framework's probes and warm-up), then the
  *                 weights are allocated and copied in (cudaMemcpy)
+ *   --tail-layers K  the last K layers launch one kernel more each (on the activation):
+ *                 the pass is two runs of layers that differ, as two models run in turn
+ *                 (or a model whose decoder blocks are of two kinds)
+ *   --hf-warmup M before the weights, as transformers' caching_allocator_warmup at
+ *                 from_pretrained(device_map=...): the free memory cudaMemGetInfo reports
+ *                 less M MiB, without a floor, is the size of a buffer allocated and freed;
+ *                 a negative size fails the program ("negative dimension"), as it does there
  *   --mark        call ft_iteration_mark() (when FlexTensor is loaded) at each forward
  *   --nvtx        emit NVTX ranges: "forward", "layers.N" around each layer, and inside
  *                 each layer a range whose message is a registered string (as NCCL's:
@@ -173,6 +180,11 @@
  *                 thread)
  *   --usage       print cudaMemGetInfo and ft_get_gpu_memory_usage() after the first
  *                 and the last forward (on stderr: "meminfo ...", "usage ...")
+ *   --seed S      the layers' matrices are drawn from seed S (0, the default: as
+ *                 without it): a model of the same shape with other weights
+ *   --hold PATH   after the last forward, before anything is freed, create PATH.held
+ *                 and wait until PATH exists (at most 10 minutes): a test reads what
+ *                 the running processes hold (tests/scenario/shm.sh reads /proc)
  *   --control N:ACTION[,N:ACTION...]  after forward N, worker 0 calls FlexTensor's
  *                 runtime control (when it is preloaded), while every thread waits
  *                 between two forwards: release (ft_release(1)), release0
@@ -194,6 +206,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -271,6 +284,8 @@ static int prologue;
 static int grow_cache;     /* --grow-cache */
 static int init_kernel;       /* --init-kernel */
 static int load_after_launch; /* --load-after-launch */
+static long hf_warmup_mib = -1; /* --hf-warmup M */
+static int tail_layers;         /* --tail-layers K */
 static uint32_t *warm; /* --prologue's buffer: thread t adds to dim words at warm + t * dim */
 /* This thread's slice of warm. Each thread's forwards run on a stream of its own, so
  * adding to one slice from two threads would race on the device (mix reads and writes
@@ -411,6 +426,28 @@ static void unrelated_kernels(void)
     CHECK(cudaFree(t2));
 }
 
+/* --hf-warmup: transformers 5.17 sizes its allocator warm-up as the free memory less
+ * 1.2 GiB with no floor, and a negative size fails from_pretrained. */
+static void hf_warmup(void)
+{
+    size_t free_b = 0, total_b = 0;
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    long long bytes = (long long)free_b - hf_warmup_mib * 1048576ll;
+    if (bytes < 0) {
+        fprintf(stderr, "model: --hf-warmup: trying to create a tensor with negative dimension %lld "
+                "(free %zu less %ld MiB)\n", bytes, free_b, hf_warmup_mib);
+        exit(1);
+    }
+    size_t want = (size_t)layers * (size_t)dim * (size_t)dim * sizeof(uint32_t);
+    if ((size_t)bytes > want)
+        bytes = (long long)want;
+    if (bytes > 0) {
+        void *p = NULL;
+        CHECK(cudaMalloc(&p, (size_t)bytes));
+        CHECK(cudaFree(p));
+    }
+}
+
 /* Frees a weight that upload gave, unless it lives in a --segments segment (those go
  * at exit, whole). */
 static int pool_owns(const void *p);
@@ -532,6 +569,22 @@ static uint32_t *kv_inputs;  /* --grow-cache: forward t's input at kv_inputs + t
 static uint32_t **kv_k, **kv_v; /* each layer's K and V */
 static int kv_len;           /* their rows */
 
+static uint64_t weight_seed; /* --seed */
+static const char *hold_path; /* --hold */
+
+/* --hold PATH: PATH.held says the forwards are done; PATH, made by the test, lets the
+ * process go on. */
+static void hold_until(const char *path)
+{
+    char held[4096];
+    snprintf(held, sizeof held, "%s.held", path);
+    FILE *f = fopen(held, "w");
+    if (f != NULL)
+        fclose(f);
+    for (int i = 0; i < 60000 && access(path, F_OK) != 0; i++)
+        usleep(10000);
+}
+
 static void load_weights(void)
 {
     size_t n = (size_t)dim;
@@ -546,7 +599,7 @@ static void load_weights(void)
         size_t pad = pad_odd && l % 2 == 1 ? 2u << 20 : 0;
         if (l == layers - 1)
             pad += (size_t)(big_last - 1) * n * n * sizeof *model[l].w;
-        model[l].w = upload_padded_or_init(0x9e3779b97f4a7c15ull * (uint64_t)(l + 1), n * n, host, pad);
+        model[l].w = upload_padded_or_init((0x9e3779b97f4a7c15ull * (uint64_t)(l + 1)) ^ weight_seed, n * n, host, pad);
         uint32_t *(*up)(uint64_t, size_t, uint32_t *) = grow_cache ? pool_upload : upload;
         model[l].bias = up(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
         model[l].s = up(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
@@ -933,6 +986,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             CHECK(cudaLaunchKernelExC(&cfg, k_mix, warm_args));
         }
         if (extra_kernels)
+            bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
+        if (l >= run_layers - tail_layers)
             bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
         uint32_t *t = a;
         a = b;
@@ -1346,6 +1401,10 @@ int main(int argc, char **argv)
             prologue = 1;
         else if (strcmp(a, "--init-kernel") == 0)
             init_kernel = 1;
+        else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
+            tail_layers = atoi(argv[++i]);
+        else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
+            hf_warmup_mib = atol(argv[++i]);
         else if (strcmp(a, "--load-after-launch") == 0)
             load_after_launch = 1;
         else if (strcmp(a, "--big-tables") == 0)
@@ -1419,10 +1478,14 @@ int main(int argc, char **argv)
             zero_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--poke") == 0)
             poke_after = parse_int(a, v, 0, 63), i++;
+        else if (strcmp(a, "--seed") == 0 && i + 1 < argc)
+            weight_seed = (uint64_t)parse_int(a, argv[++i], 0, 1 << 30);
+        else if (strcmp(a, "--hold") == 0 && i + 1 < argc)
+            hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
-                            "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
@@ -1493,6 +1556,8 @@ int main(int argc, char **argv)
     }
     if (load_after_launch)
         unrelated_kernels();
+    if (hf_warmup_mib >= 0)
+        hf_warmup();
     load_weights();
     if (side_device >= 0 && !side_late) {
         CHECK(cudaSetDevice(side_device));
@@ -1522,6 +1587,8 @@ int main(int argc, char **argv)
     }
     for (int t = 0; t < threads; t++)
         pthread_join(tid[t], NULL);
+    if (hold_path != NULL)
+        hold_until(hold_path);
 
     int agree = 1;
     for (int t = 0; t < threads; t++)

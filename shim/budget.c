@@ -280,13 +280,21 @@ void usage_now(ft_gpu_memory_usage_t *out)
     pthread_mutex_unlock(&res.lock);
 }
 
-/* With a budget, what the application sees of the device: the budget as total, what is
- * left of it (never more than the device has free) as free -- so that frameworks that
- * size caches from it see the truth. */
+/* With a budget, what the application sees of the device once a plan streams: the
+ * budget as total, what is left of it (never more than the device has free) as free --
+ * so that frameworks that size caches from it stay within it. Before that (discovery,
+ * profiling; no plan; stood down) the device's own answer: FlexTensor does not hold the
+ * budget yet (FT_SPILL serves what does not fit, and no allocation is refused), and a
+ * program's start-up must see what it sees without FlexTensor. transformers sizes its
+ * allocator warm-up at from_pretrained(device_map=...) as free less 1.2 GiB, without a
+ * floor: the budget's free, under 1.2 GiB, made that a negative tensor size (H200). */
 void budget_view(size_t *free_b, size_t *total_b)
 {
-    uint64_t budget = __atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0
-                    ? plan.in.budget_bytes : configured_budget(*total_b);
+    int phase = engine_phase();
+    if ((phase != PHASE_PLANNED && phase != PHASE_STREAMING) ||
+        !__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) || plan.rc != 0)
+        return;
+    uint64_t budget = plan.in.budget_bytes;
     if (!ft_budget_shown(budget, *total_b) || regions == NULL)
         return;
     ft_gpu_memory_usage_t u;

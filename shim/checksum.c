@@ -1,7 +1,8 @@
 /* checksum.c - the device checksum (core/checksum.h) and what uses it outside the
  * residency engine: discovery's content hash of candidate regions at iteration
- * boundaries (hash_regions, with a sampled copy back as the fallback) and FT_SPILL's sum
- * of an allocation it moves out (spill_sum).
+ * boundaries (hash_regions, with a sampled copy back as the fallback), FT_SPILL's sum
+ * of an allocation it moves out (spill_sum), and FT_SHM's position-independent content
+ * sum of a unit (content_sum_*).
  *
  * Owns: ck, the kernel, its stream and the per-unit sum buffers (set up once, under
  * pthread_once: checksum_kernel_ready, checksum_available); dh, the batch buffers of
@@ -120,7 +121,14 @@ static int checksum_kernel_ready(void)
  * ck.blocks. */
 CUresult checksum_launch(uint64_t va, uint64_t words, uint64_t *out)
 {
-    uint64_t salt = va / 8;
+    return checksum_launch_salted(va, words, va / 8, out);
+}
+
+/* checksum_launch with the index of the first word given: FT_SHM's content sums salt
+ * by a word's place in the shared segment, which is the same in every process, where
+ * the device address is not. */
+CUresult checksum_launch_salted(uint64_t va, uint64_t words, uint64_t salt, uint64_t *out)
+{
     unsigned blocks = words / 256 + 1 < ck.blocks ? (unsigned)(words / 256 + 1) : ck.blocks;
     void *args[] = { &va, &words, &salt, &out };
     return ck.launch(ck.fn, blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL);
@@ -249,4 +257,33 @@ void spill_sum(vmm_t *v)
         return;
     v->sum = dh.host[0];
     v->sum_ok = 1;
+}
+
+/* --- FT_SHM's content sum of a unit ------------------------------------------------
+ *
+ * A unit's streamed regions as they lie end to end in the shared segment, each word
+ * salted by its index there: equal weights give equal sums in every process, whatever
+ * their device addresses, and the host computes the same function over the segment's
+ * bytes (ft_checksum_host, salt 0) to check them. Begin, add each region on the device,
+ * end; a region FT_SPILL holds in host memory is summed there by the caller. In dh's
+ * first slot, under res.lock like discovery's snapshots and FT_SPILL's sums. */
+int content_sum_begin(void)
+{
+    if (!sums_ready())
+        return -1;
+    return REAL(cudaMemsetAsync)(dh.dev, 0, sizeof *dh.dev, ck.stream) == cudaSuccess ? 0 : -1;
+}
+
+int content_sum_add(uint64_t va, uint64_t words, uint64_t first_word)
+{
+    return checksum_launch_salted(va, words, first_word, dh.dev) == CUDA_SUCCESS ? 0 : -1;
+}
+
+int content_sum_end(uint64_t *sum)
+{
+    if (REAL(cudaMemcpyAsync)(dh.host, dh.dev, sizeof *dh.dev, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
+        REAL(cudaStreamSynchronize)(ck.stream) != cudaSuccess)
+        return -1;
+    *sum = dh.host[0];
+    return 0;
 }

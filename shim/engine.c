@@ -221,6 +221,22 @@ int ft_hooks_init(const struct ft_config *cfg)
     return 0;
 }
 
+void ft_hooks_exit(void)
+{
+    if (cfgp == NULL || !cfgp->shm_enabled)
+        return;
+    /* Bounded: a thread that hangs holding res.lock must not keep the process from
+     * ending. The kernel lets the segment's locks go at exit all the same; only its
+     * removal is missed, and the next run replaces a segment nobody is attached to. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    if (pthread_mutex_timedlock(&res.lock, &until) != 0)
+        return;
+    host_store_detach();
+    pthread_mutex_unlock(&res.lock);
+}
+
 /* --- the entry --------------------------------------------------------------------------- */
 
 /* This thread's call holds res.lock (engine_enter returned 1). A call that entered

@@ -273,6 +273,7 @@ typedef struct {
     uint64_t ref;
     int ref_valid;
     unsigned changes;         /* evictions that found it changed */
+    int shared;               /* its host copy is FT_SHM's shared segment (read-only here) */
 } res_unit_t;
 
 typedef struct {
@@ -382,6 +383,11 @@ int budget_hold_locked(const char *cause); /* resident units stream until the bu
 /* checksum.c: the device checksum. ck is set up once (pthread_once), read after. */
 extern ck_state_t ck;
 CUresult checksum_launch(uint64_t va, uint64_t words, uint64_t *out);
+CUresult checksum_launch_salted(uint64_t va, uint64_t words, uint64_t salt, uint64_t *out);
+/* FT_SHM's content sum of a unit (res.lock held): begin, each region, end. */
+int content_sum_begin(void);
+int content_sum_add(uint64_t va, uint64_t words, uint64_t first_word);
+int content_sum_end(uint64_t *sum);
 int checksum_available(void);
 /* Where addr's bytes are while FT_SPILL holds its allocation in host memory (NULL:
  * on the device): spill.c's spilled_vmm, passed down to hash_regions as its ctx. */
@@ -514,10 +520,38 @@ extern __thread int launch_did_once; /* also set by observe.c (the same thread's
 void once_charge(int kind, uint64_t t0);
 void report_launch_self(void);
 
-/* hoststore.c: host memory for what is not on the device. */
+/* hoststore.c: host memory for what is not on the device, and where a streamed unit's
+ * host copy lives: private, or FT_SHM_ENABLED's shared segment (shmstore.c). */
 const char *host_store_kind(void);
 void *host_store_alloc(size_t size);
-void host_store_free(void *p);
+void host_store_free(void *p); /* a pointer into the shared segment is left alone */
+/* A unit as the shared segment lays it out: its streamed regions end to end, in order
+ * (residency.c's unit_shm_desc, the same in every process running the model). */
+typedef struct {
+    uint64_t bytes;   /* its streamed regions' bytes */
+    uint64_t layout;  /* a hash of their sizes, in order */
+    uint64_t sum;     /* their content sum (checksum.c's content_sum_*), when sum_ok */
+    int sum_ok;
+} shm_unit_desc_t;
+enum { HOST_PRIVATE, HOST_SHARED, HOST_FILL }; /* host_store_unit's answers */
+int host_store_sharing(void);
+void host_store_share(const shm_unit_desc_t *d, uint32_t n);
+int host_store_unit(int u, const char *name, const shm_unit_desc_t *d, res_region_t *r, int n);
+void host_store_unit_filled(int u, int ok);
+void host_store_unit_leave(int u);
+void host_store_report(void);
+void host_store_detach(void);
+
+/* shmstore.c: the shared segment's side of hoststore.c (its only caller), res.lock
+ * held. */
+int shm_store_attached(void);
+int shm_store_owns(const void *p);
+void shm_store_attach(const shm_unit_desc_t *d, uint32_t n);
+int shm_store_unit(uint32_t u, const char *name, const shm_unit_desc_t *d, char **base);
+void shm_store_filled(uint32_t u, int ok);
+void shm_store_leave(uint32_t u);
+void shm_store_report(void);
+void shm_store_detach(void);
 
 /* observe.c: what a call touches, fed to discovery, FT_SPILL and the guard. */
 void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream);

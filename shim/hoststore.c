@@ -1,9 +1,13 @@
 /* hoststore.c - the host memory that streamed regions and FT_SPILL's allocations live
  * in while not on the device: FT_PINNED_MEMORY (pinned or pageable) and
- * FT_PINNED_MEMORY_MODE (cudaHostAlloc, or page-aligned memory registered in place).
+ * FT_PINNED_MEMORY_MODE (cudaHostAlloc, or page-aligned memory registered in place);
+ * and the one place that says where a streamed unit's host copy lives: in
+ * FT_SHM_ENABLED's shared segment (shmstore.c), or private (host_store_alloc).
  *
- * Owns no state. It knows nothing of units: copies and sets served on a unit's host
- * store are residency.c's (res_host_copy, res_host_set). It calls cuda.c only. */
+ * Owns no state (the shared segment's is shmstore.c's). Of units it knows only the
+ * regions residency.c hands it, to place them in the segment: copies and sets served
+ * on a unit's host store are residency.c's (res_host_copy, res_host_set). It calls
+ * shmstore.c and cuda.c only; res.lock is held for every call about units. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -40,7 +44,7 @@ void *host_store_alloc(size_t size)
 
 void host_store_free(void *p)
 {
-    if (p == NULL)
+    if (p == NULL || shm_store_owns(p))
         return;
     if (cfgp->pinned_memory && cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC) {
         host_free_fn f = (host_free_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaFreeHost");
@@ -54,4 +58,62 @@ void host_store_free(void *p)
             unreg(p);
     }
     free(p);
+}
+
+/* --- FT_SHM_ENABLED: a unit's host copy, shared or private ------------------------- */
+
+int host_store_sharing(void)
+{
+    return shm_store_attached();
+}
+
+/* At the switch: the model's units as the segment lays them out (every unit, resident
+ * ones too: the fingerprint is the whole model's, and a unit made to stream later
+ * shares as well). */
+void host_store_share(const shm_unit_desc_t *d, uint32_t n)
+{
+    if (cfgp->shm_enabled)
+        shm_store_attach(d, n);
+}
+
+/* Where unit u's host copy lives (d: the unit now, r: its n streamed regions, in the
+ * order d was made from). Shared: each r[k].host is set to its place in the segment,
+ * the regions end to end; HOST_SHARED when the bytes there are this unit's already
+ * (checked against d->sum), HOST_FILL when the caller copies them in and then calls
+ * host_store_unit_filled. HOST_PRIVATE: r is untouched, and the caller makes private
+ * copies with host_store_alloc. */
+int host_store_unit(int u, const char *name, const shm_unit_desc_t *d, res_region_t *r, int n)
+{
+    char *base = NULL;
+    int how = shm_store_unit((uint32_t)u, name, d, &base);
+    if (how == HOST_PRIVATE)
+        return how;
+    uint64_t off = 0;
+    for (int k = 0; k < n; k++) {
+        r[k].host = base + off;
+        off += r[k].size;
+    }
+    return how;
+}
+
+void host_store_unit_filled(int u, int ok)
+{
+    shm_store_filled((uint32_t)u, ok);
+}
+
+/* Unit u's host copy is no longer the shared one (the caller has given its regions
+ * private copies). */
+void host_store_unit_leave(int u)
+{
+    shm_store_leave((uint32_t)u);
+}
+
+void host_store_report(void)
+{
+    shm_store_report();
+}
+
+void host_store_detach(void)
+{
+    shm_store_detach();
 }

@@ -220,6 +220,7 @@ static void report_at_exit(void)
         report_cupti();
         ft_hooks_verdict();
     }
+    ft_hooks_exit();
     write_trace();
 }
 

@@ -228,6 +228,7 @@ void ft_hooks_report(void)
     if (res.host_copies > 0)
         FT_INFO("residency: %llu copy(ies) or set(s) to or from units in host memory served there, "
                 "without loading them", (unsigned long long)res.host_copies);
+    host_store_report();
     handover_report();
     ft_cupti_audit_report();
     if (spill_faults > 0 || spill_evictions > 0)

@@ -17,6 +17,12 @@
  * and its physical memory goes to the unit loaded next or is released
  * (docs/residency.md).
  *
+ * With FT_SHM_ENABLED, the host store of a streamed unit may be the shared segment of
+ * the processes running the same model (hoststore.c decides, at each eviction): then
+ * it is used without a copy out, or filled by this eviction's copy; it is never
+ * written afterwards (a unit that changes, or is written in host memory, gets a
+ * private copy first: unit_go_private).
+ *
  * The guard that decides what a call needs loaded is guard.c's; this file carries out
  * the loads and unloads it asks for. It also serves copies and sets on the host store
  * of a unit not loaded (res_host_copy, res_host_set), and lets go of what FT_SPILL and
@@ -30,6 +36,8 @@
  * guard.c, spill.c, checksum.c, hoststore.c, vmm.c, device.c and cuda.c. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
+
+#include "core/shmseg.h"
 
 res_state_t res = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -210,7 +218,8 @@ static int unit_checksum(int u, uint64_t *sum)
 }
 
 /* Releases region r's physical memory, first copying its bytes back to the host store
- * when write_back is set. The calls that touched it have run. */
+ * when write_back is set. The calls that touched it have run. 0; -2 when the copy back
+ * failed; -1 when only the release did. */
 static int unload_region(res_region_t *r, int write_back, int keep)
 {
     vmm_t *v = vmm_find(r->va);
@@ -233,8 +242,10 @@ static int unload_region(res_region_t *r, int write_back, int keep)
         rc = drv.release(v->handle);
     if (rc != CUDA_SUCCESS)
         FT_DEBUG("residency: unmapping %#llx failed: %d", (unsigned long long)r->va, (int)rc);
-    return rc == CUDA_SUCCESS ? 0 : -1;
+    return err != cudaSuccess ? -2 : rc == CUDA_SUCCESS ? 0 : -1;
 }
+
+static int unit_go_private(int u, int copy, const char *why);
 
 static void unload_unit(int u)
 {
@@ -244,6 +255,16 @@ static void unload_unit(int u)
     int sum_ok = unit_checksum(u, &sum) == 0;
     ft_res_unload_t verdict = ft_res_unload(sum_ok, sum, un->ref_valid, un->ref);
     int write_back = verdict.write_back;
+    /* FT_SHM: a changed unit is never copied back into the shared segment, which other
+     * processes read; it becomes this process's own. Without memory for that, it stays
+     * on the device (a pinned unit holds no slot). */
+    if (write_back && un->shared && unit_go_private(u, 0, "it changed on the device in this process") != 0) {
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "shm: no host memory for a private copy of %s, which changed: it stays "
+                      "on the device", ft_disc_unit(disc, (size_t)u)->name);
+        un->pinned = 1;
+        res.loaded--;
+        return;
+    }
     /* The host store matches the sum once written back (or proven equal). */
     if (sum_ok)
         un->ref = sum;
@@ -469,71 +490,231 @@ static res_region_t *res_find(uint64_t addr)
     return NULL;
 }
 
+/* Region k of unit u, as the engine sees it: its base, size and allocation, and whether
+ * it streams (ft_res_region says why not). evict_unit and the shared segment's layout
+ * (unit_shm_desc) both take a unit's streamed regions from here, in this order. */
+static ft_res_region_t region_kind(const ft_disc_unit_t *u, uint32_t k, uint64_t *base, uint64_t *size, vmm_t **v)
+{
+    *base = *size = 0;
+    int known = ft_disc_region(disc, u->region_ids[k], base, size) == 0;
+    *v = known ? vmm_find(*base) : NULL;
+    return ft_res_region(known, *v != NULL, ft_disc_region_shared(disc, u->region_ids[k]),
+                         ft_disc_region_indirect_only(disc, u->region_ids[k]));
+}
+
+/* Unit i as FT_SHM's segment lays it out (res.lock held, the device idle): its
+ * streamed regions end to end, a hash of their sizes, and their content sum, on the
+ * device (checksum.c's content_sum_*), or on the host for a region FT_SPILL holds
+ * there, with the same function. sum_ok 0 when a size is not a whole number of words
+ * or the sum fails: such a unit is never shared. */
+static void unit_shm_desc(size_t i, shm_unit_desc_t *d)
+{
+    const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+    uint64_t layout = FT_SHMSEG_FP_START, host_sum = 0, dev_sum = 0, words = 0;
+    int ok = content_sum_begin() == 0;
+    *d = (shm_unit_desc_t){ 0 };
+    for (uint32_t k = 0; k < u->n_regions; k++) {
+        uint64_t base, size;
+        vmm_t *v;
+        if (region_kind(u, k, &base, &size, &v) != FT_RES_REGION_STREAMS)
+            continue;
+        layout = ft_shmseg_fp_add(layout, size);
+        d->bytes += size;
+        if (size % 8 != 0)
+            ok = 0;
+        else if (ok && v->spilled)
+            host_sum += ft_checksum_host((const char *)v->host + (base - v->va), size / 8, words);
+        else if (ok && content_sum_add(base, size / 8, words) != 0)
+            ok = 0;
+        words += size / 8;
+    }
+    d->layout = layout;
+    d->sum_ok = ok && d->bytes > 0 && content_sum_end(&dev_sum) == 0;
+    d->sum = dev_sum + host_sum;
+}
+
+/* Every unit's layout and content sum, made at the switch for the segment's
+ * fingerprint and used by the evictions that follow it at once (nothing runs between);
+ * a unit made to stream later (demote_for) is summed again then. */
+static shm_unit_desc_t *switch_descs;
+
+/* Where unit i's host copy lives, its regions res.regions[first .. first + n) (res.lock
+ * held): hoststore.c decides between the shared segment and private copies; a private
+ * one is host_store_alloc's, or FT_SPILL's copy of a region it holds. HOST_SHARED,
+ * HOST_FILL or HOST_PRIVATE (every r->host set), or -1: no host memory (none set; a
+ * spilled region's copy is still its allocation's). */
+static int unit_host(size_t i)
+{
+    res_unit_t *un = &res.units[i];
+    res_region_t *rg = &res.regions[un->first];
+    if (host_store_sharing()) {
+        shm_unit_desc_t d;
+        if (switch_descs != NULL)
+            d = switch_descs[i];
+        else
+            unit_shm_desc(i, &d);
+        int how = host_store_unit((int)i, ft_disc_unit(disc, i)->name, &d, rg, un->n);
+        if (how != HOST_PRIVATE)
+            return how;
+    }
+    for (int k = 0; k < un->n; k++) {
+        vmm_t *v = vmm_find(rg[k].va);
+        if (v != NULL && v->spilled)
+            continue; /* taken from the allocation once the unit is sure to stream */
+        if ((rg[k].host = host_store_alloc(rg[k].size)) == NULL) {
+            for (int j = 0; j < k; j++) {
+                host_store_free(rg[j].host);
+                rg[j].host = NULL;
+            }
+            return -1;
+        }
+    }
+    for (int k = 0; k < un->n; k++) {
+        vmm_t *v = vmm_find(rg[k].va);
+        if (v != NULL && v->spilled) {
+            rg[k].host = v->host;
+            v->host = NULL;
+        }
+    }
+    return HOST_PRIVATE;
+}
+
+/* Unit u's host copy leaves the shared segment for private copies (copy: with the
+ * shared bytes; else the caller writes all of them, an eviction's copy back); why goes
+ * to the log. Weights this process changes are never written where other processes
+ * read them. 0, or -1 when the memory cannot be had (the unit is left as it was).
+ * res.lock held. */
+static int unit_go_private(int u, int copy, const char *why)
+{
+    res_unit_t *un = &res.units[u];
+    res_region_t *rg = &res.regions[un->first];
+    void **mine = calloc((size_t)un->n, sizeof *mine);
+    int ok = mine != NULL;
+    for (int k = 0; ok && k < un->n; k++)
+        if (rg[k].size != 0 && (mine[k] = host_store_alloc(rg[k].size)) == NULL)
+            ok = 0;
+    if (!ok) {
+        for (int k = 0; mine != NULL && k < un->n; k++)
+            host_store_free(mine[k]);
+        free(mine);
+        return -1;
+    }
+    for (int k = 0; k < un->n; k++) {
+        if (rg[k].size != 0 && copy)
+            memcpy(mine[k], rg[k].host, rg[k].size);
+        rg[k].host = mine[k];
+    }
+    free(mine);
+    un->shared = 0;
+    host_store_unit_leave(u);
+    FT_INFO("shm: %s keeps a private host copy from now on (%s)", ft_disc_unit(disc, (size_t)u)->name, why);
+    return 0;
+}
+
+/* The host sum of unit u as the device checksum would give it at its addresses (ref),
+ * from its host copy: for a shared unit that FT_SPILL held partly in host memory,
+ * whose bytes were never all on the device to be summed there. */
+static uint64_t unit_host_ref(const res_unit_t *un)
+{
+    uint64_t sum = 0;
+    for (int k = 0; k < un->n; k++) {
+        const res_region_t *r = &res.regions[un->first + k];
+        sum += ft_checksum_host(r->host, r->size / 8, r->va / 8);
+    }
+    return sum;
+}
+
 /* Makes unit i stream (res.lock held, its calls done): its regions backed by virtual
  * memory, other than shared ones, get a host store (or keep FT_SPILL's) and are copied
- * out and unmapped. 0 on success; -1 when it stays resident (nothing evictable, no host
- * memory). *moved and *shared add up bytes for the report. */
+ * out and unmapped. The host store is the shared segment's where FT_SHM_ENABLED has
+ * one for the unit: already holding its bytes (checked; nothing is copied), or filled
+ * here. 0 on success; -1 when it stays resident (nothing evictable, no host memory).
+ * *moved and *shared add up bytes for the report. */
 int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
 {
     const ft_disc_unit_t *u = ft_disc_unit(disc, i);
-    int first = res.n_regions, spilled_in_unit = 0, ok = 1;
-    res.units[i].first = first;
-    res.units[i].bytes = 0;
-    for (uint32_t k = 0; k < u->n_regions && ok; k++) {
+    int first = res.n_regions, spilled_in_unit = 0;
+    res_unit_t *un = &res.units[i];
+    un->first = first;
+    un->bytes = 0;
+    for (uint32_t k = 0; k < u->n_regions; k++) {
         uint64_t base = 0, size = 0;
-        int known = ft_disc_region(disc, u->region_ids[k], &base, &size) == 0;
-        vmm_t *v = known ? vmm_find(base) : NULL;
+        vmm_t *v;
         /* The rest of the unit streams without the regions that stay (ft_res_region says
          * why); shared and indirect ones count in the report. */
-        ft_res_region_t kind = ft_res_region(known, v != NULL, ft_disc_region_shared(disc, u->region_ids[k]),
-                                             ft_disc_region_indirect_only(disc, u->region_ids[k]));
+        ft_res_region_t kind = region_kind(u, k, &base, &size, &v);
         if (kind == FT_RES_REGION_SHARED || kind == FT_RES_REGION_INDIRECT)
             *shared_resident += size;
         if (kind != FT_RES_REGION_STREAMS)
             continue;
         res_region_t *r = &res.regions[res.n_regions++];
         *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k], 0 };
-        res.units[i].bytes += v->size;
+        un->bytes += v->size;
         res.by_id[r->id] = res.n_regions - 1;
-        /* Spilled before the plan (FT_SPILL): its host copy becomes the unit's. */
-        if (v->spilled) {
-            r->host = v->host;
-            v->host = NULL;
-            spilled_in_unit = 1;
-        } else if ((r->host = host_store_alloc(size)) == NULL) {
-            ok = 0;
-        }
+        spilled_in_unit |= v->spilled; /* FT_SPILL: its host copy becomes the unit's */
     }
-    if (!ok || res.n_regions == first) {
+    un->n = res.n_regions - first;
+    int how = un->n > 0 ? unit_host(i) : -1;
+    if (how < 0) {
         FT_WARN("residency: %s stays resident (%s)", u->name,
-                ok ? "none of its regions is backed by virtual memory" : "no host memory for it");
-        for (int k = first; k < res.n_regions; k++) {
-            vmm_t *v = vmm_find(res.regions[k].va);
-            if (v != NULL && v->spilled)
-                v->host = res.regions[k].host; /* still spilled: brought back below */
-            else
-                host_store_free(res.regions[k].host);
+                un->n > 0 ? "no host memory for it" : "none of its regions is backed by virtual memory");
+        for (int k = first; k < res.n_regions; k++)
             res.by_id[res.regions[k].id] = -1;
-        }
         res.n_regions = first;
+        un->n = 0;
         return -1;
     }
-    res.units[i].n = res.n_regions - first;
+    un->shared = how != HOST_PRIVATE;
     /* A unit with a spilled region has no device copy to sum: its first eviction
-     * copies it back and takes the reference then. */
-    res.units[i].ref_valid = !spilled_in_unit && unit_checksum((int)i, &res.units[i].ref) == 0;
+     * copies it back and takes the reference then (a shared one takes it from its
+     * host copy below). */
+    un->ref_valid = !spilled_in_unit && unit_checksum((int)i, &un->ref) == 0;
+    int filled = 1;
     for (int k = first; k < res.n_regions; k++) {
-        vmm_t *v = vmm_find(res.regions[k].va);
+        res_region_t *r = &res.regions[k];
+        vmm_t *v = vmm_find(r->va);
         if (v != NULL && v->spilled) {
+            if (how == HOST_FILL)
+                memcpy(r->host, v->host, r->size);
+            if (how != HOST_PRIVATE) { /* its bytes are the segment's now */
+                host_store_free(v->host);
+                v->host = NULL;
+            }
             v->spilled = 0; /* the engine's from now on */
             spill_bytes -= v->size;
-        } else {
-            unload_region(&res.regions[k], 1, 0);
+        } else if (unload_region(r, how != HOST_SHARED, 0) == -2) {
+            filled = 0;
         }
-        *moved += res.regions[k].size;
+        *moved += r->size;
     }
-    res.units[i].loaded = 0;
+    /* A fill that failed is given back for another process to make; this process
+     * keeps what its copy brought (as a private unit's failed copy back does). */
+    if (how == HOST_FILL && !filled && unit_go_private((int)i, 1, "its copy into the shared segment failed") != 0)
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "shm: no host memory to keep %s private: other processes may refill "
+                      "its shared copy under it", u->name);
+    if (how == HOST_FILL)
+        host_store_unit_filled((int)i, filled);
+    if (un->shared && spilled_in_unit) {
+        un->ref = unit_host_ref(un);
+        un->ref_valid = 1;
+    }
+    un->loaded = 0;
     return 0;
+}
+
+/* The units' layout in FT_SHM's segment, and the segment attached, at the switch
+ * (res.lock held, the device idle): every unit, resident ones too (the fingerprint is
+ * the model's, and demote_for may make a resident unit stream later). */
+static void share_units(size_t n)
+{
+    switch_descs = calloc(n > 0 ? n : 1, sizeof *switch_descs);
+    if (switch_descs == NULL) {
+        FT_WARN("shm: out of memory: the streamed units keep private host copies");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        unit_shm_desc(i, &switch_descs[i]);
+    host_store_share(switch_descs, (uint32_t)n);
 }
 
 /* The engine could not be set up at the switch (the exit report's verdict says so). */
@@ -603,12 +784,16 @@ int activate_locked(void)
         res.units[i].last_launch = u->last_launch;
         res.units[i].loaded = 1; /* resident units, and streamed ones we cannot evict */
     }
+    if (cfgp->shm_enabled)
+        share_units(n);
     for (size_t i = 0; i < n; i++) {
         if (plan.out.resident[i])
             continue;
         if (evict_unit(i, &moved, &shared_resident) == 0)
             evicted_units++;
     }
+    free(switch_descs);
+    switch_descs = NULL;
     res.n_units = (int)n;
     res.slots = slots;
     FT_INFO("residency: %d unit(s), %.1f MiB, moved to %s; copied in ahead of use (on demand "
@@ -657,6 +842,15 @@ int res_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind
     char *h = host_store_at((uint64_t)(uintptr_t)(kind == cudaMemcpyHostToDevice ? dst : src), n, s, &un);
     if (h == NULL)
         return 0;
+    if (kind == cudaMemcpyHostToDevice && un->shared) {
+        /* Never into the shared segment: the unit becomes this process's own first
+         * (without memory for that, the call loads the unit as any other). */
+        if (unit_go_private((int)(un - res.units), 1, "this process wrote to it") != 0)
+            return 0;
+        h = host_store_at((uint64_t)(uintptr_t)dst, n, s, &un);
+        if (h == NULL)
+            return 0;
+    }
     if (kind == cudaMemcpyHostToDevice) {
         memcpy(h, src, n);
         un->ref_valid = 0;
@@ -674,6 +868,10 @@ int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t
 {
     res_unit_t *un;
     char *h = host_store_at(dev, count * (size_t)width, s, &un);
+    if (h != NULL && un->shared &&
+        (unit_go_private((int)(un - res.units), 1, "this process wrote to it") != 0 ||
+         (h = host_store_at(dev, count * (size_t)width, s, &un)) == NULL))
+        return 0;
     if (h == NULL)
         return 0;
     if (width == 1) {
@@ -752,7 +950,8 @@ static void drop_unit_regions(res_unit_t *un)
 
 /* Streamed unit u stays on the device from now on, as the plan's resident units do (a
  * new plan keeps it, or ft_resume brings it back): loaded if it is not, its copy
- * waited for, then its host stores freed and its regions left out of the guard.
+ * waited for, then its host stores freed (or its shared copy left) and its regions left
+ * out of the guard.
  * res.lock held, the device synchronised. 0, or -1 when it cannot be loaded whole: it
  * streams on, since its host stores hold what did not load. */
 int res_make_resident(int u)
@@ -778,6 +977,12 @@ int res_make_resident(int u)
         host_store_free(r->host);
         r->host = NULL;
         res.by_id[r->id] = -1;
+    }
+    /* FT_SHM: its copy in the shared segment is not this process's any more (the
+     * segment stays the others'; host_store_free left it alone above). */
+    if (un->shared) {
+        un->shared = 0;
+        host_store_unit_leave(u);
     }
     drop_unit_regions(un);
     un->pinned = un->demoted = un->stale_misses = un->pin_refused = 0;

@@ -128,6 +128,9 @@ int ft_hooks_init(const struct ft_config *cfg);
 void ft_hooks_trace(void *trace_writer);
 /* The exit summary lines (FT_INFO). */
 void ft_hooks_report(void);
+/* What the engine lets go of at exit, whatever the log level: FT_SHM_ENABLED's shared
+ * segment (the last process to leave it removes it). */
+void ft_hooks_exit(void);
 /* The exit report's last line, "verdict: offloaded|no plan|stood down: <why>" (FT_INFO):
  * what FlexTensor did for this process, and why when it did nothing. */
 void ft_hooks_verdict(void);

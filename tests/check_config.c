@@ -487,8 +487,7 @@ END_TEST
  * and stored. */
 START_TEST(not_implemented_options)
 {
-    static const char *const names[] = {"SHM_ENABLED", "SHM_NAMESPACE", "SHM_WAIT_TIMEOUT",
-                                        "PROFILE_DIR", "PROFILE_READ_ONLY", "OFFLOAD_TIMING"};
+    static const char *const names[] = {"PROFILE_DIR", "PROFILE_READ_ONLY", "OFFLOAD_TIMING"};
     ck_assert_int_eq(load_env(NULL, NULL), 0);
     ck_assert_uint_eq(diag.n, 0); /* defaults say nothing */
     static char doc[65536]; /* capture's buffer is reused by print_line */
@@ -507,31 +506,66 @@ START_TEST(not_implemented_options)
     }
     ck_assert_ptr_null(strstr(print_line("FT_GPU_MEM_LIMIT"), "not implemented"));
 
-    ck_assert_int_eq(load_env(NULL, "FT_PROFILE_DIR=/var/ft", "FT_SHM_ENABLED=1",
+    ck_assert_ptr_null(strstr(print_line("FT_SHM_ENABLED"), "not implemented"));
+    ck_assert_int_eq(load_env(NULL, "FT_PROFILE_DIR=/var/ft", "FT_SHM_ENABLED=1", "FT_SHM_NAMESPACE=ns",
                               "FT_OFFLOAD_TIMING=eager", NULL),
                      0);
-    ck_assert_uint_eq(diag.n_warnings, 3);
+    ck_assert_uint_eq(diag.n_warnings, 2);
     ck_assert_uint_eq(diag.n_errors, 0);
     assert_warning("FT_PROFILE_DIR=/var/ft: not implemented yet; FlexTensor ignores it");
-    assert_warning("FT_SHM_ENABLED=1: not implemented yet");
     assert_warning("FT_OFFLOAD_TIMING=eager: not implemented yet");
     ck_assert_str_eq(cfg.profile_dir, "/var/ft");
     ck_assert_ptr_nonnull(strstr(print_line("FT_PROFILE_DIR"), "(env; not implemented yet)"));
 
     /* One warning per option, even when the file and the environment both set it. */
     const char *p = write_file("n.ini", "[flextensor]\nprofile_read_only = yes\n"
-                                        "shm_namespace = llama\n");
+                                        "offload_timing = eager\n");
     ck_assert_int_eq(load_env(p, "FT_PROFILE_READ_ONLY=0", NULL), 0);
     ck_assert_uint_eq(diag.n_warnings, 2);
     char want[700];
     snprintf(want, sizeof want, "%s:2: profile_read_only=yes: not implemented yet", p);
     assert_warning(want);
-    snprintf(want, sizeof want, "%s:3: shm_namespace=llama: not implemented yet", p);
+    snprintf(want, sizeof want, "%s:3: offload_timing=eager: not implemented yet", p);
     assert_warning(want);
 
     /* Values are still checked. */
-    ck_assert_int_lt(load_env(NULL, "FT_SHM_WAIT_TIMEOUT=soon", NULL), 0);
-    assert_error("FT_SHM_WAIT_TIMEOUT=soon: not a number");
+    ck_assert_int_lt(load_env(NULL, "FT_OFFLOAD_TIMING=soon", NULL), 0);
+}
+END_TEST
+
+/* FT_SHM_*: the namespace becomes part of a shm_open name, so only a plain name is
+ * accepted (nothing that leads elsewhere, "/" or ".."), and FT_SHM_ENABLED needs one. */
+START_TEST(shm_options)
+{
+    ck_assert_int_eq(load_env(NULL, "FT_SHM_ENABLED=1", "FT_SHM_NAMESPACE=llama-70b_v1.2", NULL), 0);
+    ck_assert(cfg.shm_enabled);
+    ck_assert_str_eq(cfg.shm_namespace, "llama-70b_v1.2");
+    ck_assert(!cfg.shm_group);
+    ck_assert(cfg.shm_wait_timeout == 300.0);
+    ck_assert_int_eq(cfg.shm_test_stop_after, 0);
+    ck_assert_uint_eq(diag.n, 0);
+
+    ck_assert_int_lt(load_env(NULL, "FT_SHM_ENABLED=1", NULL), 0);
+    assert_error("FT_SHM_ENABLED=true (env) needs FT_SHM_NAMESPACE");
+    static const char *const bad[] = { "a/b", "../etc", "..", ".hidden", "a..b", "x y", "ns*", "tab\t" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char var[64];
+        snprintf(var, sizeof var, "FT_SHM_NAMESPACE=%s", bad[i]);
+        ck_assert_msg(load_env(NULL, "FT_SHM_ENABLED=1", var, NULL) < 0, "%s accepted", bad[i]);
+        assert_error("is not a valid namespace");
+    }
+    char longest[202];
+    memset(longest, 'n', 200);
+    longest[200] = '\0';
+    char var[240];
+    snprintf(var, sizeof var, "FT_SHM_NAMESPACE=%s", longest);
+    ck_assert_int_eq(load_env(NULL, var, NULL), 0);
+    snprintf(var, sizeof var, "FT_SHM_NAMESPACE=%sn", longest);
+    ck_assert_int_lt(load_env(NULL, var, NULL), 0);
+    ck_assert_int_eq(load_env(NULL, "FT_SHM_GROUP=1", "FT_SHM_WAIT_TIMEOUT=2.5", NULL), 0);
+    ck_assert(cfg.shm_group);
+    ck_assert(cfg.shm_wait_timeout == 2.5);
+    ck_assert_int_lt(load_env(NULL, "FT_SHM_WAIT_TIMEOUT=-1", NULL), 0);
 }
 END_TEST
 
@@ -1016,6 +1050,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, transfer_mode_block_refused);
     tcase_add_test(tc, log_level_values);
     tcase_add_test(tc, not_implemented_options);
+    tcase_add_test(tc, shm_options);
     tcase_add_test(tc, skip_discovery_needs_a_profile);
     tcase_add_test(tc, all_errors_collected);
     tcase_add_test(tc, diag_print_format_and_overflow);

@@ -3,13 +3,15 @@
  *   ft-run [--gpu-mem SIZE] [--config FILE] [--trace FILE] [--log-level L] [--sim]
  *          [--disable] [--] PROGRAM [ARGS...]
  *   ft-run --print-config [--config FILE] [...]
+ *   ft-run --shm-clean NAMESPACE
  *   ft-run --version
  *
  * Puts the libflextensor.so installed beside this program in front of LD_PRELOAD
  * (behind a sanitizer's runtime the user preloaded, which must stay first) and sets
  * FT_ENABLED=1, then execs PROGRAM. Its flags are explicit settings: they win over
  * the environment and the file. The configuration is validated here first, so a
- * mistake is reported before the program starts (exit status 2).
+ * mistake is reported before the program starts (exit status 2). --shm-clean removes
+ * the shared segments of an FT_SHM_NAMESPACE (core/shmseg.h) and runs nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "core/shmseg.h"
 
 #ifndef FT_VERSION
 #error "FT_VERSION comes from the Makefile (its one source)"
@@ -33,6 +36,7 @@ static void usage(FILE *out)
 {
     fputs("usage: ft-run [options] [--] PROGRAM [ARGS...]\n"
           "       ft-run --print-config [options]\n"
+          "       ft-run --shm-clean NAMESPACE\n"
           "\n"
           "Runs PROGRAM with FlexTensor (libflextensor.so) preloaded and enabled.\n"
           "\n"
@@ -43,6 +47,8 @@ static void usage(FILE *out)
           "  --sim              run on the simulated CUDA device (no GPU needed)\n"
           "  --disable          preload the library but leave it off (FT_ENABLED=0)\n"
           "  --print-config     print every option's effective value and its source\n"
+          "  --shm-clean NS     remove the shared host-memory segments of FT_SHM_NAMESPACE NS\n"
+          "                     (a process still using one keeps it until it ends)\n"
           "  --version          print ft-run's version\n"
           "  -h, --help         this text\n"
           "\n"
@@ -153,10 +159,43 @@ static void set_explicit(ft_config_override_t *s, size_t *n, const char *name, c
         (*n)++;
 }
 
+/* --shm-clean's line for each segment removed (or not). */
+static void cleaned(void *ctx, const char *name, int in_use, int err)
+{
+    int *failed = ctx;
+    if (err != 0) {
+        fprintf(stderr, "ft-run: cannot remove segment %s: %s\n", name, strerror(err));
+        *failed = 1;
+        return;
+    }
+    printf("ft-run: removed segment %s%s\n", name,
+           in_use ? " (in use: the processes attached keep it until they end)" : "");
+}
+
+/* ft-run --shm-clean NAMESPACE: 0 when every segment found was removed, 1 when one
+ * could not be, 2 for a namespace FT_SHM_NAMESPACE would refuse. */
+static int shm_clean(const char *ns)
+{
+    if (!ft_shmseg_namespace_ok(ns)) {
+        fprintf(stderr, "ft-run: --shm-clean: \"%s\" is not a valid namespace (1 to %d characters of "
+                        "A-Z a-z 0-9 . _ -, not starting with a dot, without \"..\")\n", ns, FT_SHMSEG_NAMESPACE_MAX);
+        return 2;
+    }
+    int failed = 0;
+    int n = ft_shmseg_clean(ns, cleaned, &failed);
+    if (n < 0) {
+        fprintf(stderr, "ft-run: --shm-clean: %s\n", strerror(-n));
+        return 1;
+    }
+    if (n == 0 && !failed)
+        printf("ft-run: no segment of namespace %s\n", ns);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     enum { OPT_GPU_MEM = 256, OPT_CONFIG, OPT_TRACE, OPT_LOG, OPT_SIM, OPT_DISABLE, OPT_PRINT,
-           OPT_VERSION };
+           OPT_VERSION, OPT_SHM_CLEAN };
     static const struct option opts[] = {
         { "gpu-mem", required_argument, NULL, OPT_GPU_MEM },
         { "config", required_argument, NULL, OPT_CONFIG },
@@ -166,6 +205,7 @@ int main(int argc, char **argv)
         { "disable", no_argument, NULL, OPT_DISABLE },
         { "print-config", no_argument, NULL, OPT_PRINT },
         { "version", no_argument, NULL, OPT_VERSION },
+        { "shm-clean", required_argument, NULL, OPT_SHM_CLEAN },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -202,6 +242,8 @@ int main(int argc, char **argv)
         case OPT_VERSION:
             puts("ft-run " FT_VERSION);
             return 0;
+        case OPT_SHM_CLEAN:
+            return shm_clean(optarg);
         case 'h':
             usage(stdout);
             return 0;

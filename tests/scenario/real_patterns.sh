@@ -24,6 +24,17 @@ for pattern in init-kernel load-after-launch grow-cache; do
 done
 run both --init-kernel --grow-cache -- FT_SPILL=1
 run init-threads --init-kernel --threads 2 -- FT_SPILL=1
+# transformers' allocator warm-up (from_pretrained(device_map=...)): the free memory
+# less 1.2 GiB, here 1200 MiB, with no floor. The budget's free made it negative (H200);
+# before the plan the program sees the device's own answer.
+run hf-warmup --hf-warmup 1200 -- FT_SPILL=1
+expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/hf-warmup.err" "hf-warmup"
+# Two runs of layers that differ in the pass (two models decoded in turn on the H200:
+# the second model's 14 layers were one unit of 1.8 GiB, and no plan fitted): each run
+# of layers is cut into its own units.
+run tail-layers --tail-layers 5 -- FT_SPILL=1
+expect_grep 'discovery: done, 1 iteration\(s\), 12 units' "$WORK/tail-layers.err" "tail-layers"
+expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/tail-layers.err" "tail-layers"
 run grow-bound --grow-cache -- FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=100
 expect_grep 'verdict: stood down: discovery did not find the program.s passes in 100 launches' "$WORK/grow-bound.err" "bounded"
 for name in init-kernel-1 init-kernel-0 load-after-launch-1 load-after-launch-0 init-threads; do
@@ -33,4 +44,4 @@ done
 expect_grep 'kernels that do not run in the passes made them: 4[0-9]\.[0-9] MiB' "$WORK/init-kernel-1.err" "init-kernel"
 expect_grep 'launches in a row touched no region alive at its start, while 4[0-9]\.[0-9] MiB were copied' \
     "$WORK/load-after-launch-1.err" "load-after-launch"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

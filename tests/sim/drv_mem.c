@@ -663,6 +663,21 @@ int sim_host_pinned(const void *p, size_t n)
     return h && (uintptr_t)p + n <= h->base + h->size;
 }
 
+/* Pinned memory is named: a private mapping of a memfd called "simcuda-pinned", which
+ * /proc/PID/smaps lists under that name, so that a test can count the pinned bytes a
+ * process holds (tests/scenario/shm.sh) as it would the driver's on a GPU machine.
+ * Private: written pages are the process's own, as anonymous memory is. */
+static void *pinned_map(size_t mapped)
+{
+    int fd = memfd_create("simcuda-pinned", MFD_CLOEXEC);
+    if (fd < 0)
+        return mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = ftruncate(fd, (off_t)mapped) == 0
+            ? mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    return p;
+}
+
 static CUresult host_alloc(void **pp, size_t bytes, unsigned flags)
 {
     if (!pp || bytes == 0)
@@ -673,7 +688,7 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned flags)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         size_t mapped = round_up(bytes, SIM_PAGE);
-        void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *p = pinned_map(mapped);
         if (p == MAP_FAILED) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {

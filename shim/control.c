@@ -187,11 +187,11 @@ static void cand_install(const cand_t *c)
 /* The smallest budget a plan can have, said when a limit is refused. */
 static void say_too_small(const char *what, uint64_t limit, const cand_t *c)
 {
-    char a[32], b[32], d[32];
+    char a[32], b[32], d[32], e[32];
     FT_ERROR("control: %s refused: the budget %s (FT_GPU_MEM_LIMIT %s) is below the smallest that works "
              "now, %s, with %s of non-weight memory; nothing changes", what,
              human_bytes(c->in.budget_bytes, a, sizeof a), limit_text(limit, d, sizeof d),
-             human_bytes(c->min_budget, b, sizeof b), human_bytes(c->in.other_bytes, d, sizeof d));
+             human_bytes(c->min_budget, b, sizeof b), human_bytes(c->in.other_bytes, e, sizeof e));
 }
 
 /* --- the engine carries a new plan out ----------------------------------------------- */
@@ -232,11 +232,12 @@ static void move_units(const int *now, int slots, int *made_stream, int *made_re
             ++*made_stream;
         }
     }
-    /* Loaded ones first (no copy), so that res_shed does not unload what stays. */
+    /* Loaded ones first (no copy), so that res_shed does not unload what stays; then
+     * the others (a unit still loaded then was tried already). */
     for (int pass = 0; pass < 2; pass++) {
         for (int k = 0; k < np; k++) {
             int i = promote[k];
-            if (res.units[i].n == 0 || (pass == 0 && !res.units[i].loaded))
+            if (res.units[i].n == 0 || res.units[i].loaded != (pass == 0))
                 continue;
             if (res_make_resident(i) == 0) {
                 plan.out.resident[i] = 1;

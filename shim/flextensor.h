@@ -3,6 +3,8 @@
  * Every function is safe to call whether or not the library is preloaded when looked
  * up with dlsym(RTLD_DEFAULT, ...), and from Python through ctypes:
  *     ft = ctypes.CDLL(None); ft.ft_enabled()
+ * or, without writing ctypes code, through the flextensor module (python/flextensor,
+ * docs/control.md).
  */
 #ifndef FLEXTENSOR_H
 #define FLEXTENSOR_H

@@ -10,6 +10,10 @@ FT_VERSION := 0.1.0
 CUDA_HOME ?= /usr/local/cuda
 PREFIX    ?= /usr/local
 DESTDIR   ?=
+# Where `make install` puts the flextensor Python module (python/flextensor): python3's
+# directory for pure modules under PREFIX, unless given.
+PYTHON      ?= python3
+PYTHON_SITE ?= $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib", vars={"base": "$(PREFIX)", "platbase": "$(PREFIX)"}))' 2>/dev/null)
 # SAN=address (ASan and UBSan) or SAN=thread (TSan) instruments everything, the shim,
 # the tools, the tests and the simulated device, in a folder of its own. A sanitizer
 # error ends the program (UBSan recovers by default) so that a test fails on it.
@@ -97,6 +101,8 @@ install: all
 	cp -P $(BUILD)/sim/*.so* $(DESTDIR)$(PREFIX)/lib/flextensor/sim/
 	install -m 644 shim/flextensor.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/flextensor/
+	$(if $(PYTHON_SITE),install -d $(DESTDIR)$(PYTHON_SITE)/flextensor)
+	$(if $(PYTHON_SITE),install -m 644 python/flextensor/*.py $(DESTDIR)$(PYTHON_SITE)/flextensor/)
 
 clean:
 	rm -rf $(BUILD)

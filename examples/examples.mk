@@ -14,6 +14,13 @@ $(BUILD)/examples/model-sim-cupti: $(EXAMPLE_HOST) examples/kernels_sim.c exampl
 	$(CC) $(FT_CFLAGS) -DMODEL_CUPTI_LINKED -o $@ $(EXAMPLE_HOST) examples/kernels_sim.c \
 	    -L$(BUILD)/sim -lcudart -lcupti -Wl,-rpath,'$$ORIGIN/../sim' $(FT_LDFLAGS) -ldl
 
+# The same model as a library (model_main, model_set_hook), for a program that embeds
+# it: tests/scenario/python.sh runs it from Python, whose hook calls the control API.
+$(BUILD)/examples/libmodel-sim.so: $(EXAMPLE_HOST) examples/kernels_sim.c examples/*.h $(SIM_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -DMODEL_LIBRARY -shared -o $@ $(EXAMPLE_HOST) examples/kernels_sim.c \
+	    -L$(BUILD)/sim -lcudart -Wl,-rpath,'$$ORIGIN/../sim' $(FT_LDFLAGS) -ldl
+
 $(BUILD)/examples/kernels.o: examples/kernels.cu examples/kernels.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -arch=sm_90 -I. -c $< -o $@
@@ -26,4 +33,4 @@ $(BUILD)/examples/model-gpu: $(EXAMPLE_HOST) examples/*.h $(BUILD)/examples/kern
 .PHONY: gpu-example
 gpu-example: $(BUILD)/examples/model-gpu
 
-all: $(BUILD)/examples/model-sim $(BUILD)/examples/model-sim-cupti
+all: $(BUILD)/examples/model-sim $(BUILD)/examples/model-sim-cupti $(BUILD)/examples/libmodel-sim.so

@@ -193,6 +193,16 @@
  *   --hold PATH   after the last forward, before anything is freed, create PATH.held
  *                 and wait until PATH exists (at most 10 minutes): a test reads what
  *                 the running processes hold (tests/scenario/shm.sh reads /proc)
+ *   --control N:ACTION[,N:ACTION...]  after forward N, worker 0 calls FlexTensor's
+ *                 runtime control (when it is preloaded), while every thread waits
+ *                 between two forwards: release (ft_release(1)), release0
+ *                 (ft_release(0)), resume, replan (ft_request_replan), limit=SIZE
+ *                 (ft_set_gpu_mem_limit; SIZE in bytes, or with K, M or G for KiB,
+ *                 MiB, GiB). Each prints "control after N: ACTION -> RC" and the
+ *                 usage ("usage after control N: ...") on stderr
+ *   built as a library (libmodel-sim.so: model_main(argc, argv)), a hook set with
+ *                 model_set_hook(fn) is called as fn(N) after each forward N, at the
+ *                 same place (a Python program calls the control API from there)
  *   defaults: 16 layers of a 2048x2048 weight (16 MiB) + two vectors = 256 MiB
  */
 #define _GNU_SOURCE
@@ -299,6 +309,15 @@ static int per_thread_stream; /* --per-thread-stream: workers run on cudaStreamP
 static uint32_t *side_buf;    /* its buffer, on that device */
 static __thread int cur_iter; /* the forward under way on this thread */
 static int usage;
+/* --control: after forward `after`, `action` (with `bytes` for limit=). */
+#define MODEL_MAX_CONTROLS 32
+static struct control {
+    int after;
+    char action[16];
+    unsigned long long bytes;
+} controls[MODEL_MAX_CONTROLS];
+static int n_controls;
+static void (*after_forward_hook)(int it); /* model_set_hook's, in the library build */
 static int profile_from = -1; /* --profile-from */
 static int drop_after = -1;
 static int zero_after = -1;
@@ -1042,6 +1061,74 @@ static void print_usage(int it)
             u.unmapped_bytes, u.budget_bytes, rc == 1 ? " (before the plan)" : "");
 }
 
+static int controls_after(int it)
+{
+    for (int i = 0; i < n_controls; i++)
+        if (controls[i].after == it)
+            return 1;
+    return 0;
+}
+
+/* --control's calls after forward it, then the library's hook. On stderr: stdout is
+ * compared with a run without FlexTensor, where each call is a no-op. */
+static void run_controls(int it)
+{
+    for (int i = 0; i < n_controls; i++) {
+        const struct control *c = &controls[i];
+        if (c->after != it)
+            continue;
+        void *f = dlsym(RTLD_DEFAULT, strcmp(c->action, "limit") == 0    ? "ft_set_gpu_mem_limit"
+                                      : strcmp(c->action, "replan") == 0 ? "ft_request_replan"
+                                      : strcmp(c->action, "resume") == 0 ? "ft_resume"
+                                                                          : "ft_release");
+        int rc = -1;
+        if (f != NULL && strcmp(c->action, "limit") == 0)
+            rc = ((int (*)(unsigned long long))f)(c->bytes);
+        else if (f != NULL && strncmp(c->action, "release", 7) == 0)
+            rc = ((int (*)(int))f)(strcmp(c->action, "release0") != 0);
+        else if (f != NULL)
+            rc = ((int (*)(void))f)();
+        fprintf(stderr, "control after %d: %s -> %d\n", it, c->action, rc);
+        ft_gpu_memory_usage_t u;
+        int got = get_usage == NULL ? -1 : get_usage(&u);
+        if (got >= 0)
+            fprintf(stderr, "usage after control %d: total %llu resident %llu slots %llu other %llu unmapped %llu "
+                    "budget %llu\n", it, u.total_bytes, u.resident_bytes, u.slots_bytes, u.other_bytes,
+                    u.unmapped_bytes, u.budget_bytes);
+    }
+    if (after_forward_hook != NULL)
+        after_forward_hook(it);
+}
+
+/* --control's list: N:ACTION entries, comma-separated. */
+static void parse_controls(const char *v)
+{
+    char *copy = strdup(v != NULL ? v : ""), *save = NULL;
+    for (char *e = strtok_r(copy, ",", &save); e != NULL; e = strtok_r(NULL, ",", &save)) {
+        struct control *c = &controls[n_controls];
+        char *colon = strchr(e, ':'), *end = NULL;
+        const char *act = colon != NULL ? colon + 1 : "";
+        c->after = colon != NULL ? (int)strtol(e, &end, 10) : -1;
+        if (n_controls == MODEL_MAX_CONTROLS || end != colon || c->after < 0) {
+            fprintf(stderr, "model: --control wants N:ACTION entries (got %s)\n", e);
+            exit(2);
+        }
+        if (strncmp(act, "limit=", 6) == 0) {
+            c->bytes = strtoull(act + 6, &end, 10);
+            int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+            c->bytes <<= shift;
+            act = "limit";
+        } else if (strcmp(act, "release") != 0 && strcmp(act, "release0") != 0 && strcmp(act, "resume") != 0 &&
+                   strcmp(act, "replan") != 0) {
+            fprintf(stderr, "model: --control: unknown action %s\n", act);
+            exit(2);
+        }
+        snprintf(c->action, sizeof c->action, "%s", act);
+        n_controls++;
+    }
+    free(copy);
+}
+
 /* What a forward computes: 1 with the --vary kernels, 2 with the --cross-from gemvs, 4
  * without its last layer (--skip-last-from), 8 with the --stale-new kernels, 16 with the
  * --far-new kernel, 32 with the --gather-from kernel. */
@@ -1221,6 +1308,13 @@ static void *run_worker(void *arg)
                 write_weights(it);
             pthread_barrier_wait(&write_barrier);
         }
+        if (controls_after(it) || after_forward_hook != NULL) {
+            /* As the writes above: between every thread's forwards it and it + 1. */
+            pthread_barrier_wait(&write_barrier);
+            if (wk->id == 0)
+                run_controls(it);
+            pthread_barrier_wait(&write_barrier);
+        }
         if (!quiet && threads == 1)
             printf("iteration %d checksum %016" PRIx64 "\n", it, wk->checksum[it]);
         if (usage && wk->id == 0 && (it == 0 || it == iters - 1))
@@ -1268,7 +1362,18 @@ static int parse_int(const char *flag, const char *v, int lo, int hi)
     return (int)x;
 }
 
+#ifdef MODEL_LIBRARY
+/* The library build (libmodel-sim.so): a program that embeds the model runs it with
+ * model_main, and may have its hook called after each forward. */
+#define MODEL_EXPORT __attribute__((visibility("default")))
+MODEL_EXPORT void model_set_hook(void (*hook)(int it))
+{
+    after_forward_hook = hook;
+}
+MODEL_EXPORT int model_main(int argc, char **argv)
+#else
 int main(int argc, char **argv)
+#endif
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1386,6 +1491,8 @@ int main(int argc, char **argv)
             profile_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--usage") == 0)
             usage = 1;
+        else if (strcmp(a, "--control") == 0)
+            parse_controls(v), i++;
         else if (strcmp(a, "--graph") == 0)
             graph_replays = parse_int(a, v, 1, 1 << 20), i++;
         else if (strcmp(a, "--drop") == 0)
@@ -1401,7 +1508,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
-                            "[--graph N] [--usage] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }

@@ -15,6 +15,9 @@
  *   PLANNING   -> OFF           start_residency: no plan, or one that streams nothing
  *   PLANNED    -> STREAMING     engine_enter, at the first call after the plan (the switch)
  *   STREAMING  -> OFF           engine_enter, when the switch could not be made
+ *   OFF        -> PLANNED       control.c, when a plan that streamed nothing gives way to
+ *                               one that streams (a smaller budget, ft_release); only
+ *                               where the engine never started (control.c says when)
  *   DISCOVERY, PROFILING, PLANNING, OFF -> STOOD_DOWN     stand_down
  *
  * STOOD_DOWN is final. After the plan (PLANNED, STREAMING) FlexTensor cannot stand
@@ -64,7 +67,7 @@ static const unsigned allowed[PHASE_COUNT] = {
     [PHASE_PLANNING] = TO(PHASE_PROFILING) | TO(PHASE_PLANNED) | TO(PHASE_OFF) | TO(PHASE_STOOD_DOWN),
     [PHASE_PLANNED] = TO(PHASE_STREAMING),
     [PHASE_STREAMING] = TO(PHASE_OFF),
-    [PHASE_OFF] = TO(PHASE_STOOD_DOWN),
+    [PHASE_OFF] = TO(PHASE_STOOD_DOWN) | TO(PHASE_PLANNED),
     [PHASE_STOOD_DOWN] = 0,
 };
 #undef TO

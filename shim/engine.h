@@ -7,6 +7,7 @@
  *   entry points  hooks_alloc.c hooks_launch.c hooks_copy.c
  *   engine        engine.c (the phase and its moves, enter/leave, standing down)
  *   parts         observe.c profiling.c residency.c guard.c spill.c budget.c capture.c
+ *                 control.c (the runtime control API, entered from the program too)
  *   mechanisms    vmm.c hoststore.c checksum.c device.c, then cuda.c
  *
  * (report.c reads everything, at exit and for the control API.) A part reports the
@@ -22,6 +23,7 @@
  *                ft_hooks_init), engine_held (the calling thread's)
  *   budget.c     admitting (also spill.c, ft_hook_rt_malloc), releasing
  *   checksum.c   ck (set up once)
+ *   control.c    control_waiting (res.lock; read by guard.c)
  *   cuda.c       drv, ev (resolved once)
  *   hooks_launch.c  launch_did_once (the thread's; also observe.c)
  *   profiling.c  plan (plan.out.resident also budget.c), prof, bw, bw_device_bytes,
@@ -263,6 +265,7 @@ typedef struct {
     int stale_misses;         /* loads (misses) for touches the guard judged stale */
     int pin_refused;          /* pinning it for them found no resident unit to stream instead */
     int unstreamable;         /* resident, and demote_for found it cannot stream */
+    int partial;              /* its last load could not map every region (load_unit) */
     int demoted;              /* planned resident, made to stream by demote_for */
     uint64_t bytes;           /* mapped bytes of its regions */
     /* The device checksum of its bytes as the host store holds them (ck below);
@@ -614,6 +617,20 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident);
 /* The engine could not be set up at the switch (the exit report's verdict says so). */
 extern int res_start_failed;
 int activate_locked(void);
+
+/* residency.c: the plan changed at run time (control.c; res.lock held). */
+void res_unload_all(void);
+int res_make_resident(int u);
+
+/* control.c: the runtime control API (ft_set_gpu_mem_limit, ft_request_replan,
+ * ft_release, ft_resume). control_waiting (res.lock) is set while a request waits for
+ * a pass boundary or passes are being re-profiled: the guard calls control_launch,
+ * before and after its touches, only then. control_limit: 1 when ft_set_gpu_mem_limit
+ * replaced FT_GPU_MEM_LIMIT (the bytes in *limit; any thread, atomic). */
+extern int control_waiting;
+void control_launch(long tracked, long pos, cudaStream_t stream, int after);
+int control_limit(uint64_t *limit);
+const char *control_note(char *buf, size_t len); /* the verdict's note, or "" */
 
 /* spill.c: FT_SPILL. Its engagement is ENGINE_SPILL in engine.c's phase word; the rest
  * under res.lock (spill_limit, once known, is read without it). */

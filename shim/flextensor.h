@@ -3,6 +3,8 @@
  * Every function is safe to call whether or not the library is preloaded when looked
  * up with dlsym(RTLD_DEFAULT, ...), and from Python through ctypes:
  *     ft = ctypes.CDLL(None); ft.ft_enabled()
+ * or, without writing ctypes code, through the flextensor module (python/flextensor,
+ * docs/control.md).
  */
 #ifndef FLEXTENSOR_H
 #define FLEXTENSOR_H
@@ -44,6 +46,36 @@ typedef struct {
  * budget_bytes FT_SPILL's budget once it holds one. -1 when FlexTensor is not enabled
  * or made no plan it can keep. */
 int ft_get_gpu_memory_usage(ft_gpu_memory_usage_t *out);
+
+/* Runtime control (docs/control.md). Each returns 0 when done or accepted, -1 when
+ * refused (FlexTensor not enabled, stood down, no plan that can change, a stream
+ * capture under way, a call out of order; the reason is logged unless FlexTensor is
+ * off), -2 when a budget is below the smallest that works (logged with that figure).
+ * A refused call changes nothing. Make them between the program's own CUDA calls, from
+ * one thread at a time, as vLLM's sleep mode does.
+ *
+ * The memory budget becomes `bytes` (as FT_GPU_MEM_LIMIT; 0: none, then
+ * FT_MAX_GPU_MEM_FRACTION or latency mode). After the plan it is checked at once and
+ * carried out at the next pass boundary: the plan is made again and units move
+ * between the device and host memory. Before the plan, the plan to come is made for
+ * it. */
+int ft_set_gpu_mem_limit(unsigned long long bytes);
+
+/* The units are profiled again over the next FT_PROFILING_ITERS passes, as they
+ * stream, then the plan is made again (for the budget in force). */
+int ft_request_replan(void);
+
+/* Sleep: every weight FlexTensor can move goes to pinned host memory and its device
+ * memory is freed (the resident units' too), now; the addresses stay valid. A kernel
+ * that touches a released weight meanwhile gets it loaded first, as a streamed one
+ * (slow, never a fault). keep_weights 0 (drop the weights, the program will write them
+ * again) is not supported: refused, -1. */
+int ft_release(int keep_weights);
+
+/* Wake: the plan in force before ft_release comes back now (its resident units loaded
+ * again; streamed ones as the passes need them), or the plan for a budget set while
+ * released. -1 when nothing was released. */
+int ft_resume(void);
 
 /* A named range opens / closes on this thread: units are named after the innermost
  * range enclosing the launches that touch their weights. name NULL opens a range

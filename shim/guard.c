@@ -355,9 +355,15 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     res_kernel_name = name;
     lane_launches++;
     uint64_t over0 = res.over_loads;
+    /* The runtime control's work at a pass boundary, and a re-profile's marks on either
+     * side of the waits for the units this launch touches (control.c). */
+    if (control_waiting)
+        control_launch(tracked, pos, stream, 0);
     res_touch(set->id, set->unsure, set->n, stream, pos, weightless, key, tracked);
     if (set->dropped > 0 && guarding())
         touch_every_unit(name, set->dropped, stream);
+    if (control_waiting)
+        control_launch(tracked, pos, stream, 1);
     note_over(name, over0);
     res_kernel_name = "?";
     lane_last_pos = tracked; /* a miss above was after the launch before */

@@ -308,7 +308,9 @@ static int end_profiled_pass(void)
  * total_b), 0 for none. */
 uint64_t configured_budget(size_t total_b)
 {
-    return ft_budget_configured(cfgp->gpu_mem_limit, cfgp->max_gpu_mem_fraction, total_b);
+    uint64_t limit = cfgp->gpu_mem_limit;
+    control_limit(&limit); /* ft_set_gpu_mem_limit's, when the program set one */
+    return ft_budget_configured(limit, cfgp->max_gpu_mem_fraction, total_b);
 }
 
 static uint64_t memory_budget(void)

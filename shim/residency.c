@@ -285,7 +285,7 @@ static void unload_unit(int u)
     }
     res.written_back += (uint64_t)write_back;
     un->loaded = 0;
-    res.loaded--;
+    res.loaded -= !un->pinned; /* a pinned unit held no slot (ft_release unloads them too) */
     res.unloads++;
 }
 
@@ -439,6 +439,7 @@ void load_unit(int u, cudaStream_t stream, int keep)
     release_unmatched_spares(un);
     CUdevice dev;
     int have_dev = managed_cu_device(&dev) == 0;
+    un->partial = 0;
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         r->mapping = r->size != 0 && have_dev && map_region(r, dev) == 0; /* size 0: freed */
@@ -452,6 +453,7 @@ void load_unit(int u, cudaStream_t stream, int keep)
         if (!r->mapping) {
             FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: cannot load a region of %s back; "
                           "its kernels will fault", ft_disc_unit(disc, (size_t)u)->name);
+            un->partial = 1;
             continue;
         }
         r->mapping = 0;
@@ -912,4 +914,79 @@ int res_forget(vmm_t *v)
     }
     pthread_mutex_unlock(&res.lock);
     return mapped;
+}
+
+/* --- the plan changed at run time (control.c) ---------------------------------------- */
+
+/* ft_release: every loaded streamed unit leaves the device, pinned ones too, and the
+ * physical memory kept for the next load goes (res.lock held). Each eviction waits for
+ * the unit's calls first, as any does. */
+void res_unload_all(void)
+{
+    for (int u = 0; u < res.n_units; u++)
+        if (res.units[u].loaded && res.units[u].n > 0)
+            evict_loaded(u);
+    release_spares();
+}
+
+/* Takes unit un's regions out of res.regions (their host stores freed already): the
+ * later entries move down, and by_id and the units' `first` follow them. So the array
+ * never holds more than every unit's regions once, the size activate_locked gave it: a
+ * unit made to stream again appends its regions anew (evict_unit). */
+static void drop_unit_regions(res_unit_t *un)
+{
+    int first = un->first, n = un->n;
+    memmove(&res.regions[first], &res.regions[first + n],
+            (size_t)(res.n_regions - first - n) * sizeof *res.regions);
+    res.n_regions -= n;
+    for (int k = first; k < res.n_regions; k++)
+        res.by_id[res.regions[k].id] = k;
+    for (int i = 0; i < res.n_units; i++)
+        if (res.units[i].n > 0 && res.units[i].first > first)
+            res.units[i].first -= n;
+    un->first = 0;
+    un->n = 0;
+}
+
+/* Streamed unit u stays on the device from now on, as the plan's resident units do (a
+ * new plan keeps it, or ft_resume brings it back): loaded if it is not, its copy
+ * waited for, then its host stores freed (or its shared copy left) and its regions left
+ * out of the guard.
+ * res.lock held, the device synchronised. 0, or -1 when it cannot be loaded whole: it
+ * streams on, since its host stores hold what did not load. */
+int res_make_resident(int u)
+{
+    res_unit_t *un = &res.units[u];
+    if (un->n == 0)
+        return 0;
+    if (!un->loaded) {
+        /* It will hold no slot, so none is given up for it: load_unit makes room within
+         * res.slots, and with no bound on them it makes none. */
+        int slots = res.slots;
+        res.slots = 1 << 30;
+        load_unit(u, res.side, -1);
+        res.slots = slots;
+    }
+    if (!un->loaded || un->partial || (un->ready_recorded && ev.sync(un->ready) != cudaSuccess))
+        return -1;
+    res.loaded -= !un->pinned;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size != 0)
+            res.held_bytes -= r->len;
+        host_store_free(r->host);
+        r->host = NULL;
+        res.by_id[r->id] = -1;
+    }
+    /* FT_SHM: its copy in the shared segment is not this process's any more (the
+     * segment stays the others'; host_store_free left it alone above). */
+    if (un->shared) {
+        un->shared = 0;
+        host_store_unit_leave(u);
+    }
+    drop_unit_regions(un);
+    un->pinned = un->demoted = un->stale_misses = un->pin_refused = 0;
+    un->ref_valid = 0;
+    un->changes = 0;
+    return 0;
 }

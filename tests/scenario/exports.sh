@@ -34,3 +34,10 @@ for layer in "cupti shim config tools" "config shim cupti tools" "core shim cupt
     [ -z "$up" ] || fail "${layer%% *}/ uses symbols that one of ${layer#* } defines: $(echo $up)"
 done
 pass "no object of cupti/, config/, core/ or tools/ refers to a symbol of a folder above it"
+# The control API: every function flextensor.h declares is exported (a new ft_* call
+# left out of shim.def would be missing from the library, and both lists above agree).
+sed -nE 's/^[a-z_ ]+[ *](ft_[a-z_0-9]+)\(.*/\1/p' shim/flextensor.h | sort -u >"$WORK/api"
+[ "$(wc -l <"$WORK/api")" -ge 11 ] || fail "flextensor.h: too few functions found ($(wc -l <"$WORK/api"))"
+missing=$(comm -23 "$WORK/api" "$WORK/have")
+[ -z "$missing" ] || fail "flextensor.h declares what the library does not export: $(echo $missing)"
+pass "every function of flextensor.h exported ($(wc -l <"$WORK/api"))"

@@ -12,53 +12,53 @@ usage_field() {
     grep "^usage after $2: " "$1" | tail -1 | sed -E "s/.* $3 ([0-9]+).*/\\1/"
 }
 
-# 1. Shrink 40 -> 16 MiB after forward 6 (applied at the next pass boundary: units made
-# to stream), 1 MiB refused after 9 (nothing changes), 64 MiB after 11: every unit
+# 1. Shrink 40 -> 16 MiB after forward 7 (applied at the next pass boundary: units made
+# to stream), 1 MiB refused after 10 (nothing changes), 64 MiB after 12: every unit
 # resident again.
-compare_run shrink --iters 14 --usage --control 6:limit=16M,9:limit=1M,11:limit=64M -- \
+compare_run shrink --iters 15 --usage --control 7:limit=16M,10:limit=1M,12:limit=64M -- \
     FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=40MiB
 E=$WORK/shrink.err
-expect_grep '^control after 6: limit -> 0$' "$E" "shrink accepted"
+expect_grep '^control after 7: limit -> 0$' "$E" "shrink accepted"
 expect_grep 'control: ft_set_gpu_mem_limit\(16\.0 MiB\): the plan is made again and the units move at the next pass boundary' "$E" "shrink waits for the boundary"
 expect_grep 'control: new budget \(FT_GPU_MEM_LIMIT 16\.0 MiB\): 11 of 12 units stream through 2 slot\(s\) of 4\.0 MiB \(budget 16\.0 MiB\); 6 made to stream, 0 made resident' "$E" "shrink carried out"
-[ "$(usage_field "$E" 'control 6' budget)" = 41943040 ] || fail "shrink: the budget changed before the pass boundary"
-expect_grep '^control after 9: limit -> -2$' "$E" "1 MiB refused"
+[ "$(usage_field "$E" 'control 7' budget)" = 41943040 ] || fail "shrink: the budget changed before the pass boundary"
+expect_grep '^control after 10: limit -> -2$' "$E" "1 MiB refused"
 expect_grep 'error: control: ft_set_gpu_mem_limit\(1\.0 MiB\) refused: the budget 1\.0 MiB .* is below the smallest that works now, [0-9.]+ MiB, with [0-9.]+ MiB of non-weight memory; nothing changes' \
     "$E" "the refusal gives the smallest budget"
-[ "$(usage_field "$E" 'control 9' budget)" = 16777216 ] || fail "refused: the budget is not 16 MiB any more"
-total=$(usage_field "$E" 'control 9' total)
+[ "$(usage_field "$E" 'control 10' budget)" = 16777216 ] || fail "refused: the budget is not 16 MiB any more"
+total=$(usage_field "$E" 'control 10' total)
 [ "$total" -le 16777216 ] || fail "after the shrink, $total bytes held over the 16 MiB budget"
 expect_grep 'control: new budget \(FT_GPU_MEM_LIMIT 64\.0 MiB\): 0 of 12 units stream through 0 slot\(s\) .*; 0 made to stream, 11 made resident' "$E" "grown: every unit resident"
-[ "$(usage_field "$E" 13 unmapped)" = 0 ] && [ "$(usage_field "$E" 13 budget)" = 67108864 ] \
+[ "$(usage_field "$E" 14 unmapped)" = 0 ] && [ "$(usage_field "$E" 14 budget)" = 67108864 ] \
     || fail "grown: weights still in host memory, or the budget not 64 MiB"
 expect_grep 'verdict: .*at run time: 2 new budget\(s\), 0 re-plan\(s\), 0 release\(s\)' "$E" "the verdict counts the calls"
 pass "budget 40 -> 16 MiB at the next pass boundary (held), 1 MiB refused with the smallest that works, 64 MiB: all resident; same output"
 
 # 2. Sleep and wake: ft_release(0) refused; ft_release(1) leaves only the small weights
-# FlexTensor cannot move; twice refused; forward 8 runs released (its units loaded on
+# FlexTensor cannot move; twice refused; forward 9 runs released (its units loaded on
 # demand, as streamed ones); ft_resume brings the resident units back; twice refused.
-compare_run sleep --iters 12 --usage --control 6:release0,7:release,7:release,8:resume,8:resume -- \
+compare_run sleep --iters 13 --usage --control 7:release0,8:release,8:release,9:resume,9:resume -- \
     FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=40MiB
 E=$WORK/sleep.err
-expect_grep '^control after 6: release0 -> -1$' "$E" "ft_release(0)"
+expect_grep '^control after 7: release0 -> -1$' "$E" "ft_release(0)"
 expect_grep 'warning: control: ft_release\(0\) refused: not supported' "$E" "ft_release(0) says why"
-expect_grep '^control after 7: release -> 0$' "$E" "ft_release(1)"
+expect_grep '^control after 8: release -> 0$' "$E" "ft_release(1)"
 expect_grep 'control: ft_release: 12 of 12 units \(48\.0 MiB\) in pinned host memory now, 7 of them resident until now; 0\.1 MiB of weights stay on the device' "$E" "release moved every unit"
-expect_grep '^control after 7: release -> -1$' "$E" "a second release"
+expect_grep '^control after 8: release -> -1$' "$E" "a second release"
 expect_grep 'ft_release refused: released already' "$E" "a second release says why"
-held=$(grep '^usage after control 7: ' "$E" | head -1 | sed -E 's/.* total ([0-9]+).*/\1/')
+held=$(grep '^usage after control 8: ' "$E" | head -1 | sed -E 's/.* total ([0-9]+).*/\1/')
 [ "$held" -lt 1048576 ] || fail "released: $held bytes still held through FlexTensor"
 expect_grep 'residency: .*: miss on unit\.0' "$E" "a forward while released loads what it touches"
-expect_grep '^control after 8: resume -> 0$' "$E" "ft_resume"
+expect_grep '^control after 9: resume -> 0$' "$E" "ft_resume"
 expect_grep 'control: ft_resume: 7 unit\(s\) resident again' "$E" "resume brings the plan back"
-expect_grep '^control after 8: resume -> -1$' "$E" "a second resume"
-[ "$(grep '^usage after control 8: ' "$E" | head -1 | sed -E 's/.* resident ([0-9]+).*/\1/')" -gt 29000000 ] \
+expect_grep '^control after 9: resume -> -1$' "$E" "a second resume"
+[ "$(grep '^usage after control 9: ' "$E" | head -1 | sed -E 's/.* resident ([0-9]+).*/\1/')" -gt 29000000 ] \
     || fail "resumed: the resident units are not back"
 pass "ft_release(0) refused; ft_release(1) leaves 0.1 MiB of weights; a forward while released loads on demand; ft_resume: 7 resident units back; repeats refused; same output"
 
 # 3. A run whose plan streamed nothing (budget above the model) sleeps and wakes, with
 # FT_SPILL, twice; then a smaller budget makes it stream.
-compare_run off --iters 14 --control 6:release,6:resume,8:release,9:resume,10:limit=16M -- \
+compare_run off --iters 15 --control 7:release,7:resume,9:release,10:resume,11:limit=16M -- \
     FT_SPILL=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=1GiB
 E=$WORK/off.err
 expect_grep 'plan \(memory mode, knapsack\): 0 of 12 units streamed' "$E" "off: nothing streamed at first"

@@ -226,6 +226,10 @@ struct ft_disc {
  * model's forward touches its weights every few launches; a program's initialisation
  * on the device touches only what it allocates then, which is kernel_born, not copied. */
 #define KEYLESS_LAUNCHES 256
+/* And at least this much copied: token ids and small tables copied in during a GPU-built
+ * model's initialisation are no weights (on the H200 such a start-over, "0.0 MiB were
+ * copied", cost gpu_built one of its MAX_RESTARTS). */
+#define KEYLESS_COPIED_MIN (1ull << 20)
 
 static int rec_push_launch(record_t *r, uint32_t kernel, uint32_t range, const uint32_t *ids, size_t n)
 {
@@ -1766,7 +1770,8 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         uint32_t minid;
         uint64_t key = pair_key(d, k->idx, ids, ptrs, n, &minid);
         d->keyless_run = key != 0 || d->any_anchored ? 0 : d->keyless_run + 1;
-        if (d->keyless_run >= KEYLESS_LAUNCHES && d->copied_bytes > 0 && d->keyless_restarts < MAX_RESTARTS) {
+        if (d->keyless_run >= KEYLESS_LAUNCHES && d->copied_bytes >= KEYLESS_COPIED_MIN &&
+            d->keyless_restarts < MAX_RESTARTS) {
             d->keyless_restarts++;
             FT_INFO("discovery: %llu launches in a row touched no region alive at its start, while %.1f MiB "
                     "were copied into new regions (weights loaded after other kernels ran); starting over "

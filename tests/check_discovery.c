@@ -1035,6 +1035,32 @@ START_TEST(weights_copied_after_other_kernels_are_found)
 }
 END_TEST
 
+/* Less than 1 MiB copied into new regions (token ids, small tables) starts nothing over:
+ * 512 launches without a key, no restart said. */
+START_TEST(small_copies_after_other_kernels_start_nothing_over)
+{
+    uint64_t warm = alloc_region(2 * MIB);
+    ft_disc_params_t p = params(1);
+    log_capture_start();
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    launch(d, 1, "warmup", warm, 1, warm);
+    uint64_t w[4];
+    for (int l = 0; l < 4; l++) {
+        w[l] = alloc_region(128 * KIB);
+        ft_scan_set_t in;
+        ft_scan_set_clear(&in);
+        ft_scan_bytes(regions, &w[l], 8, &in);
+        ft_disc_write(d, &in);
+    }
+    uint64_t act = alloc_region(2 * MIB);
+    for (int f = 0; f < 128; f++)
+        for (int l = 0; l < 4; l++)
+            launch(d, 1, "gemm", act, 2, w[l], act + (uint64_t)l * 64 * KIB);
+    ck_assert_ptr_null(strstr(log_captured(), "launches in a row touched no region alive at its start"));
+    ft_disc_free(d);
+}
+END_TEST
+
 START_TEST(explicit_marks_define_iterations)
 {
     uint64_t w[6];
@@ -1255,6 +1281,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, decode_with_a_growing_cache_finds_the_pass);
     tcase_add_test(tc, weights_made_by_init_kernels_are_found);
     tcase_add_test(tc, weights_copied_after_other_kernels_are_found);
+    tcase_add_test(tc, small_copies_after_other_kernels_start_nothing_over);
     tcase_add_test(tc, pass_start_survives_a_moved_input);
     tcase_add_test(tc, pass_start_before_the_first_weight_survives_a_moved_input);
     tcase_add_test(tc, pass_start_survives_a_stale_address_seen_in_discovery);

@@ -6,8 +6,8 @@
  * untracked and counted as held until it returns.
  *
  * Owns no state of its own. It calls budget.c (admissions, frees under way), reload.c
- * (the plan's weights freed),
- * profiling.c (the table's peak), device.c and vmm.c, passing down FT_SPILL's
+ * (the plan's weights freed), profiling.c (the table's peak), device.c and vmm.c,
+ * passing down FT_SPILL's
  * placement (spill_placement) and residency.c's res_forget for vmm.c to call back. */
 #define _GNU_SOURCE
 #include "shim/engine.h"

@@ -55,6 +55,8 @@ typedef struct {
     uint64_t dhash;
     int fold_touched;         /* fold_repeated_pass: touched in the pass */
     int fold_odd;             /* and at a launch where another copy does not touch it */
+    int gone;                 /* a unit's weight the program freed after DONE (counted in
+                                 weight_gone) */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -188,6 +190,11 @@ struct ft_disc {
     uint64_t copied_bytes;    /* regions first met as a copy's or set's target since the (re)start */
     int keyless_restarts;
     int restarts;
+    /* After DONE: the units' weight bytes the program has freed since, and whether
+     * ft_disc_weight_freed has answered that most of them went (once a discovery). */
+    uint64_t weight_gone;
+    int gone_said;
+    int reloads;              /* ft_disc_reload's discoveries from scratch */
     /* The detector's snapshots (detector_snapshot), taken at a launch after a host
      * synchronisation until a lane is anchored: the launch count at the last one (or
      * at the first launch), the launches to wait for before the next, whether the host
@@ -2107,6 +2114,46 @@ void ft_disc_region_freed(ft_disc_t *d, uint32_t id)
 
 /* Read on every launch in discovery: an atomic load, not the lock (the state is
  * stored, under the lock, with release order: what was learned before it is seen). */
+int ft_disc_weight_freed(ft_disc_t *d, uint32_t id, uint64_t *gone, uint64_t *total)
+{
+    int crossed = 0;
+    pthread_mutex_lock(&d->lock);
+    rinfo_t *r = d->state == FT_DISC_DONE ? rinfo_get(d, id) : NULL;
+    if (r != NULL && r->unit >= 0 && !r->gone) {
+        r->gone = 1;
+        d->weight_gone += r->size;
+        /* Most of them, not all: a program deleting its model may keep a tied or shared
+         * tensor alive, and a share of the weights left behind streams no more. */
+        crossed = !d->gone_said && d->weight_bytes > 0 &&
+                  d->weight_gone * 100 >= d->weight_bytes * (uint64_t)FT_DISC_GONE_PERCENT;
+        d->gone_said |= crossed;
+    }
+    *gone = d->weight_gone;
+    *total = d->weight_bytes;
+    pthread_mutex_unlock(&d->lock);
+    return crossed;
+}
+
+void ft_disc_reload(ft_disc_t *d)
+{
+    pthread_mutex_lock(&d->lock);
+    /* The freed weights go with the rest of what restart forgets; it keeps the regions
+     * born as activations that are still alive. */
+    rinfo_t *r, *rt;
+    HASH_ITER(hh, d->rmap, r, rt) {
+        if (r->gone)
+            r->freed = 1;
+    }
+    restart(d);
+    /* A discovery of its own: the first one's restarts do not count against it. */
+    d->restarts = 0;
+    d->keyless_restarts = 0;
+    d->weight_gone = 0;
+    d->gone_said = 0;
+    d->reloads++;
+    pthread_mutex_unlock(&d->lock);
+}
+
 ft_disc_state_t ft_disc_state(ft_disc_t *d)
 {
     return __atomic_load_n(&d->state, __ATOMIC_ACQUIRE);
@@ -2126,6 +2173,7 @@ void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out)
     out->iterations = d->iterations;
     out->iters_wanted = d->p.iters;
     out->restarts = d->restarts;
+    out->reloads = d->reloads;
     out->launches = d->launches_total;
     out->marker_hits = d->marker_hits;
     pthread_mutex_unlock(&d->lock);

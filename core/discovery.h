@@ -115,6 +115,19 @@ void ft_disc_mark(ft_disc_t *d, uint64_t lane);
 /* A region was freed: it can no longer be a weight. */
 void ft_disc_region_freed(ft_disc_t *d, uint32_t id);
 
+/* After DONE, region id was freed: when it is a unit's weight, its bytes count as gone.
+ * 1 when this free brings the units' weights gone to FT_DISC_GONE_PERCENT of their bytes
+ * (once per discovery: the program has freed the model the units were found in); 0
+ * otherwise. *gone and *total: the weight bytes freed since DONE, and all of them. */
+#define FT_DISC_GONE_PERCENT 90
+int ft_disc_weight_freed(ft_disc_t *d, uint32_t id, uint64_t *gone, uint64_t *total);
+
+/* Discovery from scratch, for the model the program loads next (the shim calls it once
+ * nothing uses the units any more): the units, passes and freed weights go, as at a
+ * restart, and the restarts allowed start again; the next launch begins observing with
+ * the regions alive then as candidates. Kernels and NVTX ranges stay. */
+void ft_disc_reload(ft_disc_t *d);
+
 ft_disc_state_t ft_disc_state(ft_disc_t *d);
 int ft_disc_iterations(ft_disc_t *d);
 
@@ -123,6 +136,7 @@ int ft_disc_iterations(ft_disc_t *d);
  * that held no weight), launches, and launches whose kernel matched the marker glob. */
 typedef struct {
     int iterations, iters_wanted, restarts;
+    int reloads;                /* ft_disc_reload's discoveries from scratch */
     uint64_t launches, marker_hits;
 } ft_disc_status_t;
 void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out);

@@ -175,6 +175,13 @@
  *                 cuMemsetD32 (resolved by dlsym on libcuda, as a library would)
  *   --drop N      after forward N, cudaFree the last layer (its weight, vectors) and run
  *                 the later forwards without it (one thread only)
+ *   --reload N    after forward N, cudaFree every layer's weights (matrix, vectors,
+ *                 experts), then allocate and upload a model of the same shape drawn
+ *                 from another seed (--seed's, changed) and run the later forwards on
+ *                 it: a program that frees one model and loads another (del A,
+ *                 empty_cache, then B). With --threads, between every thread's
+ *                 forwards N and N + 1. Not with --ptr-arrays, --shared, --segments,
+ *                 --grow-cache, --drop or --graph
  *   --graph N     after the --iters forwards, capture one more forward into a CUDA graph
  *                 (cudaStreamBeginCapture, global mode, on a non-blocking stream of its
  *                 own, as torch.cuda.graph does) and replay it N times, printing "graph
@@ -320,6 +327,7 @@ static int n_controls;
 static void (*after_forward_hook)(int it); /* model_set_hook's, in the library build */
 static int profile_from = -1; /* --profile-from */
 static int drop_after = -1;
+static int reload_after = -1; /* --reload */
 static int zero_after = -1;
 static int (*get_usage)(ft_gpu_memory_usage_t *);
 static int timing = 0;
@@ -595,16 +603,10 @@ static void hold_until(const char *path)
         usleep(10000);
 }
 
-static void load_weights(void)
+/* Every layer's weights, allocated and uploaded through host (n * n words). */
+static void upload_layers(uint32_t *host)
 {
     size_t n = (size_t)dim;
-    uint32_t *host = malloc(n * n * sizeof *host);
-    model = calloc((size_t)layers, sizeof *model);
-    input = malloc(n * sizeof *input);
-    if (host == NULL || model == NULL || input == NULL) {
-        fprintf(stderr, "model: out of host memory\n");
-        exit(1);
-    }
     for (int l = 0; l < layers; l++) {
         size_t pad = pad_odd && l % 2 == 1 ? 2u << 20 : 0;
         if (l == layers - 1)
@@ -619,6 +621,43 @@ static void load_weights(void)
             model[l].ex[e] = upload(0xbf58476d1ce4e5b9ull * (uint64_t)(l + 1) + 0x94d049bb133111ebull * (uint64_t)e,
                                     n * n, host);
     }
+}
+
+/* --reload: every layer's weights freed, then a model of the same shape from another
+ * seed allocated and uploaded (after the frees, as a program that deletes one model
+ * before it loads the next). The caller keeps the other threads between forwards. */
+static void reload_weights(void)
+{
+    for (int l = 0; l < layers; l++) {
+        free_weight(model[l].w);
+        free_weight(model[l].bias);
+        free_weight(model[l].s);
+        for (int e = 0; e < moe_experts; e++)
+            free_weight(model[l].ex[e]);
+    }
+    weight_seed = weight_seed * 0x2545f4914f6cdd1dull + 0x5851f42d4c957f2dull;
+    uint32_t *host = malloc((size_t)dim * (size_t)dim * sizeof *host);
+    if (host == NULL) {
+        fprintf(stderr, "model: out of host memory\n");
+        exit(1);
+    }
+    upload_layers(host);
+    free(host);
+    if (init_kernel) /* the workers' streams may not wait for the legacy stream */
+        CHECK(cudaDeviceSynchronize());
+}
+
+static void load_weights(void)
+{
+    size_t n = (size_t)dim;
+    uint32_t *host = malloc(n * n * sizeof *host);
+    model = calloc((size_t)layers, sizeof *model);
+    input = malloc(n * sizeof *input);
+    if (host == NULL || model == NULL || input == NULL) {
+        fprintf(stderr, "model: out of host memory\n");
+        exit(1);
+    }
+    upload_layers(host);
     if (ptr_arrays) {
         uint32_t **tbl = malloc((size_t)layers * sizeof *tbl);
         for (int l = 0; l < layers; l++)
@@ -1131,7 +1170,7 @@ static void parse_controls(const char *v)
 
 /* What a forward computes: 1 with the --vary kernels, 2 with the --cross-from gemvs, 4
  * without its last layer (--skip-last-from), 8 with the --stale-new kernels, 16 with the
- * --far-new kernel, 32 with the --gather-from kernel. */
+ * --far-new kernel, 32 with the --gather-from kernel, 128 after --reload. */
 static int forward_kind(int it)
 {
     int varied = vary_from >= 0 && it >= vary_from && (it - vary_from) % 2 == 0;
@@ -1142,8 +1181,9 @@ static int forward_kind(int it)
     int gathered = gathers(it);
     int grown = over_from >= 0 && it >= over_from;
     int routed = moe_experts > 0 ? it + 1 : 0; /* --moe: every forward routes its own way */
+    int reloaded = reload_after >= 0 && it > reload_after;
     return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5 | grown << 6 |
-           routed << 7;
+           reloaded << 7 | routed << 8;
 }
 
 /* Whether worker 0 writes weights from the host after forward it (--zero, --peek,
@@ -1306,6 +1346,13 @@ static void *run_worker(void *arg)
             pthread_barrier_wait(&write_barrier);
             if (wk->id == 0)
                 write_weights(it);
+            pthread_barrier_wait(&write_barrier);
+        }
+        if (it == reload_after) {
+            /* As the writes above: no thread's forward reads a weight while it goes. */
+            pthread_barrier_wait(&write_barrier);
+            if (wk->id == 0)
+                reload_weights();
             pthread_barrier_wait(&write_barrier);
         }
         if (controls_after(it) || after_forward_hook != NULL) {
@@ -1497,6 +1544,8 @@ int main(int argc, char **argv)
             graph_replays = parse_int(a, v, 1, 1 << 20), i++;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
+        else if (strcmp(a, "--reload") == 0)
+            reload_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--zero") == 0)
             zero_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--poke") == 0)
@@ -1507,7 +1556,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -1528,6 +1577,14 @@ int main(int argc, char **argv)
     }
     if (drop_after >= 0 && threads > 1) {
         fprintf(stderr, "model: --drop needs one thread\n");
+        return 2;
+    }
+    /* Their tables and segments hold the first model's addresses, and --drop frees a
+     * layer the reload would free again. */
+    if (reload_after >= 0 && (ptr_arrays || shared || segment_bytes > 0 || grow_cache || drop_after >= 0 ||
+                              graph_replays > 0)) {
+        fprintf(stderr, "model: --reload does not combine with --ptr-arrays, --shared, --segments, --grow-cache, "
+                        "--drop or --graph\n");
         return 2;
     }
     if (grow_cache && (threads > 1 || ptr_arrays || shared || segment_bytes > 0)) {
@@ -1658,7 +1715,7 @@ int main(int argc, char **argv)
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
                           peek_after >= 0 || cross_from >= 0 || skip_from >= 0 || gather_from >= 0 ||
-                          over_from >= 0 || moe_experts > 0 || grow_cache ? iters - 1 : 0],
+                          over_from >= 0 || moe_experts > 0 || grow_cache || reload_after >= 0 ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

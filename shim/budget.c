@@ -188,6 +188,11 @@ static __thread struct {
  * (docs/residency.md, "The budget after the plan"). */
 int budget_admit(uint64_t size, int passthrough)
 {
+    /* The program freed the plan's weights: the plan goes before the next model's
+     * allocations, which FT_SPILL then holds within the budget as it held the first
+     * model's (reload.c). */
+    if (__atomic_load_n(&reload_wanted, __ATOMIC_RELAXED))
+        reload_now();
     if (engine_phase() != PHASE_STREAMING)
         return passthrough && spill_admit(size) > 0 ? 1 : 0;
     if (plan.in.budget_bytes == 0)

@@ -148,8 +148,40 @@ static void checksum_init(void)
         FT_WARN("residency: no memory for the device checksum: every evicted unit will be copied "
                 "back to the host");
     else
-        ck.units = 1;
+        ck.units = 1, ck.n = n;
     managed_device_leave(prev);
+}
+
+/* Room for n units' sums (res.lock held, at the switch): a plan made again after the
+ * program freed the first plan's weights (reload.c) may have more units than the first.
+ * 0; -1 when the memory cannot be had (the units past ck.n then write back at every
+ * eviction: checksum_issue refuses them). */
+int checksum_room(size_t n)
+{
+    if (!checksum_available() || n <= ck.n)
+        return 0;
+    uint64_t *dev = NULL, *host = NULL;
+    int prev = managed_device_enter();
+    int ok = own_malloc((void **)&dev, n * sizeof *dev) == cudaSuccess &&
+             own_host_alloc((void **)&host, n * sizeof *host) == cudaSuccess;
+    managed_device_leave(prev);
+    if (!ok) {
+        if (dev != NULL)
+            REAL(cudaFree)(dev);
+        FT_WARN("residency: no memory for the device checksum of %zu units: the units past %zu are copied "
+                "back at every eviction", n, ck.n);
+        return -1;
+    }
+    /* The old sums are read by no one now: the engine is not running. */
+    REAL(cudaFree)(ck.dev);
+    typedef cudaError_t (*free_host_fn)(void *);
+    free_host_fn free_host = (free_host_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaFreeHost");
+    if (free_host != NULL)
+        free_host(ck.host);
+    ck.dev = dev;
+    ck.host = host;
+    ck.n = n;
+    return 0;
 }
 
 /* Sets up the residency engine's checksums on first call; 1 when they can be used. */

@@ -819,3 +819,25 @@ const char *control_note(char *buf, size_t len)
                  n_releases, ctl.released ? ", released at exit" : "");
     return buf;
 }
+
+/* The program freed the plan's weights (reload.c, res.lock held): requests waiting, a
+ * re-profile under way and what a release kept refer to the first plan's units, and
+ * go. A limit set at run time stays: the next plan is made for it. */
+void control_forget(void)
+{
+    for (int i = 0; i < rp.n; i++) {
+        own_event_destroy(rp.in[i]);
+        own_event_destroy(rp.out[i]);
+    }
+    free(rp.in);
+    free(rp.out);
+    free(rp.seen);
+    free(rp.ranges);
+    ft_prof_free(rp.prof);
+    memset(&rp, 0, sizeof rp);
+    free(kept);
+    kept = NULL;
+    kept_slots = 0;
+    memset(&ctl, 0, sizeof ctl);
+    control_waiting = 0;
+}

@@ -232,6 +232,20 @@ static cudaError_t own_stream_wait(cudaStream_t s, cudaEvent_t e, unsigned int f
 events_t ev;
 
 /* The runtime's event calls FlexTensor uses (ev); own_event_create for its own events. */
+/* Destroys one of FlexTensor's own events (NULL: nothing), when the plan they served
+ * goes (reload.c). */
+void own_event_destroy(cudaEvent_t e)
+{
+    static cudaError_t (*destroy)(cudaEvent_t);
+    if (e == NULL)
+        return;
+    if (destroy == NULL)
+        destroy = (cudaError_t (*)(cudaEvent_t))ft_shim_real_dlsym(RTLD_NEXT, "cudaEventDestroy");
+    cudaError_t pending = own_pending();
+    if (destroy != NULL)
+        own_call(destroy(e), pending);
+}
+
 void events_resolve(void)
 {
     ev.create = own_event_create;

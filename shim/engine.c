@@ -18,10 +18,14 @@
  *   OFF        -> PLANNED       control.c, when a plan that streamed nothing gives way to
  *                               one that streams (a smaller budget, ft_release); only
  *                               where the engine never started (control.c says when)
+ *   PLANNED, STREAMING -> DISCOVERY   reload.c, once the program has freed the plan's
+ *                               weights and the engine has let go of them: discovery
+ *                               starts again for the model loaded next
  *   DISCOVERY, PROFILING, PLANNING, OFF -> STOOD_DOWN     stand_down
  *
  * STOOD_DOWN is final. After the plan (PLANNED, STREAMING) FlexTensor cannot stand
- * down: streamed units live in host memory by then.
+ * down: streamed units live in host memory by then (back in DISCOVERY after reload.c
+ * has brought them back, it can again).
  *
  * Owns: the phase word (written only by engine_to and engine_spill, read through
  * engine_state), the reason for standing down, the region table and the discovery
@@ -65,8 +69,8 @@ static const unsigned allowed[PHASE_COUNT] = {
     [PHASE_DISCOVERY] = TO(PHASE_PLANNING) | TO(PHASE_STOOD_DOWN),
     [PHASE_PROFILING] = TO(PHASE_PLANNING) | TO(PHASE_STOOD_DOWN),
     [PHASE_PLANNING] = TO(PHASE_PROFILING) | TO(PHASE_PLANNED) | TO(PHASE_OFF) | TO(PHASE_STOOD_DOWN),
-    [PHASE_PLANNED] = TO(PHASE_STREAMING),
-    [PHASE_STREAMING] = TO(PHASE_OFF),
+    [PHASE_PLANNED] = TO(PHASE_STREAMING) | TO(PHASE_DISCOVERY),
+    [PHASE_STREAMING] = TO(PHASE_OFF) | TO(PHASE_DISCOVERY),
     [PHASE_OFF] = TO(PHASE_STOOD_DOWN) | TO(PHASE_PLANNED),
     [PHASE_STOOD_DOWN] = 0,
 };
@@ -268,6 +272,10 @@ int engine_enter(void)
     atomic_fetch_sub(&unlocked, 1);
     pthread_mutex_lock(&res.lock);
     engine_held = 1;
+    /* The program freed the plan's weights: the plan goes before this call (which then
+     * runs in discovery, held as FT_SPILL's calls are). */
+    if (__atomic_load_n(&reload_wanted, __ATOMIC_RELAXED))
+        reload_now_locked();
     if (engine_phase() == PHASE_PLANNED)
         switch_locked();
     return 1;

@@ -7,6 +7,7 @@
  *   entry points  hooks_alloc.c hooks_launch.c hooks_copy.c
  *   engine        engine.c (the phase and its moves, enter/leave, standing down)
  *   parts         observe.c profiling.c residency.c guard.c spill.c budget.c capture.c
+ *                 reload.c (the plan's weights freed: back to discovery)
  *                 control.c (the runtime control API, entered from the program too)
  *   mechanisms    vmm.c hoststore.c checksum.c device.c, then cuda.c
  *
@@ -29,6 +30,7 @@
  *   profiling.c  plan (plan.out.resident also budget.c), prof, bw, bw_device_bytes,
  *                tag_pushed (the thread's; cleared by engine_leave)
  *   residency.c  res (its counters and regions also budget.c, guard.c), res_start_failed
+ *   reload.c     reload_wanted (atomic; read by engine_enter and budget_admit)
  *   spill.c      spill_ns, spill_bytes (also residency.c), spill_faults,
  *                spill_evictions, spill_limit, spill_placement (constant)
  *   vmm.c        vmm_pad
@@ -348,6 +350,7 @@ typedef struct {
     uint64_t *dev, *host;     /* per unit, the sum on the device and in pinned host memory */
     unsigned blocks;
     int units;                /* dev and host are there: the residency engine may use it */
+    size_t n;                 /* the units dev and host have room for (checksum_room) */
 } ck_state_t;
 
 /* The host store of a streamed region: FT_PINNED_MEMORY (pinned or pageable) and
@@ -389,6 +392,7 @@ int content_sum_begin(void);
 int content_sum_add(uint64_t va, uint64_t words, uint64_t first_word);
 int content_sum_end(uint64_t *sum);
 int checksum_available(void);
+int checksum_room(size_t n); /* dev and host grown to n units (a plan made again) */
 /* Where addr's bytes are while FT_SPILL holds its allocation in host memory (NULL:
  * on the device): spill.c's spilled_vmm, passed down to hash_regions as its ctx. */
 typedef vmm_t *(*spilled_fn)(uint64_t addr);
@@ -420,6 +424,7 @@ cudaError_t own_call(cudaError_t rc, cudaError_t pending);
 cudaError_t own_malloc(void **p, size_t n);
 cudaError_t own_host_alloc(void **p, size_t n);
 cudaError_t own_stream(cudaStream_t *s);
+void own_event_destroy(cudaEvent_t e);
 
 /* device.c: the managed device and the others the process uses. Its state is its own
  * (atomic); what to do when another device appears is the engine's, passed down by
@@ -621,6 +626,25 @@ int activate_locked(void);
 /* residency.c: the plan changed at run time (control.c; res.lock held). */
 void res_unload_all(void);
 int res_make_resident(int u);
+/* reload.c: the plan's weights freed; every streamed unit back on the device and the
+ * engine's state gone (res.lock held, the device synchronised). 0, or -1 when a unit
+ * could not be loaded whole (the engine runs on, with the units it has). */
+int res_drop_all(void);
+
+/* reload.c: the program freed the plan's weights (docs/residency.md, "A model freed,
+ * another loaded"): a free of region id is counted (the free hooks); the next
+ * allocation, launch, copy or set drops the plan and starts discovery again, outside
+ * a stream capture. reload_wanted is atomic. */
+extern int reload_wanted;
+void reload_note_free(uint32_t id);
+void reload_now(void);        /* from an allocation (res.lock not held) */
+void reload_now_locked(void); /* from engine_enter (res.lock held) */
+const char *reload_note(char *buf, size_t len); /* the verdict's note, or "" */
+/* What each part lets go of when the plan goes (reload.c calls them, res.lock held). */
+void guard_forget(void);
+void profile_forget(void);
+void control_forget(void);
+void observe_forget(void);
 
 /* control.c: the runtime control API (ft_set_gpu_mem_limit, ft_request_replan,
  * ft_release, ft_resume). control_waiting (res.lock) is set while a request waits for

@@ -520,3 +520,16 @@ void res_call_done(void)
         prefetch_after = -1;
     }
 }
+
+/* The plan's weights freed (reload.c, res.lock held, no guarded call under way): what
+ * the guard kept of the first plan's units goes; the next plan's switch sets it up
+ * again. */
+void guard_forget(void)
+{
+    free(ranges);
+    free(ahead);
+    ranges = NULL;
+    ahead = NULL;
+    ft_res_repeat_free(&repeats);
+    pin_pending = -1;
+}

@@ -5,8 +5,9 @@
  * virtual memory when large enough, and tracked in the region table; each free
  * untracked and counted as held until it returns.
  *
- * Owns no state of its own. It calls budget.c (admissions, frees under way),
- * profiling.c (the table's peak), device.c and vmm.c, passing down FT_SPILL's
+ * Owns no state of its own. It calls budget.c (admissions, frees under way), reload.c
+ * (the plan's weights freed), profiling.c (the table's peak), device.c and vmm.c,
+ * passing down FT_SPILL's
  * placement (spill_placement) and residency.c's res_forget for vmm.c to call back. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
@@ -39,8 +40,10 @@ static void allocated(int adm, uint64_t size, void *p, uint32_t flags)
 static void untrack(const void *p)
 {
     ft_region_t r;
-    if (p != NULL && ft_regions_remove(regions, (uint64_t)(uintptr_t)p, &r) == 0)
+    if (p != NULL && ft_regions_remove(regions, (uint64_t)(uintptr_t)p, &r) == 0) {
         ft_disc_region_freed(disc, r.id);
+        reload_note_free(r.id); /* most of the plan's weights gone: reload.c */
+    }
 }
 
 cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)

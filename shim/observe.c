@@ -274,6 +274,14 @@ static int observe_bound(int ph)
     return 1;
 }
 
+/* The program freed the plan's weights (reload.c): the discovery and the profiling to
+ * come are bounded as the first ones were, each from its own first launch. */
+void observe_forget(void)
+{
+    __atomic_store_n(&disc_launches, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&prof_launches, 0, __ATOMIC_RELAXED);
+}
+
 /* What the launch of kernel k (key) whose arguments hold the regions of `set` feeds to
  * FT_SPILL's faults, the guard, profiling and discovery: those that are on (as
  * observe_launch found them). */

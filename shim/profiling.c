@@ -628,3 +628,44 @@ FT_EXPORT int ft_profiling_resume(void)
         FT_LOG_CAPPED(FT_LOG_WARN, 3, "ft_profiling_resume without a matching ft_profiling_suspend");
     return rc;
 }
+
+/* --- the plan's weights freed (reload.c) --------------------------------------------- */
+
+/* The program freed the plan's weights: the profile and the plan go (res.lock held, the
+ * residency engine's state gone already), so that the next discovery's end profiles
+ * and plans from nothing, as the first did. plan.made is cleared first: budget_view
+ * and the control API read it without res.lock before the rest. */
+void profile_forget(void)
+{
+    __atomic_store_n(&plan.made, 0, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&prof.lock);
+    stop_profile_timing();
+    for (size_t i = 0; prof.ev != NULL && i <= prof.n; i++)
+        own_event_destroy(prof.ev[i]);
+    ft_prof_free(prof.prof);
+    free(prof.first);
+    free(prof.ev);
+    free(prof.seen);
+    free(prof.moves_ns);
+    free(prof.kern);
+    prof.prof = NULL;
+    prof.first = NULL;
+    prof.ev = NULL;
+    prof.seen = NULL;
+    prof.moves_ns = NULL;
+    prof.kern = NULL;
+    prof.kern_cap = 0;
+    prof.n = 0;
+    prof.in_pass = 0;
+    prof.cupti_passes = 0;
+    prof.moves_out_ns = 0;
+    prof.off_record = 0;
+    prof.cur_unit = -1;
+    pthread_mutex_unlock(&prof.lock);
+    free((void *)plan.in.units);
+    free(plan.out.resident);
+    free(plan.out.slot);
+    free(plan.out.unit_stall_us);
+    memset(&plan, 0, sizeof plan);
+    __atomic_store_n(&peak_tracked, 0, __ATOMIC_RELAXED);
+}

@@ -411,6 +411,8 @@ void ft_hooks_verdict(void)
     if (at < sizeof why)
         at += (size_t)snprintf(why + at, sizeof why - at, "%s", control_note(cap, sizeof cap));
     if (at < sizeof why)
+        at += (size_t)snprintf(why + at, sizeof why - at, "%s", reload_note(cap, sizeof cap));
+    if (at < sizeof why)
         snprintf(why + at, sizeof why - at, "%s", handover_note(note, sizeof note));
     FT_INFO("verdict: %s: %s", kind, why);
 }

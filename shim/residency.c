@@ -179,7 +179,7 @@ int checksum_issue(int u)
 {
     res_unit_t *un = &res.units[u];
     un->ck_pending = 0;
-    if (!ck.units || un->ck_done == NULL)
+    if (!ck.units || un->ck_done == NULL || (size_t)u >= ck.n)
         return -1;
     uint64_t *out = ck.dev + u;
     if ((un->ready_recorded && ev.wait(ck.stream, un->ready, 0) != cudaSuccess) ||
@@ -752,6 +752,8 @@ int activate_locked(void)
     res.units = calloc(n, sizeof *res.units);
     res.by_id = malloc(res.n_ids * sizeof *res.by_id);
     int ok = res.regions != NULL && res.units != NULL && res.by_id != NULL;
+    /* A plan made again (reload.c) may have more units than the sums have room for. */
+    checksum_room(n);
     for (size_t i = 0; ok && i < n; i++)
         for (int k = 0; ok && k < USE_STREAMS; k++)
             ok = ev.create(&res.units[i].used[k], cudaEventDisableTiming) == cudaSuccess;
@@ -770,7 +772,8 @@ int activate_locked(void)
             res.pass_ev[0] = NULL; /* no measured step; the engine runs all the same */
             break;
         }
-    if (own_stream(&res.side) != cudaSuccess)
+    /* Kept from the first plan's engine when the plan is made again (res_drop_all). */
+    if (res.side == NULL && own_stream(&res.side) != cudaSuccess)
         res.side = NULL; /* the legacy stream: correct, slower */
     REAL(cudaDeviceSynchronize)();
     if (!cfgp->pinned_memory)
@@ -988,5 +991,56 @@ int res_make_resident(int u)
     un->pinned = un->demoted = un->stale_misses = un->pin_refused = 0;
     un->ref_valid = 0;
     un->changes = 0;
+    return 0;
+}
+
+/* --- the plan's weights freed (reload.c) --------------------------------------------- */
+
+/* The program freed the plan's weights, and discovery starts again: every streamed
+ * unit comes back to the device as a resident one does (res_make_resident: its regions
+ * the program still holds loaded, its host stores freed), then the engine's own memory
+ * and events go, so that a new plan's switch (activate_locked) starts from nothing.
+ * res.lock held, the device synchronised, no capture under way. 0; -1 when a unit
+ * could not be loaded whole: nothing more is dropped, and the engine runs on with the
+ * units it has (the others are resident now). The counters stay for the exit report. */
+int res_drop_all(void)
+{
+    int failed = 0;
+    for (int u = 0; u < res.n_units; u++)
+        if (res.units[u].n > 0 && res_make_resident(u) != 0)
+            failed++;
+    if (failed > 0)
+        return -1;
+    release_spares();
+    for (int u = 0; u < res.n_units; u++) {
+        res_unit_t *un = &res.units[u];
+        for (int k = 0; k < USE_STREAMS; k++)
+            own_event_destroy(un->used[k]);
+        own_event_destroy(un->ready);
+        own_event_destroy(un->ck_done);
+    }
+    for (int i = 0; i < STEP_RING; i++) {
+        own_event_destroy(res.pass_ev[i]);
+        res.pass_ev[i] = NULL;
+    }
+    free(res.regions);
+    free(res.spare);
+    free(res.units);
+    free(res.by_id);
+    res.regions = NULL;
+    res.spare = NULL;
+    res.units = NULL;
+    res.by_id = NULL;
+    res.n_regions = res.n_units = res.slots = res.loaded = 0;
+    res.n_spare = res.cap_spare = 0;
+    res.n_ids = 0;
+    res.held_bytes = 0;
+    /* The measured step is the new plan's: its passes, its ring. */
+    res.passes = res.harvested = 0;
+    res.n_steps = 0;
+    /* FT_SHM: the segment held the first model; the next plan's switch attaches the
+     * segment of the model it finds (its fingerprint is that model's). */
+    if (cfgp->shm_enabled)
+        host_store_detach();
     return 0;
 }

@@ -327,6 +327,77 @@ START_TEST(llama_units_by_wraparound)
 }
 END_TEST
 
+/* The program frees the model the units were found in (after DONE): the free that
+ * brings the units' weights gone to FT_DISC_GONE_PERCENT says so, once; frees of other
+ * regions count nothing. ft_disc_reload then discovers the model loaded next from
+ * scratch, with the restarts it allows counted anew. */
+static uint64_t free_weight_region(ft_disc_t *d, uint64_t base, int *crossed, uint64_t *total)
+{
+    ft_region_t r;
+    uint64_t gone = 0;
+    ck_assert_int_eq(ft_regions_remove(regions, base, &r), 0);
+    ft_disc_region_freed(d, r.id);
+    *crossed += ft_disc_weight_freed(d, r.id, &gone, total);
+    return gone;
+}
+
+START_TEST(a_model_freed_after_done_and_another_discovered)
+{
+    llama_t a, b;
+    llama_alloc(&a, 4);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 4; it++)
+        llama_forward(d, 1, &a, 4);
+    check_llama_units(d, &a, 4);
+    uint64_t weights = ft_disc_weight_bytes(d), total = 0, gone = 0;
+    int crossed = 0;
+    /* An activation freed: not a weight. */
+    gone = free_weight_region(d, a.act2, &crossed, &total);
+    ck_assert_uint_eq(gone, 0);
+    ck_assert_uint_eq(total, weights);
+    gone = free_weight_region(d, a.embed, &crossed, &total);
+    ck_assert_uint_eq(gone, 64 * MIB);
+    uint64_t (*w[])[8] = { &a.ln1, &a.q, &a.k, &a.v, &a.o, &a.ln2, &a.gate, &a.up, &a.down };
+    int crossed_at = -1;
+    for (int l = 0; l < 4; l++)
+        for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
+            int before = crossed;
+            gone = free_weight_region(d, (*w[k])[l], &crossed, &total);
+            if (crossed > before) {
+                crossed_at = l;
+                ck_assert_uint_ge(gone * 100, weights * FT_DISC_GONE_PERCENT);
+            } else if (crossed == 0) {
+                ck_assert_uint_lt(gone * 100, weights * FT_DISC_GONE_PERCENT);
+            }
+        }
+    ck_assert_int_eq(crossed, 1); /* once, however many frees follow */
+    ck_assert_int_eq(crossed_at, 3);
+    gone = free_weight_region(d, a.norm, &crossed, &total);
+    gone = free_weight_region(d, a.head, &crossed, &total);
+    ck_assert_uint_eq(gone, weights);
+    ck_assert_int_eq(crossed, 1);
+
+    ft_disc_reload(d);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_WAITING);
+    ck_assert_uint_eq(ft_disc_unit_count(d), 0);
+    llama_alloc(&b, 4);
+    for (int it = 0; it < 4; it++)
+        llama_forward(d, 1, &b, 4);
+    check_llama_units(d, &b, 4);
+    ft_disc_status_t st;
+    ft_disc_status(d, &st);
+    ck_assert_int_eq(st.reloads, 1);
+    ck_assert_int_eq(st.restarts, 0);
+    /* The second model's weights are counted from nothing. */
+    crossed = 0;
+    gone = free_weight_region(d, b.embed, &crossed, &total);
+    ck_assert_uint_eq(gone, 64 * MIB);
+    ck_assert_int_eq(crossed, 0);
+    ft_disc_free(d);
+}
+END_TEST
+
 /* The previous forward's output kept alive through the next: pointers into a small
  * segment alternate between two places, and one buffer moves to a segment made after
  * the first launch, every other forward; the keys repeat every two forwards. A pass is
@@ -1267,6 +1338,7 @@ Suite *discovery_suite(void)
     TCase *tc = tcase_create("engine");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, llama_units_by_wraparound);
+    tcase_add_test(tc, a_model_freed_after_done_and_another_discovered);
     tcase_add_test(tc, hash_batches_and_failures);
     tcase_add_test(tc, passes_align_on_the_embedding_despite_a_different_first_forward);
     tcase_add_test(tc, pointer_array_touches_do_not_reorder_the_pass);

@@ -60,7 +60,8 @@ typedef enum {
                                1 when the "no pass has started" warning was given */
     FT_TRACE_TIMING = 15,   /* offload timing (FT_OFFLOAD_TIMING): u64 passes timed, u64
                                passes lost, u64 their steps' sum ns, u64 predicted step ns,
-                               u64 stall ns, u32 n, then n x (u32 streamed, u64 loads, u64
+                               u64 stall ns, u32 n, then n x (u32 streamed, u64 bytes one load copies (the last
+                               load's), u64 loads, u64
                                hits, u64 misses, u64 bytes in, u64 bytes copied back, u64
                                unloads, u64 copies timed, u64 transfer ns, u64 compute
                                overlapped ns, u64 passes with compute timed, u64 compute

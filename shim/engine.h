@@ -610,6 +610,7 @@ int res_forget(vmm_t *v);   /* vmm_free's `forget` */
 typedef struct {
     uint64_t loads, hits, misses, bytes_in, bytes_out, unloads;
     uint64_t copies_timed, transfer_ns, overlap_ns, compute_passes, compute_ns, stall_ns;
+    uint64_t load_bytes;      /* its last load's: the bytes of its regions that stream */
 } ft_timing_unit_t;
 typedef struct {
     uint32_t kind, lane, unit;  /* FT_TIMING_* (core/trace.h), 0/1, unit index */

@@ -91,6 +91,7 @@ int ft_resume(void);
 typedef struct {
     char name[64];                      /* the unit's name, cut to 63 bytes */
     unsigned long long streamed;        /* 1: it streams; 0: resident */
+    unsigned long long streamed_bytes;  /* what one load copies in (its last load's; 0: none) */
     unsigned long long loads, hits, misses; /* hits + misses = loads */
     unsigned long long bytes_in;        /* copied in, all loads */
     unsigned long long bytes_out;       /* copied back at unloads (changed or unproven) */

@@ -386,7 +386,8 @@ void timing_load_end(int u, cudaStream_t stream)
         un->misses++;
     else
         un->hits++;
-    un->bytes_in += res.copied_in_bytes - tm.load_bytes0;
+    un->load_bytes = res.copied_in_bytes - tm.load_bytes0;
+    un->bytes_in += un->load_bytes;
     tm_span_t *sp = span_at(tm.load_span);
     if (sp != NULL && !capture_under_way())
         span_mark(sp, 1, stream);
@@ -476,6 +477,7 @@ FT_EXPORT int ft_offload_timing_collect(ft_offload_timing_t *r)
         memset(&u, 0, sizeof u);
         snprintf(u.name, sizeof u.name, "%s", ft_disc_unit(disc, i)->name);
         u.streamed = res.units != NULL && res.units[i].n > 0;
+        u.streamed_bytes = tm.unit != NULL && (int)i < tm.n_units ? tm.unit[i].load_bytes : 0;
         if (tm.unit != NULL && (int)i < tm.n_units) {
             const ft_timing_unit_t *t = &tm.unit[i];
             u.loads = t->loads;
@@ -560,6 +562,7 @@ void timing_trace(ft_trace_writer_t *w)
     for (int i = 0; tm.unit != NULL && i < tm.n_units; i++) {
         const ft_timing_unit_t *t = &tm.unit[i];
         ft_trace_put_u32(w, res.units != NULL && res.units[i].n > 0);
+        ft_trace_put_u64(w, t->load_bytes);
         const uint64_t v[] = { t->loads, t->hits, t->misses, t->bytes_in, t->bytes_out, t->unloads,
                                t->copies_timed, t->transfer_ns, t->overlap_ns, t->compute_passes,
                                t->compute_ns, t->stall_ns };

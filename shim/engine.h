@@ -7,6 +7,7 @@
  *   entry points  hooks_alloc.c hooks_launch.c hooks_copy.c
  *   engine        engine.c (the phase and its moves, enter/leave, standing down)
  *   parts         observe.c profiling.c residency.c guard.c spill.c budget.c capture.c
+ *                 timing.c (offload timing, hooked into residency.c and guard.c)
  *                 control.c (the runtime control API, entered from the program too)
  *   mechanisms    vmm.c hoststore.c checksum.c device.c, then cuda.c
  *
@@ -29,6 +30,7 @@
  *   profiling.c  plan (plan.out.resident also budget.c), prof, bw, bw_device_bytes,
  *                tag_pushed (the thread's; cleared by engine_leave)
  *   residency.c  res (its counters and regions also budget.c, guard.c), res_start_failed
+ *   timing.c     timing_enabled (res.lock to write; read relaxed)
  *   spill.c      spill_ns, spill_bytes (also residency.c), spill_faults,
  *                spill_evictions, spill_limit, spill_placement (constant)
  *   vmm.c        vmm_pad

@@ -21,7 +21,9 @@
  * Counts (loads, hits, misses, bytes) are taken on the host at each load and unload,
  * exactly; times only for the passes read. A hit is a load issued ahead of use on the
  * side stream (a prefetch); a miss, a load the call that needed it made on its own
- * stream. hits + misses = loads.
+ * stream. hits + misses = loads. (Told apart by the stream: where the side stream
+ * could not be created and the program runs on the legacy stream too, misses count as
+ * hits.)
  *
  * Owns: tm, under res.lock (every hook is called with it held: the guard's and the
  * residency engine's callers; the control API and the synchronisations take it);
@@ -103,6 +105,8 @@ static int set_up(void)
 {
     if (tm.set_up)
         return tm.failed ? -1 : 0;
+    if (capture_under_way())
+        return -1; /* no event is created inside a capture; the next hook tries again */
     tm.set_up = 1;
     tm.n_units = res.n_units;
     tm.unit = calloc((size_t)(tm.n_units > 0 ? tm.n_units : 1), sizeof *tm.unit);
@@ -265,9 +269,13 @@ static int read_slot(tm_slot_t *s)
     return 1;
 }
 
-/* Reads the closed slots whose events are all complete, oldest first. */
+/* Reads the closed slots whose events are all complete, oldest first. Not while a
+ * stream capture is under way: cuEventQuery is among the calls a capture in global
+ * mode forbids (it would invalidate the program's capture). */
 static void poll_locked(void)
 {
+    if (capture_under_way())
+        return;
     for (int round = 0; round < TM_RING; round++) {
         tm_slot_t *oldest = NULL;
         for (int i = 0; i < TM_RING; i++)

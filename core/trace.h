@@ -58,8 +58,29 @@ typedef enum {
                                id (0xffffffff: none), u64 pass starts after discovery, u64
                                launches since the last start (the deciding thread), u32
                                1 when the "no pass has started" warning was given */
+    FT_TRACE_TIMING = 15,   /* offload timing (FT_OFFLOAD_TIMING): u64 passes timed, u64
+                               passes lost, u64 their steps' sum ns, u64 predicted step ns,
+                               u64 stall ns, u32 n, then n x (u32 streamed, u64 bytes one load copies (the last
+                               load's), u64 loads, u64
+                               hits, u64 misses, u64 bytes in, u64 bytes copied back, u64
+                               unloads, u64 copies timed, u64 transfer ns, u64 compute
+                               overlapped ns, u64 passes with compute timed, u64 compute
+                               ns, u64 stall ns) */
+    FT_TRACE_TIMELINE = 16, /* the last FT_TIMING_KEEP_PASSES passes timed: u32 n, then n x
+                               (u64 pass, u64 start ns, u64 step ns, u64 stall ns, u32
+                               truncated, u32 k, then k x (u32 kind FT_TIMING_*, u32 lane
+                               (0 the program's stream, 1 the side stream), u32 unit, u64
+                               wait ns, u64 start ns, u64 end ns)); ns on one clock from
+                               the first timed pass's start */
     FT_TRACE_END = 0xffff,
 } ft_trace_type_t;
+
+/* TIMELINE's event kinds: a unit's compute (wait ns: where its stall began), a copy in
+ * ahead of use (a hit), a copy in on demand (a miss, on the program's stream), an
+ * unload. */
+enum { FT_TIMING_COMPUTE = 0, FT_TIMING_COPY = 1, FT_TIMING_MISS = 2, FT_TIMING_UNLOAD = 3, FT_TIMING_KINDS = 4 };
+/* Passes whose events the trace keeps: the last ones timed. */
+#define FT_TIMING_KEEP_PASSES 8
 
 /* Region flag bits of the REGIONS record (docs/trace-format.md). */
 enum {

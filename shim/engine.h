@@ -8,6 +8,7 @@
  *   engine        engine.c (the phase and its moves, enter/leave, standing down)
  *   parts         observe.c profiling.c residency.c guard.c spill.c budget.c capture.c
  *                 reload.c (the plan's weights freed: back to discovery)
+ *                 timing.c (offload timing, hooked into residency.c and guard.c)
  *                 control.c (the runtime control API, entered from the program too)
  *   mechanisms    vmm.c hoststore.c checksum.c device.c, then cuda.c
  *
@@ -31,6 +32,7 @@
  *                tag_pushed (the thread's; cleared by engine_leave)
  *   residency.c  res (its counters and regions also budget.c, guard.c), res_start_failed
  *   reload.c     reload_wanted (atomic; read by engine_enter and budget_admit)
+ *   timing.c     timing_enabled (res.lock to write; read relaxed)
  *   spill.c      spill_ns, spill_bytes (also residency.c), spill_faults,
  *                spill_evictions, spill_limit, spill_placement (constant)
  *   vmm.c        vmm_pad
@@ -607,6 +609,36 @@ void *unit_array(void *arr, int *cap, size_t elem); /* also budget.c's view */
 int res_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
 int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s);
 int res_forget(vmm_t *v);   /* vmm_free's `forget` */
+
+/* timing.c: offload timing (FT_OFFLOAD_TIMING, ft_offload_timing_collect). Its state
+ * under res.lock; timing_enabled is read without it (relaxed: a hook that misses the
+ * switch on records nothing). Every hook but timing_poll is called with res.lock held
+ * and returns at once while timing is off. */
+typedef struct {
+    uint64_t loads, hits, misses, bytes_in, bytes_out, unloads;
+    uint64_t copies_timed, transfer_ns, overlap_ns, compute_passes, compute_ns, stall_ns;
+    uint64_t load_bytes;      /* its last load's: the bytes of its regions that stream */
+} ft_timing_unit_t;
+typedef struct {
+    uint32_t kind, lane, unit;  /* FT_TIMING_* (core/trace.h), 0/1, unit index */
+    uint64_t wait_ns, start_ns, end_ns;
+} ft_timing_event_t;
+extern int timing_enabled;
+static inline int timing_on(void)
+{
+    return __atomic_load_n(&timing_enabled, __ATOMIC_RELAXED);
+}
+void timing_pass_start(cudaStream_t stream);
+void timing_unit_wait(int u, cudaStream_t stream);   /* before the guard's waits */
+void timing_unit_begin(int u, cudaStream_t stream);  /* after them */
+void timing_unit_end(int u, cudaStream_t stream);    /* after the unit's last launch */
+void timing_load_begin(int u, cudaStream_t stream);  /* load_unit, around its copies */
+void timing_load_end(int u, cudaStream_t stream);
+void timing_unload_begin(int u);                     /* evict_loaded, around unload_unit */
+void timing_unload_end(int u);
+void timing_poll(void);                              /* a program's synchronisation */
+void timing_report(void);
+void timing_trace(ft_trace_writer_t *w);
 
 /* guard.c: the guard. Its state is the calling thread's call, and res's under
  * res.lock. */

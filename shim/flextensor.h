@@ -77,6 +77,55 @@ int ft_release(int keep_weights);
  * released. -1 when nothing was released. */
 int ft_resume(void);
 
+/* Offload timing (docs/control.md), as FT_OFFLOAD_TIMING=on collects it: per unit, the
+ * bytes moved, the copies' time, the compute they overlapped, the stall the compute
+ * waited, hits (loads ahead of use) and misses (loads on demand); per pass, the step.
+ * Times are sums over the passes timed (read from CUDA events once complete, never
+ * waited for). The caller sets `size` (sizeof(ft_offload_timing_t)), and for the
+ * per-unit entries `units` (an array of `units_cap` entries of `unit_size` bytes,
+ * sizeof(ft_offload_timing_unit_t)); units_cap 0: the summary alone. The library
+ * writes no more than `size` and `unit_size` bytes, and `version`: fields are only
+ * ever added at the ends, so an older caller keeps working. Unsigned long long fields
+ * for ctypes.Structure. */
+#define FT_OFFLOAD_TIMING_VERSION 1
+typedef struct {
+    char name[64];                      /* the unit's name, cut to 63 bytes */
+    unsigned long long streamed;        /* 1: it streams; 0: resident */
+    unsigned long long streamed_bytes;  /* what one load copies in (its last load's; 0: none) */
+    unsigned long long loads, hits, misses; /* hits + misses = loads */
+    unsigned long long bytes_in;        /* copied in, all loads */
+    unsigned long long bytes_out;       /* copied back at unloads (changed or unproven) */
+    unsigned long long unloads;
+    unsigned long long copies_timed;    /* loads whose copy was timed */
+    unsigned long long transfer_ns;     /* those copies' time */
+    unsigned long long overlap_ns;      /* compute that ran during them */
+    unsigned long long compute_passes;  /* passes whose compute of the unit was timed */
+    unsigned long long compute_ns;      /* its kernels' range, in those passes */
+    unsigned long long stall_ns;        /* its first kernel waiting for its copy */
+} ft_offload_timing_unit_t;
+
+typedef struct {
+    unsigned int size;                  /* caller: sizeof(ft_offload_timing_t) */
+    unsigned int version;               /* library: FT_OFFLOAD_TIMING_VERSION */
+    unsigned int unit_size;             /* caller: sizeof(ft_offload_timing_unit_t) */
+    unsigned int units_cap;             /* caller: entries `units` has room for */
+    ft_offload_timing_unit_t *units;    /* caller's array; the first min(n_units, units_cap) written */
+    unsigned long long n_units;         /* library: the model's units */
+    unsigned long long passes;          /* passes timed */
+    unsigned long long passes_lost;     /* passes whose events could not be read */
+    unsigned long long step_ns_total;   /* their steps' sum: mean step = total / passes */
+    unsigned long long last_step_ns;
+    unsigned long long predicted_step_ns; /* the plan's */
+    unsigned long long stall_ns;        /* every unit's stall, all passes timed */
+} ft_offload_timing_t;
+
+/* Fills *report: 0 while timing is on; 1 when it was off (FT_OFFLOAD_TIMING=off): it
+ * is on from now (the next pass is the first timed) and *report holds zeros; -1 when
+ * FlexTensor is not enabled, report is NULL or a size is below version 1's. */
+int ft_offload_timing_collect(ft_offload_timing_t *report);
+/* The counts, times and kept passes start again from zero (timing stays on or off). */
+void ft_offload_timing_reset(void);
+
 /* A named range opens / closes on this thread: units are named after the innermost
  * range enclosing the launches that touch their weights. name NULL opens a range
  * without a name, which names nothing (ranges inside it still do).

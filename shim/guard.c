@@ -62,6 +62,10 @@ static __thread cudaStream_t touched_stream;
 static __thread int prefetch_after = -1;
 /* A unit's last launch: the unit whose checksum to issue once it is enqueued. */
 static __thread int checksum_after = -1;
+/* Offload timing (timing.c): the unit whose last launch this is, its end event
+ * recorded once the launch is enqueued, and the launch's stream. */
+static __thread int timing_after = -1;
+static __thread cudaStream_t timing_stream;
 
 /* The kernel of the launch being guarded, for messages ("?" for copies and sets). */
 static __thread const char *res_kernel_name = "?";
@@ -276,6 +280,7 @@ static void step_mark(cudaStream_t stream)
         res.harvested = res.passes - STEP_RING + 1;
     if (ev.record(res.pass_ev[res.passes % STEP_RING], stream) == cudaSuccess)
         res.passes++;
+    timing_pass_start(stream);
     if (res.passes <= 64 || res.passes % 64 == 0)
         outside_sample("inference", (long)res.passes, 1);
 }
@@ -359,9 +364,15 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
      * side of the waits for the units this launch touches (control.c). */
     if (control_waiting)
         control_launch(tracked, pos, stream, 0);
+    /* Offload timing: the unit that begins here, its stall timed across the waits. */
+    int begins = timing_on() && pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1;
+    if (begins >= 0)
+        timing_unit_wait(begins, stream);
     res_touch(set->id, set->unsure, set->n, stream, pos, weightless, key, tracked);
     if (set->dropped > 0 && guarding())
         touch_every_unit(name, set->dropped, stream);
+    if (begins >= 0)
+        timing_unit_begin(begins, stream);
     if (control_waiting)
         control_launch(tracked, pos, stream, 1);
     note_over(name, over0);
@@ -375,6 +386,8 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
         if (at >= 0)
             prefetch_after = at;
         checksum_after = unit_bound_at((uint32_t)pos, 1);
+        timing_after = timing_on() ? checksum_after : -1;
+        timing_stream = stream;
     }
 }
 
@@ -514,6 +527,10 @@ void res_call_done(void)
         if (res.units[checksum_after].loaded && res.units[checksum_after].n > 0)
             checksum_issue(checksum_after);
         checksum_after = -1;
+    }
+    if (timing_after >= 0) {
+        timing_unit_end(timing_after, timing_stream);
+        timing_after = -1;
     }
     if (prefetch_after >= 0) {
         res_prefetch(prefetch_after, touched_stream);

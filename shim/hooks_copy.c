@@ -168,6 +168,7 @@ cudaError_t ft_hook_rt_device_sync(cudaDeviceSynchronize_fn_t real)
 {
     cudaError_t rc = real();
     observe_sync();
+    timing_poll(); /* offload timing: what completed is read (timing.c) */
     return rc;
 }
 
@@ -175,6 +176,7 @@ cudaError_t ft_hook_rt_stream_sync(cudaStreamSynchronize_fn_t real, cudaStream_t
 {
     cudaError_t rc = real(stream);
     observe_sync();
+    timing_poll(); /* offload timing: what completed is read (timing.c) */
     return rc;
 }
 
@@ -182,5 +184,6 @@ cudaError_t ft_hook_rt_event_sync(cudaEventSynchronize_fn_t real, cudaEvent_t ev
 {
     cudaError_t rc = real(event);
     observe_sync();
+    timing_poll(); /* offload timing: what completed is read (timing.c) */
     return rc;
 }

@@ -182,6 +182,7 @@ void ft_hooks_trace(void *trace_writer)
         }
         ft_trace_end(w);
     }
+    timing_trace(w);
     if (bw.bytes > 0) {
         ft_trace_begin(w, FT_TRACE_BANDWIDTH);
         ft_trace_put_u64(w, bw.bytes);
@@ -228,6 +229,7 @@ void ft_hooks_report(void)
     if (res.host_copies > 0)
         FT_INFO("residency: %llu copy(ies) or set(s) to or from units in host memory served there, "
                 "without loading them", (unsigned long long)res.host_copies);
+    timing_report();
     host_store_report();
     handover_report();
     ft_cupti_audit_report();

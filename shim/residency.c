@@ -382,7 +382,9 @@ static void evict_loaded(int v)
     unit_sync_used(&res.units[v]);
     uint64_t t1 = now_ns();
     res.ns_wait += t1 - t;
+    timing_unload_begin(v); /* offload timing (timing.c): off, a return */
     unload_unit(v);
+    timing_unload_end(v);
     res.ns_unmap += now_ns() - t1;
 }
 
@@ -446,6 +448,7 @@ void load_unit(int u, cudaStream_t stream, int keep)
     }
     if (have_dev)
         set_unit_access(un, dev);
+    timing_load_begin(u, stream); /* offload timing (timing.c): off, a return */
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size == 0)
@@ -464,6 +467,7 @@ void load_unit(int u, cudaStream_t stream, int keep)
         res.copied_in_bytes += r->size;
         res.region_loads++;
     }
+    timing_load_end(u, stream);
     release_spares();
     res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
     ev.record(un->ready, stream);

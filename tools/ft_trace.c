@@ -1,6 +1,6 @@
 /* ft-trace - print what a FlexTensor trace file holds.
  *
- *   ft-trace [--json] [--] FILE
+ *   ft-trace [--json] [--chrome OUT.json] [--timeline OUT.svg] [--] FILE
  *   ft-trace --version
  *
  * Owns: reading a trace into memory, checking that its records agree with each other,
@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "core/trace.h"
+#include "tools/ft_timeline.h"
 
 #ifndef FT_VERSION
 #error "FT_VERSION comes from the Makefile (its one source)"
@@ -38,8 +39,8 @@ static const char *const source_text[] = { "the detector", "ft_iteration_mark",
 static const char *const record_names[] = { "?", "PROCESS", "CONFIG", "CALLS", "DISCOVERY",
                                             "REGIONS", "KERNELS", "ITERATION", "UNITS",
                                             "PROFILE", "BANDWIDTH", "PLAN", "RESIDENCY",
-                                            "MISSES", "TRACKING" };
-#define N_RECORD_TYPES 15
+                                            "MISSES", "TRACKING", "TIMING", "TIMELINE" };
+#define N_RECORD_TYPES 17
 #define NONE 0xffffffffu
 
 typedef struct {
@@ -132,6 +133,20 @@ typedef struct {
         uint64_t pass, pos1;
         str_t kernel;
     } *miss;
+
+    /* TIMING: passes, lost, steps' sum, predicted, stall; per unit: streamed, then the
+     * 12 counts of tm_unit_t's order (loads, hits, misses, bytes in, bytes out,
+     * unloads, copies timed, transfer, overlap, compute passes, compute, stall) */
+    uint64_t tm[5];
+    uint32_t n_tm;
+    struct tm_unit {
+        uint32_t streamed;
+        uint64_t bytes;       /* what one load copies in */
+        uint64_t v[12];
+    } *tm_unit;
+    uint32_t n_tl;            /* TIMELINE: passes kept */
+    ftl_pass_t *tl;
+    ftl_event_t *tl_ev;       /* every pass's events, end to end */
 
     /* Derived once everything checks out. */
     uint64_t tracked_bytes, weight_bytes, unlisted_weight_bytes, late_bytes;
@@ -431,12 +446,75 @@ static int parse_tracking(trace_t *t, ft_trace_cursor_t *c)
     return 0;
 }
 
+static int parse_timing(trace_t *t, ft_trace_cursor_t *c)
+{
+    for (uint32_t i = 0; i < 5; i++)
+        if (ft_trace_get_u64(c, &t->tm[i]))
+            return short_payload(t, "timing field", i);
+    if (get_count(t, c, 4 + 13 * 8, &t->n_tm) || (t->tm_unit = alloc_array(t, t->n_tm, sizeof *t->tm_unit)) == NULL)
+        return -1;
+    for (uint32_t i = 0; i < t->n_tm; i++) {
+        struct tm_unit *u = &t->tm_unit[i];
+        if (ft_trace_get_u32(c, &u->streamed) || ft_trace_get_u64(c, &u->bytes))
+            return short_payload(t, "timed unit", i);
+        for (int k = 0; k < 12; k++)
+            if (ft_trace_get_u64(c, &u->v[k]))
+                return short_payload(t, "timed unit", i);
+        if (u->streamed > 1)
+            return bad(t, "unit %u: streamed flag %u", i, u->streamed);
+        if (u->v[1] + u->v[2] != u->v[0])
+            return bad(t, "unit %u: %" PRIu64 " hits and %" PRIu64 " misses of %" PRIu64 " loads", i, u->v[1],
+                       u->v[2], u->v[0]);
+        if (u->v[6] > u->v[0])
+            return bad(t, "unit %u: %" PRIu64 " copies timed of %" PRIu64 " loads", i, u->v[6], u->v[0]);
+        if (u->v[3] > u->bytes * u->v[0])
+            return bad(t, "unit %u: %" PRIu64 " bytes copied in by %" PRIu64 " loads of %" PRIu64, i, u->v[3],
+                       u->v[0], u->bytes);
+    }
+    return 0;
+}
+
+static int parse_timeline(trace_t *t, ft_trace_cursor_t *c)
+{
+    if (get_count(t, c, 40, &t->n_tl) || (t->tl = alloc_array(t, t->n_tl, sizeof *t->tl)) == NULL)
+        return -1;
+    /* Every event at least 36 bytes: the payload bounds their number. */
+    size_t cap = c->left / 36, used = 0;
+    if ((t->tl_ev = alloc_array(t, cap, sizeof *t->tl_ev)) == NULL)
+        return -1;
+    for (uint32_t i = 0; i < t->n_tl; i++) {
+        ftl_pass_t *p = &t->tl[i];
+        uint32_t n;
+        if (ft_trace_get_u64(c, &p->pass) || ft_trace_get_u64(c, &p->start_ns) || ft_trace_get_u64(c, &p->step_ns) ||
+            ft_trace_get_u64(c, &p->stall_ns) || ft_trace_get_u32(c, &p->truncated) || get_count(t, c, 36, &n))
+            return t->err[0] ? -1 : short_payload(t, "timeline pass", i);
+        if (p->truncated > 1)
+            return bad(t, "pass %" PRIu64 ": truncated flag %u", p->pass, p->truncated);
+        if (i > 0 && p->pass <= t->tl[i - 1].pass)
+            return bad(t, "pass %" PRIu64 " after pass %" PRIu64, p->pass, t->tl[i - 1].pass);
+        p->n = n;
+        p->ev = &t->tl_ev[used];
+        for (uint32_t k = 0; k < n; k++, used++) {
+            ftl_event_t *e = &t->tl_ev[used];
+            if (ft_trace_get_u32(c, &e->kind) || ft_trace_get_u32(c, &e->lane) || ft_trace_get_u32(c, &e->unit) ||
+                ft_trace_get_u64(c, &e->wait_ns) || ft_trace_get_u64(c, &e->start_ns) || ft_trace_get_u64(c, &e->end_ns))
+                return short_payload(t, "timeline event", k);
+            if (e->kind >= FT_TIMING_KINDS || e->lane > 1)
+                return bad(t, "pass %" PRIu64 " event %u: kind %u, lane %u", p->pass, k, e->kind, e->lane);
+            if (e->end_ns < e->start_ns || e->wait_ns > e->start_ns)
+                return bad(t, "pass %" PRIu64 " event %u: ends before it starts", p->pass, k);
+        }
+    }
+    return 0;
+}
+
 static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
 {
     static int (*const parse[N_RECORD_TYPES])(trace_t *, ft_trace_cursor_t *) = {
         NULL, parse_process, parse_config, parse_calls, parse_discovery,
         parse_regions, parse_kernels, parse_iteration, parse_units, parse_profile,
         parse_bandwidth, parse_plan, parse_residency, parse_misses, parse_tracking,
+        parse_timing, parse_timeline,
     };
     trace_t *t = ctx;
     /* A newer writer's record this reader does not know: skipped, as the format allows
@@ -597,6 +675,18 @@ static int analyse(trace_t *t)
         if (t->trk_kernel != NONE && t->trk_start >= t->n_iter)
             return bad(t, "start %u beyond the iteration's %u launches", t->trk_start, t->n_iter);
     }
+    if (t->seen[FT_TRACE_TIMING] && t->seen[FT_TRACE_UNITS] && t->n_tm != 0 && t->n_tm != t->n_units) {
+        blame(t, FT_TRACE_TIMING);
+        return bad(t, "%u units timed, the trace has %u units", t->n_tm, t->n_units);
+    }
+    if (t->seen[FT_TRACE_TIMELINE]) {
+        blame(t, FT_TRACE_TIMELINE);
+        for (uint32_t i = 0; i < t->n_tl; i++)
+            for (uint32_t k = 0; k < t->tl[i].n; k++)
+                if (t->tl[i].ev[k].unit >= t->n_units)
+                    return bad(t, "pass %" PRIu64 " event %u: unit %u, the trace has %u units", t->tl[i].pass, k,
+                               t->tl[i].ev[k].unit, t->n_units);
+    }
     t->rec_name = NULL;
 
     for (uint32_t i = 0; i < t->n_regions; i++) {
@@ -653,6 +743,9 @@ static int analyse(trace_t *t)
 
 static void trace_free(trace_t *t)
 {
+    free(t->tm_unit);
+    free(t->tl);
+    free(t->tl_ev);
     free(t->config);
     free(t->call_name);
     free(t->call_count);
@@ -846,6 +939,34 @@ static void text_discovery(const trace_t *t)
            human(t->late_bytes, b2));
 }
 
+/* FT_OFFLOAD_TIMING's table: a row per unit loaded or timed, then the passes kept. */
+static void text_timing(const trace_t *t)
+{
+    printf("\noffload timing (%" PRIu64 " pass(es) timed, %" PRIu64 " lost; mean step %.1f us, predicted %.1f us; "
+           "times are sums over the passes timed, us)\n", t->tm[0], t->tm[1],
+           t->tm[0] ? (double)t->tm[2] / 1e3 / (double)t->tm[0] : 0.0, (double)t->tm[3] / 1e3);
+    printf("  %-20s %6s %6s %6s %12s %12s %7s %11s %11s %11s %11s\n", "unit", "loads", "hits", "misses", "bytes in",
+           "bytes out", "copies", "transfer", "overlap", "compute", "stall");
+    for (uint32_t i = 0; i < t->n_tm; i++) {
+        const uint64_t *v = t->tm_unit[i].v;
+        if (v[0] == 0 && v[9] == 0)
+            continue;
+        char nb[24];
+        str_t name = i < t->n_units ? t->units[i].name : (str_t){ "?", 1 };
+        printf("  %-20s %6" PRIu64 " %6" PRIu64 " %6" PRIu64 " %12" PRIu64 " %12" PRIu64 " %7" PRIu64
+               " %11.1f %11.1f %11.1f %11.1f\n", clip(name, 20, nb), v[0], v[1], v[2], v[3], v[4], v[6],
+               (double)v[7] / 1e3, (double)v[8] / 1e3, (double)v[10] / 1e3, (double)v[11] / 1e3);
+    }
+    if (t->seen[FT_TRACE_TIMELINE] && t->n_tl > 0) {
+        printf("  passes kept for the timeline (ft-trace --chrome, --timeline)\n  %8s %12s %12s %12s %8s\n", "pass",
+               "step us", "predicted", "stall us", "events");
+        for (uint32_t i = 0; i < t->n_tl; i++)
+            printf("  %8" PRIu64 " %12.1f %12.1f %12.1f %8u%s\n", t->tl[i].pass, (double)t->tl[i].step_ns / 1e3,
+                   (double)t->tm[3] / 1e3, (double)t->tl[i].stall_ns / 1e3, t->tl[i].n,
+                   t->tl[i].truncated ? " (truncated)" : "");
+    }
+}
+
 static void text_report(const trace_t *t, const char *path, size_t size)
 {
     printf("trace     %s (format version %u, %zu bytes)\n", path, FT_TRACE_VERSION, size);
@@ -935,6 +1056,8 @@ static void text_report(const trace_t *t, const char *path, size_t size)
                    m->off_script ? "off" : "recorded", clip(m->kernel, 60, kb));
         }
     }
+    if (t->seen[FT_TRACE_TIMING])
+        text_timing(t);
     if (t->seen[FT_TRACE_BANDWIDTH])
         printf("\ncopy bandwidth (%" PRIu64 " MiB copies, host memory of the kind FT_PINNED_MEMORY asks for)\n  host to device %.1f GB/s, "
                "device to host %.1f GB/s; both at once %.1f and %.1f GB/s\n", t->bw_bytes >> 20,
@@ -1207,6 +1330,44 @@ static void json_report(const trace_t *t, const char *path)
         }
         printf("]");
     }
+    if (t->seen[FT_TRACE_TIMING]) {
+        static const char *const keys[12] = { "loads", "hits", "misses", "bytes_in", "bytes_out", "unloads",
+                                              "copies_timed", "transfer_ns", "overlap_ns", "compute_passes",
+                                              "compute_ns", "stall_ns" };
+        printf(",\n  \"timing\": {\"passes\": %" PRIu64 ", \"passes_lost\": %" PRIu64 ", \"step_ns_total\": %" PRIu64
+               ", \"predicted_step_ns\": %" PRIu64 ", \"stall_ns\": %" PRIu64 ", \"units\": [",
+               t->tm[0], t->tm[1], t->tm[2], t->tm[3], t->tm[4]);
+        for (uint32_t i = 0; i < t->n_tm; i++) {
+            printf("%s{\"unit\": %u, \"name\": ", i ? ", " : "", i);
+            if (i < t->n_units)
+                json_s(t->units[i].name);
+            else
+                printf("null");
+            printf(", \"streamed\": %s, \"streamed_bytes\": %" PRIu64, t->tm_unit[i].streamed ? "true" : "false",
+                   t->tm_unit[i].bytes);
+            for (int k = 0; k < 12; k++)
+                printf(", \"%s\": %" PRIu64, keys[k], t->tm_unit[i].v[k]);
+            printf("}");
+        }
+        printf("]}");
+    }
+    if (t->seen[FT_TRACE_TIMELINE]) {
+        static const char *const kinds[FT_TIMING_KINDS] = { "compute", "copy", "miss", "unload" };
+        printf(",\n  \"timeline\": [");
+        for (uint32_t i = 0; i < t->n_tl; i++) {
+            const ftl_pass_t *p = &t->tl[i];
+            printf("%s{\"pass\": %" PRIu64 ", \"start_ns\": %" PRIu64 ", \"step_ns\": %" PRIu64 ", \"stall_ns\": %" PRIu64
+                   ", \"truncated\": %s, \"events\": [", i ? ",\n    " : "", p->pass, p->start_ns, p->step_ns,
+                   p->stall_ns, p->truncated ? "true" : "false");
+            for (uint32_t k = 0; k < p->n; k++)
+                printf("%s{\"kind\": \"%s\", \"lane\": \"%s\", \"unit\": %u, \"wait_ns\": %" PRIu64
+                       ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64 "}", k ? ", " : "", kinds[p->ev[k].kind],
+                       p->ev[k].lane ? "side" : "program", p->ev[k].unit, p->ev[k].wait_ns, p->ev[k].start_ns,
+                       p->ev[k].end_ns);
+            printf("]}");
+        }
+        printf("]");
+    }
     if (t->seen[FT_TRACE_BANDWIDTH])
         printf(",\n  \"bandwidth\": {\"bytes\": %" PRIu64 ", \"h2d_gbps\": %.3f, \"d2h_gbps\": %.3f, "
                "\"h2d_both_gbps\": %.3f, \"d2h_both_gbps\": %.3f}", t->bw_bytes,
@@ -1219,11 +1380,14 @@ static void json_report(const trace_t *t, const char *path)
 
 static void usage(FILE *out)
 {
-    fputs("usage: ft-trace [--json] [--] FILE\n"
+    fputs("usage: ft-trace [--json] [--chrome OUT.json] [--timeline OUT.svg] [--] FILE\n"
           "       ft-trace --version\n"
           "Prints the summary of a FlexTensor trace (FT_TRACE_FILE): the process,\n"
           "and from discovery the units, the kernels and what was not attributed.\n"
           "  --json     the same report as one JSON object\n"
+          "  --chrome OUT.json   also write the offload timeline (FT_OFFLOAD_TIMING's last\n"
+          "                      passes) in the Chrome trace-event format (Perfetto)\n"
+          "  --timeline OUT.svg  also draw it as SVG, one lane per stream\n"
           "  --version  print ft-trace's version\n",
           out);
 }
@@ -1231,13 +1395,20 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     int json = 0, options = 1;
-    const char *path = NULL;
+    const char *path = NULL, *chrome = NULL, *svg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (options && strcmp(a, "--") == 0)
             options = 0;
         else if (options && strcmp(a, "--json") == 0)
             json = 1;
+        else if (options && (strcmp(a, "--chrome") == 0 || strcmp(a, "--timeline") == 0)) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "ft-trace: %s needs a file name\n", a);
+                return 2;
+            }
+            *(a[2] == 'c' ? &chrome : &svg) = argv[++i];
+        }
         else if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
             usage(stdout);
             return 0;
@@ -1304,6 +1475,32 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if ((chrome != NULL || svg != NULL) && !t.seen[FT_TRACE_TIMELINE]) {
+        fprintf(stderr, "ft-trace: %s: no TIMELINE record (the run had FT_OFFLOAD_TIMING off, or streamed "
+                "nothing)\n", path);
+        trace_free(&t);
+        free(data);
+        return 1;
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *out = k == 0 ? chrome : svg;
+        if (out == NULL)
+            continue;
+        ftl_name_t names[t.n_units > 0 ? t.n_units : 1];
+        for (uint32_t i = 0; i < t.n_units; i++)
+            names[i] = (ftl_name_t){ t.units[i].name.s, t.units[i].name.n };
+        FILE *o = fopen(out, "w");
+        int bad_write = o == NULL ||
+                        (k == 0 ? ftl_write_chrome : ftl_write_svg)(o, t.tl, t.n_tl, names, t.n_units) != 0;
+        if (o != NULL && fclose(o) != 0)
+            bad_write = 1;
+        if (bad_write) {
+            fprintf(stderr, "ft-trace: writing %s: %s\n", out, strerror(errno));
+            trace_free(&t);
+            free(data);
+            return 1;
+        }
+    }
     if (json)
         json_report(&t, path);
     else

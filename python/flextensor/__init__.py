@@ -11,9 +11,11 @@ context manager that does nothing, ``iteration_mark()`` does nothing, and
 False. With FlexTensor on, those four return True when done or accepted, and raise
 FlexTensorError when FlexTensor refuses (the reason is on stderr, in its log).
 
-Not offered: ``offload_timing()``. The C library has no offload-timing call
-(FT_OFFLOAD_TIMING is accepted but not implemented), and this module does not make
-one up.
+``offload_timing()`` returns the offload timing report (ft_offload_timing_collect:
+per unit the bytes moved, copy time, overlapped compute, stall, hits and misses; per
+pass the step), or None when FlexTensor is not enabled or the library predates it;
+the first call turns timing on when FT_OFFLOAD_TIMING is off. ``reset_offload_timing()``
+starts its counts again.
 """
 
 import contextlib
@@ -34,6 +36,10 @@ __all__ = [
     "request_replan",
     "release",
     "resume",
+    "OffloadTimingReport",
+    "UnitTiming",
+    "offload_timing",
+    "reset_offload_timing",
     "parse_size",
 ]
 
@@ -214,3 +220,109 @@ def resume() -> bool:
     again now). True when done; False when FlexTensor is not enabled; FlexTensorError
     when nothing was released."""
     return _call("ft_resume")
+
+
+# --- offload timing (ft_offload_timing_collect, shim/flextensor.h) -------------------
+
+_TIMING_UNIT_FIELDS = ("streamed", "streamed_bytes", "loads", "hits", "misses", "bytes_in",
+                       "bytes_out", "unloads", "copies_timed", "transfer_ns", "overlap_ns",
+                       "compute_passes", "compute_ns", "stall_ns")
+
+
+class _TimingUnit(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 64)] + [(f, ctypes.c_ulonglong) for f in _TIMING_UNIT_FIELDS]
+
+
+class _Timing(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint), ("version", ctypes.c_uint), ("unit_size", ctypes.c_uint),
+        ("units_cap", ctypes.c_uint), ("units", ctypes.POINTER(_TimingUnit)),
+    ] + [(f, ctypes.c_ulonglong) for f in ("n_units", "passes", "passes_lost", "step_ns_total",
+                                          "last_step_ns", "predicted_step_ns", "stall_ns")]
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitTiming:
+    """One unit's offload timing (ft_offload_timing_unit_t): counts exact, times (ns)
+    summed over the passes timed."""
+
+    name: str
+    streamed: bool
+    streamed_bytes: int   # what one load copies in
+    loads: int            # hits + misses
+    hits: int             # loads ahead of use (prefetched on the side stream)
+    misses: int           # loads on demand, on the stream of the call that needed it
+    bytes_in: int
+    bytes_out: int        # copied back at unloads
+    unloads: int
+    copies_timed: int
+    transfer_ns: int
+    overlap_ns: int       # compute that ran during its copies
+    compute_passes: int
+    compute_ns: int
+    stall_ns: int         # its first kernel waiting for its copy
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadTimingReport:
+    """ft_offload_timing_t: the passes timed and each unit's timing."""
+
+    passes: int
+    passes_lost: int
+    step_ns_total: int    # mean step = step_ns_total / passes
+    last_step_ns: int
+    predicted_step_ns: int
+    stall_ns: int
+    units: list
+    started_now: bool     # timing was off: this call turned it on (everything 0)
+
+
+def _timing_api():
+    api = _lib()
+    if api is None:
+        return None
+    if "ft_offload_timing_collect" not in api:
+        try:
+            process = ctypes.CDLL(None)
+            collect = process.ft_offload_timing_collect
+            reset = process.ft_offload_timing_reset
+        except (OSError, AttributeError):
+            return None  # a libflextensor.so from before offload timing
+        collect.restype, collect.argtypes = ctypes.c_int, [ctypes.POINTER(_Timing)]
+        reset.restype, reset.argtypes = None, []
+        api["ft_offload_timing_collect"] = collect
+        api["ft_offload_timing_reset"] = reset
+    return api
+
+
+def offload_timing() -> Optional[OffloadTimingReport]:
+    """The offload timing report, or None when FlexTensor is not enabled (or the
+    library has no offload timing). With FT_OFFLOAD_TIMING off, the first call turns
+    timing on from the next pass and returns a report of zeros (started_now True)."""
+    api = _timing_api() if enabled() else None
+    if api is None:
+        return None
+    r = _Timing(size=ctypes.sizeof(_Timing), unit_size=ctypes.sizeof(_TimingUnit))
+    rc = api["ft_offload_timing_collect"](ctypes.byref(r))
+    if rc < 0:
+        return None
+    n = r.n_units
+    if n > 0:  # again, with room for every unit
+        buf = (_TimingUnit * n)()
+        r = _Timing(size=ctypes.sizeof(_Timing), unit_size=ctypes.sizeof(_TimingUnit), units_cap=n,
+                    units=ctypes.cast(buf, ctypes.POINTER(_TimingUnit)))
+        if api["ft_offload_timing_collect"](ctypes.byref(r)) < 0:
+            return None
+        n = min(n, r.n_units)
+    units = [UnitTiming(buf[i].name.decode("utf-8", "replace"), bool(buf[i].streamed),
+                        *(getattr(buf[i], f) for f in _TIMING_UNIT_FIELDS[1:])) for i in range(n)]
+    return OffloadTimingReport(r.passes, r.passes_lost, r.step_ns_total, r.last_step_ns,
+                               r.predicted_step_ns, r.stall_ns, units, rc == 1)
+
+
+def reset_offload_timing() -> None:
+    """Offload timing's counts and times start again from zero. Does nothing when
+    FlexTensor is not enabled."""
+    api = _timing_api() if enabled() else None
+    if api is not None:
+        api["ft_offload_timing_reset"]()

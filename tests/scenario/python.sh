@@ -2,7 +2,7 @@
 # example model (its library build, libmodel-sim.so) on the simulated device, calling
 # the module between forwards from the model's hook: enabled, memory_usage,
 # suspend_profiling, iteration_mark, set_gpu_mem_limit (taken, refused), release and
-# resume (and their refusals); the output equals the model's without FlexTensor. The
+# resume (and their refusals), offload_timing (turned on, read, reset); the output equals the model's without FlexTensor. The
 # same driver without the library preloaded, and with it preloaded but off: every call
 # a documented no-op. Then the module as `make install` and `pip install ./python`
 # install it.
@@ -50,6 +50,20 @@ def after(it):
             return
         if it == 0:
             check(u is not None and not u.planned, "before the plan: planned")
+            # FT_OFFLOAD_TIMING is off: the first call turns timing on, zeros
+            t = ft.offload_timing()
+            check(t is not None and t.started_now and t.passes == 0, f"offload_timing() turned on: {t}")
+        if it == 13:
+            t = ft.offload_timing()
+            log("timing", t.passes, t.units[0])
+            streamed = [x for x in t.units if x.streamed]
+            check(not t.started_now and t.passes >= 1 and len(t.units) == 12 and streamed, f"timing: {t}")
+            check(all(x.hits + x.misses == x.loads and x.bytes_in == x.streamed_bytes * x.loads for x in streamed),
+                  f"timing: hits + misses = loads, bytes = streamed bytes x loads: {streamed}")
+            check(any(x.loads > 0 and x.transfer_ns > 0 for x in streamed), f"timing: copies timed: {streamed}")
+            ft.reset_offload_timing()
+            r = ft.offload_timing()
+            check(r.passes == 0 and all(x.loads == 0 for x in r.units), f"reset_offload_timing(): {r}")
         if it == 7:
             check(u.planned and u.budget_bytes == 40 * MiB, f"planned, budget 40 MiB: {u}")
             check(ft.set_gpu_mem_limit("16MiB") is True, "set_gpu_mem_limit(16MiB)")
@@ -76,6 +90,8 @@ check(ft.loaded() == (mode in ("on", "off")), "loaded()")
 check(ft.enabled() == (mode == "on"), "enabled()")
 if mode != "on":
     check(ft.memory_usage() is None, "memory_usage() is None")
+    check(ft.offload_timing() is None, "offload_timing() is None")
+    ft.reset_offload_timing()
     for fn, a in ((ft.set_gpu_mem_limit, ("8GiB",)), (ft.request_replan, ()), (ft.release, ()), (ft.resume, ())):
         check(fn(*a) is False, f"{fn.__name__} is False")
 check(ft.parse_size("1.5GiB") == 3 * (1 << 29) and ft.parse_size("4G") == 4 << 30 and ft.parse_size("2MB") == 2000000
@@ -127,8 +143,10 @@ expect_grep 'control: new budget \(FT_GPU_MEM_LIMIT 16\.0 MiB\)' "$WORK/on.err" 
 expect_grep 'control: ft_release: 12 of 12 units' "$WORK/on.err" "the release from Python"
 expect_grep 'control: re-profiling' "$WORK/on.err" "the re-profile from Python"
 expect_grep '^driver: released MemoryUsage\(total_bytes=[0-9]+, .*planned=True\)' "$WORK/on.err" "memory_usage() a dataclass"
+expect_grep 'offload timing: on from the next pass \(ft_offload_timing_collect\)' "$WORK/on.err" "offload_timing() turned it on"
+expect_grep '^driver: timing [1-9][0-9]* UnitTiming\(name=' "$WORK/on.err" "offload_timing() a dataclass"
 expect_grep 'verdict: offloaded: .*at run time: 1 new budget\(s\), 1 re-plan\(s\), 1 release\(s\)' "$WORK/on.err" "the verdict"
-pass "under FlexTensor, from a Python hook between forwards: budget 40 -> 16 MiB, 1 MiB refused (-2), release (weights in host memory, a forward run released), resume, re-plan; same output"
+pass "under FlexTensor, from a Python hook between forwards: budget 40 -> 16 MiB, 1 MiB refused (-2), release (weights in host memory, a forward run released), resume, re-plan; offload_timing() turned on, read and reset; same output"
 
 # Installed: by make install (PYTHON_SITE), and by pip from python/ (no network, no
 # build requirement).

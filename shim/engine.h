@@ -637,6 +637,7 @@ void timing_load_end(int u, cudaStream_t stream);
 void timing_unload_begin(int u);                     /* evict_loaded, around unload_unit */
 void timing_unload_end(int u);
 void timing_poll(void);                              /* a program's synchronisation */
+void timing_forget(void);                            /* reload.c: the plan timed is dropped */
 void timing_report(void);
 void timing_trace(ft_trace_writer_t *w);
 

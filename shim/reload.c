@@ -98,6 +98,7 @@ void reload_now_locked(void)
             return;
         }
     }
+    timing_forget();
     guard_forget();
     control_forget();
     profile_forget();

@@ -70,6 +70,7 @@ typedef struct {
 static struct {
     int configured;           /* FT_OFFLOAD_TIMING read */
     int set_up, failed;
+    int stopped;              /* the plan timed was dropped (timing_forget): off for good */
     uint64_t lane;            /* the thread whose passes are timed (the first to start one) */
     int have_lane;
     int n_units;
@@ -452,6 +453,21 @@ void timing_poll(void)
 #define V1_SIZE (offsetof(ft_offload_timing_t, stall_ns) + sizeof(unsigned long long))
 #define V1_UNIT_SIZE (offsetof(ft_offload_timing_unit_t, stall_ns) + sizeof(unsigned long long))
 
+/* The program freed the plan's weights and the plan is dropped (reload.c; res.lock held,
+ * the device drained): what was measured is read and kept, and nothing more is timed.
+ * The arrays follow the first plan's units; another plan's would land in the wrong rows. */
+void timing_forget(void)
+{
+    if (tm.set_up && !tm.failed)
+        poll_locked();
+    if (timing_enabled)
+        FT_INFO("offload timing: stopped with the plan it timed (the program freed its weights); "
+                "the figures are that plan's");
+    tm.stopped = 1;
+    tm.configured = 1;
+    __atomic_store_n(&timing_enabled, 0, __ATOMIC_RELAXED);
+}
+
 FT_EXPORT int ft_offload_timing_collect(ft_offload_timing_t *r)
 {
     if (!ft_shim_active || disc == NULL || r == NULL || r->size < V1_SIZE ||
@@ -459,7 +475,7 @@ FT_EXPORT int ft_offload_timing_collect(ft_offload_timing_t *r)
         return -1;
     pthread_mutex_lock(&res.lock);
     int was_on = timing_enabled;
-    if (!was_on) {
+    if (!was_on && !tm.stopped) {
         __atomic_store_n(&timing_enabled, 1, __ATOMIC_RELAXED);
         FT_INFO("offload timing: on from the next pass (ft_offload_timing_collect)");
     }

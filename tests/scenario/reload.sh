@@ -57,3 +57,10 @@ expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/end.err" "weights
 compare_run drop --drop 14 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=16MiB
 expect_no_grep 'plan is dropped|planned again' "$WORK/drop.err" "one layer freed"
 pass "weights freed at exit, or one layer freed: the plan stays"
+
+# With offload timing on, the timing stops with the plan it timed: its per-unit rows
+# follow the first plan's units, and the second plan's would land in the wrong rows.
+compare_run timing --reload 12 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=16MiB FT_OFFLOAD_TIMING=on
+second_plan timing
+expect_grep 'offload timing: stopped with the plan it timed' "$WORK/timing.err" "timing stopped at the drop"
+pass "offload timing on: stopped with the first plan, same output"

@@ -23,7 +23,21 @@ void ft_savedprof_free(ft_savedprof_t *p)
     memset(p, 0, sizeof *p);
 }
 
-static uint64_t kbps(double gbps) { return gbps > 0 ? (uint64_t)(gbps * 1e6 + 0.5) : 0; }
+/* Times and rates are kept as the bits of their double: the next start plans from the
+ * very numbers this one planned from, so its plan is the same. */
+static uint64_t f64_bits(double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+static double bits_f64(uint64_t u)
+{
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
 
 int ft_savedprof_write(const ft_savedprof_t *p, const char *path)
 {
@@ -74,7 +88,7 @@ int ft_savedprof_write(const ft_savedprof_t *p, const char *path)
         ft_trace_put_u32(&w, u->n_ids);
         for (uint32_t k = 0; k < u->n_ids; k++)
             ft_trace_put_u32(&w, s->unit_ids[u->first_id + k]);
-        ft_trace_put_u64(&w, (uint64_t)(p->median_us[j] * 1000.0 + 0.5));
+        ft_trace_put_u64(&w, f64_bits(p->median_us[j]));
     }
     ft_trace_end(&w);
     ft_trace_begin(&w, (ft_trace_type_t)FT_SAVEDPROF_TRACK);
@@ -84,11 +98,11 @@ int ft_savedprof_write(const ft_savedprof_t *p, const char *path)
     ft_trace_end(&w);
     ft_trace_begin(&w, (ft_trace_type_t)FT_SAVEDPROF_LINK);
     ft_trace_put_u64(&w, p->link_bytes);
-    ft_trace_put_u64(&w, kbps(p->h2d));
-    ft_trace_put_u64(&w, kbps(p->d2h));
-    ft_trace_put_u64(&w, kbps(p->h2d_both));
-    ft_trace_put_u64(&w, kbps(p->d2h_both));
-    ft_trace_put_u64(&w, (uint64_t)(p->latency_us * 1000.0 + 0.5));
+    ft_trace_put_u64(&w, f64_bits(p->h2d));
+    ft_trace_put_u64(&w, f64_bits(p->d2h));
+    ft_trace_put_u64(&w, f64_bits(p->h2d_both));
+    ft_trace_put_u64(&w, f64_bits(p->d2h_both));
+    ft_trace_put_u64(&w, f64_bits(p->latency_us));
     ft_trace_end(&w);
     ft_trace_begin(&w, (ft_trace_type_t)FT_SAVEDPROF_PLAN);
     ft_trace_put_u64(&w, p->budget);
@@ -236,7 +250,7 @@ static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
                     BAD("truncated units record");
             if (ft_trace_get_u64(c, &q))
                 BAD("truncated units record");
-            p->median_us[j] = (double)q / 1000.0;
+            p->median_us[j] = bits_f64(q);
             s->n_units++;
         }
         return 0;
@@ -253,11 +267,11 @@ static int visit(void *ctx, ft_trace_type_t type, ft_trace_cursor_t *c)
         for (int i = 0; i < 5; i++)
             if (ft_trace_get_u64(c, &x[i]))
                 BAD("truncated link record");
-        p->h2d = (double)x[0] / 1e6;
-        p->d2h = (double)x[1] / 1e6;
-        p->h2d_both = (double)x[2] / 1e6;
-        p->d2h_both = (double)x[3] / 1e6;
-        p->latency_us = (double)x[4] / 1000.0;
+        p->h2d = bits_f64(x[0]);
+        p->d2h = bits_f64(x[1]);
+        p->h2d_both = bits_f64(x[2]);
+        p->d2h_both = bits_f64(x[3]);
+        p->latency_us = bits_f64(x[4]);
         return 0;
     }
     case FT_SAVEDPROF_PLAN:

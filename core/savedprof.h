@@ -27,11 +27,12 @@ enum {
     FT_SAVEDPROF_KERNELS = 0x102, /* u32 n, n x str name */
     FT_SAVEDPROF_PASS = 0x103,    /* u32 n, n x (u32 kernel, u32 k, k x u32 region id) */
     FT_SAVEDPROF_UNITS = 0x104,   /* u32 n, n x (str name, u64 bytes, u32 first launch, u32 last
-                                     launch, u32 k, k x u32 region id, u64 median ns) */
+                                     launch, u32 k, k x u32 region id, f64 median us) */
     FT_SAVEDPROF_TRACK = 0x105,   /* u32 explicit marks (0, or the boundary source), u32 start
                                      kernel, u32 start region */
-    FT_SAVEDPROF_LINK = 0x106,    /* u64 bytes per copy, then in KB/s: u64 host to device, u64
-                                     device to host, u64 and u64 both at once; u64 latency ns */
+    FT_SAVEDPROF_LINK = 0x106,    /* u64 bytes per copy, then in GB/s: f64 host to device, f64
+                                     device to host, f64 and f64 both at once; f64 latency us
+                                     (an f64 is the u64 of its IEEE-754 bits) */
     FT_SAVEDPROF_PLAN = 0x107,    /* u64 budget, u64 other bytes, u32 slots, u64 step ns,
                                      u32 n, n x u32 resident */
 };

@@ -34,8 +34,6 @@ static struct {
     int (*stand_down)(const char *why);
 } sp = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static const hash_source_t sp_hash_source = { spilled_vmm };
-
 static int state(void) { return __atomic_load_n(&sp.state, __ATOMIC_ACQUIRE); }
 
 /* The program's name as the file name has it: what is not a plain character is '_'. */
@@ -163,30 +161,43 @@ static int pass_starts(const char *kname, const ft_scan_set_t *set, ft_region_t 
     return 0;
 }
 
+/* A weight's content sum, the same wherever it lies (salt 0, as FT_SHM's unit sums):
+ * discovery's hashes are salted by the device address, which another run need not
+ * give. On the device (checksum.c's content_sum_*), or on the host where FT_SPILL
+ * holds the allocation. 0, or -1 when it cannot be taken (no checksum kernel, a size
+ * not a whole number of words). The sums share dh's first slot with discovery's
+ * snapshots in another thread: a sum spoiled that way only differs, and a profile
+ * that differs is dropped, never used. */
+static int weight_sum(uint64_t base, uint64_t size, uint64_t *out)
+{
+    if (size % 8 != 0)
+        return -1;
+    vmm_t *v = spilled_vmm(base);
+    if (v != NULL) {
+        *out = ft_checksum_host((const char *)v->host + (base - v->va), size / 8, 0);
+        return 0;
+    }
+    /* Not checksum_available(): that sets up the residency engine's per-unit sums,
+     * before the units are known (content_sum_begin says when the kernel cannot run). */
+    int prev = managed_device_enter();
+    int rc = content_sum_begin() != 0 || content_sum_add(base, size / 8, 0) != 0 || content_sum_end(out) != 0;
+    managed_device_leave(prev);
+    return rc ? -1 : 0;
+}
+
 /* The weights' content against the profile's checksums; 0, or -1 with the first
  * difference in why. */
 static int check_contents(ft_region_t *snap, long ns, char *why, size_t len)
 {
-    ft_disc_hash_req_t q[FT_DISC_HASH_BATCH];
-    const ft_disc_saved_region_t *of[FT_DISC_HASH_BATCH];
-    size_t n = 0;
-    for (long i = 0; i <= ns; i++) {
-        const ft_disc_saved_region_t *r = i < ns ? saved_region(snap[i].id) : NULL;
-        if (r != NULL) {
-            q[n] = (ft_disc_hash_req_t){ .base = snap[i].base, .size = snap[i].size };
-            of[n++] = r;
-        }
-        if (n == FT_DISC_HASH_BATCH || (i == ns && n > 0)) {
-            hash_regions((void *)&sp_hash_source, q, n);
-            for (size_t k = 0; k < n; k++) {
-                if (q[k].failed || q[k].hash != of[k]->hash) {
-                    snprintf(why, len, "the content of allocation %u (a weight of %s, %llu bytes) %s: another "
-                             "model or other weights", of[k]->id, unit_name(of[k]), (unsigned long long)of[k]->size,
-                             q[k].failed ? "could not be read" : "differs");
-                    return -1;
-                }
-            }
-            n = 0;
+    for (long i = 0; i < ns; i++) {
+        const ft_disc_saved_region_t *r = saved_region(snap[i].id);
+        uint64_t sum = 0;
+        int failed = r != NULL && weight_sum(snap[i].base, snap[i].size, &sum) != 0;
+        if (r != NULL && (failed || sum != r->hash)) {
+            snprintf(why, len, "the content of allocation %u (a weight of %s, %llu bytes) %s: another model or "
+                     "other weights", r->id, unit_name(r), (unsigned long long)r->size,
+                     failed ? "could not be summed" : "differs");
+            return -1;
         }
     }
     return 0;
@@ -273,6 +284,15 @@ void savedprof_save(void)
         FT_WARN("profile not saved: %s", n != prof.n ? "units and profile disagree" : "out of memory");
         ft_savedprof_free(&p);
         return;
+    }
+    for (uint32_t i = 0; i < p.disc.n_regions; i++) {
+        ft_disc_saved_region_t *r = &p.disc.regions[i];
+        uint64_t base, size;
+        if (ft_disc_region(disc, r->id, &base, &size) != 0 || weight_sum(base, size, &r->hash) != 0) {
+            FT_INFO("profile not saved: the content of allocation %u (a weight) could not be summed", r->id);
+            ft_savedprof_free(&p);
+            return;
+        }
     }
     for (size_t i = 0; i < n; i++) {
         p.median_us[i] = plan.in.units[i].compute_us;

@@ -487,7 +487,7 @@ END_TEST
  * and stored. */
 START_TEST(not_implemented_options)
 {
-    static const char *const names[] = {"PROFILE_DIR", "PROFILE_READ_ONLY", "OFFLOAD_TIMING"};
+    static const char *const names[] = {"OFFLOAD_TIMING"};
     ck_assert_int_eq(load_env(NULL, NULL), 0);
     ck_assert_uint_eq(diag.n, 0); /* defaults say nothing */
     static char doc[65536]; /* capture's buffer is reused by print_line */
@@ -510,23 +510,21 @@ START_TEST(not_implemented_options)
     ck_assert_int_eq(load_env(NULL, "FT_PROFILE_DIR=/var/ft", "FT_SHM_ENABLED=1", "FT_SHM_NAMESPACE=ns",
                               "FT_OFFLOAD_TIMING=eager", NULL),
                      0);
-    ck_assert_uint_eq(diag.n_warnings, 2);
+    ck_assert_uint_eq(diag.n_warnings, 1);
     ck_assert_uint_eq(diag.n_errors, 0);
-    assert_warning("FT_PROFILE_DIR=/var/ft: not implemented yet; FlexTensor ignores it");
     assert_warning("FT_OFFLOAD_TIMING=eager: not implemented yet");
     ck_assert_str_eq(cfg.profile_dir, "/var/ft");
-    ck_assert_ptr_nonnull(strstr(print_line("FT_PROFILE_DIR"), "(env; not implemented yet)"));
+    ck_assert_ptr_null(strstr(print_line("FT_PROFILE_DIR"), "not implemented"));
 
     /* One warning per option, even when the file and the environment both set it. */
     const char *p = write_file("n.ini", "[flextensor]\nprofile_read_only = yes\n"
                                         "offload_timing = eager\n");
-    ck_assert_int_eq(load_env(p, "FT_PROFILE_READ_ONLY=0", NULL), 0);
-    ck_assert_uint_eq(diag.n_warnings, 2);
+    ck_assert_int_eq(load_env(p, "FT_OFFLOAD_TIMING=off", NULL), 0);
+    ck_assert_uint_eq(diag.n_warnings, 1);
     char want[700];
-    snprintf(want, sizeof want, "%s:2: profile_read_only=yes: not implemented yet", p);
-    assert_warning(want);
     snprintf(want, sizeof want, "%s:3: offload_timing=eager: not implemented yet", p);
     assert_warning(want);
+    ck_assert(cfg.profile_read_only);
 
     /* Values are still checked. */
     ck_assert_int_lt(load_env(NULL, "FT_OFFLOAD_TIMING=soon", NULL), 0);
@@ -569,13 +567,13 @@ START_TEST(shm_options)
 }
 END_TEST
 
-/* FT_SKIP_DISCOVERY=1 switched the engine off without a word: it needs a saved profile,
- * which does not exist yet, so it is an error like an invalid value. */
+/* FT_SKIP_DISCOVERY takes the units from a saved profile: without FT_PROFILE_DIR it is
+ * an error like an invalid value (it used to switch the engine off without a word). */
 START_TEST(skip_discovery_needs_a_profile)
 {
     ck_assert_int_lt(load_env(NULL, "FT_ENABLED=1", "FT_SKIP_DISCOVERY=1", NULL), 0);
-    assert_error("FT_SKIP_DISCOVERY=true (env) needs a saved profile (FT_PROFILE_DIR), and "
-                 "saved profiles are not implemented yet (accepted: false)");
+    assert_error("FT_SKIP_DISCOVERY=true (env) needs a saved profile, and FT_PROFILE_DIR is not set "
+                 "(accepted: false, or FT_PROFILE_DIR)");
     ck_assert(ft_config_enabled_requested(&cfg));
     const char *p = write_file("k.ini", "[flextensor]\n\nskip_discovery = yes\n");
     ck_assert_int_lt(load_env(p, NULL), 0);
@@ -584,6 +582,8 @@ START_TEST(skip_discovery_needs_a_profile)
     assert_error(want);
     ck_assert_int_eq(load_env(NULL, "FT_SKIP_DISCOVERY=0", NULL), 0);
     ck_assert(!cfg.skip_discovery);
+    ck_assert_int_eq(load_env(NULL, "FT_SKIP_DISCOVERY=1", "FT_PROFILE_DIR=/var/ft", NULL), 0);
+    ck_assert(cfg.skip_discovery);
 }
 END_TEST
 

@@ -1017,12 +1017,12 @@ static void check_combinations(loader_t *ld)
                  "MIN_BLOCKS from 2 to NUM_BLOCKS)",
                  cfg->min_blocks, ft_config_source_text(cfg, FT_CONFIG_OPT_MIN_BLOCKS, s1, sizeof s1),
                  cfg->num_blocks, ft_config_source_text(cfg, FT_CONFIG_OPT_NUM_BLOCKS, s2, sizeof s2));
-    /* Until profiles are saved, skipping discovery would leave the engine nothing to
-     * plan with: it used to switch FlexTensor off without a word. */
-    if (cfg->skip_discovery)
+    /* Skipping discovery takes the units from a saved profile: without a folder to find
+     * one in, the engine would have nothing to plan with. */
+    if (cfg->skip_discovery && cfg->profile_dir[0] == '\0')
         diag_add(ld->diag, true,
-                 "FT_SKIP_DISCOVERY=true (%s) needs a saved profile (FT_PROFILE_DIR), and saved "
-                 "profiles are not implemented yet (accepted: false)",
+                 "FT_SKIP_DISCOVERY=true (%s) needs a saved profile, and FT_PROFILE_DIR is not set "
+                 "(accepted: false, or FT_PROFILE_DIR)",
                  ft_config_source_text(cfg, FT_CONFIG_OPT_SKIP_DISCOVERY, s1, sizeof s1));
     /* The namespace becomes part of a shm_open name: nothing in it may lead the name
      * out of the segment folder, or make it another namespace's (core/shmseg.h). */
@@ -1271,11 +1271,16 @@ int ft_config_write_doc(int fd)
             "In a secure-execution process (a setuid or setgid program, or one that gained\n"
             "file capabilities: `getauxval(AT_SECURE)`), every `FT_*` variable and the config\n"
             "file are ignored and FlexTensor stays off; one warning says so when any was set.\n"
-            "\n"
-            "Options marked **Not implemented yet** are accepted (the Python library has\n"
-            "them) but nothing reads them: setting one prints a warning naming it, and\n"
-            "`--print-config` says so after its source.\n"
-            "\n"
+            "\n");
+    int any_not_impl = 0;
+    for (int i = 0; i < FT_CONFIG_N_OPTIONS; i++)
+        any_not_impl |= (options[i].flags & FT_OPT_NOT_IMPL) != 0;
+    if (any_not_impl)
+        out_str(&o, "Options marked **Not implemented yet** are accepted (the Python library has\n"
+                    "them) but nothing reads them: setting one prints a warning naming it, and\n"
+                    "`--print-config` says so after its source.\n"
+                    "\n");
+    out_str(&o,
             "| Variable | Type | Default | Accepted | Description |\n"
             "|---|---|---|---|---|\n"
             "| `FT_CONFIG_FILE` | path | `\"\"` | a readable INI file with a [flextensor] section | "

@@ -222,6 +222,8 @@ struct ft_disc {
     int track_lost_warned;    /* the pass start has not recurred: said once */
     uint64_t track_starts;    /* passes started after DONE, all lanes */
     unsigned track_misses;    /* launches of the start's kernel that did not start a pass */
+    int adopted;              /* DONE by ft_disc_adopt (a saved profile): kernels not seen
+                                 yet wait in kmap under SAVED_KEY keys for their handles */
 };
 
 /* Passes found among launches that touch no weight (a framework's warm-up kernels,
@@ -2279,6 +2281,247 @@ void ft_disc_trace(ft_disc_t *d, ft_trace_writer_t *w)
         ft_trace_put_u64(w, dl != NULL ? dl->since_start : 0);
         ft_trace_put_u32(w, (uint32_t)d->track_lost_warned);
         ft_trace_end(w);
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* --- saved profiles ---------------------------------------------------------------
+ *
+ * ft_disc_export writes down what ft_disc_track and the plan need of a finished
+ * discovery; ft_disc_adopt takes it back in a later run of the same program, whose
+ * regions have the same ids (the region table numbers allocations in order). Kernel
+ * handles differ from run to run: the saved kernels are known by name, and each waits
+ * under a placeholder key (SAVED_KEY) until ft_disc_bind_kernel sees its handle. */
+#define SAVED_KEY (1ull << 63)
+
+void ft_disc_saved_free(ft_disc_saved_t *s)
+{
+    if (s == NULL)
+        return;
+    for (uint32_t i = 0; s->kernels != NULL && i < s->n_kernels; i++)
+        free(s->kernels[i]);
+    free(s->kernels);
+    free(s->regions);
+    free(s->launch_kernel);
+    free(s->launch_first);
+    free(s->launch_n);
+    free(s->ids);
+    free(s->units);
+    free(s->unit_ids);
+    memset(s, 0, sizeof *s);
+}
+
+#define SAVED_FAIL(code, ...) do { snprintf(why, len, __VA_ARGS__); rc = (code); goto out; } while (0)
+
+int ft_disc_export(ft_disc_t *d, ft_disc_saved_t *o, char *why, size_t len)
+{
+    memset(o, 0, sizeof *o);
+    uint32_t *kmapi = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&d->lock);
+    const record_t *r = &d->last;
+    if (d->state != FT_DISC_DONE)
+        SAVED_FAIL(-EINVAL, "discovery is not done");
+    if (!d->explicit_marks && !d->track_set)
+        SAVED_FAIL(-EINVAL, "its passes are followed by each thread's own anchor, which a later run "
+                            "cannot take over");
+    for (size_t id = 0; id < d->n_rvec; id++) {
+        rinfo_t *x = d->rvec[id];
+        if (x == NULL || x->unit < 0)
+            continue;
+        if (!x->hashed)
+            SAVED_FAIL(-EINVAL, "weight region %u has no content hash to check it by", x->id);
+        o->n_regions++;
+    }
+    o->regions = calloc(o->n_regions ? o->n_regions : 1, sizeof *o->regions);
+    kmapi = malloc((d->n_kernels ? d->n_kernels : 1) * sizeof *kmapi);
+    o->kernels = calloc(d->n_kernels ? d->n_kernels : 1, sizeof *o->kernels);
+    o->launch_kernel = malloc((r->n ? r->n : 1) * sizeof *o->launch_kernel);
+    o->launch_first = malloc((r->n ? r->n : 1) * sizeof *o->launch_first);
+    o->launch_n = malloc((r->n ? r->n : 1) * sizeof *o->launch_n);
+    o->ids = malloc((r->n_ids ? r->n_ids : 1) * sizeof *o->ids);
+    o->units = calloc(d->n_units ? d->n_units : 1, sizeof *o->units);
+    size_t n_uids = 0;
+    for (size_t j = 0; j < d->n_units; j++)
+        n_uids += d->units[j].n_regions;
+    o->unit_ids = malloc((n_uids ? n_uids : 1) * sizeof *o->unit_ids);
+    if (!o->regions || !kmapi || !o->kernels || !o->launch_kernel || !o->launch_first || !o->launch_n ||
+        !o->ids || !o->units || !o->unit_ids)
+        SAVED_FAIL(-ENOMEM, "out of memory");
+    uint32_t n = 0;
+    for (size_t id = 0; id < d->n_rvec; id++) {
+        rinfo_t *x = d->rvec[id];
+        if (x != NULL && x->unit >= 0)
+            o->regions[n++] = (ft_disc_saved_region_t){ x->id, x->size, x->hash, x->unit,
+                                                        (uint32_t)x->shared, (uint32_t)x->direct };
+    }
+    for (size_t k = 0; k < d->n_kernels; k++)
+        kmapi[k] = UINT32_MAX;
+    for (size_t i = 0; i < r->n; i++) {
+        uint32_t k = r->l[i].kernel;
+        if (kmapi[k] == UINT32_MAX) {
+            for (uint32_t j = 0; j < o->n_kernels; j++)
+                if (strcmp(o->kernels[j], d->kv[k]->name) == 0)
+                    SAVED_FAIL(-EINVAL, "two kernels of the pass are named %s", d->kv[k]->name);
+            if ((o->kernels[o->n_kernels] = strdup(d->kv[k]->name)) == NULL)
+                SAVED_FAIL(-ENOMEM, "out of memory");
+            kmapi[k] = o->n_kernels++;
+        }
+        o->launch_kernel[i] = kmapi[k];
+        o->launch_first[i] = o->n_ids;
+        for (uint32_t j = 0; j < r->l[i].n_ids; j++) {
+            uint32_t raw = r->ids[r->l[i].first_id + j];
+            rinfo_t *x = rinfo_get(d, raw);
+            if (x != NULL && x->unit >= 0)
+                o->ids[o->n_ids++] = raw;
+        }
+        o->launch_n[i] = o->n_ids - o->launch_first[i];
+    }
+    o->n_launches = (uint32_t)r->n;
+    for (size_t j = 0; j < d->n_units; j++) {
+        const ft_disc_unit_t *u = &d->units[j];
+        ft_disc_saved_unit_t *su = &o->units[j];
+        snprintf(su->name, sizeof su->name, "%s", u->name);
+        su->bytes = u->bytes;
+        su->first_launch = u->first_launch;
+        su->last_launch = u->last_launch;
+        su->first_id = o->n_unit_ids;
+        su->n_ids = u->n_regions;
+        memcpy(o->unit_ids + o->n_unit_ids, u->region_ids, u->n_regions * sizeof *u->region_ids);
+        o->n_unit_ids += u->n_regions;
+    }
+    o->n_units = (uint32_t)d->n_units;
+    o->explicit_marks = d->explicit_marks ? (uint32_t)d->boundary_source : 0;
+    o->track_kernel = d->track_set ? kmapi[d->track_kernel] : UINT32_MAX;
+    o->track_region = d->track_set ? d->track_region : 0;
+out:
+    pthread_mutex_unlock(&d->lock);
+    free(kmapi);
+    if (rc != 0)
+        ft_disc_saved_free(o);
+    return rc;
+}
+
+static const ft_region_t *snap_find(const ft_region_t *v, long n, uint32_t id)
+{
+    for (long i = 0; i < n; i++)
+        if (v[i].id == id)
+            return &v[i];
+    return NULL;
+}
+
+int ft_disc_adopt(ft_disc_t *d, const ft_disc_saved_t *s, char *why, size_t len)
+{
+    int rc = 0;
+    ft_region_t *snap = NULL;
+    ft_disc_unit_t *units = NULL;
+    uint32_t *uids = NULL, *kidx = NULL;
+    pthread_mutex_lock(&d->lock);
+    if (d->state == FT_DISC_DONE)
+        SAVED_FAIL(-EALREADY, "discovery is done already");
+    long ns = ft_regions_snapshot(d->regions, &snap);
+    if (ns < 0)
+        SAVED_FAIL(-ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < s->n_regions; i++) {
+        const ft_region_t *g = snap_find(snap, ns, s->regions[i].id);
+        if (g == NULL)
+            SAVED_FAIL(-ESTALE, "allocation %u (a weight of %llu bytes) is not alive", s->regions[i].id,
+                       (unsigned long long)s->regions[i].size);
+        if (g->size != s->regions[i].size)
+            SAVED_FAIL(-ESTALE, "allocation %u is %llu bytes, the profile's weight there %llu", g->id,
+                       (unsigned long long)g->size, (unsigned long long)s->regions[i].size);
+    }
+    units = calloc(s->n_units ? s->n_units : 1, sizeof *units);
+    uids = malloc((s->n_unit_ids ? s->n_unit_ids : 1) * sizeof *uids);
+    kidx = malloc((s->n_kernels ? s->n_kernels : 1) * sizeof *kidx);
+    if (units == NULL || uids == NULL || kidx == NULL)
+        SAVED_FAIL(-ENOMEM, "out of memory");
+    for (uint32_t k = 0; k < s->n_kernels; k++) {
+        kinfo_t *found = NULL;
+        for (size_t j = 0; j < d->n_kernels && found == NULL; j++)
+            if (strcmp(d->kv[j]->name, s->kernels[k]) == 0)
+                found = d->kv[j];
+        if (found == NULL && (found = kinfo_get(d, SAVED_KEY | k, s->kernels[k])) == NULL)
+            SAVED_FAIL(-ENOMEM, "out of memory");
+        kidx[k] = found->idx;
+    }
+    /* From here on nothing fails: discovery's own results are replaced. */
+    rinfo_t *x, *xt;
+    HASH_ITER(hh, d->rmap, x, xt) {
+        x->unit = -1;
+        x->shared = x->direct = 0;
+    }
+    for (uint32_t i = 0; i < s->n_regions; i++) {
+        const ft_disc_saved_region_t *sr = &s->regions[i];
+        x = rinfo_add(d, snap_find(snap, ns, sr->id), 1);
+        if (x == NULL)
+            continue; /* out of memory: the weight stays resident (no unit knows it) */
+        x->unit = sr->unit;
+        x->shared = (int)sr->shared;
+        x->direct = (int)sr->direct;
+        x->hash = sr->hash;
+        x->hashed = 1;
+    }
+    d->last.n = d->last.n_ids = 0;
+    for (uint32_t i = 0; i < s->n_launches; i++)
+        if (rec_push_launch(&d->last, kidx[s->launch_kernel[i]], 0, s->ids + s->launch_first[i], s->launch_n[i]))
+            FT_WARN_CAPPED(1, "discovery: out of memory taking the saved pass");
+    memcpy(uids, s->unit_ids, s->n_unit_ids * sizeof *uids);
+    free(d->units);
+    free(d->unit_ids);
+    d->units = units;
+    d->unit_ids = uids;
+    d->n_units = s->n_units;
+    d->weight_bytes = 0;
+    for (uint32_t j = 0; j < s->n_units; j++) {
+        ft_disc_unit_t *u = &units[j];
+        const ft_disc_saved_unit_t *su = &s->units[j];
+        snprintf(u->name, sizeof u->name, "%s", su->name);
+        u->bytes = su->bytes;
+        u->first_launch = su->first_launch;
+        u->last_launch = su->last_launch;
+        u->n_regions = su->n_ids;
+        u->region_ids = uids + su->first_id;
+        d->weight_bytes += u->bytes;
+    }
+    for (uint32_t j = 0; j < s->n_units; j++) {
+        ft_disc_unit_t *u = &units[j];
+        u->offload = (d->p.n_include == 0 || unit_matches_any(d, u, d->p.include, d->p.n_include)) &&
+                     !unit_matches_any(d, u, d->p.exclude, d->p.n_exclude);
+    }
+    units = NULL;
+    uids = NULL;
+    d->explicit_marks = s->explicit_marks != 0;
+    d->boundary_source = (int)s->explicit_marks;
+    lane_t *l, *lt;
+    HASH_ITER(hh, d->lanes, l, lt) l->track_pos = -1;
+    choose_track_start(d);
+    __atomic_store_n(&d->adopted, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->state, FT_DISC_DONE, __ATOMIC_RELEASE);
+out:
+    pthread_mutex_unlock(&d->lock);
+    free(snap);
+    free(units);
+    free(uids);
+    free(kidx);
+    return rc;
+}
+
+void ft_disc_bind_kernel(ft_disc_t *d, uint64_t key, const char *name)
+{
+    if (!__atomic_load_n(&d->adopted, __ATOMIC_ACQUIRE) || name == NULL)
+        return;
+    pthread_mutex_lock(&d->lock);
+    kinfo_t *k;
+    HASH_FIND(hh, d->kmap, &key, sizeof key, k);
+    for (size_t j = 0; k == NULL && j < d->n_kernels; j++) {
+        kinfo_t *c = d->kv[j];
+        if ((c->key & SAVED_KEY) && strcmp(c->name, name) == 0) {
+            HASH_DEL(d->kmap, c);
+            c->key = key;
+            HASH_ADD(hh, d->kmap, key, sizeof c->key, c);
+            k = c;
+        }
     }
     pthread_mutex_unlock(&d->lock);
 }

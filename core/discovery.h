@@ -196,4 +196,58 @@ void ft_disc_trace(ft_disc_t *d, ft_trace_writer_t *w);
 int ft_disc_pattern_match(const char *pattern, const char *unit_name,
                           const char *const *kernel_names, size_t n_kernels, uint64_t bytes);
 
+/* --- saved profiles (FT_PROFILE_DIR; shim/savedprof.c, core/savedprof.c) ---------
+ *
+ * What a later run of the same program needs to follow its passes without
+ * discovering them: the weights (by region id, which the region table hands out in
+ * allocation order, with their sizes, content hashes and flags), the recorded pass
+ * (kernel names in order, the weights each launch touched), the units, and how passes
+ * are followed (the pass start, or explicit marks). Activations are left out: their
+ * ids tell nothing a later run can use. */
+typedef struct {
+    uint32_t id;
+    uint64_t size, hash;
+    int32_t unit;                       /* index in units */
+    uint32_t shared, direct;
+} ft_disc_saved_region_t;
+
+typedef struct {
+    char name[64];
+    uint64_t bytes;
+    uint32_t first_launch, last_launch, first_id, n_ids; /* ids: unit_ids[first_id ..] */
+} ft_disc_saved_unit_t;
+
+typedef struct {
+    uint32_t n_regions;
+    ft_disc_saved_region_t *regions;    /* sorted by id */
+    uint32_t n_kernels;
+    char **kernels;                     /* the pass's kernel names, each once */
+    uint32_t n_launches;
+    uint32_t *launch_kernel;            /* per launch: index in kernels */
+    uint32_t *launch_first, *launch_n;  /* per launch: its weights in ids */
+    uint32_t n_ids;
+    uint32_t *ids;                      /* region ids; the top bit: through a pointer array */
+    uint32_t n_units;
+    ft_disc_saved_unit_t *units;
+    uint32_t n_unit_ids;
+    uint32_t *unit_ids;
+    uint32_t explicit_marks;            /* passes are marked, not found (0, 1 or 2: the source) */
+    uint32_t track_kernel, track_region;/* the pass start (kernel index, region id), when !explicit_marks */
+} ft_disc_saved_t;
+
+/* After DONE: what a saved profile keeps of discovery, into *out (allocated; free with
+ * ft_disc_saved_free). 0; -ENOMEM; -EINVAL with a reason in why when the result cannot
+ * be followed by a later run (passes followed by the lanes' own anchors, a weight
+ * without a content hash, two kernels of the pass with one name). */
+int ft_disc_export(ft_disc_t *d, ft_disc_saved_t *out, char *why, size_t len);
+void ft_disc_saved_free(ft_disc_saved_t *s);
+/* Discovery takes the saved result as its own (state DONE from now on), with the
+ * regions of this run that have the saved ids: every one must be alive with the saved
+ * size. The unit selection (include/exclude patterns) is this run's. 0; -ESTALE with the
+ * difference in why (nothing changed); -ENOMEM; -EALREADY when DONE already. */
+int ft_disc_adopt(ft_disc_t *d, const ft_disc_saved_t *s, char *why, size_t len);
+/* After an adoption, a kernel handle seen for the first time (its name): the saved
+ * kernel of that name is this handle from now on. Cheap when nothing was adopted. */
+void ft_disc_bind_kernel(ft_disc_t *d, uint64_t key, const char *name);
+
 #endif

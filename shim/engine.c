@@ -7,8 +7,8 @@
  * other is refused there:
  *
  *   START      -> DISCOVERY     ft_hooks_init
- *   START      -> OFF           ft_hooks_init, with FT_SKIP_DISCOVERY: no plan will come
- *   DISCOVERY  -> PLANNING      observe_launch, at the launch that completes discovery
+ *   DISCOVERY  -> PLANNING      observe_launch, at the launch that completes discovery, or
+ *                               at the one that matched a saved profile (savedprof.c)
  *   PLANNING   -> PROFILING     setup_passes, once the units' events are made
  *   PROFILING  -> PLANNING      finish_profiling, before the plan is made
  *   PLANNING   -> PLANNED       start_residency (profiling.c): the plan streams
@@ -65,7 +65,7 @@ const char *engine_phase_name(int phase)
 
 #define TO(p) (1u << (p))
 static const unsigned allowed[PHASE_COUNT] = {
-    [PHASE_START] = TO(PHASE_DISCOVERY) | TO(PHASE_OFF),
+    [PHASE_START] = TO(PHASE_DISCOVERY),
     [PHASE_DISCOVERY] = TO(PHASE_PLANNING) | TO(PHASE_STOOD_DOWN),
     [PHASE_PROFILING] = TO(PHASE_PLANNING) | TO(PHASE_STOOD_DOWN),
     [PHASE_PLANNING] = TO(PHASE_PROFILING) | TO(PHASE_PLANNED) | TO(PHASE_OFF) | TO(PHASE_STOOD_DOWN),
@@ -220,8 +220,10 @@ int ft_hooks_init(const struct ft_config *cfg)
     disc = ft_disc_new(regions, &p);
     if (disc == NULL)
         return -1;
-    /* Without discovery there is no plan, so no engine. */
-    engine_to(PHASE_START, cfg->skip_discovery ? PHASE_OFF : PHASE_DISCOVERY, NULL);
+    engine_to(PHASE_START, PHASE_DISCOVERY, NULL);
+    /* FT_PROFILE_DIR: the saved profile, checked as the model appears (FT_SKIP_DISCOVERY
+     * without one stands down). */
+    savedprof_setup(stand_down);
     return 0;
 }
 

@@ -591,6 +591,16 @@ int profile_charging(void);
 void profile_charge_move(uint64_t ns);
 void profile_note_tracked(void);
 
+/* savedprof.c: saved profiles (FT_PROFILE_DIR). Its state: its own lock. */
+void savedprof_setup(int (*stand_down)(const char *why));
+void savedprof_region(uint32_t id, uint64_t size);
+int savedprof_launch(const char *kname, const ft_scan_set_t *set);
+void savedprof_plan(void);
+int savedprof_discovery_done(void);
+void savedprof_save(void);
+/* profiling.c: the plan from a saved profile's times and link (PHASE_PLANNING). */
+void plan_saved(const double *median_us, size_t n, const bw_t *link, uint64_t other_bytes);
+
 /* report.c: the exit report and the control API. */
 void outside_sample(const char *phase, long pass, int held);
 

@@ -23,6 +23,8 @@ static void track(void *p, size_t size, uint32_t flags)
         outside_sample("the first allocation", -1, 0);
     if (id >= 0)
         profile_note_tracked();
+    if (id > 0)
+        savedprof_region((uint32_t)id, size); /* a saved profile's weight sizes */
     if (id < 0)
         FT_LOG_CAPPED(FT_LOG_WARN, 5, "region %p (%zu bytes) not tracked: %s", p, size,
                       id == -17 ? "overlaps a live region" : "out of memory");

@@ -121,6 +121,7 @@ static kinfo_t *kinfo_get(uint64_t key, int is_stub)
             other = NULL;
     }
     pthread_rwlock_unlock(&kinfo_lock);
+    ft_disc_bind_kernel(disc, key, k->name); /* a saved profile's kernel, by name */
     once_charge(ONCE_KERNEL, t0);
     if (other != NULL) {
         free(k);
@@ -311,6 +312,15 @@ static void observe_scanned(kinfo_t *k, uint64_t key, ft_scan_set_t *set, cudaSt
     }
     if (set->n > 0 && !spill_on) /* under FT_SPILL, peeked above */
         peek_pointer_arrays(k, set, stream);
+    /* The first launch of a pass that matches a saved profile: discovery took it, and
+     * this launch is the pass's first for the tracking too. */
+    if (savedprof_launch(k->name, set)) {
+        ft_disc_bind_kernel(disc, key, k->name);
+        ft_disc_track(disc, lane_id(), key, set, NULL, NULL);
+        if (engine_to(PHASE_DISCOVERY, PHASE_PLANNING, NULL))
+            savedprof_plan();
+        return;
+    }
     int seen = ft_disc_launch(disc, lane_id(), key, k->name, set);
     if (seen & FT_DISC_PASS_WORK)
         launch_did_once = 1; /* a pass's cost, reported apart (ft_disc_pass_work) */
@@ -320,8 +330,12 @@ static void observe_scanned(kinfo_t *k, uint64_t key, ft_scan_set_t *set, cudaSt
                                     __ATOMIC_RELAXED))
         cupti_after_first_pass();
     /* One thread wins the move, however many see discovery done at once. */
-    if (ft_disc_state(disc) == FT_DISC_DONE && engine_to(PHASE_DISCOVERY, PHASE_PLANNING, NULL))
-        start_profiling();
+    if (ft_disc_state(disc) == FT_DISC_DONE && engine_to(PHASE_DISCOVERY, PHASE_PLANNING, NULL)) {
+        if (savedprof_discovery_done()) /* another thread's launch matched a saved profile */
+            savedprof_plan();
+        else if (engine_phase() == PHASE_PLANNING) /* FT_SKIP_DISCOVERY stood down */
+            start_profiling();
+    }
 }
 
 void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream)

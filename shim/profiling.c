@@ -338,6 +338,9 @@ const char *kept_by(void)
          : inc        ? "FT_INCLUDE_PATTERNS" : "FT_EXCLUDE_PATTERNS";
 }
 
+/* The non-weight memory of the run whose profile was saved (plan_saved), else 0. */
+static uint64_t saved_other_bytes;
+
 /* Planning is done: the next guarded call switches the engine on when the plan
  * streams; otherwise the engine is off for good (engine.c: entering OFF brings
  * FT_SPILL's allocations back to the device). */
@@ -414,6 +417,10 @@ static void make_plan(void)
         tracked = peak;
     /* Both in whole granules where virtual memory backs them. */
     in->other_bytes = tracked > weights ? tracked - weights : 0;
+    /* A plan from a saved profile comes before this run's activations: the saved run's
+     * figure, measured over its profiled passes, is the floor. */
+    if (in->other_bytes < saved_other_bytes)
+        in->other_bytes = saved_other_bytes;
     in->time_budget_factor = cfgp->time_budget_factor;
     in->min_slots = cfgp->min_blocks;
     in->max_slots = cfgp->num_blocks;
@@ -459,6 +466,7 @@ static void make_plan(void)
             free(table);
         }
     }
+    savedprof_save();
     start_residency();
 }
 
@@ -668,4 +676,30 @@ void profile_forget(void)
     free(plan.out.unit_stall_us);
     memset(&plan, 0, sizeof plan);
     __atomic_store_n(&peak_tracked, 0, __ATOMIC_RELAXED);
+    saved_other_bytes = 0; /* the saved run's floor was the first model's */
+}
+
+/* --- a plan from a saved profile (savedprof.c) ---------------------------------------- */
+
+/* Discovery took a saved profile (PHASE_PLANNING, the one thread that moved there): the
+ * plan is made from the saved units' times, the saved link and the saved run's
+ * non-weight memory, without profiling or measuring the link. */
+void plan_saved(const double *median_us, size_t n, const bw_t *link, uint64_t other_bytes)
+{
+    pthread_mutex_lock(&prof.lock);
+    events_resolve(); /* the residency engine's events */
+    ft_cupti_stop();  /* discovery's end releases CUPTI; no profiling will want it */
+    bw = *link;
+    saved_other_bytes = other_bytes;
+    prof.prof = ft_prof_new(n, 1);
+    if (prof.prof == NULL || n != ft_disc_unit_count(disc)) {
+        FT_WARN("plan: not made from the saved profile (%s)", prof.prof == NULL ? "out of memory" : "units disagree");
+        engine_to(PHASE_PLANNING, PHASE_OFF, "no plan");
+        pthread_mutex_unlock(&prof.lock);
+        return;
+    }
+    ft_prof_add_pass(prof.prof, median_us);
+    prof.n = n;
+    make_plan();
+    pthread_mutex_unlock(&prof.lock);
 }

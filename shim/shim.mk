@@ -14,6 +14,10 @@ $(SHIM_OBJS) $(CUPTI_OBJS): FT_CFLAGS += -ftls-model=initial-exec
 # built without instrumentation.
 $(BUILD)/shim/driver.o: FT_CFLAGS += -fno-sanitize=all
 
+# A saved profile names the FlexTensor version that wrote it (the Makefile's FT_VERSION).
+$(BUILD)/shim/savedprof.o: FT_CFLAGS += -DFT_VERSION='"$(FT_VERSION)"'
+$(BUILD)/shim/savedprof.o: Makefile
+
 $(BUILD)/shim/exports.map: shim/exports.c shim/shim.def
 	@mkdir -p $(dir $@)
 	$(CC) -E -P -I. -x c shim/exports.c -o $@

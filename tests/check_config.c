@@ -482,51 +482,30 @@ START_TEST(log_level_values)
 }
 END_TEST
 
-/* Options that nothing reads yet: --print-config and the documentation say so, and
- * setting one (any layer) prints one warning naming it. Their values are still checked
- * and stored. */
+/* Every option is read now: none is marked "not implemented" by --print-config or the
+ * documentation, and setting the last ones that were (FT_PROFILE_DIR,
+ * FT_PROFILE_READ_ONLY, FT_OFFLOAD_TIMING, FT_SHM_*) warns of nothing. Their values are
+ * checked and stored. */
 START_TEST(not_implemented_options)
 {
-    static const char *const names[] = {"PROFILE_DIR", "PROFILE_READ_ONLY"};
     ck_assert_int_eq(load_env(NULL, NULL), 0);
     ck_assert_uint_eq(diag.n, 0); /* defaults say nothing */
     static char doc[65536]; /* capture's buffer is reused by print_line */
     snprintf(doc, sizeof doc, "%s", capture(write_doc));
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char var[64], row[128];
-        snprintf(var, sizeof var, "FT_%s", names[i]);
-        ck_assert_msg(strstr(print_line(var), "(default; not implemented yet)") != NULL, "%s",
-                      print_line(var));
-        snprintf(row, sizeof row, "| `%s` |", var);
-        const char *r = strstr(doc, row);
-        ck_assert_ptr_nonnull(r);
-        const char *end = strchr(r, '\n');
-        const char *ni = strstr(r, "**Not implemented yet**");
-        ck_assert_msg(ni != NULL && ni < end, "%s: doc row does not say it", var);
-    }
-    ck_assert_ptr_null(strstr(print_line("FT_GPU_MEM_LIMIT"), "not implemented"));
+    ck_assert_ptr_null(strstr(doc, "Not implemented yet"));
+    static const char *const names[] = {"FT_PROFILE_DIR", "FT_PROFILE_READ_ONLY", "FT_OFFLOAD_TIMING",
+                                        "FT_SHM_ENABLED", "FT_GPU_MEM_LIMIT"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        ck_assert_msg(strstr(print_line(names[i]), "not implemented") == NULL, "%s", print_line(names[i]));
 
-    ck_assert_ptr_null(strstr(print_line("FT_SHM_ENABLED"), "not implemented"));
     ck_assert_int_eq(load_env(NULL, "FT_PROFILE_DIR=/var/ft", "FT_SHM_ENABLED=1", "FT_SHM_NAMESPACE=ns",
-                              "FT_OFFLOAD_TIMING=eager", NULL),
+                              "FT_OFFLOAD_TIMING=eager", "FT_PROFILE_READ_ONLY=1", NULL),
                      0);
-    /* FT_OFFLOAD_TIMING is implemented (shim/timing.c): no warning. */
-    ck_assert_uint_eq(diag.n_warnings, 1);
+    ck_assert_uint_eq(diag.n_warnings, 0);
     ck_assert_uint_eq(diag.n_errors, 0);
-    assert_warning("FT_PROFILE_DIR=/var/ft: not implemented yet; FlexTensor ignores it");
-    ck_assert_int_eq(cfg.offload_timing, FT_OFFLOAD_TIMING_EAGER);
-    ck_assert_ptr_null(strstr(print_line("FT_OFFLOAD_TIMING"), "not implemented"));
     ck_assert_str_eq(cfg.profile_dir, "/var/ft");
-    ck_assert_ptr_nonnull(strstr(print_line("FT_PROFILE_DIR"), "(env; not implemented yet)"));
-
-    /* One warning per option, even when the file and the environment both set it. */
-    const char *p = write_file("n.ini", "[flextensor]\nprofile_read_only = yes\n"
-                                        "offload_timing = eager\n");
-    ck_assert_int_eq(load_env(p, "FT_PROFILE_READ_ONLY=0", NULL), 0);
-    ck_assert_uint_eq(diag.n_warnings, 1);
-    char want[700];
-    snprintf(want, sizeof want, "%s:2: profile_read_only=yes: not implemented yet", p);
-    assert_warning(want);
+    ck_assert(cfg.profile_read_only);
+    ck_assert_int_eq(cfg.offload_timing, FT_OFFLOAD_TIMING_EAGER);
 
     /* Values are still checked; "on" is eager's other word. */
     ck_assert_int_lt(load_env(NULL, "FT_PROFILE_READ_ONLY=soon", NULL), 0);
@@ -571,13 +550,13 @@ START_TEST(shm_options)
 }
 END_TEST
 
-/* FT_SKIP_DISCOVERY=1 switched the engine off without a word: it needs a saved profile,
- * which does not exist yet, so it is an error like an invalid value. */
+/* FT_SKIP_DISCOVERY takes the units from a saved profile: without FT_PROFILE_DIR it is
+ * an error like an invalid value (it used to switch the engine off without a word). */
 START_TEST(skip_discovery_needs_a_profile)
 {
     ck_assert_int_lt(load_env(NULL, "FT_ENABLED=1", "FT_SKIP_DISCOVERY=1", NULL), 0);
-    assert_error("FT_SKIP_DISCOVERY=true (env) needs a saved profile (FT_PROFILE_DIR), and "
-                 "saved profiles are not implemented yet (accepted: false)");
+    assert_error("FT_SKIP_DISCOVERY=true (env) needs a saved profile, and FT_PROFILE_DIR is not set "
+                 "(accepted: false, or FT_PROFILE_DIR)");
     ck_assert(ft_config_enabled_requested(&cfg));
     const char *p = write_file("k.ini", "[flextensor]\n\nskip_discovery = yes\n");
     ck_assert_int_lt(load_env(p, NULL), 0);
@@ -586,6 +565,8 @@ START_TEST(skip_discovery_needs_a_profile)
     assert_error(want);
     ck_assert_int_eq(load_env(NULL, "FT_SKIP_DISCOVERY=0", NULL), 0);
     ck_assert(!cfg.skip_discovery);
+    ck_assert_int_eq(load_env(NULL, "FT_SKIP_DISCOVERY=1", "FT_PROFILE_DIR=/var/ft", NULL), 0);
+    ck_assert(cfg.skip_discovery);
 }
 END_TEST
 

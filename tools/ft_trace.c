@@ -1,6 +1,7 @@
 /* ft-trace - print what a FlexTensor trace file holds.
  *
  *   ft-trace [--json] [--chrome OUT.json] [--timeline OUT.svg] [--] FILE
+ *   ft-trace --profile FILE      a saved profile (FT_PROFILE_DIR)
  *   ft-trace --version
  *
  * Owns: reading a trace into memory, checking that its records agree with each other,
@@ -22,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "core/trace.h"
+#include "core/savedprof.h"
 #include "tools/ft_timeline.h"
 
 #ifndef FT_VERSION
@@ -1376,11 +1378,49 @@ static void json_report(const trace_t *t, const char *path)
     printf("\n}\n");
 }
 
+/* --- a saved profile (FT_PROFILE_DIR) ------------------------------------------------ */
+
+/* Its summary: what wrote it, the units with their weights, times and place in the
+ * plan, the link and the plan. A file that does not read back whole: one line, exit 1. */
+static int profile_report(const char *path)
+{
+    ft_savedprof_t p;
+    char err[512];
+    if (ft_savedprof_load(path, &p, err, sizeof err) != 0) {
+        for (char *c = err; *c; c++)
+            if ((unsigned char)*c < 0x20)
+                *c = '?';
+        fprintf(stderr, "ft-trace: %s: %s\n", path, err);
+        return 1;
+    }
+    const ft_disc_saved_t *s = &p.disc;
+    printf("saved profile %s (format %u)\n", path, FT_SAVEDPROF_VERSION);
+    printf("  written by FlexTensor %s for %s on %s\n", p.ft_version, p.program, p.device);
+    printf("  pass: %u launches of %u kernels; %s\n", s->n_launches, s->n_kernels,
+           s->explicit_marks ? "passes marked explicitly" : "passes start at");
+    if (!s->explicit_marks)
+        printf("    %s on allocation %u\n", s->kernels[s->track_kernel], s->track_region);
+    printf("  weights: %u allocations, each checked by size and content sum\n", s->n_regions);
+    printf("  %-24s %12s %8s %10s %10s\n", "unit", "bytes", "regions", "launches", "median us");
+    for (uint32_t j = 0; j < s->n_units; j++) {
+        const ft_disc_saved_unit_t *u = &s->units[j];
+        printf("  %-24s %12" PRIu64 " %8u %4u-%-5u %10.1f %s\n", u->name, u->bytes, u->n_ids, u->first_launch,
+               u->last_launch, p.median_us[j], p.resident[j] ? "resident" : "streamed");
+    }
+    printf("  link: host to device %.1f GB/s, device to host %.1f GB/s, %.1f us per copy (%" PRIu64 "-byte copies)\n",
+           p.h2d, p.d2h, p.latency_us, p.link_bytes);
+    printf("  plan: budget %" PRIu64 " bytes (0: latency mode), other memory %" PRIu64 " bytes, %u slot(s), "
+           "predicted step %.1f us\n", p.budget, p.other_bytes, p.slots, (double)p.step_ns / 1000.0);
+    ft_savedprof_free(&p);
+    return fflush(stdout) != 0 || ferror(stdout) ? 1 : 0;
+}
+
 /* --- main ------------------------------------------------------------------------ */
 
 static void usage(FILE *out)
 {
     fputs("usage: ft-trace [--json] [--chrome OUT.json] [--timeline OUT.svg] [--] FILE\n"
+          "       ft-trace --profile FILE\n"
           "       ft-trace --version\n"
           "Prints the summary of a FlexTensor trace (FT_TRACE_FILE): the process,\n"
           "and from discovery the units, the kernels and what was not attributed.\n"
@@ -1388,13 +1428,14 @@ static void usage(FILE *out)
           "  --chrome OUT.json   also write the offload timeline (FT_OFFLOAD_TIMING's last\n"
           "                      passes) in the Chrome trace-event format (Perfetto)\n"
           "  --timeline OUT.svg  also draw it as SVG, one lane per stream\n"
+          "  --profile  the summary of a saved profile (FT_PROFILE_DIR) instead\n"
           "  --version  print ft-trace's version\n",
           out);
 }
 
 int main(int argc, char **argv)
 {
-    int json = 0, options = 1;
+    int json = 0, options = 1, profile = 0;
     const char *path = NULL, *chrome = NULL, *svg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1409,6 +1450,8 @@ int main(int argc, char **argv)
             }
             *(a[2] == 'c' ? &chrome : &svg) = argv[++i];
         }
+        else if (options && strcmp(a, "--profile") == 0)
+            profile = 1;
         else if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
             usage(stdout);
             return 0;
@@ -1427,10 +1470,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (path == NULL) {
+    if (path == NULL || (profile && (json || chrome != NULL || svg != NULL))) {
         usage(stderr);
         return 2;
     }
+    if (profile)
+        return profile_report(path);
 
     FILE *f = fopen(path, "rb");
     if (f == NULL) {

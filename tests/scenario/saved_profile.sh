@@ -1,0 +1,81 @@
+# Saved profiles (FT_PROFILE_DIR): the second start of the same model takes the first
+# start's profile and streams from its first pass, without discovery or profiling, with
+# the same plan and the same output; another model (other weights, other shapes) in the
+# same folder is refused with the difference named, and discovered; FT_PROFILE_READ_ONLY
+# writes nothing; FT_SKIP_DISCOVERY without a profile stands down and says why; a
+# corrupt or truncated profile is refused in one line; two writers leave one valid file.
+. "$(dirname "$0")/lib.sh"
+L=(--layers 4 --dim 512 --iters 10 --quiet)
+DIR=$WORK/profiles
+mkdir -p "$DIR"
+FILE=$DIR/model-sim.ftprofile
+COMMON=(FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB FT_PROFILE_DIR="$DIR")
+plan_json() { "$BUILD/bin/ft-trace" --json "$1" | python3 -c "import json,sys; print(json.dumps(json.load(sys.stdin).get('plan'), sort_keys=True))"; }
+discovered() { grep -Eq 'discovery: 2 iteration\(s\) of 12 launches' "$1" && grep -q 'profiling: done' "$1"; }
+
+compare_run first -- "${COMMON[@]}" FT_TRACE_FILE="$WORK/first.bin"
+expect_grep "profile saved to $FILE \(4 units\)" "$WORK/first.err" "first start saves"
+discovered "$WORK/first.err" || fail "first start: no discovery and profiling"
+"$BUILD/bin/ft-trace" --profile "$FILE" >"$WORK/summary" || fail "ft-trace --profile refused the profile"
+expect_grep 'unit\.3 +1052672 +3 +9-11 ' "$WORK/summary" "ft-trace --profile lists the units"
+pass "first start: discovered, profiled, profile saved and readable by ft-trace --profile"
+
+compare_run second -- "${COMMON[@]}" FT_TRACE_FILE="$WORK/second.bin"
+expect_grep "saved profile $FILE matched .*12 weights' sizes and contents.*discovery and profiling skipped, 4 units" \
+    "$WORK/second.err" "second start matches"
+expect_no_grep 'discovery: [0-9]+ iteration\(s\) of|profiling:|copy bandwidth' "$WORK/second.err" "second start"
+[ "$(plan_json "$WORK/first.bin")" = "$(plan_json "$WORK/second.bin")" ] || fail "the second start's plan differs"
+# Streaming from the first pass: each of the 10 passes loads the 4 units (the first start
+# streamed only in the passes left after discovery and profiling).
+expect_grep 'residency: 40 load\(s\)' "$WORK/second.err" "second start streams every pass"
+pass "second start: profile matched, no discovery or profiling, the same plan, the same output, 40 loads"
+
+# FT_PROFILE_READ_ONLY with another model: refused, discovered, the folder unchanged.
+before=$(ls -l --time-style=full-iso "$DIR"; sha256sum "$FILE")
+compare_run seed --seed 7 -- "${COMMON[@]}" FT_PROFILE_READ_ONLY=1
+expect_grep "warning: saved profile $FILE ignored: the content of allocation 1 \(a weight of unit\.0, 1048576 bytes\) differs" \
+    "$WORK/seed.err" "other weights named"
+discovered "$WORK/seed.err" || fail "other weights: discovery did not run"
+[ "$before" = "$(ls -l --time-style=full-iso "$DIR"; sha256sum "$FILE")" ] || fail "FT_PROFILE_READ_ONLY changed the folder"
+pass "other weights (--seed 7): refused with the allocation named, discovered; FT_PROFILE_READ_ONLY left the folder unchanged"
+
+compare_run shapes --dim 256 -- "${COMMON[@]}" FT_PROFILE_READ_ONLY=1
+expect_grep "warning: saved profile $FILE ignored: allocation 1 is 262144 bytes, the profile's \(a weight of unit\.0\) 1048576" \
+    "$WORK/shapes.err" "other shapes named"
+grep -Eq 'discovery: 2 iteration\(s\)' "$WORK/shapes.err" || fail "other shapes: discovery did not run"
+pass "other shapes (--dim 256): refused with the allocation and sizes named, discovered"
+
+# FT_SKIP_DISCOVERY: with the matching profile it streams; without one it stands down.
+compare_run skip -- "${COMMON[@]}" FT_SKIP_DISCOVERY=1
+expect_grep "matched" "$WORK/skip.err" "FT_SKIP_DISCOVERY with the profile"
+mkdir "$WORK/empty"
+compare_run skipnone -- FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB FT_PROFILE_DIR="$WORK/empty" FT_SKIP_DISCOVERY=1
+expect_grep "error: FT_SKIP_DISCOVERY needs a matching saved profile in FT_PROFILE_DIR=$WORK/empty, and $WORK/empty/model-sim.ftprofile: there is no such file" \
+    "$WORK/skipnone.err" "FT_SKIP_DISCOVERY without a profile"
+expect_grep 'verdict: .*FlexTensor stood down|verdict: not offloaded.*stood down|stands down' "$WORK/skipnone.err" "stood down"
+expect_no_grep 'discovery: [0-9]+ iteration\(s\) of' "$WORK/skipnone.err" "FT_SKIP_DISCOVERY without a profile"
+[ -z "$(ls "$WORK/empty")" ] || fail "FT_SKIP_DISCOVERY without a profile wrote one"
+pass "FT_SKIP_DISCOVERY: streams with the profile; without one, an error naming the folder and the reason, stood down"
+
+# Corrupt and truncated profiles: one line each, discovery as usual, never a crash.
+cp "$FILE" "$WORK/good"
+for how in truncate flip; do
+    cp "$WORK/good" "$FILE"
+    if [ $how = truncate ]; then truncate -s 600 "$FILE"; else printf '\x5a' | dd of="$FILE" bs=1 seek=300 conv=notrunc status=none; fi
+    compare_run "$how" -- "${COMMON[@]}" FT_PROFILE_READ_ONLY=1
+    [ "$(grep -c "saved profile $FILE ignored" "$WORK/$how.err")" = 1 ] || fail "$how: not one line"
+    expect_grep "saved profile $FILE ignored: (truncated|corrupt)" "$WORK/$how.err" "$how"
+    discovered "$WORK/$how.err" || fail "$how: discovery did not run"
+done
+pass "truncated and corrupt profiles: refused in one line, discovery as usual"
+
+# Two writers at once: one valid file, no temporary left behind.
+rm -f "$DIR"/*
+for i in 1 2; do
+    env FT_ENABLED=1 "${COMMON[@]}" LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" "${L[@]}" \
+        >/dev/null 2>"$WORK/w$i.err" &
+done
+wait
+[ "$(ls "$DIR")" = model-sim.ftprofile ] || fail "two writers left: $(ls "$DIR")"
+"$BUILD/bin/ft-trace" --profile "$FILE" >/dev/null || fail "two writers: the profile does not read back"
+pass "two writers at once: one valid profile, no temporary file left"

@@ -141,20 +141,28 @@ static void device_name(char *out, size_t len)
 
 /* Is this launch the first of a pass, as the profile's passes start? All the saved
  * weights must be alive by then. */
+/* Whether kernel kname can start a pass of the saved profile (sp.lock held): the test
+ * that needs no region snapshot, made first at every launch while one is pending. */
+static int start_kernel(const char *kname)
+{
+    const ft_disc_saved_t *s = &sp.p.disc;
+    if (s->explicit_marks == 2)
+        return cfgp->iteration_marker[0] && fnmatch(cfgp->iteration_marker, kname, 0) == 0;
+    if (s->explicit_marks != 0)
+        return 1; /* marked by ft_iteration_mark: checked at the first launch */
+    return strcmp(kname, s->kernels[s->track_kernel]) == 0;
+}
+
 static int pass_starts(const char *kname, const ft_scan_set_t *set, ft_region_t *snap, long ns)
 {
     const ft_disc_saved_t *s = &sp.p.disc;
     uint32_t alive = 0;
     for (long i = 0; i < ns; i++)
         alive += saved_region(snap[i].id) != NULL;
-    if (alive < s->n_regions)
+    if (alive < s->n_regions || !start_kernel(kname))
         return 0;
-    if (s->explicit_marks == 2)
-        return cfgp->iteration_marker[0] && fnmatch(cfgp->iteration_marker, kname, 0) == 0;
     if (s->explicit_marks != 0)
-        return 1; /* marked by ft_iteration_mark: checked at the first launch */
-    if (strcmp(kname, s->kernels[s->track_kernel]) != 0)
-        return 0;
+        return 1;
     for (size_t i = 0; i < set->n; i++)
         if (set->id[i] == s->track_region)
             return 1;
@@ -212,7 +220,7 @@ int savedprof_launch(const char *kname, const ft_scan_set_t *set)
     pthread_mutex_lock(&sp.lock);
     int adopted = 0;
     ft_region_t *snap = NULL;
-    long ns = state() == SP_PENDING ? ft_regions_snapshot(regions, &snap) : -1;
+    long ns = state() == SP_PENDING && start_kernel(kname) ? ft_regions_snapshot(regions, &snap) : -1;
     if (ns >= 0 && pass_starts(kname, set, snap, ns)) {
         char why[1024], dev[256];
         device_name(dev, sizeof dev);

@@ -340,9 +340,16 @@ void timing_pass_start(cudaStream_t stream)
     tm.cur = next;
 }
 
+/* Whether unit u's compute is timed now: timing on, a pass open, and this the thread
+ * whose passes are timed. */
+static int unit_timed(int u)
+{
+    return timing_enabled && tm.cur >= 0 && u >= 0 && u < tm.n_units && lane_id() == tm.lane;
+}
+
 void timing_unit_wait(int u, cudaStream_t stream)
 {
-    if (!timing_enabled || tm.cur < 0 || u < 0 || u >= tm.n_units || lane_id() != tm.lane)
+    if (!unit_timed(u))
         return;
     tm_span_t *sp = span_new(FT_TIMING_COMPUTE, 0, u, 3);
     if (sp == NULL)
@@ -353,7 +360,7 @@ void timing_unit_wait(int u, cudaStream_t stream)
 
 void timing_unit_begin(int u, cudaStream_t stream)
 {
-    if (!timing_enabled || tm.cur < 0 || u < 0 || u >= tm.n_units || lane_id() != tm.lane)
+    if (!unit_timed(u))
         return;
     tm_span_t *sp = span_at(tm.open[u]);
     if (sp != NULL && !capture_under_way())
@@ -362,7 +369,7 @@ void timing_unit_begin(int u, cudaStream_t stream)
 
 void timing_unit_end(int u, cudaStream_t stream)
 {
-    if (!timing_enabled || tm.cur < 0 || u < 0 || u >= tm.n_units || lane_id() != tm.lane)
+    if (!unit_timed(u))
         return;
     tm_span_t *sp = span_at(tm.open[u]);
     if (sp != NULL && !capture_under_way())

@@ -1,6 +1,7 @@
 """What the bench scripts share: the Llama shapes they build, FlexTensor's memory
-usage through its control API, the GPU's memory in use as nvidia-smi shows it, and a
-synchronised wall-clock timing.
+usage through its control API, the GPU's memory in use as nvidia-smi shows it, a
+synchronised wall-clock timing, and two ways for processes to time their steps together
+(Turns: one at a time; Barrier: all at once).
 Imported by llama_forward.py, offload_bench.py and tp_bench.py (run from bench/'s
 parent as `python3 bench/NAME.py`, so that this folder is on sys.path)."""
 import ctypes
@@ -190,6 +191,34 @@ class Turns:
             if all(self.os.path.exists(f"{self.dir}/done.{k}") for k in range(self.n)):
                 return
             time.sleep(0.05)
+
+
+class Barrier:
+    """N processes started together wait for each other at named points, so that their
+    timed steps run in the same seconds (bench/shm_procs.sh: three processes sharing
+    one link). spec is "DIR,I,N": at point NAME, process I creates DIR/NAME.I and waits
+    until DIR/NAME.0 .. NAME.(N-1) all exist. It gives up when DIR/abort exists (the
+    driver saw one of them end) or after timeout_s in all, over every point: a process
+    that died never holds the others for long. wait() returns (seconds waited, whether
+    all N arrived)."""
+    def __init__(self, spec, timeout_s=120.0):
+        d, i, n = spec.split(",")
+        self.dir, self.i, self.n, self.left = d, int(i), int(n), float(timeout_s)
+
+    def wait(self, name):
+        import os
+        open(f"{self.dir}/{name}.{self.i}", "w").close()
+        t0, ok = time.time(), False
+        while True:
+            if all(os.path.exists(f"{self.dir}/{name}.{k}") for k in range(self.n)):
+                ok = True
+                break
+            if os.path.exists(f"{self.dir}/abort") or time.time() - t0 >= self.left:
+                break
+            time.sleep(0.02)
+        waited = time.time() - t0
+        self.left = max(0.0, self.left - waited)
+        return round(waited, 3), ok
 
 
 def repeat_forwards(step, warmup, iters, on_steady=None, cpu_ms=None, turns=None):

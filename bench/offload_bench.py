@@ -8,7 +8,7 @@ saved so that the runs can be compared bitwise (bench/offload.sh drives it).
         [--weights /dev/shm/ft_bench_weights.pt]
     python3 bench/offload_bench.py plain|shim|accelerate OUT.json [--layers 32] \
         [--hidden 4096] [--budget-gib 4.5] [--weights ...] [--warmup 8] [--iters 10] \
-        [--no-generate] [--tensors OUT.pt] [--turns DIR,I,N]
+        [--no-generate] [--tensors OUT.pt] [--turns DIR,I,N] [--barrier DIR,I,N]
 
 make: builds the model on the CPU with deterministic random weights (1-D parameters
 1.0, the others (rand - 0.5) * 0.04 from a seeded generator, parameter by parameter,
@@ -35,7 +35,11 @@ Workload, the same in every mode, inputs from a seeded generator:
 The tensors go to --tensors (default OUT.json's stem + .pt): a dict with decode_logits,
 prefill_logits (float, cpu) and tokens (a list, or None). One JSON line with the
 timings (ms), the parameter bytes and the memory figures is printed and written to
-OUT.json.
+OUT.json; decode_t0/decode_t1 and prefill_t0/prefill_t1 are the wall-clock seconds
+(time.time()) at which the timed steps began and ended, so that a sampler outside the
+process can tell its steady state (bench/shm_procs.sh). --barrier DIR,I,N makes the N
+processes started with it wait for each other before the timed decode steps and again
+before the timed prefills (ftbench.Barrier), so that they stream at once.
 """
 import argparse
 import json
@@ -47,7 +51,7 @@ import time
 import torch
 from transformers import LlamaForCausalLM
 
-from ftbench import Turns, fill_random, ft_usage, gpu_used_mib, h2d_gbps, llama_config, repeat_forwards, timed
+from ftbench import Barrier, Turns, fill_random, ft_usage, gpu_used_mib, h2d_gbps, llama_config, repeat_forwards, timed
 
 WEIGHT_SEED = 1234
 INPUT_SEED = 4321
@@ -119,15 +123,16 @@ def dispatch_accelerate(model, budget_bytes):
     return model, info
 
 
-def run_forwards(model, ids, warmup, iters, last_only, cpu_ms=None, turns=None):
+def run_forwards(model, ids, warmup, iters, last_only, cpu_ms=None, turns=None, on_steady=None):
     """warmup + iters forwards of ids; returns (last logits on the cpu, warm-up ms,
-    timed ms, whether every forward's logits equal the first's)."""
+    timed ms, whether every forward's logits equal the first's). on_steady() runs
+    once, before the first timed forward."""
     def step():
         lg = model(input_ids=ids, use_cache=False).logits
         # last_only: keep a copy of the last position only, so that the full logits
         # (8 x 512 x 32000 bf16, 262 MB) are freed before the next forward
         return lg[:, -1, :].clone() if last_only else lg
-    return repeat_forwards(step, warmup, iters, cpu_ms=cpu_ms, turns=turns)
+    return repeat_forwards(step, warmup, iters, on_steady=on_steady, cpu_ms=cpu_ms, turns=turns)
 
 
 def context_mib(idle):
@@ -168,11 +173,23 @@ def bench(a, cfg):
     prompt = torch.randint(0, cfg.vocab_size, (1, 16), generator=gen).to("cuda")
 
     tensors = {"decode_logits": None, "prefill_logits": None, "tokens": None}
+    barrier = Barrier(a.barrier) if a.barrier else None
+
+    def steady(phase):
+        """Before phase's first timed step: the barrier, then the wall-clock start."""
+        def go():
+            if barrier is not None:
+                waited, ok = barrier.wait(phase)
+                res.update({f"{phase}_barrier_s": waited, f"{phase}_barrier_all": ok})
+            res[f"{phase}_t0"] = time.time()
+        return go
+
     with torch.no_grad():
         cpu = []
         turns = Turns(a.turns) if a.turns else None
         lg, warm, times, eq = run_forwards(model, dec_ids, a.warmup, a.iters, last_only=False, cpu_ms=cpu,
-                                           turns=turns)
+                                           turns=turns, on_steady=steady("decode"))
+        res["decode_t1"] = time.time()
         tensors["decode_logits"] = lg
         res.update(decode_warmup_ms=warm, decode_ms=times, decode_cpu_ms=cpu,
                    decode_cpu_ms_median=round(statistics.median(cpu), 3),
@@ -181,7 +198,9 @@ def bench(a, cfg):
         res["ft_usage_after_decode"] = ft_usage()
 
         pw, pi = min(2, a.warmup), min(5, a.iters)
-        lg, warm, times, eq = run_forwards(model, pre_ids, pw, pi, last_only=True, turns=turns)
+        lg, warm, times, eq = run_forwards(model, pre_ids, pw, pi, last_only=True, turns=turns,
+                                           on_steady=steady("prefill"))
+        res["prefill_t1"] = time.time()
         if turns is not None:
             turns.finish()
         tensors["prefill_logits"] = lg
@@ -239,6 +258,9 @@ def main():
     ap.add_argument("--turns", default=None, metavar="DIR,I,N",
                     help="take each timed step in turn with N-1 other processes "
                          "(ftbench.Turns; bench/overhead.sh LOCKSTEP=1)")
+    ap.add_argument("--barrier", default=None, metavar="DIR,I,N",
+                    help="wait for the N-1 other processes before the timed decode steps and "
+                         "before the timed prefills (ftbench.Barrier; bench/shm_procs.sh)")
     a = ap.parse_args()
     if a.iters < 1 or a.warmup < 0:
         ap.error("--iters must be >= 1 and --warmup >= 0")

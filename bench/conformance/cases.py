@@ -25,8 +25,22 @@ CASE (the loading path or the program shape under test; every model in bf16):
                          and streams), then around 5 more (streaming); each window's
                          CUDA events counted: the application's kernels by name, ft_*
                          kernels (FlexTensor's), Memcpy and Memset events
+  profiler_late          as profiler, one window only, after 40 forwards (streaming)
+  graph                  torch.cuda.graph capture and replays (graph_replays)
+  compiled               as cpu_built, then torch.compile(model, dynamic=False) (default
+                         mode, Inductor): decode steps without a KV cache (compiled_steps)
+  compiled_ro            the same with mode="reduce-overhead" (CUDA graphs through
+                         cudagraph trees)
+(jax and jax_prealloc are bench/conformance/jax_case.py's.)
 
-Workload (all but generate), inputs from a seeded generator:
+The compiled cases compile in their first call of each shape (the first warm-up step).
+CONF_AUTOTUNE=fixed (the default) turns Inductor's deterministic mode on (kernel
+configurations from heuristics, never from benchmarks whose timings could go the other
+way under FlexTensor); CONF_AUTOTUNE=free leaves Inductor's defaults. run.sh gives each
+process an empty Inductor and Triton cache (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR).
+
+Workload (all but generate, graph, the profiler and compiled cases), inputs from a
+seeded generator:
   prompt   a (1, 16) forward with use_cache=True (its last logits kept)
   decode   one token at a time with the KV cache (past_key_values of the previous
            step): --warmup steps, then --steps timed ones
@@ -49,11 +63,14 @@ The device memory is sampled every 5 ms by ftbench.MemWatch (NVML: the GPU's mem
 in use less its use before this process, and FlexTensor's count through its control
 API). The JSON (--json, and the last line of stdout) holds the timings, the steps,
 the memory figures and the comparison. CONF_TINY=1: tiny configs and few steps, to
-smoke-test the pipeline in seconds; CASE `all` runs every case in this one process
-(no reference, each compared with itself): every case's Python path in one start-up.
+smoke-test the pipeline in seconds; CASE `all` runs every case but the compiled ones
+in this one process (no reference, each compared with itself): every case's Python path
+in one start-up; CASE `all_compiled` the compiled ones. A SIGTERM (run.sh's time limit)
+still writes the JSON of what ran.
 
 The decode logits' row 0 is the prompt's last position, row r the decode step r-1
-(warm-up steps included).
+(warm-up steps included); in the compiled cases, which have no prompt, row r is the
+decode step r.
 """
 import argparse
 import gc
@@ -61,6 +78,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import time
@@ -271,12 +289,17 @@ def checkpoint(cls, cfg, seed, work):
 # --- recording ------------------------------------------------------------------------
 
 class Run:
-    """Every step's timing and FlexTensor state, the outputs and the JSON."""
+    """Every step's timing and FlexTensor state, the outputs and the JSON. sync() runs
+    before and after each step: torch.cuda.synchronize unless given (jax_case.py, which
+    has no torch, passes its own and blocks on each step's result instead)."""
 
-    def __init__(self, case):
-        import torch
+    def __init__(self, case, sync=None):
+        self.torch = None
+        if sync is None:
+            import torch
 
-        self.torch = torch
+            self.torch, sync = torch, torch.cuda.synchronize
+        self.sync = sync
         self.res = {"case": case, "tiny": TINY, "t0_source": "CONF_T0" if os.environ.get("CONF_T0") else "proc"}
         self.idle = gpu_used_mib()  # before this process's CUDA context
         self.res["idle_mib"] = self.idle
@@ -297,12 +320,11 @@ class Run:
 
     def step(self, phase, i, fn):
         """fn() between two synchronisations; its ms; the step recorded."""
-        torch = self.torch
         self.watch.phase = f"{phase} {i}"
-        torch.cuda.synchronize()
+        self.sync()
         ts, t = now(), time.perf_counter()
         r = fn()
-        torch.cuda.synchronize()
+        self.sync()
         ms = (time.perf_counter() - t) * 1e3
         self.mark(phase, i, ts, ms)
         return r, ms
@@ -562,6 +584,109 @@ def graph_replays(run, model, early=3, late=40, replays=8):
     run.out["graph.eager_logits"] = torch.cat(eager_last).cpu()
 
 
+def autotune_fixed():
+    """CONF_AUTOTUNE: `fixed` (the default) or `free`. Fixed: the compilers' kernel
+    choices are the same in every process, so that a bitwise difference is
+    FlexTensor's, not a benchmark's that timed two candidates the other way round.
+    Free: each process autotunes as a plain program does."""
+    return os.environ.get("CONF_AUTOTUNE", "fixed").strip().lower() != "free"
+
+
+def inductor_determinism(torch):
+    """Inductor's deterministic mode (torch._inductor.config.deterministic: kernel
+    configurations from heuristics, no benchmarking) when autotune_fixed(); what
+    holds: True or False, or why it cannot be set."""
+    try:
+        import torch._inductor.config as ic
+    except Exception as e:  # noqa: BLE001 - recorded
+        return f"unavailable: {e!r}"
+    if not hasattr(ic, "deterministic"):
+        return "unavailable in this torch"
+    if autotune_fixed():
+        ic.deterministic = True
+    return bool(ic.deterministic)
+
+
+def dynamo_counters(torch):
+    """torch._dynamo's counters (graphs, graph breaks, recompilations, Inductor's
+    cudagraph skips ...), as plain dicts, 40 names a kind at most."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return {str(k): {str(n)[:160]: int(c) for n, c in list(v.items())[:40]}
+                for k, v in counters.items() if v}
+    except Exception as e:  # noqa: BLE001 - a diagnostic only
+        return {"error": repr(e)}
+
+
+def compiled_steps(run, model, mode, warmup, iters):
+    """torch.compile(model, dynamic=False[, mode=mode]) and the workload through it:
+    decode steps of one token ((1, 1), no KV cache: a cache would change the input
+    shapes every step, hence a recompilation or a new CUDA graph each time) and
+    prefills of (1, PREFILL), use_cache=False. The inputs go through static tensors
+    (the decode token is copied into one buffer). Compilation happens in the first
+    call of each shape (the first warm-up step); under mode="reduce-overhead" the
+    second call records the CUDA graph and later ones replay it, with
+    torch.compiler.cudagraph_mark_step_begin() before each call. Each call's last
+    logits are cloned at once (a graph's outputs are overwritten by its next replay).
+    Outputs and keys as decode_prefill's, phase "main"."""
+    import torch
+    import torch._dynamo
+
+    torch._dynamo.reset()  # CASE all_compiled: nothing from the previous case
+    opts = {"dynamic": False}
+    if mode:
+        opts["mode"] = mode
+    run.res.update(compile_options=dict(opts, mode=mode or "default"),
+                   inductor_deterministic=inductor_determinism(torch),
+                   autotune="fixed" if autotune_fixed() else "free",
+                   inductor_cache_dir=os.environ.get("TORCHINDUCTOR_CACHE_DIR"))
+    cmodel = torch.compile(model, **opts)
+    begin = getattr(torch.compiler, "cudagraph_mark_step_begin", None) if mode == "reduce-overhead" else None
+    gen = torch.Generator().manual_seed(INPUT_SEED)
+    v = model.config.vocab_size
+    toks = torch.randint(0, v, (warmup + iters, 1), generator=gen).to("cuda")
+    pre = torch.randint(0, v, (1, PREFILL), generator=gen).to("cuda")
+    dec_in = torch.zeros((1, 1), dtype=torch.long, device="cuda")
+    r, last, full = {}, [], [None]
+
+    def call(ids):
+        if begin is not None:
+            begin()
+        return cmodel(input_ids=ids, use_cache=False).logits
+
+    with torch.no_grad():
+        def decode_step(s):
+            def fn():
+                dec_in.copy_(toks[s:s + 1])
+                last.append(call(dec_in)[:, -1, :].clone())
+            return fn
+        timed_steps(run, r, "main", "decode", warmup, iters, decode_step)
+        run.usage("ft_usage_after_main.decode")
+        run.out["model.decode_logits"] = torch.cat(last).cpu()
+        last.clear()
+
+        def prefill_step(s):
+            def fn():
+                full[0] = None  # the previous full logits freed before the call
+                lg = call(pre)
+                last.append(lg[:, -1, :].clone())
+                full[0] = lg
+            return fn
+        timed_steps(run, r, "main", "prefill", PREFILL_WARMUP, PREFILL_ITERS, prefill_step)
+        run.usage("ft_usage_after_main.prefill")
+        r["prefill_iterations_equal"] = bool(all(torch.equal(last[0], x) for x in last[1:]))
+        run.out["model.prefill_last"] = torch.cat(last).cpu()
+        run.out["model.prefill_full"] = full[0].cpu()  # no call since: still valid
+        full[0] = None
+    # the first call of each shape compiled it: its time, apart
+    r["compile_decode_s"] = round(r["decode_warmup_ms"][0] / 1e3, 2) if r.get("decode_warmup_ms") else None
+    r["compile_prefill_s"] = round(r["prefill_warmup_ms"][0] / 1e3, 2) if r.get("prefill_warmup_ms") else None
+    run.res["compile_counters"] = dynamo_counters(torch)
+    run.res.setdefault("phases", {})["main"] = r
+    return r
+
+
 _STEP_RUN = None  # the Run a StepMark records into (a global: generate may deepcopy criteria)
 
 
@@ -645,7 +770,7 @@ def case_models(a, run):
     c = a.case
     t = now()
     if c in ("gpu_built", "cpu_built", "tied", "generate", "pretrained_device_map", "pretrained_to", "moe",
-             "profiler", "profiler_late", "graph"):
+             "profiler", "profiler_late", "graph") + COMPILED:
         cls, cfg = LlamaForCausalLM, dense_config("dense", tie_word_embeddings=(c == "tied"))
         if c == "moe":
             cls, cfg = MixtralForCausalLM, moe_config()
@@ -663,7 +788,7 @@ def case_models(a, run):
         else:
             model = to_cuda(build_cpu(cls, cfg, {"cpu_built": 103, "tied": 104, "generate": 105,
                                                  "moe": 106, "profiler": 107, "profiler_late": 107,
-                                                 "graph": 108}[c]))
+                                                 "graph": 108, "compiled": 109, "compiled_ro": 109}[c]))
         torch.cuda.synchronize()
         run.res.update(load_s=round(now() - t, 2), ready_s=round(now(), 2),
                        weights_bytes=param_bytes(model), tied=is_tied(model),
@@ -683,6 +808,8 @@ def case_models(a, run):
             profiled_forwards(run, model, windows=(("late", 40),))
         elif c == "graph":
             graph_replays(run, model)
+        elif c in COMPILED:
+            compiled_steps(run, model, "reduce-overhead" if c == "compiled_ro" else None, a.warmup, a.steps)
         else:
             decode_prefill(run, [("model", model)], "main", a.warmup, a.steps)
         return
@@ -722,6 +849,9 @@ def case_models(a, run):
 
 CASES = ("gpu_built", "pretrained_device_map", "pretrained_to", "cpu_built", "tied", "moe",
          "generate", "two_models", "free_load", "profiler", "profiler_late", "graph")
+# torch.compile'd: not in CASE all (their compilation would take most of its time
+# limit); CASE all_compiled runs them in one process
+COMPILED = ("compiled", "compiled_ro")
 
 
 def compare(out, ref_path):
@@ -756,15 +886,17 @@ def compare(out, ref_path):
     return {"equal": equal, "keys": keys}
 
 
-def smoke_all(a):
-    """Every case in turn in this one process (CONF_TINY=1 makes it take seconds): the
-    Python paths of every case, the save and the comparison, without FlexTensor. One
-    JSON line per case to stdout and to --json; exit 1 if any case failed."""
+def smoke_all(a, cases):
+    """Every case of `cases` in turn in this one process (CONF_TINY=1 makes it take
+    seconds): the Python paths of every case, the save and the comparison, without
+    FlexTensor. One JSON line per case to stdout and to --json (written as each case
+    ends: a process cut short keeps the lines of the cases done); exit 1 if any case
+    failed."""
     import torch
 
     stem, rc = os.path.splitext(a.out)[0], 0
     with open(a.json, "w") as fj:
-        for c in CASES:
+        for c in cases:
             a.case = c
             run = Run(c)
             r = {"case": c}
@@ -785,15 +917,25 @@ def smoke_all(a):
             line = json.dumps(r, default=str)
             print(line)
             fj.write(line + "\n")
+            fj.flush()
             del run
             gc.collect()
             torch.cuda.empty_cache()
     return rc
 
 
+def on_sigterm(signum, frame):
+    """run.sh's time limit (timeout sends SIGTERM): an exception, so that the JSON of
+    what ran so far is still written (the exit status stays timeout's 124)."""
+    raise KeyboardInterrupt("SIGTERM (the process's time limit)")
+
+
 def main():
+    signal.signal(signal.SIGTERM, on_sigterm)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("case", choices=CASES + ("all",), help="a case, or all (every case in this process)")
+    ap.add_argument("case", choices=CASES + COMPILED + ("all", "all_compiled"),
+                    help="a case, or all (every case but the compiled ones in this process), or "
+                         "all_compiled (the compiled ones)")
     ap.add_argument("--out", required=True, help="the outputs (torch.save)")
     ap.add_argument("--json", default=None, help="the results (default: OUT's stem + .json)")
     ap.add_argument("--ref", default=None, help="the reference outputs to compare with")
@@ -811,8 +953,8 @@ def main():
     import torch
     import transformers
 
-    if a.case == "all":
-        return smoke_all(a)
+    if a.case in ("all", "all_compiled"):
+        return smoke_all(a, CASES if a.case == "all" else COMPILED)
     run = Run(a.case)
     run.res.update(import_s=round(now(), 2), versions={"torch": torch.__version__,
                                                        "transformers": transformers.__version__},

@@ -1,6 +1,7 @@
 """The conformance table, from the folder of one bench/conformance/run.sh call: its
 runs.tsv (one line a process: case, kind, k, budget bytes, exit code, seconds, tag),
-each process's TAG.json (bench/conformance/cases.py) and TAG.log (its stdout and
+each process's TAG.json (bench/conformance/cases.py or jax_case.py, whose rows have
+the same fields) and TAG.log (its stdout and
 stderr, FlexTensor's report included). Standard library only (no torch), so that
 run.sh can rewrite the table after every process.
 
@@ -9,7 +10,8 @@ run.sh can rewrite the table after every process.
 Columns (one row per case and budget):
   status    ok; DIFF (an output differs from the run without FlexTensor); CRASH rc;
             TIMEOUT (run.sh's per-process limit); SKIP (no time left in the call);
-            NOREF (the reference run failed, nothing to compare or size against)
+            SKIP (no jax) (a JAX case where jax cannot be imported); NOREF (the
+            reference run failed, nothing to compare or size against)
   bitwise   outputs equal to the reference, bitwise (cases.py --ref), or the first
             key that differs
   peak      NVML every 5 ms in the process (ftbench.MemWatch): the GPU's memory in
@@ -96,18 +98,26 @@ def shim_lines(log):
     return keep
 
 
-def status_of(r, ref_ok):
+def skip_reason(j):
+    """A row's "skipped" (jax_case.py without jax), up to its first bracket; None."""
+    s = (j or {}).get("skipped")
+    return str(s).split(" (")[0] if s else None
+
+
+def status_of(r, ref_ok, ref_skipped=None):
     rc, j = r["rc"], r["json"]
     if rc == "skip":
         return "SKIP"
     if rc == "noref":
-        return "NOREF"
+        return f"SKIP ({ref_skipped})" if ref_skipped else "NOREF"
     if rc in ("124", "137"):
         return "TIMEOUT"
     if rc != "0":
         return f"CRASH {rc}"
     if j is None:
         return "CRASH (no JSON)"
+    if skip_reason(j):
+        return f"SKIP ({skip_reason(j)})"
     if r["kind"] != "ref" and not ref_ok:
         return "NOREF"
     cmp_ = j.get("compare")
@@ -201,6 +211,31 @@ def first_cell(j, refj):
     return f"{fs['t1']:.1f} ({f(ref_t)}) {fs['ph']}#{fs['i']}"
 
 
+def compile_note(j):
+    """The compiled and JAX cases' extras: the first call of each shape (compilation),
+    the compile settings, dynamo's graph breaks and cudagraph skips, XLA's allocator
+    limit and peak; "" for the other cases."""
+    j = j or {}
+    ph = j.get("phases", {}).get("main", {})
+    out = []
+    if ph.get("compile_decode_s") is not None or ph.get("compile_prefill_s") is not None:
+        out.append(f"first call (compiles) decode {f(ph.get('compile_decode_s'))} s, "
+                   f"prefill {f(ph.get('compile_prefill_s'))} s")
+    if j.get("compile_options"):
+        cnt = j.get("compile_counters") or {}
+        breaks = sum((cnt.get("graph_break") or {}).values())
+        skips = (cnt.get("inductor") or {}).get("cudagraph_skips")
+        out.append(f"torch.compile {j['compile_options']}, Inductor deterministic "
+                   f"{j.get('inductor_deterministic')}, {breaks} graph break(s)"
+                   + (f", {skips} cudagraph skip(s)" if skips else ""))
+    mem = j.get("xla_memory_end") or j.get("xla_memory_after_load")
+    if isinstance(mem, dict) and "bytes_limit" in mem:
+        out.append(f"XLA limit {mem['bytes_limit'] / 1048576:.0f} MiB, peak in use "
+                   f"{mem.get('peak_bytes_in_use', 0) / 1048576:.0f} MiB "
+                   f"(PREALLOCATE={(j.get('xla_env') or {}).get('XLA_PYTHON_CLIENT_PREALLOCATE')})")
+    return "; ".join(out)
+
+
 def verdict_of(log):
     v = last_match(r"^flextensor: verdict: (.*)$", log)
     return v
@@ -230,6 +265,8 @@ def report(d):
         w = refj.get("weights_bytes") if refj else None
         ph = (refj or {}).get("phases", {}).get("main", {})
         rs = status_of(ref, True) if ref else "missing"
+        ref_skipped = skip_reason(refj)
+        cn = compile_note(refj)
         refs.append(f"- **{case}**: reference {rs} ({ref['secs'] if ref else '-'} s), weights "
                     f"{f(w / 1e9 if w else None, 2)} GB, decode {f(ph.get('decode_ms_median'))} ms, prefill "
                     f"{f(ph.get('prefill_ms_median'))} ms, ready at {f((refj or {}).get('ready_s'))} s, "
@@ -242,14 +279,15 @@ def report(d):
                     + (f"; dtypes {refj.get('dtypes')} on {refj.get('devices')}" if refj and
                        case.startswith("pretrained") else "")
                     + (f"; expert share per block per decode step "
-                       f"{ph.get('expert_share_decode')}" if case == "moe" and ph else ""))
-        if ref and rs != "ok":
+                       f"{ph.get('expert_share_decode')}" if case == "moe" and ph else "")
+                    + (f"; {cn}" if cn else ""))
+        if ref and rs != "ok" and not rs.startswith("SKIP"):
             fails.append((f"{case} reference", ref))
         fts = sorted((r for r in runs.values() if r["case"] == case and r["kind"] == "ft"),
                      key=lambda r: int(r["k"]) if r["k"].isdigit() else 0)
         for r in fts:
             j, log = r["json"], r["log"]
-            st = status_of(r, ref_ok)
+            st = status_of(r, ref_ok, ref_skipped)
             bw, bw_src = bandwidth(refj, log)
             dec, dr, dt, dok = step_cell(case, "decode", j, refj, bw)
             pre, pr, pt, pok = step_cell(case, "prefill", j, refj, bw)
@@ -257,14 +295,14 @@ def report(d):
             v = verdict_of(log)
             short = (v.split(" (")[0] if v else "-").replace("|", "/")
             bm = r["budget"] / 1048576 if r["budget"] else None
-            row = [case, r["k"], f(bm, 0), st, bitwise_of(j) if st not in ("SKIP",) else "-", peak, dec, pre,
+            row = [case, r["k"], f(bm, 0), st, bitwise_of(j) if not st.startswith("SKIP") else "-", peak, dec, pre,
                    first_cell(j, refj), short]
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in row) + " |")
             tally["runs"] += 1
             tally["bitwise"] += st == "ok"
             tally["crash"] += st.startswith("CRASH")
             tally["timeout"] += st == "TIMEOUT"
-            tally["skip"] += st == "SKIP"
+            tally["skip"] += st.startswith("SKIP")
             if mok:
                 tally["mem_judged"] += 1
                 tally["mem_ok"] += mok == "ok"
@@ -294,17 +332,19 @@ def report(d):
                                and s.get("plan") and s.get("streamed")), None)
                     extra.append(f"model B: ready at {f(j.get('ready_b_s'))} s, first streamed step "
                                  + (f"{fa['ph']}#{fa['i']} at {fa['t1']:.1f} s" if fa else "none"))
+                if compile_note(j):
+                    extra.append(compile_note(j))
             nw = sum(1 for l in log.splitlines() if l.startswith("flextensor: warning:"))
             ne = sum(1 for l in log.splitlines() if l.startswith("flextensor: error:"))
             extra.append(f"{nw} warning(s), {ne} error(s) in the shim's log")
             notes.append(f"- **{case} 1/{r['k']}** ({st}): " + "; ".join(extra) +
                          "".join(f"\n  - `{l}`" for l in ln))
-            if st not in ("ok", "SKIP"):
+            if st != "ok" and not st.startswith("SKIP"):
                 fails.append((f"{case} 1/{r['k']}", r))
     lines.append("")
     lines.append(f"**Summary**: {tally['runs']} run(s) under FlexTensor: {tally['bitwise']} ok (bitwise "
                  f"equal, no crash), {tally['crash']} crash(es), {tally['timeout']} timeout(s), "
-                 f"{tally['skip']} skipped for time; memory within budget + outside "
+                 f"{tally['skip']} skipped (for time, or no jax); memory within budget + outside "
                  f"{tally['mem_ok']} of {tally['mem_judged']}; step time within its link-bound target "
                  f"{tally['perf_ok']} of {tally['perf_judged']} (dense decode/prefill <= {TARGET_DENSE}, "
                  f"MoE decode <= {TARGET_MOE}).")

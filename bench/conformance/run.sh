@@ -11,23 +11,34 @@
 #                                                          pretrained_to cpu_built tied
 #   GROUP=2 OUT=/some/dir bash bench/conformance/run.sh    moe generate two_models free_load
 #                                                          profiler profiler_late graph
+#   GROUP=3 BUDGETS=3 OUT=/some/dir bash ...               jax jax_prealloc compiled compiled_ro
+#                                                          (jax_case.py; cases.py's torch.compile)
 #   CASES="tied moe" BUDGETS="5" bash bench/conformance/run.sh       any subset
-#   CONF_TINY=1 bash bench/conformance/run.sh              the smoke test (about a minute):
-#                          tiny models, every case once in one process (cases.py all),
-#                          then the pipeline on cpu_built and moe at 1/3
+#   CONF_TINY=1 bash bench/conformance/run.sh              the smoke test (3-4 minutes):
+#                          tiny models, without FlexTensor: every case once in one process
+#                          (cases.py all), the compiled ones in another (all_compiled),
+#                          jax_case.py jax and jax_prealloc; then the pipeline on cpu_built
+#                          and moe at 1/3
 #   REFCHECK=1 BUDGETS= GROUP=1 bash ...                   each reference twice, compared:
 #                                                          is the case deterministic at all?
 #
-# Variables: GROUP (1, 2 or all: the default case list), CASES (overrides it), BUDGETS
+# Variables: GROUP (1, 2, 3 or all: the default case list), CASES (overrides it), BUDGETS
 # (default "2 3 5": budgets of 1/2, 1/3, 1/5 of the weights; empty: references only),
 # REFCHECK=1, CONF_TINY=1, CONF_STEPS (timed decode steps, cases.py --steps),
-# PROC_TIMEOUT (seconds a process, default 150), DEADLINE (seconds from the start after
+# PROC_TIMEOUT (seconds a process, default 150; the compiled cases take at least 300 and
+# the JAX ones 240, for their compilation; PROC_TIMEOUT_<case>, e.g.
+# PROC_TIMEOUT_compiled_ro=400, sets one case's), DEADLINE (seconds from the start after
 # which nothing new starts, default 560: a device call ends at 600), OUT, CONF_WORK
-# (outputs, checkpoints and logs; default /tmp/ft_conf).
+# (outputs, checkpoints and logs; default /tmp/ft_conf), JAX_PYTHON (the interpreter of
+# the JAX cases, default python3), CONF_AUTOTUNE (fixed, the default, or free: whether
+# Inductor and XLA choose kernels by heuristics, the same in every process, or by
+# timing them; cases.py, jax_case.py), CONF_COMPILE_CACHE (fresh, the default: every
+# process compiles from an empty Inductor and Triton cache, as a first run; shared: one
+# cache per case, which the reference fills and the runs under FlexTensor load).
 #
 # $OUT receives three files (a device call brings back 8): conformance.md (the table),
 # conformance.json (its rows) and conformance-logs.tar.gz (every process's log and
-# JSON, runs.tsv, env.txt, build.log). The outputs (.pt) and the checkpoints stay in
+# JSON, runs.tsv, env.txt, build.log). The outputs (.pt; .npz for JAX) and the checkpoints stay in
 # $CONF_WORK. The build needs libinih and uthash; where the machine lacks them, the
 # caller carries them in .devdeps/ (bench/README.md).
 set -uo pipefail
@@ -41,12 +52,15 @@ LOGS=$WORK/logs-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$LOGS"
 GROUP1="gpu_built pretrained_device_map pretrained_to cpu_built tied"
 GROUP2="moe generate two_models free_load profiler profiler_late graph"
+# the JAX cases first: the quicker; the compiled ones spend minutes compiling
+GROUP3="jax jax_prealloc compiled compiled_ro"
 DEFAULT_BUDGETS="2 3 5"
 case ${GROUP:-all} in
     1) DEFAULT_CASES=$GROUP1 ;;
     2) DEFAULT_CASES=$GROUP2 ;;
-    all) DEFAULT_CASES="$GROUP1 $GROUP2" ;;
-    *) echo "conformance: GROUP is 1, 2 or all" >&2; exit 2 ;;
+    3) DEFAULT_CASES=$GROUP3 ;;
+    all) DEFAULT_CASES="$GROUP1 $GROUP2 $GROUP3" ;;
+    *) echo "conformance: GROUP is 1, 2, 3 or all" >&2; exit 2 ;;
 esac
 TINY=
 if [ -n "${CONF_TINY:-}" ] && [ "${CONF_TINY}" != 0 ]; then
@@ -61,6 +75,8 @@ BUDGETS=${BUDGETS-$DEFAULT_BUDGETS}
 PROC_TIMEOUT=${PROC_TIMEOUT:-150}
 DEADLINE=${DEADLINE:-560}
 PY=bench/conformance/cases.py
+JAXPY=bench/conformance/jax_case.py
+JAX_PYTHON=${JAX_PYTHON:-python3}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
 # FlexTensor's configuration comes from ft-run --gpu-mem alone: no FT_* of the caller
@@ -69,12 +85,54 @@ while IFS= read -r v; do
     unset "$v"
 done < <(compgen -e | grep '^FT_')
 
+# --- what each case runs: its interpreter and script (CASE_CMD), its outputs' suffix,
+# its process limit, and the compiler cache it starts from
+set_case_cmd() {
+    case $1 in
+        jax|jax_prealloc) CASE_CMD=("$JAX_PYTHON" "$JAXPY") ;;
+        *) CASE_CMD=(python3 "$PY") ;;
+    esac
+}
+out_ext() {
+    case $1 in jax|jax_prealloc) echo .npz ;; *) echo .pt ;; esac
+}
+# PROC_TIMEOUT_<case> if set, else PROC_TIMEOUT, at least 300 s for the compiled cases
+# (Inductor compiles two graphs of a 28-layer Llama) and 240 s for the JAX ones
+proc_timeout() {
+    local v=PROC_TIMEOUT_$1 least=0
+    case $1 in
+        compiled|compiled_ro|all_compiled) least=300 ;;
+        jax|jax_prealloc) least=240 ;;
+    esac
+    [ "$PROC_TIMEOUT" -gt "$least" ] && least=$PROC_TIMEOUT
+    echo "${!v:-$least}"
+}
+# compile_env CASE TAG: the `env` words that give a compiled case's process its Inductor
+# and Triton cache: its own, emptied (CONF_COMPILE_CACHE=fresh), or its case's
+# (shared: emptied before the reference); nothing for the other cases
+compile_env() {
+    local d
+    case $1 in compiled|compiled_ro|all_compiled) ;; *) return 0 ;; esac
+    if [ "${CONF_COMPILE_CACHE:-fresh}" = shared ]; then
+        d=$WORK/inductor-$1
+        case $2 in *-ref|smoke*) rm -rf "$d" ;; esac
+    else
+        d=$WORK/inductor-$2
+        rm -rf "$d"
+    fi
+    echo "env TORCHINDUCTOR_CACHE_DIR=$d TRITON_CACHE_DIR=$d/triton"
+}
+
 {
     date -u +"%Y-%m-%dT%H:%M:%SZ"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1
     python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)' 2>&1 | tail -1
     echo "git $(git rev-parse --short HEAD 2>/dev/null) ($(git status --porcelain 2>/dev/null | wc -l) changed), CASES=$CASES BUDGETS=$BUDGETS${CONF_TINY:+ CONF_TINY=$CONF_TINY}${REFCHECK:+ REFCHECK=$REFCHECK}"
     python3 -c 'import pynvml' 2>/dev/null && echo "pynvml: yes (5 ms NVML samples)" || echo "pynvml: NO (peaks from torch.cuda.max_memory_reserved)"
+    if [ -n "$TINY" ] || [[ " $CASES " == *" jax"* ]]; then
+        "$JAX_PYTHON" -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__)' 2>&1 | tail -1
+    fi
+    echo "CONF_AUTOTUNE=${CONF_AUTOTUNE:-fixed} CONF_COMPILE_CACHE=${CONF_COMPILE_CACHE:-fresh}"
 } >"$LOGS/env.txt" 2>&1
 cat "$LOGS/env.txt"
 
@@ -104,20 +162,42 @@ echo "build: $((SECONDS - t0)) s"
 FTRUN=$PWD/build/bin/ft-run
 : >"$LOGS/runs.tsv"
 
-# --- CONF_TINY: every case once in one process, without FlexTensor: each case's Python
-# path (transformers' APIs included) in one start-up, before the pipeline below
-if [ -n "$TINY" ]; then
-    t0=$SECONDS
-    CONF_T0=$(date +%s.%N) timeout -k 10 "$PROC_TIMEOUT" python3 "$PY" all --out "$WORK/smoke.pt" \
-        --json "$LOGS/smoke.json" >"$LOGS/smoke.log" 2>&1
+# --- CONF_TINY: every case once, without FlexTensor: each case's Python path
+# (transformers' APIs included) in one start-up (cases.py all), the compiled cases in a
+# second (their compilation), each JAX case in its own (XLA's allocator is set per
+# process), before the pipeline below
+# smoke NAME TIMEOUT CMD...: one smoke process, its JSON lines summed up in smoke.txt
+smoke() {
+    local name=$1 tmo=$2 rc t0=$SECONDS
+    shift 2
+    CONF_T0=$(date +%s.%N) timeout -k 10 "$tmo" "$@" --json "$LOGS/smoke-$name.json" \
+        >"$LOGS/smoke-$name.log" 2>&1
     rc=$?
-    echo "smoke, every case in one process (no FlexTensor): rc $rc, $((SECONDS - t0)) s"
+    echo "smoke $name (no FlexTensor): rc $rc, $((SECONDS - t0)) s"
     python3 -c 'import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    print("  %-22s %s" % (r["case"], "ok" if r.get("ok") else "FAIL " + str(r.get("error"))))' \
-        "$LOGS/smoke.json" 2>/dev/null | tee "$LOGS/smoke.txt"
-    [ "$rc" -ne 0 ] && tail -20 "$LOGS/smoke.log"
+    if r.get("skipped"):
+        s = "skipped: " + str(r["skipped"])
+    elif "ok" in r:
+        s = "ok" if r["ok"] else "FAIL " + str(r.get("error"))
+    else:
+        s = "FAIL " + str(r["error"]) if r.get("error") else "ok"
+    print("  %-22s %s" % (r.get("case"), s))' "$LOGS/smoke-$name.json" 2>/dev/null | tee -a "$LOGS/smoke.txt"
+    if [ "$rc" -ne 0 ]; then
+        echo "  ($name: exit status $rc)" | tee -a "$LOGS/smoke.txt"
+        tail -20 "$LOGS/smoke-$name.log"
+    fi
+    return 0
+}
+if [ -n "$TINY" ]; then
+    : >"$LOGS/smoke.txt"
+    smoke all "$PROC_TIMEOUT" python3 "$PY" all --out "$WORK/smoke.pt"
+    read -r -a cenv <<<"$(compile_env all_compiled smoke)"
+    smoke compiled "$(proc_timeout all_compiled)" ${cenv[@]+"${cenv[@]}"} python3 "$PY" all_compiled --out "$WORK/smoke.pt"
+    for c in jax jax_prealloc; do
+        smoke "$c" "$(proc_timeout "$c")" "$JAX_PYTHON" "$JAXPY" "$c" --out "$WORK/smoke-$c.npz"
+    done
 fi
 
 # A byte count as --gpu-mem's argument, rounded down to a whole MiB (KiB for a tiny
@@ -130,7 +210,7 @@ size_arg() {
 # run_one CASE KIND K BUDGET_BYTES: one process (KIND ref, ref2 or ft), a line in
 # runs.tsv, the table rewritten
 run_one() {
-    local case=$1 kind=$2 k=$3 budget=$4 tag left tmo rc t0 arg=()
+    local case=$1 kind=$2 k=$3 budget=$4 tag left tmo rc t0 ext arg=() cenv=()
     if [ "$kind" = ft ]; then tag=$case-k$k; else tag=$case-$kind; fi
     left=$((DEADLINE - (SECONDS - T_START)))
     if [ "$left" -lt 30 ]; then
@@ -138,17 +218,21 @@ run_one() {
         echo "[$((SECONDS - T_START)) s] $tag: skipped, $left s left before DEADLINE"
         return
     fi
-    tmo=$PROC_TIMEOUT
+    tmo=$(proc_timeout "$case")
     [ "$left" -lt "$tmo" ] && tmo=$left
-    local cmd=(python3 "$PY" "$case" --out "$WORK/$tag.pt" --json "$LOGS/$tag.json")
+    ext=$(out_ext "$case")
+    set_case_cmd "$case"
+    local cmd=("${CASE_CMD[@]}" "$case" --out "$WORK/$tag$ext" --json "$LOGS/$tag.json")
     [ -n "${CONF_STEPS:-}" ] && cmd+=(--steps "$CONF_STEPS")
-    if [ "$kind" = ref ]; then cmd+=(--h2d); else cmd+=(--ref "$WORK/$case-ref.pt"); fi
+    if [ "$kind" = ref ]; then cmd+=(--h2d); else cmd+=(--ref "$WORK/$case-ref$ext"); fi
     if [ "$kind" = ft ]; then
         read -r -a arg <<<"$(size_arg "$budget")"
         budget=${arg[1]}
         cmd=("$FTRUN" --gpu-mem "${arg[0]}" "${cmd[@]}")
     fi
-    rm -f "$WORK/$tag.pt" "$LOGS/$tag.json"
+    read -r -a cenv <<<"$(compile_env "$case" "$tag")"
+    cmd=(${cenv[@]+"${cenv[@]}"} "${cmd[@]}")
+    rm -f "$WORK/$tag$ext" "$LOGS/$tag.json"
     t0=$SECONDS
     echo "${cmd[*]}" >"$LOGS/$tag.log"
     CONF_T0=$(date +%s.%N) timeout -k 10 "$tmo" "${cmd[@]}" >>"$LOGS/$tag.log" 2>&1
@@ -160,7 +244,8 @@ run_one() {
 }
 
 for case in $CASES; do
-    rm -f "$WORK/$case-ref.pt"
+    ext=$(out_ext "$case")
+    rm -f "$WORK/$case-ref$ext"
     run_one "$case" ref - 0
     weights=$(python3 -c 'import json, sys
 try:
@@ -169,11 +254,11 @@ except Exception:
     print(0)' "$LOGS/$case-ref.json" 2>/dev/null)
     [ -n "${REFCHECK:-}" ] && run_one "$case" ref2 - 0
     for k in $BUDGETS; do
-        if [ "${weights:-0}" -gt 0 ] && [ -f "$WORK/$case-ref.pt" ]; then
+        if [ "${weights:-0}" -gt 0 ] && [ -f "$WORK/$case-ref$ext" ]; then
             run_one "$case" ft "$k" $((weights / k))
         else
-            # no reference (it failed, or was skipped for time): nothing to size the
-            # budget by or compare with
+            # no reference (it failed, was skipped for time, or had no jax): nothing
+            # to size the budget by or compare with
             why=noref
             [ $((DEADLINE - (SECONDS - T_START))) -lt 30 ] && why=skip
             printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$case" ft "$k" 0 "$why" 0 "$case-k$k" >>"$LOGS/runs.tsv"

@@ -40,6 +40,8 @@ packages=(
     check           # check.h: tests/check_*.c
     python3         # tests/scenario/*.sh read ft-trace --json with it
 )
+# Not chromium: only tests/scenario/timeline_render.sh uses it, and skips without it
+# (.ci/run installs it); building the library must not need a browser.
 # A package whose command is on PATH counts as there (pkgconf provides pkg-config).
 declare -A provides=([pkg-config]=pkg-config [python3]=python3)
 

@@ -4,9 +4,9 @@
 # with copies timed (> 0) and hits + misses = loads; --chrome writes trace-event JSON
 # with the expected phases, --timeline an SVG that parses as XML, with a rect on each
 # lane and a red one per miss; off, nothing is recorded.
-# Opening the files in a browser (Perfetto, chrome://tracing, an SVG viewer) is not
-# tested: no headless Chromium on the machines that run make check. The JSON and the
-# SVG are checked for structure only.
+# The JSON and the SVG are checked for structure only here; timeline_render.sh renders
+# the SVG in headless Chromium. That Perfetto or chrome://tracing opens the JSON is not
+# tested.
 . "$(dirname "$0")/lib.sh"
 FT_TRACE=$BUILD/bin/ft-trace
 L=()

@@ -27,6 +27,14 @@ ft_regions_t *ft_regions_new(void)
     return t;
 }
 
+uint32_t ft_regions_next_id(ft_regions_t *t)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    uint32_t id = t->next_id;
+    pthread_rwlock_unlock(&t->lock);
+    return id;
+}
+
 void ft_regions_free(ft_regions_t *t)
 {
     if (t == NULL)

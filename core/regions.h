@@ -34,6 +34,9 @@ void ft_regions_free(ft_regions_t *t);
 int64_t ft_regions_insert(ft_regions_t *t, uint64_t base, uint64_t size, uint32_t flags,
                           uint64_t birth);
 
+/* The id the next insert will give (another thread's insert may take it first). */
+uint32_t ft_regions_next_id(ft_regions_t *t);
+
 /* Removes the region starting exactly at base; copies it to *out when out is non-NULL.
  * 0, or -ENOENT. */
 int ft_regions_remove(ft_regions_t *t, uint64_t base, ft_region_t *out);

@@ -251,7 +251,11 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n, spilled_fn spilled)
         } else if (v != NULL && v->sum_ok && v->va == q[i].base && v->asked == q[i].size) {
             q[i].hash = v->sum;
         } else if (v != NULL) {
-            q[i].hash = ft_checksum_host((const char *)v->host + (q[i].base - v->va), words, q[i].base / 8);
+            q[i].hash = ft_checksum_host_parallel((const char *)v->host + (q[i].base - v->va), words, q[i].base / 8);
+            if (v->va == q[i].base && v->asked == q[i].size) { /* kept until its bytes change */
+                v->sum = q[i].hash;
+                v->sum_ok = 1;
+            }
         } else {
             summed[i] = 1;
             if (checksum_launch(q[i].base, words, dh.dev + i) != CUDA_SUCCESS)

@@ -118,8 +118,9 @@ typedef struct {
     int spilled;
     void *host;
     uint64_t stamp;
-    /* Discovery: the device checksum of its `asked` bytes, taken as it was spilled
-     * (those of `host` since: only spill_out writes there). */
+    /* Discovery: the checksum of its `asked` bytes, taken on the device as it was
+     * spilled or on the host by a snapshot since (spill_host_copy, which writes into
+     * `host`, clears it). */
     int sum_ok;
     uint64_t sum;
     UT_hash_handle hh;
@@ -594,6 +595,7 @@ void profile_note_tracked(void);
 /* savedprof.c: saved profiles (FT_PROFILE_DIR). Its state: its own lock. */
 void savedprof_setup(int (*stand_down)(const char *why));
 void savedprof_region(uint32_t id, uint64_t size);
+int savedprof_streams(uint32_t id);
 int savedprof_launch(const char *kname, const ft_scan_set_t *set);
 void savedprof_plan(void);
 int savedprof_discovery_done(void);
@@ -714,6 +716,8 @@ void spill_touch(const uint64_t *ptrs, size_t n, int all, cudaStream_t stream);
 uint64_t spill_admit(uint64_t size);
 vmm_t *spilled_vmm(uint64_t addr);
 int spilled_read(void *dst, uint64_t addr, size_t len);
+extern uint64_t spill_host_copies, spill_host_copied, spill_hinted;
+int spill_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
 void spill_end_locked(void);
 /* The process past the budget before the plan (read at exit, by the verdict). */
 const ft_budget_over_t *spill_over(void);

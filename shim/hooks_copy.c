@@ -66,9 +66,11 @@ static int copy_enter(const copy_t *c)
         capture_restore(relaxed);
         return held;
     }
-    if (held && ((c->what == COPY_1D && res_host_copy((void *)c->dst, c->src, c->n, c->kind, c->stream)) ||
+    if (held && ((c->what == COPY_1D && (spill_host_copy((void *)c->dst, c->src, c->n, c->kind, c->stream) ||
+                                         res_host_copy((void *)c->dst, c->src, c->n, c->kind, c->stream))) ||
                  (c->what == SET_1D &&
                   res_host_set((uint64_t)(uintptr_t)c->dst, c->v, c->width, c->n, c->stream)))) {
+        observe_write(c->dst);
         engine_leave(held);
         return -1;
     }

@@ -233,6 +233,13 @@ void ft_hooks_report(void)
     host_store_report();
     handover_report();
     ft_cupti_audit_report();
+    if (spill_hinted > 0)
+        FT_INFO("FT_SPILL: %llu allocation(s) started in host memory because the saved profile's plan "
+                "streams them", (unsigned long long)spill_hinted);
+    if (spill_host_copies > 0)
+        FT_INFO("FT_SPILL: before the plan, %llu copy(ies) from host memory (%.1f MiB) into allocations in "
+                "host memory served there", (unsigned long long)spill_host_copies,
+                (double)spill_host_copied / 1048576.0);
     if (spill_faults > 0 || spill_evictions > 0)
         FT_INFO("FT_SPILL: before the plan, %llu allocation(s) moved in and %llu out "
                 "(%.1f ms of copies at the measured bandwidth)",

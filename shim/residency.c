@@ -527,7 +527,7 @@ static void unit_shm_desc(size_t i, shm_unit_desc_t *d)
         if (size % 8 != 0)
             ok = 0;
         else if (ok && v->spilled)
-            host_sum += ft_checksum_host((const char *)v->host + (base - v->va), size / 8, words);
+            host_sum += ft_checksum_host_parallel((const char *)v->host + (base - v->va), size / 8, words);
         else if (ok && content_sum_add(base, size / 8, words) != 0)
             ok = 0;
         words += size / 8;
@@ -623,7 +623,7 @@ static uint64_t unit_host_ref(const res_unit_t *un)
     uint64_t sum = 0;
     for (int k = 0; k < un->n; k++) {
         const res_region_t *r = &res.regions[un->first + k];
-        sum += ft_checksum_host(r->host, r->size / 8, r->va / 8);
+        sum += ft_checksum_host_parallel(r->host, r->size / 8, r->va / 8);
     }
     return sum;
 }

@@ -129,6 +129,24 @@ void savedprof_region(uint32_t id, uint64_t size)
     pthread_mutex_unlock(&sp.lock);
 }
 
+/* Where FT_SPILL should place the allocation about to be tracked with id `id`, while a
+ * saved profile waits to be checked: 1 when it is a weight that the saved plan streams
+ * (it starts in host memory, where the plan will keep it, so that loading the model
+ * moves nothing twice), 0 otherwise. Only with the budget the plan was made for; a
+ * hint, never a promise: another thread's allocation may take the id first, and the
+ * profile may still be refused (the allocation is then faulted in on use, as any). */
+int savedprof_streams(uint32_t id)
+{
+    if (state() != SP_PENDING)
+        return 0;
+    pthread_mutex_lock(&sp.lock);
+    const ft_disc_saved_region_t *r = state() == SP_PENDING ? saved_region(id) : NULL;
+    int streams = r != NULL && sp.p.resident != NULL && r->unit >= 0 && (uint32_t)r->unit < sp.p.disc.n_units &&
+                  sp.p.resident[r->unit] == 0 && sp.p.budget == spill_budget();
+    pthread_mutex_unlock(&sp.lock);
+    return streams;
+}
+
 static void device_name(char *out, size_t len)
 {
     typedef CUresult (*name_fn)(char *, int, CUdevice);
@@ -182,7 +200,7 @@ static int weight_sum(uint64_t base, uint64_t size, uint64_t *out)
         return -1;
     vmm_t *v = spilled_vmm(base);
     if (v != NULL) {
-        *out = ft_checksum_host((const char *)v->host + (base - v->va), size / 8, 0);
+        *out = ft_checksum_host_parallel((const char *)v->host + (base - v->va), size / 8, 0);
         return 0;
     }
     /* Not checksum_available(): that sets up the residency engine's per-unit sums,

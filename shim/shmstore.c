@@ -205,7 +205,7 @@ int shm_store_unit(uint32_t u, const char *name, const shm_unit_desc_t *d, char 
     }
     /* Complete: used only when its bytes are this process's own weights. The recorded
      * sum is the filler's word; the bytes are summed here. */
-    uint64_t here = ft_checksum_host(*base, d->bytes / 8, 0);
+    uint64_t here = ft_checksum_host_parallel(*base, d->bytes / 8, 0);
     if (sum != d->sum || here != d->sum) {
         shm.differing++;
         FT_LOG_CAPPED(FT_LOG_WARN, 8, "shm: %s in segment %s differs from this process's weights (content sum "

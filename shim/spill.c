@@ -250,6 +250,38 @@ static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
     moves.copies += copy_ns(v->size, bw.h2d);
 }
 
+/* Copies into allocations in host memory served there (res.lock). */
+uint64_t spill_host_copies, spill_host_copied;
+/* Allocations placed in host memory because the saved profile's plan streams them. */
+uint64_t spill_hinted;
+
+/* Before the plan, a one-dimensional copy from host memory into an allocation FT_SPILL
+ * holds in host memory lands in its host copy, after the stream's earlier work, instead
+ * of faulting the allocation in (which would move the least recently used ones out to
+ * make room, only for the next weight copied in to move them again: loading a model
+ * larger than the budget with `.to("cuda")` made each copy a move in and a move out).
+ * Its device checksum, taken as it left the device, no longer holds. 1 when served
+ * (res.lock held by the caller, engine_enter). */
+int spill_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    if (kind != cudaMemcpyHostToDevice || n == 0 || src == NULL)
+        return 0;
+    unsigned st = engine_state();
+    if (!state_spill(st) || state_phase(st) == PHASE_STREAMING)
+        return 0;
+    uint64_t d = (uint64_t)(uintptr_t)dst;
+    vmm_t *v = spilled_vmm(d);
+    if (v == NULL || v->host == NULL || d < v->va || d + n > v->va + v->asked)
+        return 0;
+    if (REAL(cudaStreamSynchronize)(s) != cudaSuccess)
+        return 0;
+    memcpy((char *)v->host + (d - v->va), src, n);
+    v->sum_ok = 0;
+    spill_host_copies++;
+    spill_host_copied += n;
+    return 1;
+}
+
 /* Stamps every allocation (spill_touch's `all`). */
 static void stamp_one(vmm_t *x, void *ctx)
 {
@@ -447,8 +479,11 @@ static int place_over(size_t len, uint64_t *admitted)
 {
     if (!spill_wanted() || spill_budget() == 0)
         return 0;
+    /* A weight the saved profile's plan streams starts in host memory at once. */
+    int streams = savedprof_streams(ft_regions_next_id(regions));
     pthread_mutex_lock(&res.lock);
-    int over = !ft_budget_fits(spill_held(), len, spill_budget());
+    int over = streams || !ft_budget_fits(spill_held(), len, spill_budget());
+    spill_hinted += streams;
     if (!over) {
         admitting += len;
         *admitted = len;

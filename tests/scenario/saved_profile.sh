@@ -79,3 +79,31 @@ wait
 [ "$(ls "$DIR")" = model-sim.ftprofile ] || fail "two writers left: $(ls "$DIR")"
 "$BUILD/bin/ft-trace" --profile "$FILE" >/dev/null || fail "two writers: the profile does not read back"
 pass "two writers at once: one valid profile, no temporary file left"
+
+# Under FT_SPILL (the default), a model twice the budget: the second start places the
+# weights its saved plan streams in host memory as they are allocated, and the copies
+# that load them land there; loading moves nothing in and out (the first start moved
+# each weight past the budget in and out as the next was copied), the same output.
+rm -f "$DIR"/*
+L=(--layers 8 --dim 512 --iters 10 --quiet)
+SPILLED=(FT_SPILL=1 FT_GPU_MEM_LIMIT=5MiB FT_PROFILE_DIR="$DIR")
+compare_run spill1 -- "${SPILLED[@]}"
+compare_run spill2 -- "${SPILLED[@]}"
+expect_grep "saved profile $FILE matched" "$WORK/spill2.err" "under FT_SPILL, the second start matches"
+expect_grep 'FT_SPILL: 8 allocation\(s\) started in host memory because the saved profile.s plan streams them' \
+    "$WORK/spill2.err" "placed by the saved plan"
+expect_grep 'FT_SPILL: before the plan, 8 copy\(ies\) from host memory \(8\.0 MiB\) into allocations in host memory served there' \
+    "$WORK/spill2.err" "copies served in host memory"
+moved() { sed -n 's/.*FT_SPILL: before the plan, \([0-9]*\) allocation(s) moved in and \([0-9]*\) out.*/\1 \2/p' "$1"; }
+read -r in1 out1 <<<"$(moved "$WORK/spill1.err")"
+read -r in2 out2 <<<"$(moved "$WORK/spill2.err")"
+[ "${in1:-0}" -ge 8 ] || fail "first start under FT_SPILL: expected moves, got '${in1:-none}'"
+[ "${in2:-0}" -le 1 ] && [ "${out2:-0}" -eq 0 ] || fail "second start under FT_SPILL moved ${in2:-0} in and ${out2:-0} out"
+pass "under FT_SPILL, the second start places the streamed weights in host memory and loads them there: ${in1}/${out1} moves, then ${in2:-0}/${out2:-0}, the same output"
+# Other weights of the same shapes: placed by the saved plan all the same (the sizes
+# match), then refused at the first pass; discovery runs on, the weights in host memory
+# are faulted in as usual, the same output.
+compare_run spillseed --seed 7 -- "${SPILLED[@]}" FT_PROFILE_READ_ONLY=1
+expect_grep "saved profile $FILE ignored: the content of allocation" "$WORK/spillseed.err" "other weights under FT_SPILL"
+expect_grep 'started in host memory because the saved profile.s plan streams them' "$WORK/spillseed.err" "placed before the refusal"
+pass "under FT_SPILL, other weights placed by a saved plan that is then refused: discovered, the same output"

@@ -532,6 +532,7 @@ void report_launch_self(void);
  * host copy lives: private, or FT_SHM_ENABLED's shared segment (shmstore.c). */
 const char *host_store_kind(void);
 void *host_store_alloc(size_t size);
+void host_store_switched(void);
 void host_store_free(void *p); /* a pointer into the shared segment is left alone */
 /* A unit as the shared segment lays it out: its streamed regions end to end, in order
  * (residency.c's unit_shm_desc, the same in every process running the model). */

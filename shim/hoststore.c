@@ -22,30 +22,83 @@ const char *host_store_kind(void)
          ? "pinned host memory (registered in place)" : "pinned host memory";
 }
 
+/* The host stores now held, for the exit report's count (held_lock). */
+typedef struct {
+    void *p;
+    size_t size;
+    UT_hash_handle hh;
+} held_t;
+static held_t *held;
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t held_bytes, held_peak, held_switch;
+static int switched;
+
+/* The plan's switch is done (activate_locked): what is held now is what streaming
+ * needs, which the exit report gives. */
+void host_store_switched(void)
+{
+    pthread_mutex_lock(&held_lock);
+    held_switch = held_bytes;
+    switched = 1;
+    pthread_mutex_unlock(&held_lock);
+}
+
+static void *held_add(void *p, size_t size)
+{
+    held_t *h = p != NULL ? malloc(sizeof *h) : NULL;
+    pthread_mutex_lock(&held_lock);
+    if (h != NULL) {
+        h->p = p;
+        h->size = size;
+        HASH_ADD_PTR(held, p, h);
+    }
+    if (p != NULL) {
+        held_bytes += size;
+        if (held_bytes > held_peak)
+            held_peak = held_bytes;
+    }
+    pthread_mutex_unlock(&held_lock);
+    return p;
+}
+
+static void held_remove(void *p)
+{
+    held_t *h;
+    pthread_mutex_lock(&held_lock);
+    HASH_FIND_PTR(held, &p, h);
+    if (h != NULL) {
+        HASH_DEL(held, h);
+        held_bytes -= h->size;
+    }
+    pthread_mutex_unlock(&held_lock);
+    free(h);
+}
+
 void *host_store_alloc(size_t size)
 {
     void *p = NULL;
     if (cfgp->pinned_memory && cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC) {
-        return own_host_alloc(&p, size) == cudaSuccess ? p : NULL;
+        return held_add(own_host_alloc(&p, size) == cudaSuccess ? p : NULL, size);
     }
     size_t page = 4096;
     if (posix_memalign(&p, page, (size + page - 1) / page * page) != 0)
         return NULL;
     if (!cfgp->pinned_memory)
-        return p;
+        return held_add(p, size);
     host_register_fn reg = (host_register_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostRegister");
     cudaError_t pending = own_pending();
     if (reg == NULL || own_call(reg(p, size, cudaHostRegisterDefault), pending) != cudaSuccess) {
         free(p);
         return NULL;
     }
-    return p;
+    return held_add(p, size);
 }
 
 void host_store_free(void *p)
 {
     if (p == NULL || shm_store_owns(p))
         return;
+    held_remove(p);
     if (cfgp->pinned_memory && cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC) {
         host_free_fn f = (host_free_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaFreeHost");
         if (f != NULL)
@@ -110,6 +163,17 @@ void host_store_unit_leave(int u)
 
 void host_store_report(void)
 {
+    pthread_mutex_lock(&held_lock);
+    uint64_t at_switch = held_switch, peak = held_peak;
+    int sw = switched;
+    pthread_mutex_unlock(&held_lock);
+    if (sw)
+        FT_INFO("host memory: %.1f MiB of %s held by FlexTensor after the switch to the plan, at most "
+                "%.1f MiB (FT_SHM's shared segments not counted)", (double)at_switch / 1048576.0,
+                host_store_kind(), (double)peak / 1048576.0);
+    else if (peak > 0)
+        FT_INFO("host memory: at most %.1f MiB of %s held by FlexTensor (FT_SHM's shared segments not "
+                "counted)", (double)peak / 1048576.0, host_store_kind());
     shm_store_report();
 }
 

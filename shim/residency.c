@@ -561,10 +561,13 @@ static int unit_host(size_t i)
         if (how != HOST_PRIVATE)
             return how;
     }
+    /* FT_SPILL's host copy of an allocation is taken over (once the unit is sure to
+     * stream): that of a spilled one holds its bytes; that of one faulted back in since
+     * is a buffer of the right size, which would otherwise stay pinned beside the new. */
     for (int k = 0; k < un->n; k++) {
         vmm_t *v = vmm_find(rg[k].va);
-        if (v != NULL && v->spilled)
-            continue; /* taken from the allocation once the unit is sure to stream */
+        if (v != NULL && v->host != NULL && v->va == rg[k].va)
+            continue;
         if ((rg[k].host = host_store_alloc(rg[k].size)) == NULL) {
             for (int j = 0; j < k; j++) {
                 host_store_free(rg[j].host);
@@ -575,7 +578,7 @@ static int unit_host(size_t i)
     }
     for (int k = 0; k < un->n; k++) {
         vmm_t *v = vmm_find(rg[k].va);
-        if (v != NULL && v->spilled) {
+        if (v != NULL && v->host != NULL && v->va == rg[k].va) {
             rg[k].host = v->host;
             v->host = NULL;
         }
@@ -813,6 +816,7 @@ int activate_locked(void)
     /* FT_SPILL: what the plan keeps on the device comes back to it; the budget now
      * has room for it, the streamed units having left. */
     spill_end_locked();
+    host_store_switched();
     return 0;
 }
 

@@ -30,6 +30,7 @@ uint64_t spill_ns;
 uint64_t spill_bytes;
 
 static uint64_t spill_restore_all(const char *why);
+static void drop_hosts(void);
 
 /* FT_SPILL's allocations back on the device when FlexTensor will stream nothing (`why`
  * goes in the warning about what the device cannot take back). 1 when some stay in
@@ -41,6 +42,7 @@ int spill_bring_back(const char *why)
     if (!engine_held)
         pthread_mutex_lock(&res.lock);
     int keep = spill_restore_all(why) > 0;
+    drop_hosts();
     if (!keep)
         engine_spill(0);
     if (!engine_held)
@@ -459,6 +461,29 @@ static uint64_t spill_restore_all(const char *why)
     return left;
 }
 
+/* The host copy of an allocation back on the device, which FT_SPILL kept for its next
+ * move out: released (its bytes added to *ctx). */
+static void drop_host(vmm_t *x, void *ctx)
+{
+    if (x->spilled || x->host == NULL)
+        return;
+    host_store_free(x->host);
+    x->host = NULL;
+    *(uint64_t *)ctx += x->size;
+}
+
+/* FT_SPILL moves nothing more (res.lock held): the host copies it kept of allocations
+ * on the device are released. On the H200, three processes of a 13 GB model held 17 GB
+ * of pinned memory each for 9 GB of streamed units without this. */
+static void drop_hosts(void)
+{
+    uint64_t bytes = 0;
+    vmm_each(drop_host, &bytes);
+    if (bytes > 0)
+        FT_INFO("FT_SPILL: %.1f MiB of host copies of allocations back on the device released",
+                (double)bytes / 1048576.0);
+}
+
 /* The switch (res.lock held): what the plan keeps on the device comes back to it, and
  * FT_SPILL holds nothing from now on (the residency engine keeps the budget; what the
  * device cannot take back is said, and faults). */
@@ -467,6 +492,7 @@ void spill_end_locked(void)
     if (!state_spill(engine_state()))
         return;
     spill_restore_all(NULL);
+    drop_hosts();
     engine_spill(0);
 }
 

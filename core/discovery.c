@@ -190,6 +190,15 @@ struct ft_disc {
     uint64_t copied_bytes;    /* regions first met as a copy's or set's target since the (re)start */
     int keyless_restarts;
     int restarts;
+    /* Passes too small for the memory beside them (idle_weight_bytes): a compiler
+     * timing one kernel before the program's loop (torch.compile on the H200: one
+     * launch on one 2 MiB region). Starting over for them does not count in restarts;
+     * SHORT_RESTARTS_MAX bounds them. */
+    int short_restarts;
+    int restart_uncounted;
+    /* After such a restart, launches before this count are not observed: the set-up
+     * work gets SHORT_QUIET launches, twice as many at each restart, to end. */
+    uint64_t quiet_until, quiet_len;
     /* After DONE: the units' weight bytes the program has freed since, and whether
      * ft_disc_weight_freed has answered that most of them went (once a discovery). */
     uint64_t weight_gone;
@@ -1376,6 +1385,28 @@ static uint64_t mark_init_made(ft_disc_t *d)
     return bytes;
 }
 
+/* Memory alive at the (re)start that looks like weights (its content never moved, no
+ * copy or set wrote it) but that no unit holds: what the pass found leaves unused. */
+static uint64_t idle_weight_bytes(ft_disc_t *d)
+{
+    uint64_t bytes = 0;
+    rinfo_t *r, *rt;
+    HASH_ITER(hh, d->rmap, r, rt) {
+        if (r->candidate && !r->freed && !r->varies && !r->written && !r->changed && !r->kernel_born &&
+            r->unit < 0)
+            bytes += r->size;
+    }
+    return bytes;
+}
+
+/* A pass whose units hold less than a fifth of the weight-like memory beside them
+ * (idle_weight_bytes) is taken for set-up work, not the program's loop: discovery
+ * starts over after SHORT_QUIET launches unobserved, twice as many each time, at most
+ * SHORT_RESTARTS_MAX times (about 16000 launches in all); then such a pass stands. */
+#define SHORT_RESTARTS_MAX 10
+#define SHORT_QUIET 16
+#define IDLE_RATIO 4
+
 static void end_iteration(ft_disc_t *d, lane_t *ln)
 {
     ln->iterations++;
@@ -1400,6 +1431,25 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
                     "not run in the passes made them: %.1f MiB); starting over at the next launch, "
                     "with the regions alive then (%d of %d)", ln->iterations, d->last.n,
                     (double)init_bytes / 1048576.0, d->restarts + 1, MAX_RESTARTS);
+            d->restart_pending = 1;
+            return;
+        }
+        /* Passes the program marks (ft_iteration_mark, FT_ITERATION_MARKER) are its own
+         * word: never taken for set-up work. */
+        uint64_t idle = d->short_restarts < SHORT_RESTARTS_MAX && d->boundary_source == 0 ? idle_weight_bytes(d) : 0;
+        if (d->n_units > 0 && idle > IDLE_RATIO * d->weight_bytes && init_bytes <= d->weight_bytes) {
+            if (d->short_restarts == 0 || d->short_restarts + 1 == SHORT_RESTARTS_MAX)
+                FT_INFO("discovery: %d iteration(s) of %zu launches use %.1f MiB of weights, while %.1f MiB "
+                        "that no launch changed lies unused beside them: set-up work (a compiler timing a "
+                        "kernel), not the program's loop; starting over after %llu launches (%d of at "
+                        "most %d such)", ln->iterations, d->last.n, (double)d->weight_bytes / 1048576.0,
+                        (double)idle / 1048576.0,
+                        (unsigned long long)(d->quiet_len ? 2 * d->quiet_len : SHORT_QUIET), d->short_restarts + 1,
+                        SHORT_RESTARTS_MAX);
+            d->short_restarts++;
+            d->quiet_len = d->quiet_len ? 2 * d->quiet_len : SHORT_QUIET;
+            d->quiet_until = d->launches_total + d->quiet_len;
+            d->restart_uncounted = 1;
             d->restart_pending = 1;
             return;
         }
@@ -1636,7 +1686,9 @@ static void restart(ft_disc_t *d)
     d->copied_bytes = 0;
     d->track_set = 0;
     d->any_anchored = 0;
-    d->restarts++;
+    if (!d->restart_uncounted)
+        d->restarts++;
+    d->restart_uncounted = 0;
     __atomic_store_n(&d->state, FT_DISC_WAITING, __ATOMIC_RELEASE);
 }
 
@@ -1716,6 +1768,11 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     }
     if (d->restart_pending)
         restart(d);
+    if (d->state == FT_DISC_WAITING && d->launches_total < d->quiet_until) {
+        d->launches_total++; /* set-up work, after a pass too small for the model */
+        pthread_mutex_unlock(&d->lock);
+        return 0;
+    }
     if (d->state == FT_DISC_WAITING) {
         uint64_t t0 = clock_ns();
         start_observing(d);

@@ -99,6 +99,10 @@
  *                 step in PyTorch's small pool (transformers' Mixtral on the H200), which
  *                 holds the layers' input and output too; no host synchronisation inside
  *                 the forward; one thread
+ *   --autotune N  after the weights are loaded and before the first forward, the first
+ *                 layer's matrix product N times on its weight into a scratch buffer (a
+ *                 compiler benchmarking a kernel, Inductor's or XLA's autotuner): N
+ *                 launches of one kernel on one weight, a period of one launch
  *   --prologue    before the weights exist, a 2 MiB buffer (a caching allocator's small
  *                 segment) gets a few kernels (a framework's warm-up, an NCCL
  *                 communicator's first all-reduce), and every layer of every forward
@@ -165,6 +169,9 @@
  *   --outside-from N  at forward N, 4 MiB of device memory the shim does not see
  *                 (cuMemCreate and cuMemMap, resolved by dlsym on libcuda, as NCCL
  *                 allocates its buffers), kept to the end
+ *   --drv-alloc   every layer's tensors from the driver's cuMemAlloc_v2 and freed with
+ *                 cuMemFree_v2 (resolved by dlsym on libcuda), as XLA's allocator and
+ *                 programs on the driver API allocate
  *   --drv-workspace N  half-way through the first forward, N MiB from the driver's
  *                 cuMemAlloc (resolved by dlsym on libcuda), kept and cleared in every
  *                 forward of the thread that made it: a library's lazily made
@@ -266,6 +273,7 @@ static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
 static int over_from = -1; /* --demote-after-plan */
+static int drv_alloc; /* --drv-alloc */
 static int drv_workspace_mib = 0;
 static int outside_from = -1;
 static unsigned long long drv_workspace; /* its device address, once allocated */
@@ -298,6 +306,7 @@ typedef cudaError_t (*static_launch_fn)(const void *, dim3, dim3, void **, size_
 static static_launch_fn static_launch;
 static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
+static int autotune; /* --autotune N */
 static int grow_cache;     /* --grow-cache */
 static int init_kernel;       /* --init-kernel */
 static int load_after_launch; /* --load-after-launch */
@@ -366,6 +375,39 @@ static char *segs[4096];
 static int n_segs;
 static size_t seg_used;
 
+/* --drv-alloc: the driver's allocation and free, resolved once. */
+static int (*drv_mem_alloc)(unsigned long long *, size_t);
+static int (*drv_mem_free)(unsigned long long);
+
+static void drv_alloc_resolve(void)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (cuda == NULL)
+        cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    drv_mem_alloc = cuda ? (int (*)(unsigned long long *, size_t))dlsym(cuda, "cuMemAlloc_v2") : NULL;
+    drv_mem_free = cuda ? (int (*)(unsigned long long))dlsym(cuda, "cuMemFree_v2") : NULL;
+    if (drv_mem_alloc == NULL || drv_mem_free == NULL) {
+        fprintf(stderr, "model: --drv-alloc: cuMemAlloc_v2 or cuMemFree_v2 not found\n");
+        exit(1);
+    }
+}
+
+/* A layer tensor's device memory: cudaMalloc, or the driver's with --drv-alloc. */
+static void weight_malloc(void **dev, size_t bytes)
+{
+    if (!drv_alloc) {
+        CHECK(cudaMalloc(dev, bytes));
+        return;
+    }
+    unsigned long long d = 0;
+    int rc = drv_mem_alloc(&d, bytes);
+    if (rc != 0) {
+        fprintf(stderr, "model: cuMemAlloc_v2 of %zu bytes failed (CUresult %d)\n", bytes, rc);
+        exit(1);
+    }
+    *dev = (void *)(uintptr_t)d;
+}
+
 static uint32_t *upload_padded(uint64_t seed, size_t count, uint32_t *host, size_t pad)
 {
     uint32_t *dev;
@@ -384,7 +426,7 @@ static uint32_t *upload_padded(uint64_t seed, size_t count, uint32_t *host, size
         dev = (uint32_t *)(segs[n_segs - 1] + seg_used);
         seg_used += bytes;
     } else {
-        CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
+        weight_malloc((void **)&dev, count * sizeof *dev + pad);
     }
     if (pad > 0)
         CHECK(cudaMemset((char *)dev + count * sizeof *dev, 0, pad));
@@ -444,6 +486,25 @@ static void unrelated_kernels(void)
     CHECK(cudaFree(t2));
 }
 
+/* --autotune N: the first layer's product N times, as a compiler times a kernel before
+ * the program's loop begins. */
+static void autotune_kernels(void)
+{
+    uint32_t *x, *y;
+    size_t bytes = (size_t)dim * sizeof *x;
+    CHECK(cudaMalloc((void **)&x, bytes));
+    CHECK(cudaMalloc((void **)&y, bytes));
+    CHECK(cudaMemset(x, 0, bytes));
+    dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    dim3 block = { MODEL_BLOCK, 1, 1 };
+    void *gemv_args[] = { &model[0].w, &x, &y, &dim };
+    for (int i = 0; i < autotune; i++)
+        CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, 0));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(x));
+    CHECK(cudaFree(y));
+}
+
 /* --hf-warmup: transformers 5.17 sizes its allocator warm-up as the free memory less
  * 1.2 GiB with no floor, and a negative size fails from_pretrained. */
 static void hf_warmup(void)
@@ -477,6 +538,14 @@ static void free_weight(void *p)
     for (int i = 0; i < n_segs; i++)
         if ((char *)p >= segs[i] && (char *)p < segs[i] + segment_bytes)
             return;
+    if (drv_alloc && p != NULL) {
+        int rc = drv_mem_free((unsigned long long)(uintptr_t)p);
+        if (rc != 0) {
+            fprintf(stderr, "model: cuMemFree_v2 failed (CUresult %d)\n", rc);
+            exit(1);
+        }
+        return;
+    }
     CHECK(cudaFree(p));
 }
 
@@ -1467,6 +1536,10 @@ int main(int argc, char **argv)
             per_thread_stream = 1;
         else if (strcmp(a, "--prologue") == 0)
             prologue = 1;
+        else if (strcmp(a, "--drv-alloc") == 0)
+            drv_alloc = 1;
+        else if (strcmp(a, "--autotune") == 0 && i + 1 < argc)
+            autotune = atoi(argv[++i]);
         else if (strcmp(a, "--init-kernel") == 0)
             init_kernel = 1;
         else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
@@ -1556,7 +1629,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -1620,6 +1693,10 @@ int main(int argc, char **argv)
         printf("model: %d layers, dim %d, %.1f MiB of weights, %d iterations, %d thread(s)\n",
                layers, dim, mib, iters, threads);
     CHECK(cudaSetDevice(device));
+    if (drv_alloc) {
+        CHECK(cudaFree(0)); /* the runtime's context current, for the driver's calls */
+        drv_alloc_resolve();
+    }
     if (prologue) {
         /* Warm-up kernels before any weight exists (mix: warm += warm). */
         size_t warm_bytes = (size_t)threads * (size_t)dim * sizeof *warm;
@@ -1647,6 +1724,8 @@ int main(int argc, char **argv)
         CHECK(cudaMemset(act_pool, 0, 2u << 20));
     }
     load_weights();
+    if (autotune > 0)
+        autotune_kernels();
     if (side_device >= 0 && !side_late) {
         CHECK(cudaSetDevice(side_device));
         CHECK(cudaMalloc((void **)&side_buf, 256 * sizeof *side_buf));

@@ -4,7 +4,9 @@
 # --init-kernel), weights copied in after unrelated kernels ran (a framework's warm-up,
 # --load-after-launch), decode steps with a KV cache grown every step (transformers'
 # DynamicCache, --grow-cache; discovery_kvcache.sh checks that its pass is found), and
-# both of the first and last. Under a budget of a third of the weights with default
+# both of the first and last; a compiler timing one kernel before the loop (--autotune);
+# weights allocated through the driver API (--drv-alloc).
+# Under a budget of a third of the weights with default
 # settings: the same output as without the shim, no crash, one verdict; with FT_SPILL
 # off too, with two threads, and with a bound that makes FlexTensor stand down in the
 # run. Discovery finds every weight in the first two (12 units, and the plan streams):
@@ -42,6 +44,21 @@ expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/tail-layers.err" 
 run act-kernels --act-kernels 20 -- FT_SPILL=1
 expect_grep 'discovery: done, 1 iteration\(s\), 12 units, 48\.[0-9] MiB of weights' "$WORK/act-kernels.err" "act-kernels"
 expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/act-kernels.err" "act-kernels"
+# A compiler timing one kernel before the loop (torch.compile on the H200: a pass of one
+# launch on one 2 MiB region, nothing planned): a pass whose units hold under a fifth of
+# the unchanged memory beside them is set-up work; discovery starts over after it.
+run autotune --autotune 300 -- FT_SPILL=1
+expect_grep 'set-up work \(a compiler timing a kernel\), not the program.s loop' "$WORK/autotune.err" "autotune"
+expect_grep 'discovery: done, 1 iteration\(s\), 12 units, 48\.[0-9] MiB of weights' "$WORK/autotune.err" "autotune"
+expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/autotune.err" "autotune"
+# Weights from the driver's cuMemAlloc_v2 (XLA's allocator, programs on the driver
+# API): served from virtual memory as cudaMalloc's are, so they stream (they stayed
+# resident before: "none of its regions is backed by virtual memory").
+for spill in 1 0; do
+    run drv-alloc-$spill --drv-alloc -- FT_SPILL=$spill
+    expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/drv-alloc-$spill.err" "drv-alloc"
+    expect_no_grep 'stays resident \(none of its regions is backed by virtual memory\)' "$WORK/drv-alloc-$spill.err" "drv-alloc"
+done
 run grow-bound --grow-cache -- FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=100
 expect_grep 'verdict: stood down: discovery did not find the program.s passes in 100 launches' "$WORK/grow-bound.err" "bounded"
 for name in init-kernel-1 init-kernel-0 load-after-launch-1 load-after-launch-0 init-threads; do
@@ -51,4 +68,4 @@ done
 expect_grep 'kernels that do not run in the passes made them: 4[0-9]\.[0-9] MiB' "$WORK/init-kernel-1.err" "init-kernel"
 expect_grep 'launches in a row touched no region alive at its start, while 4[0-9]\.[0-9] MiB were copied' \
     "$WORK/load-after-launch-1.err" "load-after-launch"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

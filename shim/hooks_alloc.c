@@ -111,21 +111,49 @@ cudaError_t ft_hook_rt_free_async(cudaFreeAsync_fn_t real, void *devPtr, cudaStr
     return real(devPtr, stream);
 }
 
+/* The driver's allocation is served as cudaMalloc is (XLA's allocator and programs on
+ * the driver API allocate their weights through it): from virtual memory when large
+ * enough, so that what it holds can stream and FT_SPILL can start it in host memory;
+ * what virtual memory cannot serve goes to the driver. */
 CUresult ft_hook_drv_malloc(cuMemAlloc_v2_fn_t real, CUdeviceptr *dptr, size_t n)
 {
     if (!on_managed_device(0))
         return real(dptr, n);
-    int adm = budget_admit(n, 1);
-    CUresult rc = real(dptr, n);
-    allocated(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, 0);
+    int vmm = dptr != NULL && vmm_serves(n);
+    int adm = budget_admit(n, !vmm);
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    uint32_t flags = 0;
+    uint64_t admitted = 0;
+    if (vmm) {
+        void *p = NULL;
+        cudaError_t err = vmm_alloc(&p, n, &spill_placement, &admitted);
+        if (err == cudaSuccess) {
+            *dptr = (CUdeviceptr)(uintptr_t)p;
+            rc = CUDA_SUCCESS;
+            flags = FT_REGION_VMM;
+        } else if (err == cudaErrorMemoryAllocation) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) {
+        rc = real(dptr, n);
+        flags = 0;
+    }
+    allocated(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, flags);
+    if (admitted > 0) {
+        pthread_mutex_lock(&res.lock);
+        admitting -= admitted;
+        pthread_mutex_unlock(&res.lock);
+    }
     return rc;
 }
 
 CUresult ft_hook_drv_free(cuMemFree_v2_fn_t real, CUdeviceptr dptr)
 {
-    uint64_t bytes = budget_free_begin((void *)(uintptr_t)dptr);
-    untrack((void *)(uintptr_t)dptr);
-    CUresult rc = real(dptr);
+    void *p = (void *)(uintptr_t)dptr;
+    uint64_t bytes = budget_free_begin(p);
+    untrack(p);
+    CUresult rc = p != NULL && vmm_free(p, res_forget) ? CUDA_SUCCESS : real(dptr);
     budget_free_end(bytes);
     return rc;
 }

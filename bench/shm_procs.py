@@ -335,6 +335,9 @@ def ft_log(log):
     m = re.findall(r"shm: (created|attached to) segment (\S+) \((\d+) unit\(s\), ([0-9.]+) (MiB|GiB)", log)
     if m:
         r["seg_how"], r["seg_size_mib"] = m[-1][0], mib_of(m[-1][3], m[-1][4])
+    m = re.findall(r"host memory: ([0-9.]+) MiB of [^,]* held by FlexTensor after the switch", log)
+    if m:
+        r["private_host_mib"] = float(m[-1])
     m = re.findall(r"^flextensor: verdict: (.*)$", log, re.M)
     if m:
         r["verdict"] = m[-1]
@@ -497,8 +500,18 @@ def report(a):
     for p in ("B", "C"):
         s = M[p]["steady"]
         L_p = [L.get(t) or {} for t in tags[p]]
-        shared = max((l.get("shared_mib") or 0 for l in L_p), default=0)
-        private = sum((l.get("streamed_mib") or 0) - (l.get("shared_mib") or 0) for l in L_p)
+        # The segments once each (processes that computed other fingerprints made
+        # segments of their own), and what each process holds of its own after the
+        # switch (its exit report); before that line existed, streamed less used
+        # from the segment, never below 0.
+        segs = {}
+        for l in L_p:
+            if l.get("seg") or l.get("seg_size_mib"):
+                segs[l.get("seg") or id(l)] = max(segs.get(l.get("seg") or id(l), 0),
+                                                  l.get("seg_size_mib") or l.get("shared_mib") or 0)
+        shared = sum(segs.values())
+        private = sum(l["private_host_mib"] if l.get("private_host_mib") is not None else
+                      max(0.0, (l.get("streamed_mib") or 0) - (l.get("shared_mib") or 0)) for l in L_p)
         own = (shared + private) * 1024 if any(l.get("streamed_mib") for l in L_p) else None
         by_map = (s.get("seg") or 0) + s["pin"] - n * a_pin if s.get("pin") is not None and a_pin is not None else None
         by_pss = (s["pss"] - (s.get("weights") or 0) - n * (a_pss - a_w)
@@ -517,8 +530,8 @@ def report(a):
                 mark = " ok" if ratio <= 1.2 else " MISS"
             return f"{f(gib_of_kib(v))} GiB = {ratio:.2f}x{mark}"
         ok = sum(1 for t in tags[p] if R[t]["rc"] == "0")
-        out.append(f"  {p} ({ok} of {len(tags[p])} processes ended well): FlexTensor's count {x(own)} (shared "
-                   f"{f(shared / 1024.0)} GiB once + private {f(private / 1024.0)} GiB summed)")
+        out.append(f"  {p} ({ok} of {len(tags[p])} processes ended well): FlexTensor's count {x(own)} ({len(segs)} "
+                   f"segment(s), {f(shared / 1024.0)} GiB once + private {f(private / 1024.0)} GiB summed)")
         out.append(f"     smaps: segment + driver-mapped Pss, less {n}x A's driver-mapped {x(by_map)}")
         out.append(f"     smaps: all Pss (less the weights file), less {n}x A's {x(by_pss)}")
         out.append(f"     system (rough: every process's own memory moves it): MemTotal-MemAvailable over "

@@ -74,10 +74,17 @@ void shm_store_attach(const shm_unit_desc_t *d, uint32_t n)
         FT_WARN("shm: out of memory: the streamed units keep private host copies");
         goto out;
     }
+    /* The layout and the contents apart too, for the log: processes of one model that
+     * land in different segments say which of the two differed. */
+    uint64_t fp_layout = FT_SHMSEG_FP_START, fp_content = FT_SHMSEG_FP_START;
     for (uint32_t u = 0; u < n; u++) {
         fp = ft_shmseg_fp_add(fp, d[u].layout);
         fp = ft_shmseg_fp_add(fp, (uint64_t)d[u].sum_ok);
         fp = ft_shmseg_fp_add(fp, d[u].sum_ok ? d[u].sum : 0);
+        fp_layout = ft_shmseg_fp_add(fp_layout, d[u].layout);
+        fp_content = ft_shmseg_fp_add(ft_shmseg_fp_add(fp_content, (uint64_t)d[u].sum_ok), d[u].sum_ok ? d[u].sum : 0);
+        FT_DEBUG("shm: unit %u: layout %016llx, %llu bytes, sum %s%016llx", u, (unsigned long long)d[u].layout,
+                 (unsigned long long)d[u].bytes, d[u].sum_ok ? "" : "(none) ", (unsigned long long)d[u].sum);
         unit_bytes[u] = d[u].sum_ok ? d[u].bytes : 0; /* a unit that cannot be checked is never shared */
         shm.layout[u] = d[u].layout;
         summed += (uint32_t)(d[u].sum_ok != 0);
@@ -101,9 +108,10 @@ void shm_store_attach(const shm_unit_desc_t *d, uint32_t n)
         if (info.replaced)
             FT_WARN("shm: segment %s was left by a run that ended without leaving it (nobody attached): "
                     "replaced, its contents not used", ft_shmseg_name_of(shm.seg));
-        FT_INFO("shm: %s segment %s (%u unit(s), %s, mode %s), namespace %s", info.created ? "created" : "attached to",
+        FT_INFO("shm: %s segment %s (%u unit(s), %s, mode %s), namespace %s; the units' layout %016llx, "
+                "contents %016llx", info.created ? "created" : "attached to",
                 ft_shmseg_name_of(shm.seg), n, human_bytes(bytes, a, sizeof a), cfgp->shm_group ? "0660" : "0600",
-                cfgp->shm_namespace);
+                cfgp->shm_namespace, (unsigned long long)fp_layout, (unsigned long long)fp_content);
     }
 out:
     free(unit_bytes);

@@ -169,6 +169,10 @@ start f FT_SHM_ENABLED=1 -- --seed 7
 finish f seed
 expect_grep "shm: created segment /ft-$NS-" "$WORK/f.err" "another model creates its own segment"
 expect_no_grep "$seg" "$WORK/f.err" "another model leaves the first model's segment alone"
+# The log tells what differed: the same layout, other contents.
+fp() { sed -nE "s/.*shm: (created|attached to) segment .*; the units' layout ([0-9a-f]{16}), contents ([0-9a-f]{16}).*/\\$1/p" "$2" | head -1; }
+[ -n "$(fp 2 "$WORK/d.err")" ] && [ "$(fp 2 "$WORK/d.err")" = "$(fp 2 "$WORK/f.err")" ] &&
+    [ "$(fp 3 "$WORK/d.err")" != "$(fp 3 "$WORK/f.err")" ] || fail "another model: layout and contents not told apart in the log"
 start g FT_SHM_ENABLED=1 -- --layers 10
 wait "$pid_g" || fail "a model of another shape failed"
 expect_grep "shm: created segment /ft-$NS-[0-9a-f]+ \(10 unit" "$WORK/g.err" "another shape creates its own segment"

@@ -192,6 +192,10 @@ struct lru_pick {
 static void lru_pick(vmm_t *x, void *ctx)
 {
     struct lru_pick *p = ctx;
+    /* One larger than the budget stays (place_over): it could never come back within it,
+     * and moving it out would pin as much host memory. */
+    if (x->size > spill_budget())
+        return;
     ft_spill_alloc_t a = { x->stamp, x->spilled }, best;
     if (p->lru != NULL)
         best = (ft_spill_alloc_t){ p->lru->stamp, p->lru->spilled };
@@ -505,6 +509,15 @@ static int place_over(size_t len, uint64_t *admitted)
 {
     if (!spill_wanted() || spill_budget() == 0)
         return 0;
+    /* Larger than the budget itself: host memory cannot keep it within the budget (its
+     * first touch brings all of it back), and a huge one would pin as much host memory
+     * (XLA preallocates 75% of the device as one allocation). It is served on the
+     * device past the budget, as spill_admit serves what virtual memory does not: the
+     * others moved out first, said once, the excess in the verdict. */
+    if (len > spill_budget()) {
+        *admitted = spill_admit(len);
+        return 0;
+    }
     /* A weight the saved profile's plan streams starts in host memory at once. */
     int streams = savedprof_streams(ft_regions_next_id(regions));
     pthread_mutex_lock(&res.lock);

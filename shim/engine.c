@@ -221,6 +221,7 @@ int ft_hooks_init(const struct ft_config *cfg)
     if (disc == NULL)
         return -1;
     engine_to(PHASE_START, PHASE_DISCOVERY, NULL);
+    own_ranges_setup(); /* NVTX ranges of FlexTensor's own work, for a profiler */
     /* FT_PROFILE_DIR: the saved profile, checked as the model appears (FT_SKIP_DISCOVERY
      * without one stands down). */
     savedprof_setup(stand_down);

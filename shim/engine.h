@@ -531,6 +531,11 @@ void report_launch_self(void);
 /* hoststore.c: host memory for what is not on the device, and where a streamed unit's
  * host copy lives: private, or FT_SHM_ENABLED's shared segment (shmstore.c). */
 const char *host_store_kind(void);
+/* ownranges.c: FlexTensor's own work as NVTX ranges, for another tool's injection. */
+void own_ranges_setup(void);
+void own_range_push(const char *what, int unit);
+void own_range_pop(void);
+
 void *host_store_alloc(size_t size);
 void host_store_switched(void);
 void host_store_free(void *p); /* a pointer into the shared segment is left alone */

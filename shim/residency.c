@@ -247,7 +247,16 @@ static int unload_region(res_region_t *r, int write_back, int keep)
 
 static int unit_go_private(int u, int copy, const char *why);
 
+static void unload_unit_ranged(int u);
+
 static void unload_unit(int u)
+{
+    own_range_push("unload", u);
+    unload_unit_ranged(u);
+    own_range_pop();
+}
+
+static void unload_unit_ranged(int u)
 {
     res_unit_t *un = &res.units[u];
     /* Dropped without a copy back only when the device checksum proves it unchanged. */
@@ -419,11 +428,20 @@ void res_shed(int running, const int *soon, int n_soon)
 }
 
 /* Makes unit u resident for a call on `stream` (the lock held). */
+static void load_unit_ranged(int u, cudaStream_t stream, int keep);
+
 void load_unit(int u, cudaStream_t stream, int keep)
 {
-    res_unit_t *un = &res.units[u];
-    if (un->loaded)
+    if (res.units[u].loaded)
         return;
+    own_range_push(stream == res.side ? "load" : "miss", u);
+    load_unit_ranged(u, stream, keep);
+    own_range_pop();
+}
+
+static void load_unit_ranged(int u, cudaStream_t stream, int keep)
+{
+    res_unit_t *un = &res.units[u];
     int n_victims = 0;
     const ft_res_unit_t *view = res_view(u, keep);
     int *victims = victims_array();

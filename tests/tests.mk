@@ -33,7 +33,12 @@ $(BUILD)/tests/libinterposer_getpid.so: tests/interposer_getpid.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FT_CFLAGS) -shared -o $@ $< $(FT_LDFLAGS) -ldl
 
-all: $(BUILD)/tests/libinterposer_getpid.so
+# A profiler's NVTX injection stand-in, for tests/scenario/own_ranges.sh.
+$(BUILD)/tests/libnvtx_probe.so: tests/nvtx_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -shared -o $@ $< $(FT_LDFLAGS)
+
+all: $(BUILD)/tests/libinterposer_getpid.so $(BUILD)/tests/libnvtx_probe.so
 
 # A sanitizer build (the Makefile's SAN): every error ends the program that has it, and
 # the scenarios preload the sanitizer's runtime ahead of the shim (SAN_PRELOAD, read by

@@ -20,6 +20,8 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
+#include <unistd.h>
+
 /* Device time of FT_SPILL's moves in and out (ns): their bytes at the measured copy
  * bandwidth, for the exit report. Profiling keeps them in the units' times: on the
  * H200 they made the passes of a 13.5 GB model 650 ms and its plan pessimistic
@@ -31,6 +33,23 @@ uint64_t spill_bytes;
 
 static uint64_t spill_restore_all(const char *why);
 static void drop_hosts(void);
+
+/* Whether FT_SPILL may hold an allocation of len bytes in host memory: at most a
+ * quarter of the host's physical memory (FT_TEST_HOST_MEM, bytes, stands in for it in
+ * tests). Pinned, a larger one would leave the host too little. */
+static int host_can_hold(uint64_t len)
+{
+    static uint64_t host; /* atomic: any allocating thread may read it first */
+    uint64_t h = __atomic_load_n(&host, __ATOMIC_RELAXED);
+    if (h == 0) {
+        const char *t = getenv("FT_TEST_HOST_MEM");
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        h = t != NULL && *t ? strtoull(t, NULL, 10)
+                            : pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+        __atomic_store_n(&host, h, __ATOMIC_RELAXED);
+    }
+    return len <= h / 4;
+}
 
 /* FT_SPILL's allocations back on the device when FlexTensor will stream nothing (`why`
  * goes in the warning about what the device cannot take back). 1 when some stay in
@@ -192,9 +211,8 @@ struct lru_pick {
 static void lru_pick(vmm_t *x, void *ctx)
 {
     struct lru_pick *p = ctx;
-    /* One larger than the budget stays (place_over): it could never come back within it,
-     * and moving it out would pin as much host memory. */
-    if (x->size > spill_budget())
+    /* One too large for host memory stays (place_over). */
+    if (!host_can_hold(x->size))
         return;
     ft_spill_alloc_t a = { x->stamp, x->spilled }, best;
     if (p->lru != NULL)
@@ -509,12 +527,11 @@ static int place_over(size_t len, uint64_t *admitted)
 {
     if (!spill_wanted() || spill_budget() == 0)
         return 0;
-    /* Larger than the budget itself: host memory cannot keep it within the budget (its
-     * first touch brings all of it back), and a huge one would pin as much host memory
-     * (XLA preallocates 75% of the device as one allocation). It is served on the
-     * device past the budget, as spill_admit serves what virtual memory does not: the
-     * others moved out first, said once, the excess in the verdict. */
-    if (len > spill_budget()) {
+    /* Too large for host memory (XLA preallocates 75% of the device as one allocation,
+     * which pinned would starve the host): served on the device, past the budget if it
+     * must, as spill_admit serves what virtual memory does not (the others moved out
+     * first, said once, the excess in the verdict). */
+    if (!host_can_hold(len)) {
         *admitted = spill_admit(len);
         return 0;
     }

@@ -169,8 +169,7 @@ pass "a budget no plan fits on a device too small for the model: what cannot com
 # Before the plan, an allocation larger than the budget itself (a 12 MiB driver
 # workspace under 10 MiB): FT_SPILL moves everything it can out, then lets it through
 # past the budget (refusing it would end the program), said once; the verdict gives
-# the most the process went past the budget before the plan. It is never put in host
-# memory (it could not come back within the budget; XLA's arena is 75% of the device).
+# the most the process went past the budget before the plan.
 W=(--layers 6 --dim 1024 --iters 10 --quiet --drv-workspace 12)
 sim "$MODEL" "${W[@]}" >"$WORK/ws.plain" || fail "workspace past the budget: model without shim failed"
 FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${W[@]}" >"$WORK/ws.out" 2>"$WORK/ws.err" \
@@ -179,16 +178,18 @@ cmp -s "$WORK/ws.plain" "$WORK/ws.out" || fail "workspace past the budget: outpu
 [ "$(grep -c 'FT_SPILL: nothing more can leave the device' "$WORK/ws.err")" = 1 ] || fail "workspace past the budget: not said once"
 expect_grep 'verdict: .*; budget exceeded by up to [0-9.]+ MiB before the plan \(FT_SPILL could move nothing more out for [1-9][0-9]* call\(s\)\)' \
     "$WORK/ws.err" "workspace past the budget: the verdict"
-# A 40 MiB one under the same budget, on a device that has room: the weights' 24 MiB may
-# go to host memory, never the 40 MiB (before: 65 MiB pinned at most).
+# A 40 MiB one on a host taken for 128 MiB (FT_TEST_HOST_MEM): more than a quarter of
+# the host's memory is never held there (XLA's arena is 75% of the device: pinned, it
+# would starve the host); the weights' 24 MiB may go, never the 40 (before: 65 MiB
+# pinned at most).
 W40=(--layers 6 --dim 1024 --iters 10 --quiet --drv-workspace 40)
 sim "$MODEL" "${W40[@]}" >"$WORK/ws40.plain" || fail "40 MiB workspace: model without shim failed"
-FTSIM_DEVICE_MEM=128MiB FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${W40[@]}" \
+FT_TEST_HOST_MEM=134217728 FTSIM_DEVICE_MEM=128MiB FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${W40[@]}" \
     >"$WORK/ws40.out" 2>"$WORK/ws40.err" || { sed 's/^/    | /' "$WORK/ws40.err" >&2; fail "40 MiB workspace: failed"; }
 cmp -s "$WORK/ws40.plain" "$WORK/ws40.out" || fail "40 MiB workspace: output differs"
 peak=$(sed -n 's/.*host memory: at most \([0-9.]*\) MiB of pinned host memory.*/\1/p' "$WORK/ws40.err")
 awk -v p="${peak:-none}" 'BEGIN { exit !(p != "none" && p + 0 < 40) }' || fail "40 MiB workspace: ${peak:-no} MiB of host memory at most"
-pass "before the plan, an allocation larger than the budget goes through past it: same output, said once, the excess in the verdict; never in host memory (${peak} MiB at most, the weights')"
+pass "before the plan, an allocation larger than the budget goes through past it: same output, said once, the excess in the verdict; one over a quarter of the host's memory never held there (${peak} MiB at most, the weights')"
 
 # Warm-up kernels before the weights exist (discovery starts over): the faults go on
 # until the plan, then the engine streams.

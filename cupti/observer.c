@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 __thread int ft_intercept_depth;
 
@@ -37,6 +38,14 @@ static struct {
 enum { DETACH_NONE, DETACH_WANTED, DETACH_RUNNING };
 static atomic_int detach_state;
 static _Atomic uint64_t n_detached;
+static _Atomic uint64_t detach_ns; /* cuptiFinalize's time, summed (the exit report) */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 /* The application (or a tool) asked for CUPTI: set once, never cleared. FlexTensor
  * does not subscribe after it, even when the application has unsubscribed since. */
 static atomic_int handed_over;
@@ -97,8 +106,10 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain domain, CUpti
     if (cb->callbackSite == CUPTI_API_EXIT &&
         atomic_compare_exchange_strong(&detach_state, &wanted, DETACH_RUNNING)) {
         /* A CUPTI call, not a CUDA one: allowed here. */
+        uint64_t t0 = mono_ns();
         if (obs.finalize() == CUPTI_SUCCESS)
             atomic_fetch_add(&n_detached, 1);
+        atomic_fetch_add(&detach_ns, mono_ns() - t0);
         atomic_store(&detach_state, DETACH_NONE);
         return;
     }
@@ -241,6 +252,11 @@ void ft_cupti_stop(void)
 uint64_t ft_cupti_detached(void)
 {
     return atomic_load(&n_detached);
+}
+
+uint64_t ft_cupti_detach_ns(void)
+{
+    return atomic_load(&detach_ns);
 }
 
 void ft_cupti_get_stats(ft_cupti_stats_t *out)

@@ -50,6 +50,8 @@ ft_cupti_status_t ft_cupti_start(char *why, size_t len);
 void ft_cupti_stop(void);
 /* How many times CUPTI was detached (cuptiFinalize succeeded). */
 uint64_t ft_cupti_detached(void);
+/* The time its detaches took (ns, summed): cuptiFinalize flushes and tears down. */
+uint64_t ft_cupti_detach_ns(void);
 
 typedef struct {
     ft_cupti_status_t status;

@@ -177,11 +177,13 @@ static void report_cupti(void)
     if (s.launches + s.copies + s.sets == 0)
         return;
     uint64_t unseen = s.unseen_launches + s.unseen_copies + s.unseen_sets;
+    char detached[64];
+    snprintf(detached, sizeof detached, "; CUPTI was detached (in %.1f ms)", (double)ft_cupti_detach_ns() / 1e6);
     if (unseen == 0)
         FT_INFO("CUPTI saw %llu launches, %llu copies, %llu sets in the driver: all went through "
                 "FlexTensor's wrappers%s", (unsigned long long)s.launches,
                 (unsigned long long)s.copies, (unsigned long long)s.sets,
-                ft_cupti_detached() > 0 ? "; CUPTI was detached"
+                ft_cupti_detached() > 0 ? detached
                 : s.status == FT_CUPTI_STATUS_HANDED ? "; CUPTI was handed to the application's profiler" : "");
     else
         FT_WARN("CUPTI saw %llu launches, %llu copies, %llu sets in the driver, of which %llu, "

@@ -751,6 +751,7 @@ int res_start_failed;
  * engine.c then turns it off. */
 int activate_locked(void)
 {
+    uint64_t t_switch = now_ns();
     int slots = plan.out.slots;
     size_t n = plan.in.n;
     int total = 0, streamed = 0;
@@ -835,6 +836,7 @@ int activate_locked(void)
      * has room for it, the streamed units having left. */
     spill_end_locked();
     host_store_switched();
+    FT_INFO("residency: the switch to the plan took %.1f ms", (double)(now_ns() - t_switch) / 1e6);
     return 0;
 }
 

@@ -241,6 +241,7 @@ int savedprof_launch(const char *kname, const ft_scan_set_t *set)
     long ns = state() == SP_PENDING && start_kernel(kname) ? ft_regions_snapshot(regions, &snap) : -1;
     if (ns >= 0 && pass_starts(kname, set, snap, ns)) {
         char why[1024], dev[256];
+        uint64_t t0 = now_ns(); /* the checks' time, in the line that says they passed */
         device_name(dev, sizeof dev);
         if (strcmp(dev, sp.p.device) != 0) {
             snprintf(why, sizeof why, "written on device \"%s\", this is \"%s\"", sp.p.device, dev);
@@ -252,8 +253,8 @@ int savedprof_launch(const char *kname, const ft_scan_set_t *set)
         } else {
             __atomic_store_n(&sp.state, SP_ADOPTED, __ATOMIC_RELEASE);
             FT_INFO("saved profile %s matched (device %s, %u weights' sizes and contents, first launch of a "
-                    "pass %s): discovery and profiling skipped, %u units", sp.path, dev, sp.p.disc.n_regions,
-                    kname, sp.p.disc.n_units);
+                    "pass %s): discovery and profiling skipped, %u units; checked in %.1f ms",
+                    sp.path, dev, sp.p.disc.n_regions, kname, sp.p.disc.n_units, (double)(now_ns() - t0) / 1e6);
             adopted = 1;
         }
     }

@@ -21,7 +21,7 @@ expect_grep 'unit\.3 +1052672 +3 +9-11 ' "$WORK/summary" "ft-trace --profile lis
 pass "first start: discovered, profiled, profile saved and readable by ft-trace --profile"
 
 compare_run second -- "${COMMON[@]}" FT_TRACE_FILE="$WORK/second.bin"
-expect_grep "saved profile $FILE matched .*12 weights' sizes and contents.*discovery and profiling skipped, 4 units" \
+expect_grep "saved profile $FILE matched .*12 weights' sizes and contents.*discovery and profiling skipped, 4 units; checked in [0-9.]+ ms" \
     "$WORK/second.err" "second start matches"
 expect_no_grep 'discovery: [0-9]+ iteration\(s\) of|profiling:|copy bandwidth' "$WORK/second.err" "second start"
 [ "$(plan_json "$WORK/first.bin")" = "$(plan_json "$WORK/second.bin")" ] || fail "the second start's plan differs"

@@ -28,6 +28,7 @@ streamed=$(sed -n 's/.*residency: [0-9]* unit(s), \([0-9.]*\) MiB, moved to pinn
 held=$(sed -n 's/.*host memory: \([0-9.]*\) MiB of pinned host memory held by FlexTensor after the switch.*/\1/p' "$WORK/err")
 [ -n "$streamed" ] && [ "$held" = "$streamed" ] || fail "host memory after the switch: ${held:-none} MiB held for ${streamed:-none} MiB streamed"
 expect_grep 'FT_SPILL: [0-9.]+ MiB of host copies of allocations back on the device released' "$WORK/err" "host copies released"
+expect_grep 'residency: the switch to the plan took [0-9.]+ ms' "$WORK/err" "the switch's time"
 # Before the plan the application sees the device, as without the shim (FT_SPILL
 # serves what does not fit); once the plan streams, the budget.
 line=$(grep '^meminfo after 0:' "$WORK/err")

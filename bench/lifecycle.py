@@ -53,7 +53,7 @@ T0 = proc_start()
 import torch  # noqa: E402
 
 import flextensor  # noqa: E402
-from ftbench import gpu_used_mib, llama_config  # noqa: E402
+from ftbench import gpu_used_mib, llama_config, timed  # noqa: E402
 from offload_bench import INPUT_SEED, load, param_bytes  # noqa: E402
 
 
@@ -70,29 +70,22 @@ def usage():
 
 
 def step(model, ids):
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    lg = model(input_ids=ids, use_cache=False).logits
-    torch.cuda.synchronize()
-    return lg, round((time.perf_counter() - t) * 1000, 3)
+    lg, ms = timed(lambda: model(input_ids=ids, use_cache=False).logits)
+    return lg, round(ms, 3)
 
 
 def sleep_wake(model, ids, before):
     res = {}
     torch.cuda.synchronize()
     res["nvml_before_mib"] = gpu_used_mib()
-    t = time.perf_counter()
-    ok = flextensor.release()
-    res["release_s"] = round(time.perf_counter() - t, 3)
-    res["release_ok"] = ok
+    res["release_ok"], ms = timed(flextensor.release)
+    res["release_s"] = round(ms / 1000, 3)
     res["usage_released"] = usage()
     res["nvml_released_mib"] = gpu_used_mib()
     torch.cuda.empty_cache()  # what a sleeping server also gives back: its cached activations
     res["nvml_released_empty_cache_mib"] = gpu_used_mib()
-    t = time.perf_counter()
-    ok = flextensor.resume()
-    res["resume_s"] = round(time.perf_counter() - t, 3)
-    res["resume_ok"] = ok
+    res["resume_ok"], ms = timed(flextensor.resume)
+    res["resume_s"] = round(ms / 1000, 3)
     res["nvml_resumed_mib"] = gpu_used_mib()
     lg, ms = step(model, ids)
     res["step_after_resume_ms"] = ms

@@ -601,7 +601,7 @@ void profile_note_tracked(void);
 /* savedprof.c: saved profiles (FT_PROFILE_DIR). Its state: its own lock. */
 void savedprof_setup(int (*stand_down)(const char *why));
 void savedprof_region(uint32_t id, uint64_t size);
-int savedprof_streams(uint32_t id);
+int savedprof_streams(void);
 int savedprof_launch(const char *kname, const ft_scan_set_t *set);
 void savedprof_plan(void);
 int savedprof_discovery_done(void);

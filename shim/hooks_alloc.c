@@ -48,29 +48,51 @@ static void untrack(const void *p)
     }
 }
 
+/* An allocation as the budget admits it (budget_admit) and, when large enough, as
+ * virtual memory serves it with FT_SPILL's placement: cudaMalloc and the driver's
+ * cuMemAlloc_v2 both take this path (XLA's allocator and programs on the driver API
+ * allocate their weights through the latter). */
+typedef struct {
+    int adm;
+    uint32_t flags;    /* FT_REGION_VMM once virtual memory served it */
+    uint64_t admitted; /* counted in `admitting` until the region is tracked */
+} alloc_t;
+
+/* Admits size bytes, then serves them from virtual memory when it can: cudaSuccess,
+ * cudaErrorMemoryAllocation, or another error (out NULL, too small, virtual memory
+ * unable), after which the caller makes the real call. */
+static cudaError_t alloc_begin(alloc_t *a, void **out, size_t size)
+{
+    int vmm = out != NULL && vmm_serves(size);
+    *a = (alloc_t){ budget_admit(size, !vmm), 0, 0 };
+    if (!vmm)
+        return cudaErrorNotSupported;
+    cudaError_t rc = vmm_alloc(out, size, &spill_placement, &a->admitted);
+    if (rc == cudaSuccess)
+        a->flags = FT_REGION_VMM;
+    return rc;
+}
+
+/* ... and its end: p (NULL when it failed) tracked, the admission given back. */
+static void alloc_end(const alloc_t *a, size_t size, void *p)
+{
+    allocated(a->adm, size, p, a->flags);
+    if (a->admitted > 0) {
+        pthread_mutex_lock(&res.lock);
+        admitting -= a->admitted;
+        pthread_mutex_unlock(&res.lock);
+    }
+}
+
 cudaError_t ft_hook_rt_malloc(cudaMalloc_fn_t real, void **devPtr, size_t size)
 {
     if (!on_managed_device(1))
         return real(devPtr, size);
-    int vmm = devPtr != NULL && vmm_serves(size);
-    int adm = budget_admit(size, !vmm);
-    cudaError_t rc = cudaErrorInvalidValue;
-    uint32_t flags = 0;
-    uint64_t admitted = 0;
-    if (vmm) {
-        rc = vmm_alloc(devPtr, size, &spill_placement, &admitted);
-        flags = FT_REGION_VMM;
-    }
-    if (rc != cudaSuccess && rc != cudaErrorMemoryAllocation) {
+    alloc_t a;
+    cudaError_t rc = alloc_begin(&a, devPtr, size);
+    if (rc != cudaSuccess && rc != cudaErrorMemoryAllocation)
         rc = real(devPtr, size);
-        flags = 0;
-    }
-    allocated(adm, size, rc == cudaSuccess ? *devPtr : NULL, flags);
-    if (admitted > 0) {
-        pthread_mutex_lock(&res.lock);
-        admitting -= admitted;
-        pthread_mutex_unlock(&res.lock);
-    }
+    alloc_end(&a, size, rc == cudaSuccess ? *devPtr : NULL);
     return rc;
 }
 
@@ -111,40 +133,18 @@ cudaError_t ft_hook_rt_free_async(cudaFreeAsync_fn_t real, void *devPtr, cudaStr
     return real(devPtr, stream);
 }
 
-/* The driver's allocation is served as cudaMalloc is (XLA's allocator and programs on
- * the driver API allocate their weights through it): from virtual memory when large
- * enough, so that what it holds can stream and FT_SPILL can start it in host memory;
- * what virtual memory cannot serve goes to the driver. */
 CUresult ft_hook_drv_malloc(cuMemAlloc_v2_fn_t real, CUdeviceptr *dptr, size_t n)
 {
     if (!on_managed_device(0))
         return real(dptr, n);
-    int vmm = dptr != NULL && vmm_serves(n);
-    int adm = budget_admit(n, !vmm);
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    uint32_t flags = 0;
-    uint64_t admitted = 0;
-    if (vmm) {
-        void *p = NULL;
-        cudaError_t err = vmm_alloc(&p, n, &spill_placement, &admitted);
-        if (err == cudaSuccess) {
-            *dptr = (CUdeviceptr)(uintptr_t)p;
-            rc = CUDA_SUCCESS;
-            flags = FT_REGION_VMM;
-        } else if (err == cudaErrorMemoryAllocation) {
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) {
-        rc = real(dptr, n);
-        flags = 0;
-    }
-    allocated(adm, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, flags);
-    if (admitted > 0) {
-        pthread_mutex_lock(&res.lock);
-        admitting -= admitted;
-        pthread_mutex_unlock(&res.lock);
-    }
+    alloc_t a;
+    void *p = NULL;
+    cudaError_t err = alloc_begin(&a, dptr != NULL ? &p : NULL, n);
+    CUresult rc = err == cudaSuccess ? CUDA_SUCCESS
+                : err == cudaErrorMemoryAllocation ? CUDA_ERROR_OUT_OF_MEMORY : real(dptr, n);
+    if (err == cudaSuccess)
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    alloc_end(&a, n, rc == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL);
     return rc;
 }
 

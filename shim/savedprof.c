@@ -129,18 +129,19 @@ void savedprof_region(uint32_t id, uint64_t size)
     pthread_mutex_unlock(&sp.lock);
 }
 
-/* Where FT_SPILL should place the allocation about to be tracked with id `id`, while a
- * saved profile waits to be checked: 1 when it is a weight that the saved plan streams
+/* Where FT_SPILL should place the allocation about to be tracked (the region table's
+ * next id), while a saved profile waits to be checked: 1 when it is a weight that the
+ * saved plan streams
  * (it starts in host memory, where the plan will keep it, so that loading the model
  * moves nothing twice), 0 otherwise. Only with the budget the plan was made for; a
  * hint, never a promise: another thread's allocation may take the id first, and the
  * profile may still be refused (the allocation is then faulted in on use, as any). */
-int savedprof_streams(uint32_t id)
+int savedprof_streams(void)
 {
     if (state() != SP_PENDING)
         return 0;
     pthread_mutex_lock(&sp.lock);
-    const ft_disc_saved_region_t *r = state() == SP_PENDING ? saved_region(id) : NULL;
+    const ft_disc_saved_region_t *r = state() == SP_PENDING ? saved_region(ft_regions_next_id(regions)) : NULL;
     int streams = r != NULL && sp.p.resident != NULL && r->unit >= 0 && (uint32_t)r->unit < sp.p.disc.n_units &&
                   sp.p.resident[r->unit] == 0 && sp.p.budget == spill_budget();
     pthread_mutex_unlock(&sp.lock);

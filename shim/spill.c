@@ -536,7 +536,7 @@ static int place_over(size_t len, uint64_t *admitted)
         return 0;
     }
     /* A weight the saved profile's plan streams starts in host memory at once. */
-    int streams = savedprof_streams(ft_regions_next_id(regions));
+    int streams = savedprof_streams();
     pthread_mutex_lock(&res.lock);
     int over = streams || !ft_budget_fits(spill_held(), len, spill_budget());
     spill_hinted += streams;

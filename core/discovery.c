@@ -106,6 +106,21 @@ typedef struct {
 
 #define MAX_PERIOD_CANDS 8
 #define MATCHES_NEEDED 16
+/* A period shorter than this is confirmed by this many matches, not by one whole
+ * period: a kernel run three times in a row on the same activation, layer after layer
+ * (RoPE's multiplies in PyTorch; the activation still in the keys, not yet seen to
+ * vary), is no pass of three launches. A program whose pass really is one or two
+ * weight-touching launches pays a few more passes. */
+#define SHORT_MATCHES 4
+
+/* A tensor starts at a multiple of this into its allocation (PyTorch's caching
+ * allocator places blocks at 512 bytes; views of weights cut whole rows). A touch at
+ * any other offset is a stale value in a kernel's argument padding (on the H200,
+ * PyTorch's elementwise, index and cutlass kernels carried words 1 to 6 bytes past
+ * 38 MiB into one 86 MiB weight, launch after launch): discovery leaves it out of the period
+ * detector's keys and of the recorded passes, so it neither makes a period nor places
+ * the weight. The residency guard still sees it and loads the unit when it must. */
+#define DISC_PTR_ALIGN 16
 
 /* One lane of launches: an application thread. Each thread's forward is a clean
  * sequence even when several threads run forwards at once, so iterations are
@@ -177,6 +192,7 @@ struct ft_disc {
     uint64_t launches_total;
     uint64_t pass_work_n, pass_work_ns; /* FT_DISC_PASS_WORK: count and host time */
     uint64_t launches_unattributed; /* launches touching no region at all */
+    uint64_t misaligned;            /* touches left out: pointer off DISC_PTR_ALIGN */
 
     ft_disc_unit_t *units;
     size_t n_units;
@@ -1467,6 +1483,10 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         FT_INFO("discovery: %d iteration(s) of %zu launches, %zu units, %.1f MiB of weights, "
                 "after %llu launches", ln->iterations, d->last.n, d->n_units,
                 (double)d->weight_bytes / 1048576.0, (unsigned long long)d->launches_total);
+        if (d->misaligned > 0)
+            FT_DEBUG("discovery: %llu touch(es) at pointers not %d-byte aligned into their region left out "
+                     "(stale words in kernels' argument padding)", (unsigned long long)d->misaligned,
+                     DISC_PTR_ALIGN);
         warn_unmatched(d);
     }
 }
@@ -1562,8 +1582,8 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
 /* The detector, before the lane's period is known: each launch touching a candidate
  * region is reduced to a pair key (see pair_key). When a pair recurs, the
  * distance to its last occurrence is a candidate period, confirmed when the next
- * MATCHES_NEEDED pairs (or a whole period, if shorter) repeat the sequence one period
- * earlier: a weight recurs once per pass, while a pair that recurs within a pass (a
+ * MATCHES_NEEDED pairs (or a whole period, if shorter, but at least SHORT_MATCHES)
+ * repeat the sequence one period earlier: a weight recurs once per pass, while a pair that recurs within a pass (a
  * norm kernel on a shared small segment, layer after layer) is followed by different
  * weights and is dropped. The confirmed pair is the anchor: it starts every pass. */
 static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid)
@@ -1589,7 +1609,8 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
     for (size_t c = 0; c < ln->n_cands;) {
         period_cand_t *pc = &ln->cands[c];
         if (ln->seq[j] == ln->seq[j - pc->period]) {
-            size_t need = pc->period < MATCHES_NEEDED ? pc->period : MATCHES_NEEDED;
+            size_t need = pc->period < SHORT_MATCHES ? SHORT_MATCHES
+                          : pc->period < MATCHES_NEEDED ? pc->period : MATCHES_NEEDED;
             if (++pc->matched >= need) {
                 period_cand_t won = *pc;
                 confirm_period(d, ln, &won);
@@ -1796,19 +1817,28 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
     warn_lost(set->dropped + (set->n - n), k->name);
     uint32_t *ids = li.ids;
     uint64_t *ptrs = li.ptrs;
+    size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        ids[i] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
-        ptrs[i] = set->unsure[i] ? 0 : set->ptr[i];
         ft_region_t reg;
+        rinfo_t *x = rinfo_get(d, set->id[i]);
+        int found = x != NULL || ft_regions_find(d->regions, set->ptr[i], &reg);
+        uint64_t base = x != NULL ? x->base : found ? reg.base : set->ptr[i];
+        /* Not at a tensor's alignment: left out of discovery's view (below). */
+        if (!set->indirect[i] && found && (set->ptr[i] - base) % DISC_PTR_ALIGN != 0) {
+            d->misaligned++;
+            continue;
+        }
+        ids[kept] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
+        ptrs[kept] = set->unsure[i] ? 0 : set->ptr[i];
         /* Allocated after the first launch: observed, never a weight. */
-        rinfo_t *x;
-        if (rinfo_get(d, ids[i]) == NULL && ft_regions_find(d->regions, set->ptr[i], &reg) &&
-            (x = rinfo_add(d, &reg, 0)) != NULL) {
+        if (x == NULL && found && (x = rinfo_add(d, &reg, 0)) != NULL) {
             x->kernel_born = 1;
             x->born_kernel = k->idx;
         }
+        kept++;
     }
-    if (n == 0)
+    n = kept;
+    if (set->n == 0)
         d->launches_unattributed++;
 
     int marker = d->p.marker_glob && d->p.marker_glob[0] && fnmatch(d->p.marker_glob, k->name, 0) == 0;

@@ -65,6 +65,15 @@
  *   --stale       one more kernel per layer (bump, cudaLaunchKernel) whose by-value
  *                 struct has a tail it never reads, left holding, as a framework's
  *                 stack would, the address of another layer's weight or of host memory
+ *   --ptr-query   before each layer's first launch, its weight's pointer attributes
+ *                 are asked, as Triton's launchers and PyTorch Inductor's do for every
+ *                 pointer argument: cuPointerGetAttribute(DEVICE_POINTER) must give the
+ *                 pointer back, cuPointerGetAttributes and cudaPointerGetAttributes
+ *                 must say device memory on this device (exit 1 otherwise)
+ *   --stale-rope  three more bump kernels in a row per layer, each tail holding the
+ *                 same address 3 bytes past the middle of layer 1's weight (PyTorch's
+ *                 RoPE multiplies on the H200: a stale word, off any tensor's alignment,
+ *                 in every layer)
  *   --stale-from N  one more bump kernel per layer whose tail holds, from forward N on,
  *                 another layer's weight, in a word that held NULL before (even
  *                 layers; PyTorch's cat metadata did this on the GPU) or the
@@ -258,7 +267,7 @@ typedef struct {
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
-           nvtx = 0, stale = 0, stale_from = -1, stale_new = -1, far_new = -1, vary_from = -1, shared = 0;
+           nvtx = 0, stale = 0, stale_rope = 0, stale_from = -1, stale_new = -1, far_new = -1, vary_from = -1, shared = 0;
 static int act_kernels = 0; /* --act-kernels */
 static uint32_t *act_pool;  /* its 2 MiB buffer, allocated before the weights */
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
@@ -378,6 +387,50 @@ static size_t seg_used;
 /* --drv-alloc: the driver's allocation and free, resolved once. */
 static int (*drv_mem_alloc)(unsigned long long *, size_t);
 static int (*drv_mem_free)(unsigned long long);
+
+static int ptr_query; /* --ptr-query */
+
+/* --ptr-query: what a launcher asks of a pointer argument before it launches. */
+static void query_pointer(const void *p)
+{
+    static CUresult (*one)(void *, CUpointer_attribute, CUdeviceptr);
+    static CUresult (*many)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
+    if (one == NULL) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+        one = cuda ? (CUresult(*)(void *, CUpointer_attribute, CUdeviceptr))dlsym(cuda, "cuPointerGetAttribute") : NULL;
+        many = cuda ? (CUresult(*)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr))dlsym(
+                          cuda, "cuPointerGetAttributes")
+                    : NULL;
+        if (one == NULL || many == NULL) {
+            fprintf(stderr, "model: --ptr-query: cuPointerGetAttribute(s) not found\n");
+            exit(1);
+        }
+    }
+    CUdeviceptr dp = 0;
+    CUresult rc = one(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (CUdeviceptr)(uintptr_t)p);
+    if (rc != CUDA_SUCCESS || dp != (CUdeviceptr)(uintptr_t)p) {
+        fprintf(stderr, "model: cuPointerGetAttribute(DEVICE_POINTER, %p): error %d, %#llx\n", p, (int)rc,
+                (unsigned long long)dp);
+        exit(1);
+    }
+    unsigned int type = 0;
+    int ordinal = -1;
+    CUpointer_attribute which[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
+    void *data[] = { &type, &ordinal };
+    rc = many(2, which, data, (CUdeviceptr)(uintptr_t)p);
+    if (rc != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE || ordinal != device) {
+        fprintf(stderr, "model: cuPointerGetAttributes(%p): error %d, type %u, device %d\n", p, (int)rc, type,
+                ordinal);
+        exit(1);
+    }
+    struct cudaPointerAttributes at;
+    cudaError_t e = cudaPointerGetAttributes(&at, p);
+    if (e != cudaSuccess || at.type != cudaMemoryTypeDevice || at.device != device || at.devicePointer != p) {
+        fprintf(stderr, "model: cudaPointerGetAttributes(%p): %s, type %d, device %d\n", p, cudaGetErrorName(e),
+                (int)at.type, at.device);
+        exit(1);
+    }
+}
 
 static void drv_alloc_resolve(void)
 {
@@ -1018,6 +1071,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             nvtxRangePushA(name);
             nvtx_push_registered();
         }
+        if (ptr_query)
+            query_pointer(model[l].w);
         void *gemv_args[] = { &model[l].w, &a, &b, &dim };
         CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, stream));
         /* Once a forward, early, a kernel discovery never saw whose unused tail holds a
@@ -1078,6 +1133,12 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         }
         if (stale_new >= 0 && cur_iter >= stale_new)
             bump(b, far_weight_meta(), stream);
+        if (stale_rope) {
+            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+            meta.tail[0] = (uint64_t)(uintptr_t)model[1 % layers].w + (uint64_t)dim * (uint64_t)dim * 2 + 3;
+            for (int k = 0; k < 3; k++)
+                bump(b, meta, stream);
+        }
         if (stale) {
             /* Even layers leave a far layer's weight in the tail, odd ones a host address:
              * the word is garbage to the kernel either way. */
@@ -1514,6 +1575,10 @@ int main(int argc, char **argv)
         }
         else if (strcmp(a, "--stale") == 0)
             stale = 1;
+        else if (strcmp(a, "--ptr-query") == 0)
+            ptr_query = 1;
+        else if (strcmp(a, "--stale-rope") == 0)
+            stale_rope = 1;
         else if (strcmp(a, "--stale-from") == 0 && i + 1 < argc)
             stale_from = atoi(argv[++i]);
         else if (strcmp(a, "--far-new") == 0 && i + 1 < argc)
@@ -1629,7 +1694,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

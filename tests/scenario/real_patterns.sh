@@ -5,7 +5,9 @@
 # --load-after-launch), decode steps with a KV cache grown every step (transformers'
 # DynamicCache, --grow-cache; discovery_kvcache.sh checks that its pass is found), and
 # both of the first and last; a compiler timing one kernel before the loop (--autotune);
-# weights allocated through the driver API (--drv-alloc).
+# weights allocated through the driver API (--drv-alloc); a stale address off any
+# tensor's alignment in three kernels of every layer (--stale-rope); a launcher asking
+# pointer attributes before each launch (--ptr-query).
 # Under a budget of a third of the weights with default
 # settings: the same output as without the shim, no crash, one verdict; with FT_SPILL
 # off too, with two threads, and with a bound that makes FlexTensor stand down in the
@@ -59,6 +61,21 @@ for spill in 1 0; do
     expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/drv-alloc-$spill.err" "drv-alloc"
     expect_no_grep 'stays resident \(none of its regions is backed by virtual memory\)' "$WORK/drv-alloc-$spill.err" "drv-alloc"
 done
+# A stale word in the argument padding of three kernels in a row, in every layer, a
+# few bytes past the middle of one layer's weight (PyTorch's RoPE multiplies in a
+# 16-layer Llama on the H200: discovery took a pass of 3 launches and planned nothing).
+# Each layer is a unit.
+run stale-rope --stale-rope -- FT_SPILL=1
+expect_grep 'discovery: done, 1 iteration\(s\), 12 units, 48\.[0-9] MiB of weights' "$WORK/stale-rope.err" "stale-rope"
+expect_grep 'verdict: offloaded: 1[12] of 12 units stream' "$WORK/stale-rope.err" "stale-rope"
+# A launcher that asks each pointer argument's attributes before it launches (Triton's,
+# PyTorch Inductor's static one: torch.compile on the H200 stopped at "CUDA driver
+# error: invalid argument" under FT_SPILL). A spilled allocation or a unit not loaded
+# has nothing mapped, yet is device memory on this device to the program.
+for spill in 1 0; do
+    run ptr-query-$spill --ptr-query -- FT_SPILL=$spill
+    expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/ptr-query-$spill.err" "ptr-query"
+done
 run grow-bound --grow-cache -- FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=100
 expect_grep 'verdict: stood down: discovery did not find the program.s passes in 100 launches' "$WORK/grow-bound.err" "bounded"
 for name in init-kernel-1 init-kernel-0 load-after-launch-1 load-after-launch-0 init-threads; do
@@ -68,4 +85,4 @@ done
 expect_grep 'kernels that do not run in the passes made them: 4[0-9]\.[0-9] MiB' "$WORK/init-kernel-1.err" "init-kernel"
 expect_grep 'launches in a row touched no region alive at its start, while 4[0-9]\.[0-9] MiB were copied' \
     "$WORK/load-after-launch-1.err" "load-after-launch"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

@@ -1,0 +1,122 @@
+/* ptrattr.c - pointer attributes of allocations FlexTensor holds unmapped.
+ *
+ * An allocation FT_SPILL holds in host memory, or a streamed unit's weight while it
+ * is not loaded, has its addresses reserved and nothing mapped there. To the driver
+ * such an address is no CUDA memory: cuPointerGetAttribute fails with
+ * CUDA_ERROR_INVALID_VALUE, and cuPointerGetAttributes answers with empty values.
+ * Programs ask before they launch: Triton's launchers and PyTorch Inductor's static
+ * launcher query every pointer argument's CU_POINTER_ATTRIBUTE_DEVICE_POINTER and stop
+ * on the error (torch.compile on the H200: "CUDA driver error: invalid argument" at
+ * the first compiled forward under FT_SPILL). The program allocated device memory and
+ * must see device memory: for an address inside a virtual-memory region of the table
+ * that the driver does not know, the answer is the driver's own for a mapped
+ * allocation of FlexTensor's (a witness: they are all made alike), with the
+ * attributes of the address itself (the pointer, the range, the buffer id) taken from
+ * the region. Nothing is loaded: a query reads no memory; the launch that follows is
+ * guarded as any other.
+ *
+ * Owns: the witness address (atomic). */
+#define _GNU_SOURCE
+#include "shim/engine.h"
+
+static uint64_t witness; /* a mapped allocation of FlexTensor's, 0 none known (atomic) */
+
+struct find_witness {
+    cuPointerGetAttribute_fn_t real;
+    uint64_t va;
+};
+
+static void try_witness(vmm_t *v, void *ctx)
+{
+    struct find_witness *f = ctx;
+    unsigned int type = 0;
+    if (f->va == 0 && !v->spilled &&
+        f->real(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)v->va) == CUDA_SUCCESS &&
+        type == CU_MEMORYTYPE_DEVICE)
+        f->va = v->va;
+}
+
+/* A mapped allocation of FlexTensor's the driver knows now, 0 when there is none. */
+static uint64_t mapped_witness(cuPointerGetAttribute_fn_t real)
+{
+    uint64_t w = __atomic_load_n(&witness, __ATOMIC_RELAXED);
+    unsigned int type = 0;
+    if (w != 0 && real(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)w) == CUDA_SUCCESS &&
+        type == CU_MEMORYTYPE_DEVICE)
+        return w;
+    struct find_witness f = { real, 0 };
+    vmm_each(try_witness, &f);
+    __atomic_store_n(&witness, f.va, __ATOMIC_RELAXED);
+    return f.va;
+}
+
+/* ptr lies in a virtual-memory region of the table that the driver does not know as
+ * CUDA memory now (nothing mapped there): 1, its region in *r. */
+static int held_unmapped(cuPointerGetAttribute_fn_t real, CUdeviceptr ptr, ft_region_t *r)
+{
+    if (!ft_shim_active || regions == NULL || !ft_regions_find(regions, (uint64_t)ptr, r) ||
+        !(r->flags & FT_REGION_VMM))
+        return 0;
+    unsigned int type = 0;
+    return real(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS;
+}
+
+/* One attribute of ptr in the unmapped region r, as the driver would give it mapped. */
+static CUresult attribute_of(cuPointerGetAttribute_fn_t real, void *data, CUpointer_attribute a,
+                             CUdeviceptr ptr, const ft_region_t *r)
+{
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = ptr;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)r->base;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = (size_t)r->size;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: /* one per allocation, never another's */
+        *(unsigned long long *)data = (1ull << 62) | r->id;
+        return CUDA_SUCCESS;
+    default:
+        break;
+    }
+    uint64_t w = mapped_witness(real);
+    if (w != 0)
+        return real(data, a, (CUdeviceptr)w);
+    /* Nothing of FlexTensor's is mapped: what holds for all device memory. */
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = managed_device();
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult ft_hook_drv_pointer_get_attribute(cuPointerGetAttribute_fn_t real, void *data,
+                                           CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult rc = real(data, attribute, ptr);
+    ft_region_t r;
+    if (rc != CUDA_ERROR_INVALID_VALUE || data == NULL || !held_unmapped(real, ptr, &r))
+        return rc;
+    return attribute_of(real, data, attribute, ptr, &r);
+}
+
+CUresult ft_hook_drv_pointer_get_attributes(cuPointerGetAttributes_fn_t real, unsigned int n,
+                                            CUpointer_attribute *attributes, void **data, CUdeviceptr ptr)
+{
+    CUresult rc = real(n, attributes, data, ptr);
+    ft_region_t r;
+    cuPointerGetAttribute_fn_t one = (cuPointerGetAttribute_fn_t)ft_shim_real(FT_FN_cuPointerGetAttribute);
+    if (rc != CUDA_SUCCESS || attributes == NULL || data == NULL || one == NULL || !held_unmapped(one, ptr, &r))
+        return rc;
+    for (unsigned int i = 0; i < n; i++)
+        if (data[i] != NULL && attribute_of(one, data[i], attributes[i], ptr, &r) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}

@@ -106,12 +106,6 @@ typedef struct {
 
 #define MAX_PERIOD_CANDS 8
 #define MATCHES_NEEDED 16
-/* A period shorter than this is confirmed by this many matches, not by one whole
- * period: a kernel run three times in a row on the same activation, layer after layer
- * (RoPE's multiplies in PyTorch; the activation still in the keys, not yet seen to
- * vary), is no pass of three launches. A program whose pass really is one or two
- * weight-touching launches pays a few more passes. */
-#define SHORT_MATCHES 4
 
 /* A tensor starts at a multiple of this into its allocation (PyTorch's caching
  * allocator places blocks at 512 bytes; views of weights cut whole rows). A touch at
@@ -1582,8 +1576,8 @@ static void confirm_period(ft_disc_t *d, lane_t *ln, const period_cand_t *c)
 /* The detector, before the lane's period is known: each launch touching a candidate
  * region is reduced to a pair key (see pair_key). When a pair recurs, the
  * distance to its last occurrence is a candidate period, confirmed when the next
- * MATCHES_NEEDED pairs (or a whole period, if shorter, but at least SHORT_MATCHES)
- * repeat the sequence one period earlier: a weight recurs once per pass, while a pair that recurs within a pass (a
+ * MATCHES_NEEDED pairs (or a whole period, if shorter) repeat the sequence one period
+ * earlier: a weight recurs once per pass, while a pair that recurs within a pass (a
  * norm kernel on a shared small segment, layer after layer) is followed by different
  * weights and is dropped. The confirmed pair is the anchor: it starts every pass. */
 static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid)
@@ -1609,8 +1603,7 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
     for (size_t c = 0; c < ln->n_cands;) {
         period_cand_t *pc = &ln->cands[c];
         if (ln->seq[j] == ln->seq[j - pc->period]) {
-            size_t need = pc->period < SHORT_MATCHES ? SHORT_MATCHES
-                          : pc->period < MATCHES_NEEDED ? pc->period : MATCHES_NEEDED;
+            size_t need = pc->period < MATCHES_NEEDED ? pc->period : MATCHES_NEEDED;
             if (++pc->matched >= need) {
                 period_cand_t won = *pc;
                 confirm_period(d, ln, &won);

@@ -70,10 +70,12 @@
  *                 pointer argument: cuPointerGetAttribute(DEVICE_POINTER) must give the
  *                 pointer back, cuPointerGetAttributes and cudaPointerGetAttributes
  *                 must say device memory on this device (exit 1 otherwise)
- *   --stale-rope  three more bump kernels in a row per layer, each tail holding the
+ *   --stale-rope  three more bump kernels in a row per layer, on the layer's output,
+ *                 a buffer of their own, then the output again, each tail holding the
  *                 same address 3 bytes past the middle of layer 1's weight (PyTorch's
  *                 RoPE multiplies on the H200: a stale word, off any tensor's alignment,
- *                 in every layer)
+ *                 in every layer; once the activations are known to vary, it is the
+ *                 only region in the three launches' keys)
  *   --stale-from N  one more bump kernel per layer whose tail holds, from forward N on,
  *                 another layer's weight, in a word that held NULL before (even
  *                 layers; PyTorch's cat metadata did this on the GPU) or the
@@ -270,6 +272,7 @@ static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_array
            nvtx = 0, stale = 0, stale_rope = 0, stale_from = -1, stale_new = -1, far_new = -1, vary_from = -1, shared = 0;
 static int act_kernels = 0; /* --act-kernels */
 static uint32_t *act_pool;  /* its 2 MiB buffer, allocated before the weights */
+static uint32_t *rope_buf;  /* --stale-rope's own activation, allocated before the weights */
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
 static uint32_t **ptr_table; /* device array: ptr_table[l] = model[l].pv */
 static uint32_t *shared_table; /* --shared: dim x dim words, every layer reads the first dim */
@@ -1136,8 +1139,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         if (stale_rope) {
             struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
             meta.tail[0] = (uint64_t)(uintptr_t)model[1 % layers].w + (uint64_t)dim * (uint64_t)dim * 2 + 3;
-            for (int k = 0; k < 3; k++)
-                bump(b, meta, stream);
+            for (int k = 0; k < 3; k++) /* on other activations, as q and k */
+                bump(k == 1 ? rope_buf : b, meta, stream);
         }
         if (stale) {
             /* Even layers leave a far layer's weight in the tail, odd ones a host address:
@@ -1787,6 +1790,10 @@ int main(int argc, char **argv)
     if (act_kernels > 0) {
         CHECK(cudaMalloc((void **)&act_pool, 2u << 20));
         CHECK(cudaMemset(act_pool, 0, 2u << 20));
+    }
+    if (stale_rope) {
+        CHECK(cudaMalloc((void **)&rope_buf, (size_t)dim * sizeof *rope_buf));
+        CHECK(cudaMemset(rope_buf, 0, (size_t)dim * sizeof *rope_buf));
     }
     load_weights();
     if (autotune > 0)

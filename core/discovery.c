@@ -67,6 +67,8 @@ typedef struct {
     uint64_t launches;
     int in_pass;              /* launched in the recorded pass (set when DONE) */
     int weighted;             /* and touched a weight there, through its own arguments */
+    uint64_t touches, births; /* regions its launches touched; of them, first touched there
+                                 (kernel_born by it): an initialiser's are nearly all births */
     UT_hash_handle hh;
 } kinfo_t;
 
@@ -1372,6 +1374,20 @@ static void warn_unmatched(ft_disc_t *d)
  * (normal_, uniform_, fill_) before its first forward, so every weight is kernel_born;
  * an activation segment is first written by the forward's own kernels, which the pass
  * runs. Marks them init_made and returns their bytes. */
+/* A kernel whose launches first touched (made) at least INIT_BIRTHS_MIN regions and
+ * nearly all the regions they touched: a weight initialiser (PyTorch's normal_ and
+ * fill_ under `with torch.device("cuda")`), even when it runs in the pass found. That
+ * pass can be the initialisation itself: on the H200, transformers wrote a GPU-built
+ * model's embedding (the one region alive at the first launch) twice with normal_, and
+ * the pass from one write to the next held every other weight's initialiser, which
+ * then "ran in the pass" and made no weight (model --init-twice: 7 of 12 layers found
+ * after four restarts). A forward's kernels mostly touch regions that exist. */
+#define INIT_BIRTHS_MIN 4
+static int initialiser(const kinfo_t *k)
+{
+    return k->births >= INIT_BIRTHS_MIN && 4 * k->births >= 3 * k->touches;
+}
+
 static uint64_t mark_init_made(ft_disc_t *d)
 {
     const record_t *rec = &d->last;
@@ -1386,7 +1402,7 @@ static uint64_t mark_init_made(ft_disc_t *d)
             uint32_t raw = rec->ids[rec->l[i].first_id + j];
             rinfo_t *x = (raw & ID_INDIRECT) ? NULL : rinfo_get(d, raw);
             if (x == NULL || !x->kernel_born || x->freed || x->init_made || x->born_kernel >= d->n_kernels ||
-                ran[x->born_kernel])
+                (ran[x->born_kernel] && !initialiser(d->kv[x->born_kernel])))
                 continue;
             x->init_made = 1;
             bytes += x->size;
@@ -1824,9 +1840,11 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         ids[kept] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
         ptrs[kept] = set->unsure[i] ? 0 : set->ptr[i];
         /* Allocated after the first launch: observed, never a weight. */
+        k->touches++;
         if (x == NULL && found && (x = rinfo_add(d, &reg, 0)) != NULL) {
             x->kernel_born = 1;
             x->born_kernel = k->idx;
+            k->births++;
         }
         kept++;
     }

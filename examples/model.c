@@ -142,6 +142,12 @@
  *                 `with torch.device("cuda")`): the program's first launch is layer 0's
  *                 weight's, every later weight is allocated after it, and the init
  *                 launches repeat per tensor on new memory each time
+ *   --init-twice  with --init-kernel: after all the weights, layer 0's weight (the one
+ *                 region alive at the first launch) is written again by the same fill
+ *                 kernel, with a host synchronisation between (transformers initialising
+ *                 a GPU-built model's embedding twice on the H200): its content moves
+ *                 twice, so discovery takes it for an activation, and no weight is left
+ *                 among the regions alive at the first launch
  *   --load-after-launch  before the weights exist, unrelated kernels run once each on
  *                 buffers freed afterwards (a framework's probes and warm-up), then the
  *                 weights are allocated and copied in (cudaMemcpy)
@@ -321,6 +327,7 @@ static int prologue;
 static int autotune; /* --autotune N */
 static int grow_cache;     /* --grow-cache */
 static int init_kernel;       /* --init-kernel */
+static int init_twice;        /* --init-twice */
 static int load_after_launch; /* --load-after-launch */
 static long hf_warmup_mib = -1; /* --hf-warmup M */
 static int tail_layers;         /* --tail-layers K */
@@ -795,6 +802,20 @@ static void load_weights(void)
         shared_table = upload(0x2545f4914f6cdd1dull, n * n, host);
     if (init_kernel) /* the workers' streams may not wait for the legacy stream */
         CHECK(cudaDeviceSynchronize());
+    if (init_twice) {
+        /* layer 0's weight twice more, each time other values (fill is a function of
+         * the seed: the output does not depend on the shim) */
+        uint64_t seeds[2] = { 0x5851f42d4c957f2dull, 0x2545f4914f6cdd1dull };
+        for (int k = 0; k < 2; k++) {
+            uint32_t s32 = (uint32_t)(seeds[k] ^ (seeds[k] >> 32));
+            int cnt = (int)(n * n);
+            void *args[] = { &model[0].w, &s32, &cnt };
+            dim3 grid = { (unsigned)((n * n + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+            dim3 block = { MODEL_BLOCK, 1, 1 };
+            CHECK(cudaLaunchKernel(model_kernel_fill(), grid, block, args, 0, 0));
+            CHECK(cudaDeviceSynchronize());
+        }
+    }
     uint64_t seed = 42;
     for (size_t i = 0; i < n; i++)
         input[i] = (uint32_t)xorshift(&seed);
@@ -1610,6 +1631,8 @@ int main(int argc, char **argv)
             autotune = atoi(argv[++i]);
         else if (strcmp(a, "--init-kernel") == 0)
             init_kernel = 1;
+        else if (strcmp(a, "--init-twice") == 0)
+            init_twice = 1;
         else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
             tail_layers = atoi(argv[++i]);
         else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
@@ -1697,7 +1720,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

@@ -142,6 +142,9 @@
  *                 `with torch.device("cuda")`): the program's first launch is layer 0's
  *                 weight's, every later weight is allocated after it, and the init
  *                 launches repeat per tensor on new memory each time
+ *   --own-vmm     the layers' tensors in device memory the program maps itself
+ *                 (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess), as
+ *                 PyTorch with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
  *   --init-twice  with --init-kernel: after all the weights, layer 0's weight (the one
  *                 region alive at the first launch) is written again by the same fill
  *                 kernel, with a host synchronisation between (transformers initialising
@@ -456,8 +459,92 @@ static void drv_alloc_resolve(void)
 }
 
 /* A layer tensor's device memory: cudaMalloc, or the driver's with --drv-alloc. */
+/* --own-vmm: the weights in device memory the program maps itself, as PyTorch's
+ * expandable_segments does (cuMemAddressReserve, cuMemCreate, cuMemMap,
+ * cuMemSetAccess), one mapping per tensor. */
+static int own_vmm;
+static struct own_map {
+    void *p;
+    size_t size;
+    CUmemGenericAllocationHandle h;
+} own_maps[4096];
+static int n_own_maps;
+
+static void *own_vmm_alloc(size_t bytes)
+{
+    static CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    static CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+    static CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    static CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    static CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    if (reserve == NULL) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+        reserve = cuda ? dlsym(cuda, "cuMemAddressReserve") : NULL;
+        create = cuda ? dlsym(cuda, "cuMemCreate") : NULL;
+        map = cuda ? dlsym(cuda, "cuMemMap") : NULL;
+        access = cuda ? dlsym(cuda, "cuMemSetAccess") : NULL;
+        gran = cuda ? dlsym(cuda, "cuMemGetAllocationGranularity") : NULL;
+        if (!reserve || !create || !map || !access || !gran) {
+            fprintf(stderr, "model: --own-vmm: the driver's virtual memory calls not found\n");
+            exit(1);
+        }
+    }
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    size_t g = 0;
+    CUdeviceptr va = 0;
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAccessDesc ad = { { CU_MEM_LOCATION_TYPE_DEVICE, device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0 ||
+        n_own_maps == (int)(sizeof own_maps / sizeof *own_maps)) {
+        fprintf(stderr, "model: --own-vmm: no granularity, or too many mappings\n");
+        exit(1);
+    }
+    size_t size = (bytes + g - 1) / g * g;
+    if (reserve(&va, size, 0, 0, 0) != CUDA_SUCCESS || create(&h, size, &prop, 0) != CUDA_SUCCESS ||
+        map(va, size, 0, h, 0) != CUDA_SUCCESS || access(va, size, &ad, 1) != CUDA_SUCCESS) {
+        fprintf(stderr, "model: --own-vmm: mapping %zu bytes failed\n", size);
+        exit(1);
+    }
+    own_maps[n_own_maps++] = (struct own_map){ (void *)(uintptr_t)va, size, h };
+    return (void *)(uintptr_t)va;
+}
+
+static int own_vmm_free(void *p)
+{
+    static CUresult (*unmap)(CUdeviceptr, size_t);
+    static CUresult (*release)(CUmemGenericAllocationHandle);
+    static CUresult (*address_free)(CUdeviceptr, size_t);
+    for (int i = 0; i < n_own_maps; i++) {
+        if (own_maps[i].p != p)
+            continue;
+        if (unmap == NULL) {
+            void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+            unmap = cuda ? dlsym(cuda, "cuMemUnmap") : NULL;
+            release = cuda ? dlsym(cuda, "cuMemRelease") : NULL;
+            address_free = cuda ? dlsym(cuda, "cuMemAddressFree") : NULL;
+        }
+        CUdeviceptr va = (CUdeviceptr)(uintptr_t)p;
+        if (!unmap || !release || !address_free || unmap(va, own_maps[i].size) != CUDA_SUCCESS ||
+            release(own_maps[i].h) != CUDA_SUCCESS || address_free(va, own_maps[i].size) != CUDA_SUCCESS) {
+            fprintf(stderr, "model: --own-vmm: unmapping failed\n");
+            exit(1);
+        }
+        own_maps[i] = own_maps[--n_own_maps];
+        return 1;
+    }
+    return 0;
+}
+
 static void weight_malloc(void **dev, size_t bytes)
 {
+    if (own_vmm) {
+        *dev = own_vmm_alloc(bytes);
+        return;
+    }
     if (!drv_alloc) {
         CHECK(cudaMalloc(dev, bytes));
         return;
@@ -601,6 +688,8 @@ static void free_weight(void *p)
     for (int i = 0; i < n_segs; i++)
         if ((char *)p >= segs[i] && (char *)p < segs[i] + segment_bytes)
             return;
+    if (own_vmm && own_vmm_free(p))
+        return;
     if (drv_alloc && p != NULL) {
         int rc = drv_mem_free((unsigned long long)(uintptr_t)p);
         if (rc != 0) {
@@ -1631,6 +1720,8 @@ int main(int argc, char **argv)
             autotune = atoi(argv[++i]);
         else if (strcmp(a, "--init-kernel") == 0)
             init_kernel = 1;
+        else if (strcmp(a, "--own-vmm") == 0)
+            own_vmm = 1;
         else if (strcmp(a, "--init-twice") == 0)
             init_twice = 1;
         else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
@@ -1720,7 +1811,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

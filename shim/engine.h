@@ -732,6 +732,9 @@ extern const vmm_place_t spill_placement; /* vmm_alloc's placement under FT_SPIL
 /* vmm.c: virtual-memory allocations (its table is reached through vmm_find and
  * vmm_each). vmm_pad: atomic; the settings are given once, by ft_hooks_init. */
 extern uint64_t vmm_pad;
+/* hooks_alloc.c: device memory the program maps itself (cuMemMap), now and at most;
+ * atomic. */
+extern uint64_t program_mapped, program_mapped_peak;
 void vmm_setup(uint64_t min_bytes, uint64_t reserve);
 int vmm_serves(size_t size);
 uint64_t device_bytes(void);

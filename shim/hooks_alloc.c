@@ -189,3 +189,41 @@ CUresult ft_hook_drv_mem_get_info(cuMemGetInfo_v2_fn_t real, size_t *free_b, siz
         budget_view(free_b, total_b);
     return rc;
 }
+
+/* --- the program's own mappings ------------------------------------------------------
+ *
+ * A program that maps device memory itself (cuMemCreate + cuMemMap: PyTorch with
+ * PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, NCCL's buffers) holds it outside
+ * every allocation FlexTensor serves: no region of the table, nothing discovery can
+ * find or the engine can move. The bytes mapped now are counted, said once, and named
+ * in a verdict that planned nothing. FlexTensor's own mappings go to the driver
+ * directly (cuda.c's drv), never through these wrappers. */
+uint64_t program_mapped;      /* bytes the program has mapped now (atomic) */
+uint64_t program_mapped_peak; /* the most it had mapped at once (atomic) */
+
+CUresult ft_hook_drv_mem_map(cuMemMap_fn_t real, CUdeviceptr ptr, size_t size, size_t offset,
+                             CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    CUresult rc = real(ptr, size, offset, handle, flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t now = __atomic_add_fetch(&program_mapped, size, __ATOMIC_RELAXED);
+    uint64_t peak = __atomic_load_n(&program_mapped_peak, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&program_mapped_peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    static int said; /* atomic: any thread may map first */
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        FT_INFO("the program maps device memory itself (cuMemMap: PyTorch's "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True does, and NCCL): FlexTensor neither "
+                "finds weights there nor moves them");
+    return rc;
+}
+
+CUresult ft_hook_drv_mem_unmap(cuMemUnmap_fn_t real, CUdeviceptr ptr, size_t size)
+{
+    CUresult rc = real(ptr, size);
+    if (rc == CUDA_SUCCESS)
+        __atomic_fetch_sub(&program_mapped, size, __ATOMIC_RELAXED);
+    return rc;
+}

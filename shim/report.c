@@ -358,6 +358,12 @@ void ft_hooks_verdict(void)
             snprintf(why, sizeof why, "planning ran out of memory");
         else
             verdict_no_plan(why, sizeof why);
+        uint64_t own = __atomic_load_n(&program_mapped_peak, __ATOMIC_RELAXED);
+        size_t at = strlen(why);
+        if (own > 0 && at < sizeof why)
+            snprintf(why + at, sizeof why - at, "; the program mapped up to %s of device memory itself (cuMemMap: "
+                     "PyTorch's expandable_segments, for one), which FlexTensor neither searches nor moves",
+                     human_bytes(own, a, sizeof a));
     } else if (plan.rc == -ENOSPC) {
         size_t kept = 0;
         for (size_t i = 0; i < plan.in.n; i++)

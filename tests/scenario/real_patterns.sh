@@ -6,7 +6,7 @@
 # DynamicCache, --grow-cache; discovery_kvcache.sh checks that its pass is found), and
 # both of the first and last; a compiler timing one kernel before the loop (--autotune);
 # weights allocated through the driver API (--drv-alloc); the first weight initialised
-# three times (--init-twice); a stale address off any
+# three times (--init-twice); weights in memory the program maps itself (--own-vmm); a stale address off any
 # tensor's alignment in three kernels of every layer (--stale-rope); a launcher asking
 # pointer attributes before each launch (--ptr-query).
 # Under a budget of a third of the weights with default
@@ -86,6 +86,11 @@ for spill in 1 0; do
     run ptr-query-$spill --ptr-query -- FT_SPILL=$spill
     expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/ptr-query-$spill.err" "ptr-query"
 done
+# Weights in memory the program maps itself (PyTorch's expandable_segments): nothing
+# FlexTensor can find or move; the same output, and a verdict that says why.
+run own-vmm --own-vmm -- FT_SPILL=1
+expect_grep 'the program maps device memory itself \(cuMemMap' "$WORK/own-vmm.err" "own-vmm"
+expect_grep 'verdict: no plan: .*; the program mapped up to 96\.0 MiB of device memory itself' "$WORK/own-vmm.err" "own-vmm"
 run grow-bound --grow-cache -- FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=100
 expect_grep 'verdict: stood down: discovery did not find the program.s passes in 100 launches' "$WORK/grow-bound.err" "bounded"
 for name in init-kernel-1 init-kernel-0 load-after-launch-1 load-after-launch-0 init-threads; do

@@ -1388,6 +1388,26 @@ static int initialiser(const kinfo_t *k)
     return k->births >= INIT_BIRTHS_MIN && 4 * k->births >= 3 * k->touches;
 }
 
+/* The bytes of live regions an initialiser made that are not candidates yet; with
+ * mark, they are marked init_made (candidates again at the restart). No pass needed:
+ * for a run of launches that touched no candidate at all (a GPU-built model whose one
+ * region alive at the first launch varies: model --init-kernel --init-other), there is
+ * none. */
+static uint64_t initialiser_made(ft_disc_t *d, int mark)
+{
+    uint64_t bytes = 0;
+    rinfo_t *x, *xt;
+    HASH_ITER(hh, d->rmap, x, xt) {
+        if (!x->kernel_born || x->freed || x->init_made || x->born_kernel >= d->n_kernels ||
+            !initialiser(d->kv[x->born_kernel]))
+            continue;
+        bytes += x->size;
+        if (mark)
+            x->init_made = 1;
+    }
+    return bytes;
+}
+
 static uint64_t mark_init_made(ft_disc_t *d)
 {
     const record_t *rec = &d->last;
@@ -1877,14 +1897,27 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         uint32_t minid;
         uint64_t key = pair_key(d, k->idx, ids, ptrs, n, &minid);
         d->keyless_run = key != 0 || d->any_anchored ? 0 : d->keyless_run + 1;
-        if (d->keyless_run >= KEYLESS_LAUNCHES && d->copied_bytes >= KEYLESS_COPIED_MIN &&
-            d->keyless_restarts < MAX_RESTARTS) {
+        uint64_t made = 0;
+        if (d->keyless_run >= KEYLESS_LAUNCHES && d->keyless_restarts < MAX_RESTARTS &&
+            d->copied_bytes < KEYLESS_COPIED_MIN)
+            made = initialiser_made(d, 0);
+        if (d->keyless_run >= KEYLESS_LAUNCHES && d->keyless_restarts < MAX_RESTARTS &&
+            d->copied_bytes >= KEYLESS_COPIED_MIN) {
             d->keyless_restarts++;
             FT_INFO("discovery: %llu launches in a row touched no region alive at its start, while %.1f MiB "
                     "were copied into new regions (weights loaded after other kernels ran); starting over "
                     "at the next launch, with the regions alive then (%d of %d)",
                     (unsigned long long)d->keyless_run, (double)d->copied_bytes / 1048576.0,
                     d->keyless_restarts, MAX_RESTARTS);
+            d->restart_pending = 1;
+        } else if (made >= KEYLESS_COPIED_MIN) {
+            d->keyless_restarts++;
+            initialiser_made(d, 1);
+            FT_INFO("discovery: %llu launches in a row touched no region alive at its start, while "
+                    "initialising kernels made %.1f MiB (weights initialised on the device); starting over "
+                    "at the next launch with them as candidates (%d of %d)",
+                    (unsigned long long)d->keyless_run, (double)made / 1048576.0, d->keyless_restarts,
+                    MAX_RESTARTS);
             d->restart_pending = 1;
         }
         if (key != 0 && ln->anchored)

@@ -151,6 +151,10 @@
  *                 a GPU-built model's embedding twice on the H200): its content moves
  *                 twice, so discovery takes it for an activation, and no weight is left
  *                 among the regions alive at the first launch
+ *   --init-other  with --init-kernel: after all the weights, layer 0's weight is
+ *                 written once more, by another kernel (bump), as transformers zeroes
+ *                 an embedding's padding row after normal_: it varies, and no kernel
+ *                 repeats on it before the forwards
  *   --load-after-launch  before the weights exist, unrelated kernels run once each on
  *                 buffers freed afterwards (a framework's probes and warm-up), then the
  *                 weights are allocated and copied in (cudaMemcpy)
@@ -331,6 +335,7 @@ static int autotune; /* --autotune N */
 static int grow_cache;     /* --grow-cache */
 static int init_kernel;       /* --init-kernel */
 static int init_twice;        /* --init-twice */
+static int init_other;        /* --init-other */
 static int load_after_launch; /* --load-after-launch */
 static long hf_warmup_mib = -1; /* --hf-warmup M */
 static int tail_layers;         /* --tail-layers K */
@@ -868,6 +873,8 @@ static void reload_weights(void)
         CHECK(cudaDeviceSynchronize());
 }
 
+static void bump(uint32_t *y, struct model_meta m, cudaStream_t stream);
+
 static void load_weights(void)
 {
     size_t n = (size_t)dim;
@@ -904,6 +911,12 @@ static void load_weights(void)
             CHECK(cudaLaunchKernel(model_kernel_fill(), grid, block, args, 0, 0));
             CHECK(cudaDeviceSynchronize());
         }
+    }
+    if (init_other) {
+        /* layer 0's weight once more, by another kernel */
+        struct model_meta m = { (uint32_t)dim, 1, { 0 } };
+        bump(model[0].w, m, 0);
+        CHECK(cudaDeviceSynchronize());
     }
     uint64_t seed = 42;
     for (size_t i = 0; i < n; i++)
@@ -1724,6 +1737,8 @@ int main(int argc, char **argv)
             own_vmm = 1;
         else if (strcmp(a, "--init-twice") == 0)
             init_twice = 1;
+        else if (strcmp(a, "--init-other") == 0)
+            init_other = 1;
         else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
             tail_layers = atoi(argv[++i]);
         else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
@@ -1811,7 +1826,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

@@ -9,6 +9,11 @@ CASE (the loading path or the program shape under test; every model in bf16):
   gpu_built              `with torch.device("cuda"): LlamaForCausalLM(config)` (default
                          dtype bf16 while it is built), then every weight refilled on
                          the GPU from a seeded CUDA generator: thousands of init kernels
+  gpu_built_pad          as gpu_built, pad_token_id=0: the embedding's init is normal_,
+                         then its padding row zeroed by another kernel
+  expandable             as cpu_built, with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+                         (PyTorch maps its segments itself: cuMemCreate, cuMemMap); in
+                         CASE all the allocator is set up already: it runs as cpu_built
   pretrained_device_map  from_pretrained(dir, dtype=bf16, device_map="cuda") of a
                          checkpoint save_pretrained'd earlier in the same run (--work)
   pretrained_to          from_pretrained(dir, dtype=bf16) on the CPU, then .to("cuda")
@@ -769,13 +774,14 @@ def case_models(a, run):
 
     c = a.case
     t = now()
-    if c in ("gpu_built", "cpu_built", "tied", "generate", "pretrained_device_map", "pretrained_to", "moe",
-             "profiler", "profiler_late", "graph") + COMPILED:
-        cls, cfg = LlamaForCausalLM, dense_config("dense", tie_word_embeddings=(c == "tied"))
+    if c in ("gpu_built", "gpu_built_pad", "cpu_built", "expandable", "tied", "generate", "pretrained_device_map",
+             "pretrained_to", "moe", "profiler", "profiler_late", "graph") + COMPILED:
+        extra = {"pad_token_id": 0} if c == "gpu_built_pad" else {}
+        cls, cfg = LlamaForCausalLM, dense_config("dense", tie_word_embeddings=(c == "tied"), **extra)
         if c == "moe":
             cls, cfg = MixtralForCausalLM, moe_config()
-        if c == "gpu_built":
-            model = build_gpu(cls, cfg, 101)
+        if c in ("gpu_built", "gpu_built_pad"):
+            model = build_gpu(cls, cfg, {"gpu_built": 101, "gpu_built_pad": 131}[c])
         elif c.startswith("pretrained"):
             d, made = checkpoint(cls, cfg, 102, a.work)
             run.res.update(checkpoint=d, checkpoint_made=made, checkpoint_s=round(now() - t, 2))
@@ -786,7 +792,7 @@ def case_models(a, run):
             else:
                 model = to_cuda(cls.from_pretrained(d, **kw).eval())
         else:
-            model = to_cuda(build_cpu(cls, cfg, {"cpu_built": 103, "tied": 104, "generate": 105,
+            model = to_cuda(build_cpu(cls, cfg, {"cpu_built": 103, "expandable": 132, "tied": 104, "generate": 105,
                                                  "moe": 106, "profiler": 107, "profiler_late": 107,
                                                  "graph": 108, "compiled": 109, "compiled_ro": 109}[c]))
         torch.cuda.synchronize()
@@ -847,8 +853,8 @@ def case_models(a, run):
     raise SystemExit(f"cases.py: unknown case {c}")
 
 
-CASES = ("gpu_built", "pretrained_device_map", "pretrained_to", "cpu_built", "tied", "moe",
-         "generate", "two_models", "free_load", "profiler", "profiler_late", "graph")
+CASES = ("gpu_built", "gpu_built_pad", "pretrained_device_map", "pretrained_to", "cpu_built", "expandable",
+         "tied", "moe", "generate", "two_models", "free_load", "profiler", "profiler_late", "graph")
 # torch.compile'd: not in CASE all (their compilation would take most of its time
 # limit); CASE all_compiled runs them in one process
 COMPILED = ("compiled", "compiled_ro")
@@ -949,6 +955,8 @@ def main():
         ap.error("--steps must be >= 1 and --warmup >= 0")
     a.json = a.json or os.path.splitext(a.out)[0] + ".json"
     os.makedirs(a.work, exist_ok=True)
+    if a.case == "expandable":  # read by PyTorch's allocator at its first CUDA allocation
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
 
     import torch
     import transformers

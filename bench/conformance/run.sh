@@ -7,8 +7,9 @@
 # After every process the table is rewritten to $OUT/conformance.md (report.py), so a
 # call cut short still brings one back.
 #
-#   GROUP=1 OUT=/some/dir bash bench/conformance/run.sh    gpu_built pretrained_device_map
-#                                                          pretrained_to cpu_built tied
+#   GROUP=1 OUT=/some/dir bash bench/conformance/run.sh    gpu_built gpu_built_pad
+#                                                          pretrained_device_map pretrained_to
+#                                                          cpu_built expandable tied
 #   GROUP=2 OUT=/some/dir bash bench/conformance/run.sh    moe generate two_models free_load
 #                                                          profiler profiler_late graph
 #   GROUP=3 BUDGETS=3 OUT=/some/dir bash ...               jax jax_prealloc compiled compiled_ro
@@ -50,7 +51,7 @@ WORK=${CONF_WORK:-/tmp/ft_conf}
 export CONF_WORK=$WORK
 LOGS=$WORK/logs-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$LOGS"
-GROUP1="gpu_built pretrained_device_map pretrained_to cpu_built tied"
+GROUP1="gpu_built gpu_built_pad pretrained_device_map pretrained_to cpu_built expandable tied"
 GROUP2="moe generate two_models free_load profiler profiler_late graph"
 # the JAX cases first: the quicker; the compiled ones spend minutes compiling
 GROUP3="jax jax_prealloc compiled compiled_ro"

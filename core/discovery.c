@@ -1368,12 +1368,6 @@ static void warn_unmatched(ft_disc_t *d)
                 d->boundary_source == 1 ? "from ft_iteration_mark()" : "by the automatic detector");
 }
 
-/* Regions made by the program's initialisation on the device: kernel_born by a kernel
- * no launch of the recorded pass runs, yet touched by that pass. A model built under
- * `with torch.device("cuda")` allocates each parameter and fills it with a kernel
- * (normal_, uniform_, fill_) before its first forward, so every weight is kernel_born;
- * an activation segment is first written by the forward's own kernels, which the pass
- * runs. Marks them init_made and returns their bytes. */
 /* A kernel whose launches first touched (made) at least INIT_BIRTHS_MIN regions and
  * nearly all the regions they touched: a weight initialiser (PyTorch's normal_ and
  * fill_ under `with torch.device("cuda")`), even when it runs in the pass found. That
@@ -1408,6 +1402,12 @@ static uint64_t initialiser_made(ft_disc_t *d, int mark)
     return bytes;
 }
 
+/* Regions made by the program's initialisation on the device: kernel_born by a kernel
+ * no launch of the recorded pass runs, or by an initialiser, yet touched by that pass. A model built under
+ * `with torch.device("cuda")` allocates each parameter and fills it with a kernel
+ * (normal_, uniform_, fill_) before its first forward, so every weight is kernel_born;
+ * an activation segment is first written by the forward's own kernels, which the pass
+ * runs. Marks them init_made and returns their bytes. */
 static uint64_t mark_init_made(ft_disc_t *d)
 {
     const record_t *rec = &d->last;
@@ -1898,9 +1898,9 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         uint64_t key = pair_key(d, k->idx, ids, ptrs, n, &minid);
         d->keyless_run = key != 0 || d->any_anchored ? 0 : d->keyless_run + 1;
         uint64_t made = 0;
-        if (d->keyless_run >= KEYLESS_LAUNCHES && d->keyless_restarts < MAX_RESTARTS &&
-            d->copied_bytes < KEYLESS_COPIED_MIN)
-            made = initialiser_made(d, 0);
+        if (d->keyless_run >= KEYLESS_LAUNCHES && d->keyless_run % KEYLESS_LAUNCHES == 0 &&
+            d->keyless_restarts < MAX_RESTARTS && d->copied_bytes < KEYLESS_COPIED_MIN)
+            made = initialiser_made(d, 0); /* a walk of the regions: every 256 keyless launches */
         if (d->keyless_run >= KEYLESS_LAUNCHES && d->keyless_restarts < MAX_RESTARTS &&
             d->copied_bytes >= KEYLESS_COPIED_MIN) {
             d->keyless_restarts++;

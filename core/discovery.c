@@ -57,6 +57,7 @@ typedef struct {
     int fold_odd;             /* and at a launch where another copy does not touch it */
     int gone;                 /* a unit's weight the program freed after DONE (counted in
                                  weight_gone) */
+    uint32_t stale_in_pass;   /* touches off DISC_PTR_ALIGN since discovery (re)started */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -1112,6 +1113,17 @@ static int build_units(ft_disc_t *d)
                 (i < d->units[x->unit].first_launch || i > d->units[x->unit].last_launch))
                 x->shared = 1;
         }
+    /* So is a weight whose address stale words carried more than once since discovery
+     * (re)started: left out of the record (DISC_PTR_ALIGN), they still reach the guard,
+     * which loads its unit at each (the 16-layer Llama's RoPE launches, in every
+     * layer). Resident, the weight costs its own bytes; streamed, its whole unit ended
+     * on the device after 8 loads. */
+    HASH_ITER(hh, d->rmap, ri, rt)
+        if (ri->unit >= 0 && ri->stale_in_pass >= 2) {
+            ri->shared = 1;
+            FT_DEBUG("discovery: region %u (unit.%d) stays resident: %u stale touches", ri->id, ri->unit,
+                     ri->stale_in_pass);
+        }
     for (size_t j = 0; j < nc; j++) {
         ft_disc_unit_t *u = &d->units[j];
         u->offload = (d->p.n_include == 0 ||
@@ -1855,6 +1867,8 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         /* Not at a tensor's alignment: left out of discovery's view (below). */
         if (!set->indirect[i] && found && (set->ptr[i] - base) % DISC_PTR_ALIGN != 0) {
             d->misaligned++;
+            if (x != NULL)
+                x->stale_in_pass++;
             continue;
         }
         ids[kept] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);

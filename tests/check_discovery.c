@@ -627,7 +627,8 @@ END_TEST
  * layer's weight. With their activations out of the keys (they vary), three identical
  * keys made a period of 1 (a pass of 3 launches, one unit, no plan); the weight's first
  * touch put it in layer 0's unit. A touch off a tensor's alignment is now left out of
- * discovery's view: the units are the layers, the weight in its own. */
+ * discovery's view: the units are the layers, the weight in its own, kept resident
+ * (the guard still loads for such words: streamed, its unit was loaded at each). */
 START_TEST(stale_misaligned_word_makes_no_period)
 {
     llama_t m;
@@ -646,6 +647,9 @@ START_TEST(stale_misaligned_word_makes_no_period)
         for (uint32_t k = 0; k < u->n_regions; k++)
             has_gate |= u->region_ids[k] == id_of(m.gate[l]);
         ck_assert_msg(has_gate, "layer %d's gate is not in its unit", l);
+        /* The weight the stale word points into is shared (kept resident), the
+         * others are not. */
+        ck_assert_int_eq(ft_disc_region_shared(d, id_of(m.gate[l])), l == 1);
     }
     ft_disc_free(d);
 }

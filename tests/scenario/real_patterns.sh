@@ -88,6 +88,11 @@ done
 run stale-rope --stale-rope -- FT_SPILL=1
 expect_grep 'discovery: done, 1 iteration\(s\), 12 units, 48\.[0-9] MiB of weights' "$WORK/stale-rope.err" "stale-rope"
 expect_grep 'verdict: offloaded: 1[12] of 12 units stream' "$WORK/stale-rope.err" "stale-rope"
+# The weight the word points into stays resident: no load of its unit for the word, no
+# unit kept on the device after 8 such loads.
+expect_grep 'residency: 4\.0 MiB of weights used by several units, or reached only through pointer arrays, stay resident' \
+    "$WORK/stale-rope.err" "stale-rope"
+expect_no_grep 'miss on|stays on the device from now on' "$WORK/stale-rope.err" "stale-rope"
 # A launcher that asks each pointer argument's attributes before it launches (Triton's,
 # PyTorch Inductor's static one: torch.compile on the H200 stopped at "CUDA driver
 # error: invalid argument" under FT_SPILL). A spilled allocation or a unit not loaded

@@ -44,9 +44,17 @@ static uint64_t mapped_witness(cuPointerGetAttribute_fn_t real)
     if (w != 0 && real(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)w) == CUDA_SUCCESS &&
         type == CU_MEMORYTYPE_DEVICE)
         return w;
+    /* The search asks the driver of each allocation until one answers: with none
+     * mapped, a query would cost one driver call per allocation, so after a search that
+     * found none, the next 255 queries go without (what holds for all device memory). */
+    static unsigned since_none; /* atomic */
+    if (w == 0 && __atomic_fetch_add(&since_none, 1, __ATOMIC_RELAXED) % 256 != 0)
+        return 0;
     struct find_witness f = { real, 0 };
     vmm_each(try_witness, &f);
     __atomic_store_n(&witness, f.va, __ATOMIC_RELAXED);
+    if (f.va != 0)
+        __atomic_store_n(&since_none, 0, __ATOMIC_RELAXED);
     return f.va;
 }
 

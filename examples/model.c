@@ -475,25 +475,44 @@ static struct own_map {
 } own_maps[4096];
 static int n_own_maps;
 
+/* The driver's virtual-memory calls, looked up once (dlsym of libcuda: under the shim,
+ * its wrappers where it has them, as a program linking the driver gets). */
+static struct {
+    CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    CUresult (*unmap)(CUdeviceptr, size_t);
+    CUresult (*release)(CUmemGenericAllocationHandle);
+    CUresult (*address_free)(CUdeviceptr, size_t);
+} vm;
+
+static void own_vmm_resolve(void)
+{
+    if (vm.reserve != NULL)
+        return;
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    if (cuda != NULL) {
+        vm.reserve = dlsym(cuda, "cuMemAddressReserve");
+        vm.create = dlsym(cuda, "cuMemCreate");
+        vm.map = dlsym(cuda, "cuMemMap");
+        vm.access = dlsym(cuda, "cuMemSetAccess");
+        vm.gran = dlsym(cuda, "cuMemGetAllocationGranularity");
+        vm.unmap = dlsym(cuda, "cuMemUnmap");
+        vm.release = dlsym(cuda, "cuMemRelease");
+        vm.address_free = dlsym(cuda, "cuMemAddressFree");
+    }
+    if (!vm.reserve || !vm.create || !vm.map || !vm.access || !vm.gran || !vm.unmap || !vm.release ||
+        !vm.address_free) {
+        fprintf(stderr, "model: --own-vmm: the driver's virtual memory calls not found\n");
+        exit(1);
+    }
+}
+
 static void *own_vmm_alloc(size_t bytes)
 {
-    static CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-    static CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
-    static CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-    static CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-    static CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
-    if (reserve == NULL) {
-        void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
-        reserve = cuda ? dlsym(cuda, "cuMemAddressReserve") : NULL;
-        create = cuda ? dlsym(cuda, "cuMemCreate") : NULL;
-        map = cuda ? dlsym(cuda, "cuMemMap") : NULL;
-        access = cuda ? dlsym(cuda, "cuMemSetAccess") : NULL;
-        gran = cuda ? dlsym(cuda, "cuMemGetAllocationGranularity") : NULL;
-        if (!reserve || !create || !map || !access || !gran) {
-            fprintf(stderr, "model: --own-vmm: the driver's virtual memory calls not found\n");
-            exit(1);
-        }
-    }
+    own_vmm_resolve();
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -503,14 +522,14 @@ static void *own_vmm_alloc(size_t bytes)
     CUdeviceptr va = 0;
     CUmemGenericAllocationHandle h = 0;
     CUmemAccessDesc ad = { { CU_MEM_LOCATION_TYPE_DEVICE, device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0 ||
+    if (vm.gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0 ||
         n_own_maps == (int)(sizeof own_maps / sizeof *own_maps)) {
         fprintf(stderr, "model: --own-vmm: no granularity, or too many mappings\n");
         exit(1);
     }
     size_t size = (bytes + g - 1) / g * g;
-    if (reserve(&va, size, 0, 0, 0) != CUDA_SUCCESS || create(&h, size, &prop, 0) != CUDA_SUCCESS ||
-        map(va, size, 0, h, 0) != CUDA_SUCCESS || access(va, size, &ad, 1) != CUDA_SUCCESS) {
+    if (vm.reserve(&va, size, 0, 0, 0) != CUDA_SUCCESS || vm.create(&h, size, &prop, 0) != CUDA_SUCCESS ||
+        vm.map(va, size, 0, h, 0) != CUDA_SUCCESS || vm.access(va, size, &ad, 1) != CUDA_SUCCESS) {
         fprintf(stderr, "model: --own-vmm: mapping %zu bytes failed\n", size);
         exit(1);
     }
@@ -520,21 +539,12 @@ static void *own_vmm_alloc(size_t bytes)
 
 static int own_vmm_free(void *p)
 {
-    static CUresult (*unmap)(CUdeviceptr, size_t);
-    static CUresult (*release)(CUmemGenericAllocationHandle);
-    static CUresult (*address_free)(CUdeviceptr, size_t);
     for (int i = 0; i < n_own_maps; i++) {
         if (own_maps[i].p != p)
             continue;
-        if (unmap == NULL) {
-            void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
-            unmap = cuda ? dlsym(cuda, "cuMemUnmap") : NULL;
-            release = cuda ? dlsym(cuda, "cuMemRelease") : NULL;
-            address_free = cuda ? dlsym(cuda, "cuMemAddressFree") : NULL;
-        }
         CUdeviceptr va = (CUdeviceptr)(uintptr_t)p;
-        if (!unmap || !release || !address_free || unmap(va, own_maps[i].size) != CUDA_SUCCESS ||
-            release(own_maps[i].h) != CUDA_SUCCESS || address_free(va, own_maps[i].size) != CUDA_SUCCESS) {
+        if (vm.unmap(va, own_maps[i].size) != CUDA_SUCCESS || vm.release(own_maps[i].h) != CUDA_SUCCESS ||
+            vm.address_free(va, own_maps[i].size) != CUDA_SUCCESS) {
             fprintf(stderr, "model: --own-vmm: unmapping failed\n");
             exit(1);
         }
@@ -591,16 +601,22 @@ static uint32_t *upload_padded(uint64_t seed, size_t count, uint32_t *host, size
 
 /* --init-kernel: count words (and pad zeroed bytes) allocated and written on the device
  * by the fill kernel, right after the allocation. */
-static uint32_t *init_on_device(uint64_t seed, size_t count, size_t pad)
+/* count words at dev written by the fill kernel from seed, on the legacy stream. */
+static void fill_on_device(uint32_t *dev, uint64_t seed, size_t count)
 {
-    uint32_t *dev;
-    CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
     uint32_t s32 = (uint32_t)(seed ^ (seed >> 32));
     int n = (int)count;
     void *args[] = { &dev, &s32, &n };
     dim3 grid = { (unsigned)((count + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
     dim3 block = { MODEL_BLOCK, 1, 1 };
     CHECK(cudaLaunchKernel(model_kernel_fill(), grid, block, args, 0, 0));
+}
+
+static uint32_t *init_on_device(uint64_t seed, size_t count, size_t pad)
+{
+    uint32_t *dev;
+    CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
+    fill_on_device(dev, seed, count);
     if (pad > 0)
         CHECK(cudaMemset((char *)dev + count * sizeof *dev, 0, pad));
     return dev;
@@ -903,12 +919,7 @@ static void load_weights(void)
          * the seed: the output does not depend on the shim) */
         uint64_t seeds[2] = { 0x5851f42d4c957f2dull, 0x2545f4914f6cdd1dull };
         for (int k = 0; k < 2; k++) {
-            uint32_t s32 = (uint32_t)(seeds[k] ^ (seeds[k] >> 32));
-            int cnt = (int)(n * n);
-            void *args[] = { &model[0].w, &s32, &cnt };
-            dim3 grid = { (unsigned)((n * n + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
-            dim3 block = { MODEL_BLOCK, 1, 1 };
-            CHECK(cudaLaunchKernel(model_kernel_fill(), grid, block, args, 0, 0));
+            fill_on_device(model[0].w, seeds[k], n * n);
             CHECK(cudaDeviceSynchronize());
         }
     }

@@ -58,15 +58,12 @@ static uint64_t mapped_witness(cuPointerGetAttribute_fn_t real)
     return f.va;
 }
 
-/* ptr lies in a virtual-memory region of the table that the driver does not know as
- * CUDA memory now (nothing mapped there): 1, its region in *r. */
-static int held_unmapped(cuPointerGetAttribute_fn_t real, CUdeviceptr ptr, ft_region_t *r)
+/* ptr lies in a virtual-memory region of the table: 1, its region in *r. Whether the
+ * driver knows it now (something mapped there) is the caller's to ask. */
+static int held(CUdeviceptr ptr, ft_region_t *r)
 {
-    if (!ft_shim_active || regions == NULL || !ft_regions_find(regions, (uint64_t)ptr, r) ||
-        !(r->flags & FT_REGION_VMM))
-        return 0;
-    unsigned int type = 0;
-    return real(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS;
+    return ft_shim_active && regions != NULL && ft_regions_find(regions, (uint64_t)ptr, r) &&
+           (r->flags & FT_REGION_VMM);
 }
 
 /* One attribute of ptr in the unmapped region r, as the driver would give it mapped. */
@@ -110,7 +107,7 @@ CUresult ft_hook_drv_pointer_get_attribute(cuPointerGetAttribute_fn_t real, void
 {
     CUresult rc = real(data, attribute, ptr);
     ft_region_t r;
-    if (rc != CUDA_ERROR_INVALID_VALUE || data == NULL || !held_unmapped(real, ptr, &r))
+    if (rc != CUDA_ERROR_INVALID_VALUE || data == NULL || !held(ptr, &r)) /* the driver knows it */
         return rc;
     return attribute_of(real, data, attribute, ptr, &r);
 }
@@ -121,7 +118,9 @@ CUresult ft_hook_drv_pointer_get_attributes(cuPointerGetAttributes_fn_t real, un
     CUresult rc = real(n, attributes, data, ptr);
     ft_region_t r;
     cuPointerGetAttribute_fn_t one = (cuPointerGetAttribute_fn_t)ft_shim_real(FT_FN_cuPointerGetAttribute);
-    if (rc != CUDA_SUCCESS || attributes == NULL || data == NULL || one == NULL || !held_unmapped(one, ptr, &r))
+    unsigned int type = 0;
+    if (rc != CUDA_SUCCESS || attributes == NULL || data == NULL || one == NULL || !held(ptr, &r) ||
+        one(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) == CUDA_SUCCESS) /* mapped: the driver's answer */
         return rc;
     for (unsigned int i = 0; i < n; i++)
         if (data[i] != NULL && attribute_of(one, data[i], attributes[i], ptr, &r) != CUDA_SUCCESS)

@@ -592,6 +592,15 @@ START_TEST(garbage_words_make_touches_unsure)
 }
 END_TEST
 
+/* Whether unit u holds the region at address a. */
+static int unit_holds(const ft_disc_unit_t *u, uint64_t a)
+{
+    for (uint32_t k = 0; k < u->n_regions; k++)
+        if (u->region_ids[k] == id_of(a))
+            return 1;
+    return 0;
+}
+
 /* Stale addresses of layer weights in kernels that run once before and once after the
  * layers, in launches touching fewer weights than the layer's own GEMM (whose padding
  * holds another layer's address): each weight stays in its layer's unit. */
@@ -610,12 +619,7 @@ START_TEST(stale_pointers_outside_the_layers_do_not_move_weights)
     for (int l = 0; l < 4; l++) {
         const ft_disc_unit_t *u = ft_disc_unit(d, (size_t)l + 1);
         ck_assert_uint_eq(u->n_regions, 9);
-        int has_k = 0, has_up = 0;
-        for (uint32_t k = 0; k < u->n_regions; k++) {
-            has_k |= u->region_ids[k] == id_of(m.k[l]);
-            has_up |= u->region_ids[k] == id_of(m.up[l]);
-        }
-        ck_assert_msg(has_k && has_up, "layer %d lost its k or up weight", l);
+        ck_assert_msg(unit_holds(u, m.k[l]) && unit_holds(u, m.up[l]), "layer %d lost its k or up weight", l);
     }
     ck_assert_uint_eq(ft_disc_unit(d, 5)->n_regions, 2); /* final norm and head */
     ft_disc_free(d);
@@ -643,10 +647,7 @@ START_TEST(stale_misaligned_word_makes_no_period)
     for (int l = 0; l < 4; l++) {
         const ft_disc_unit_t *u = ft_disc_unit(d, (size_t)l + 1);
         ck_assert_uint_eq(u->n_regions, 9);
-        int has_gate = 0;
-        for (uint32_t k = 0; k < u->n_regions; k++)
-            has_gate |= u->region_ids[k] == id_of(m.gate[l]);
-        ck_assert_msg(has_gate, "layer %d's gate is not in its unit", l);
+        ck_assert_msg(unit_holds(u, m.gate[l]), "layer %d's gate is not in its unit", l);
         /* The weight the stale word points into is shared (kept resident), the
          * others are not. */
         ck_assert_int_eq(ft_disc_region_shared(d, id_of(m.gate[l])), l == 1);

@@ -68,8 +68,9 @@ typedef struct {
     uint64_t launches;
     int in_pass;              /* launched in the recorded pass (set when DONE) */
     int weighted;             /* and touched a weight there, through its own arguments */
-    uint64_t touches, births; /* regions its launches touched; of them, first touched there
-                                 (kernel_born by it): an initialiser's are nearly all births */
+    uint64_t births, foreign; /* regions its launches touched first (kernel_born by it);
+                                 touches of regions another kernel made: an initialiser
+                                 makes many and touches few others' (initialiser) */
     UT_hash_handle hh;
 } kinfo_t;
 
@@ -1387,11 +1388,17 @@ static void warn_unmatched(ft_disc_t *d)
  * model's embedding (the one region alive at the first launch) twice with normal_, and
  * the pass from one write to the next held every other weight's initialiser, which
  * then "ran in the pass" and made no weight (model --init-twice: 7 of 12 layers found
- * after four restarts). A forward's kernels mostly touch regions that exist. */
+ * after four restarts). A forward's kernels touch each other's activations: regions
+ * another kernel made. An initialiser's touches of what it made itself, or of what was
+ * alive at the first launch, do not count against it: on the H200, PyTorch's caching allocator put two
+ * parameters in each 20 MiB segment, and the program ran uniform_ on every parameter a
+ * second time (a seeded fill after the constructor's), so uniform_ made 141 regions in
+ * 395 touches, no initialiser by a share of all its touches (model --init-kernel
+ * --segments N --init-twice). */
 #define INIT_BIRTHS_MIN 4
 static int initialiser(const kinfo_t *k)
 {
-    return k->births >= INIT_BIRTHS_MIN && 4 * k->births >= 3 * k->touches;
+    return k->births >= INIT_BIRTHS_MIN && 3 * k->foreign <= k->births;
 }
 
 /* The bytes of live regions an initialiser made that are not candidates yet; with
@@ -1874,11 +1881,12 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         ids[kept] = set->id[i] | (set->indirect[i] ? ID_INDIRECT : 0);
         ptrs[kept] = set->unsure[i] ? 0 : set->ptr[i];
         /* Allocated after the first launch: observed, never a weight. */
-        k->touches++;
         if (x == NULL && found && (x = rinfo_add(d, &reg, 0)) != NULL) {
             x->kernel_born = 1;
             x->born_kernel = k->idx;
             k->births++;
+        } else if (x != NULL && x->kernel_born && x->born_kernel != k->idx) {
+            k->foreign++;
         }
         kept++;
     }

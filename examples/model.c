@@ -151,6 +151,10 @@
  *                 a GPU-built model's embedding twice on the H200): its content moves
  *                 twice, so discovery takes it for an activation, and no weight is left
  *                 among the regions alive at the first launch
+ *   --init-refill with --init-kernel: after all the weights, every layer's weight is
+ *                 written once more by the fill kernel, from another seed (a program
+ *                 filling a GPU-built model's parameters with its own seeded init after
+ *                 the constructor's, as the conformance cases do on the H200)
  *   --init-other  with --init-kernel: after all the weights, layer 0's weight is
  *                 written once more, by another kernel (bump), as transformers zeroes
  *                 an embedding's padding row after normal_: it varies, and no kernel
@@ -336,6 +340,7 @@ static int grow_cache;     /* --grow-cache */
 static int init_kernel;       /* --init-kernel */
 static int init_twice;        /* --init-twice */
 static int init_other;        /* --init-other */
+static int init_refill;       /* --init-refill */
 static int load_after_launch; /* --load-after-launch */
 static long hf_warmup_mib = -1; /* --hf-warmup M */
 static int tail_layers;         /* --tail-layers K */
@@ -573,26 +578,34 @@ static void weight_malloc(void **dev, size_t bytes)
     *dev = (void *)(uintptr_t)d;
 }
 
+/* --segments: a place for bytes in the current segment (a new one when it is full), as
+ * a caching allocator puts several tensors in one allocation; NULL when bytes is
+ * larger than a segment or there are none. */
+static uint32_t *segment_place(size_t bytes)
+{
+    bytes = (bytes + 511) & ~(size_t)511;
+    if (segment_bytes == 0 || bytes > segment_bytes)
+        return NULL;
+    if (n_segs == 0 || seg_used + bytes > segment_bytes) {
+        if (n_segs == (int)(sizeof segs / sizeof segs[0])) {
+            fprintf(stderr, "model: too many segments\n");
+            exit(1);
+        }
+        CHECK(cudaMalloc((void **)&segs[n_segs++], segment_bytes));
+        seg_used = 0;
+    }
+    uint32_t *dev = (uint32_t *)(segs[n_segs - 1] + seg_used);
+    seg_used += bytes;
+    return dev;
+}
+
 static uint32_t *upload_padded(uint64_t seed, size_t count, uint32_t *host, size_t pad)
 {
-    uint32_t *dev;
     for (size_t i = 0; i < count; i++)
         host[i] = (uint32_t)xorshift(&seed);
-    size_t bytes = (count * sizeof *dev + pad + 511) & ~(size_t)511;
-    if (segment_bytes > 0 && bytes <= segment_bytes) {
-        if (n_segs == 0 || seg_used + bytes > segment_bytes) {
-            if (n_segs == (int)(sizeof segs / sizeof segs[0])) {
-                fprintf(stderr, "model: too many segments\n");
-                exit(1);
-            }
-            CHECK(cudaMalloc((void **)&segs[n_segs++], segment_bytes));
-            seg_used = 0;
-        }
-        dev = (uint32_t *)(segs[n_segs - 1] + seg_used);
-        seg_used += bytes;
-    } else {
+    uint32_t *dev = segment_place(count * sizeof *dev + pad);
+    if (dev == NULL)
         weight_malloc((void **)&dev, count * sizeof *dev + pad);
-    }
     if (pad > 0)
         CHECK(cudaMemset((char *)dev + count * sizeof *dev, 0, pad));
     CHECK(cudaMemcpy(dev, host, count * sizeof *dev, cudaMemcpyHostToDevice));
@@ -614,8 +627,9 @@ static void fill_on_device(uint32_t *dev, uint64_t seed, size_t count)
 
 static uint32_t *init_on_device(uint64_t seed, size_t count, size_t pad)
 {
-    uint32_t *dev;
-    CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
+    uint32_t *dev = segment_place(count * sizeof *dev + pad);
+    if (dev == NULL)
+        CHECK(cudaMalloc((void **)&dev, count * sizeof *dev + pad));
     fill_on_device(dev, seed, count);
     if (pad > 0)
         CHECK(cudaMemset((char *)dev + count * sizeof *dev, 0, pad));
@@ -922,6 +936,11 @@ static void load_weights(void)
             fill_on_device(model[0].w, seeds[k], n * n);
             CHECK(cudaDeviceSynchronize());
         }
+    }
+    if (init_refill) {
+        for (int l = 0; l < layers; l++)
+            fill_on_device(model[l].w, 0x9e3779b97f4a7c15ull + (uint64_t)l, n * n);
+        CHECK(cudaDeviceSynchronize());
     }
     if (init_other) {
         /* layer 0's weight once more, by another kernel */
@@ -1750,6 +1769,8 @@ int main(int argc, char **argv)
             init_twice = 1;
         else if (strcmp(a, "--init-other") == 0)
             init_other = 1;
+        else if (strcmp(a, "--init-refill") == 0)
+            init_refill = 1;
         else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
             tail_layers = atoi(argv[++i]);
         else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
@@ -1837,7 +1858,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -1846,10 +1867,6 @@ int main(int argc, char **argv)
 
     if (act_kernels >= dim || (act_kernels > 0 && (threads > 1 || grow_cache || dim > (128 << 10)))) {
         fprintf(stderr, "model: --act-kernels needs fewer kernels than --dim, one thread, no --grow-cache, --dim <= 128Ki\n");
-        return 2;
-    }
-    if (init_kernel && segment_bytes > 0) {
-        fprintf(stderr, "model: --init-kernel does not combine with --segments\n");
         return 2;
     }
     if (profile_from >= 0 && threads > 1) {

@@ -6,7 +6,8 @@
 # DynamicCache, --grow-cache; discovery_kvcache.sh checks that its pass is found), and
 # both of the first and last; a compiler timing one kernel before the loop (--autotune);
 # weights allocated through the driver API (--drv-alloc); the first weight initialised
-# three times (--init-twice) or twice by two kernels (--init-other); weights in memory the program maps itself (--own-vmm); a stale address off any
+# three times (--init-twice) or twice by two kernels (--init-other), or every weight
+# filled twice, several to a segment (--init-refill --segments); weights in memory the program maps itself (--own-vmm); a stale address off any
 # tensor's alignment in three kernels of every layer (--stale-rope); a launcher asking
 # pointer attributes before each launch (--ptr-query).
 # Under a budget of a third of the weights with default
@@ -41,6 +42,19 @@ for spill in 1 0; do
     expect_grep 'while initialising kernels made 4[0-9]\.[0-9] MiB' "$WORK/init-other-$spill.err" "init-other"
     expect_grep 'discovery: done, 1 iteration\(s\), 12 units, 48\.[0-9] MiB of weights' "$WORK/init-other-$spill.err" "init-other"
     expect_grep 'verdict: offloaded: 1[12] of 12 units stream' "$WORK/init-other-$spill.err" "init-other"
+done
+# ... and as the H200 showed it: two or more parameters in each of the caching
+# allocator's segments, every parameter filled again by the program's own seeded init
+# after the constructor's, the embedding written by another kernel. The initialiser
+# touched each region it made two or more times; counted against it, those touches
+# hid it, and discovery never ended (the conformance case gpu_built). Segments of 10
+# MiB hold two layers: six units of 10 MiB, a budget of 24 MiB.
+for spill in 1 0; do
+    compare_run init-packed-$spill --init-kernel --segments 10 --init-refill --init-other -- FT_SPILL=$spill \
+        FT_GPU_MEM_LIMIT=24MiB
+    expect_grep 'while initialising kernels made 50\.0 MiB' "$WORK/init-packed-$spill.err" "init-packed"
+    expect_grep 'discovery: done, 1 iteration\(s\), 6 units, 60\.0 MiB of weights' "$WORK/init-packed-$spill.err" "init-packed"
+    expect_grep 'verdict: offloaded: 6 of 6 units stream' "$WORK/init-packed-$spill.err" "init-packed"
 done
 for spill in 1 0; do
     run init-twice-$spill --init-kernel --init-twice -- FT_SPILL=$spill

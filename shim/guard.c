@@ -104,15 +104,30 @@ static void keep_loaded(const uint32_t *ids, size_t n, cudaStream_t stream)
         }
 }
 
-/* ids: the regions a call touches (region table ids); unsure (NULL: none) flags those
+/* ", <size>, at <offset>" of a touch at ptr into streamed region r, for the messages
+ * (empty without a pointer): a touch far past where the pass used the region (a
+ * caching allocator's segment holds weights and free room that activations may take)
+ * reads there. */
+static void touch_where(const res_region_t *r, uint64_t ptr, char *out, size_t cap)
+{
+    char a[32], b[32];
+    if (ptr < r->va || ptr >= r->va + r->size) {
+        out[0] = '\0';
+        return;
+    }
+    snprintf(out, cap, ", %s, at %s", human_bytes(r->size, a, sizeof a), human_bytes(ptr - r->va, b, sizeof b));
+}
+
+/* ids: the regions a call touches (region table ids); ptrs (NULL: none) the pointer
+ * found for each; unsure (NULL: none) flags those
  * found only at argument words that held garbage in discovery; pos, at and weightless
  * as ft_res_touch_t takes them, kernel as ft_res_repeat_touch (0 for copies and sets).
  * Each touch of a streamed unit is judged by ft_res_classify (core/residency.h, which
  * says why each rule) and carried out here: a miss loads the unit on the caller's
  * stream, a stale touch of a unit that is not loaded loads nothing and is counted, and
  * the call waits for the unit's copy and records its use. */
-static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cudaStream_t stream, long pos,
-                      int weightless, uint64_t kernel, long at)
+static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *unsure, size_t n,
+                      cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at)
 {
     if (!guarding())
         return;
@@ -133,8 +148,10 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
             res.unsure_skipped++;
             res.unexpected_skipped += (uint64_t)(unexpected && !t.unsure);
             res.repeat_skipped += (uint64_t)(t.repeat && !unexpected && !t.unsure);
-            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u%s) loads nothing",
-                          res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
+            char where[96];
+            touch_where(r, ptrs ? ptrs[i] : 0, where, sizeof where);
+            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u%s%s) loads nothing",
+                          res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i], where,
                           weightless ? ", from a kernel that touched no weight in the recorded pass"
                           : unexpected ? ", outside its unit's range of the pass"
                           : t.repeat ? ", touched by this kernel every few launches" : "");
@@ -153,8 +170,11 @@ static void res_touch(const uint32_t *ids, const uint8_t *unsure, size_t n, cuda
                 m->pass = res.passes;
                 m->pos = lane_last_pos;
             }
-            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u)", res_kernel_name,
-                          ft_disc_unit(disc, (size_t)r->unit)->name, ids[i]);
+            char where[96];
+            touch_where(r, ptrs ? ptrs[i] : 0, where, sizeof where);
+            FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u%s)%s", res_kernel_name,
+                          ft_disc_unit(disc, (size_t)r->unit)->name, ids[i], where,
+                          v.stale != 0 ? ", outside its part of the pass" : "");
             /* The loaded units the call touches further on are its own before the load
              * makes room: evicted now, each would be a miss of its own further on. */
             if (!kept) {
@@ -368,7 +388,7 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     int begins = timing_on() && pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1;
     if (begins >= 0)
         timing_unit_wait(begins, stream);
-    res_touch(set->id, set->unsure, set->n, stream, pos, weightless, key, tracked);
+    res_touch(set->id, set->ptr, set->unsure, set->n, stream, pos, weightless, key, tracked);
     if (set->dropped > 0 && guarding())
         touch_every_unit(name, set->dropped, stream);
     if (begins >= 0)
@@ -404,7 +424,7 @@ void res_guard_copy(const void *dst, const void *src, cudaStream_t stream)
         if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
             ids[n++] = r.id;
     uint64_t over0 = res.over_loads;
-    res_touch(ids, NULL, n, stream, -1, 0, 0, -1);
+    res_touch(ids, NULL, NULL, n, stream, -1, 0, 0, -1);
     note_over("a copy or set", over0);
 }
 

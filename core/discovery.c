@@ -58,6 +58,8 @@ typedef struct {
     int gone;                 /* a unit's weight the program freed after DONE (counted in
                                  weight_gone) */
     uint32_t stale_in_pass;   /* touches off DISC_PTR_ALIGN since discovery (re)started */
+    uint64_t off_max;         /* the furthest offset into it a sure pointer touched in
+                                 discovery (ft_disc_region_off_max) */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -1888,6 +1890,8 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         } else if (x != NULL && x->kernel_born && x->born_kernel != k->idx) {
             k->foreign++;
         }
+        if (x != NULL && !set->unsure[i] && set->ptr[i] >= x->base && set->ptr[i] - x->base > x->off_max)
+            x->off_max = set->ptr[i] - x->base;
         kept++;
     }
     n = kept;
@@ -2181,6 +2185,16 @@ int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size)
         *base = r->base;
         *size = r->size;
     }
+    pthread_mutex_unlock(&d->lock);
+    return r != NULL ? 0 : -1;
+}
+
+int ft_disc_region_off_max(ft_disc_t *d, uint32_t id, uint64_t *off)
+{
+    pthread_mutex_lock(&d->lock);
+    rinfo_t *r = rinfo_get(d, id);
+    if (r != NULL)
+        *off = r->off_max;
     pthread_mutex_unlock(&d->lock);
     return r != NULL ? 0 : -1;
 }

@@ -10,22 +10,24 @@
 static int set_grow(ft_scan_set_t *s)
 {
     size_t cap = s->cap * 2;
-    char *h = malloc(cap * (sizeof *s->ptr + sizeof *s->id + 2));
+    char *h = malloc(cap * (sizeof *s->ptr + sizeof *s->id + 3));
     if (h == NULL)
         return -1;
     uint64_t *ptr = (uint64_t *)(void *)h;
     uint32_t *id = (uint32_t *)(void *)(ptr + cap);
-    uint8_t *indirect = (uint8_t *)(id + cap), *unsure = indirect + cap;
+    uint8_t *indirect = (uint8_t *)(id + cap), *unsure = indirect + cap, *several = unsure + cap;
     memcpy(ptr, s->ptr, s->n * sizeof *ptr);
     memcpy(id, s->id, s->n * sizeof *id);
     memcpy(indirect, s->indirect, s->n);
     memcpy(unsure, s->unsure, s->n);
+    memcpy(several, s->several, s->n);
     free(s->heap);
     s->heap = h;
     s->ptr = ptr;
     s->id = id;
     s->indirect = indirect;
     s->unsure = unsure;
+    s->several = several;
     s->cap = cap;
     return 0;
 }
@@ -38,6 +40,7 @@ static int set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr, int unsure)
     for (size_t i = 0; i < s->n; i++)
         if (s->id[i] == id) {
             s->unsure[i] &= (uint8_t)unsure;
+            s->several[i] |= (uint8_t)(s->ptr[i] != ptr);
             return 0;
         }
     if (s->n == s->cap && set_grow(s) != 0) {
@@ -48,6 +51,7 @@ static int set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr, int unsure)
     s->ptr[s->n] = ptr;
     s->indirect[s->n] = 0;
     s->unsure[s->n] = (uint8_t)unsure;
+    s->several[s->n] = 0;
     s->n++;
     return 1;
 }
@@ -67,6 +71,7 @@ void ft_scan_set_drop_unsure(ft_scan_set_t *s)
         s->ptr[k] = s->ptr[i];
         s->indirect[k] = s->indirect[i];
         s->unsure[k] = 0;
+        s->several[k] = s->several[i];
         k++;
     }
     s->n = k;

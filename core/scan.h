@@ -36,6 +36,7 @@ typedef struct {
     uint64_t *ptr;                   /* the pointer value first seen for that region */
     uint8_t *indirect;               /* found one level down, in a pointer array */
     uint8_t *unsure;                 /* found only at words that held garbage (below) */
+    uint8_t *several;                /* reached at more than one pointer value */
     size_t n, cap;
     size_t dropped;                  /* ids lost: the entries could not grow (no memory) */
     void *heap;                      /* the entries once past the inline room; NULL: inline */
@@ -43,6 +44,7 @@ typedef struct {
     uint64_t ptr_in[FT_SCAN_INLINE_IDS];
     uint8_t indirect_in[FT_SCAN_INLINE_IDS];
     uint8_t unsure_in[FT_SCAN_INLINE_IDS];
+    uint8_t several_in[FT_SCAN_INLINE_IDS];
 } ft_scan_set_t;
 
 /* Starts an empty set, its entries in itself. On a set that may have grown, call
@@ -53,6 +55,7 @@ static inline void ft_scan_set_clear(ft_scan_set_t *s)
     s->ptr = s->ptr_in;
     s->indirect = s->indirect_in;
     s->unsure = s->unsure_in;
+    s->several = s->several_in;
     s->n = 0;
     s->cap = FT_SCAN_INLINE_IDS;
     s->dropped = 0;

@@ -151,6 +151,11 @@
  *                 a GPU-built model's embedding twice on the H200): its content moves
  *                 twice, so discovery takes it for an activation, and no weight is left
  *                 among the regions alive at the first launch
+ *   --room-from N with --segments, one thread: from forward N on, every layer mixes
+ *                 its activation into the free room past the weights of the segment
+ *                 holding its weight (at the next 2 MiB boundary), and back (a caching allocator placing prefill's
+ *                 activations beside the weights, in the room a segment has left, as
+ *                 on the H200); the output depends on that room's content
  *   --init-refill with --init-kernel: after all the weights, every layer's weight is
  *                 written once more by the fill kernel, from another seed (a program
  *                 filling a GPU-built model's parameters with its own seeded init after
@@ -406,6 +411,9 @@ static size_t segment_bytes;
 static char *segs[4096];
 static int n_segs;
 static size_t seg_used;
+static size_t seg_end[4096]; /* each segment's bytes in use, at its end */
+static long room_from = -1;  /* --room-from N */
+static uint32_t **room_of;   /* --room-from: per layer, the free room past its segment's weights */
 
 /* --drv-alloc: the driver's allocation and free, resolved once. */
 static int (*drv_mem_alloc)(unsigned long long *, size_t);
@@ -596,6 +604,7 @@ static uint32_t *segment_place(size_t bytes)
     }
     uint32_t *dev = (uint32_t *)(segs[n_segs - 1] + seg_used);
     seg_used += bytes;
+    seg_end[n_segs - 1] = seg_used;
     return dev;
 }
 
@@ -905,6 +914,32 @@ static void reload_weights(void)
 
 static void bump(uint32_t *y, struct model_meta m, cudaStream_t stream);
 
+/* --room-from: each layer's room, zeroed (the segment's tail is uninitialised). */
+static void find_rooms(void)
+{
+    size_t want = ((size_t)dim * sizeof(uint32_t) + 511) & ~(size_t)511;
+    room_of = calloc((size_t)layers, sizeof *room_of);
+    if (room_of == NULL) {
+        fprintf(stderr, "model: out of host memory\n");
+        exit(1);
+    }
+    for (int l = 0; l < layers; l++)
+        for (int k = 0; k < n_segs; k++)
+            if ((char *)model[l].w >= segs[k] && (char *)model[l].w < segs[k] + segment_bytes) {
+                /* at the next 2 MiB past the weights, as a caching allocator's block
+                 * of its own would start */
+                size_t at = (seg_end[k] + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+                if (at + want > segment_bytes) {
+                    fprintf(stderr, "model: --room-from: segment %d has no %zu bytes of room past 2 MiB "
+                                    "boundaries after its weights\n", k, want);
+                    exit(1);
+                }
+                room_of[l] = (uint32_t *)(segs[k] + at);
+                CHECK(cudaMemset(room_of[l], 0, want));
+            }
+    CHECK(cudaDeviceSynchronize());
+}
+
 static void load_weights(void)
 {
     size_t n = (size_t)dim;
@@ -937,6 +972,8 @@ static void load_weights(void)
             CHECK(cudaDeviceSynchronize());
         }
     }
+    if (room_from >= 0)
+        find_rooms();
     if (init_refill) {
         for (int l = 0; l < layers; l++)
             fill_on_device(model[l].w, 0x9e3779b97f4a7c15ull + (uint64_t)l, n * n);
@@ -1304,6 +1341,13 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             for (int k = 1; k < 6; k++)
                 meta.tail[k] = (uint64_t)(l * 6 + k);
             bump(b, meta, stream);
+        }
+        if (room_from >= 0 && cur_iter >= room_from && room_of[l] != NULL) {
+            /* room = mix(room, b), then b = mix(b, room) */
+            void *in_args[] = { &room_of[l], &b, &dim };
+            CHECK(cudaLaunchKernelExC(&cfg, k_mix, in_args));
+            void *out_args[] = { &b, &room_of[l], &dim };
+            CHECK(cudaLaunchKernelExC(&cfg, k_mix, out_args));
         }
         if (drv_workspace_mib > 0 && l == layers / 2)
             use_drv_workspace(stream);
@@ -1771,6 +1815,8 @@ int main(int argc, char **argv)
             init_other = 1;
         else if (strcmp(a, "--init-refill") == 0)
             init_refill = 1;
+        else if (strcmp(a, "--room-from") == 0 && i + 1 < argc)
+            room_from = atol(argv[++i]);
         else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
             tail_layers = atoi(argv[++i]);
         else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
@@ -1858,7 +1904,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -1867,6 +1913,10 @@ int main(int argc, char **argv)
 
     if (act_kernels >= dim || (act_kernels > 0 && (threads > 1 || grow_cache || dim > (128 << 10)))) {
         fprintf(stderr, "model: --act-kernels needs fewer kernels than --dim, one thread, no --grow-cache, --dim <= 128Ki\n");
+        return 2;
+    }
+    if (room_from >= 0 && (segment_bytes == 0 || threads > 1)) {
+        fprintf(stderr, "model: --room-from needs --segments and one thread\n");
         return 2;
     }
     if (profile_from >= 0 && threads > 1) {
@@ -1996,6 +2046,7 @@ int main(int argc, char **argv)
                 first++;
             uint64_t want = wk[0].checksum[first];
             int same = poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 || peek_after >= 0 ||
+                       room_from >= 0 ||
                        grow_cache ||
                        wk[t].checksum[it] == want;
             if (!same && agree)

@@ -123,6 +123,11 @@ typedef struct {
      * `host`, clears it). */
     int sum_ok;
     uint64_t sum;
+    /* A streamed region split (res_split_tail): from tail_off on, physical memory of its
+     * own (tail_h), mapped for good; `handle` maps the part before it, the unit's. 0:
+     * not split. */
+    uint64_t tail_off;
+    CUmemGenericAllocationHandle tail_h;
     UT_hash_handle hh;
 } vmm_t;
 
@@ -234,6 +239,8 @@ typedef struct {
     int unit;
     uint32_t id;              /* in the region table */
     int mapping;              /* mapped by load_unit, its copy not issued yet */
+    uint64_t seen;            /* the furthest offset discovery saw a pointer at
+                                 (ft_disc_region_off_max): res_split_tail's bound */
 } res_region_t;
 
 #define USE_STREAMS 8
@@ -297,6 +304,9 @@ typedef struct {
      * within the slots (res_shed, load_unit). */
     uint64_t over_loads, over_calls, shed;
     uint64_t stale_pins;      /* units kept on the device for their stale touches (guard.c) */
+    uint64_t splits, split_bytes; /* regions split, and the bytes kept on the device past
+                                     their split (res_split_tail) */
+    int split_hold;           /* a split since the last call was enqueued: hold the budget */
     int over_most;
     uint64_t written_back;    /* unloads that copied the unit back (changed or unproven) */
     uint64_t host_copies;     /* copies and sets served on a host store (res_host_copy) */
@@ -408,6 +418,7 @@ void spill_sum(vmm_t *v);
 /* capture.c: stream captures under way and their graphs. Its tables: its cap_lock;
  * the count of captures under way: atomic. */
 int capture_under_way(void);
+size_t vmm_gran(void);
 uint64_t capture_of(cudaStream_t s);     /* the capture s belongs to, 0: none */
 void capture_note(uint64_t id, const ft_scan_set_t *set);
 void capture_note_copy(uint64_t id, const void *dst, const void *src);
@@ -677,6 +688,7 @@ int activate_locked(void);
 /* residency.c: the plan changed at run time (control.c; res.lock held). */
 void res_unload_all(void);
 int res_make_resident(int u);
+int res_split_tail(res_region_t *r, uint64_t ptr);
 /* reload.c: the plan's weights freed; every streamed unit back on the device and the
  * engine's state gone (res.lock held, the device synchronised). 0, or -1 when a unit
  * could not be loaded whole (the engine runs on, with the units it has). */

@@ -104,6 +104,13 @@ static void keep_loaded(const uint32_t *ids, size_t n, cudaStream_t stream)
         }
 }
 
+/* ptr lies in a granule of r that begins past every pointer discovery saw into it. */
+static inline int past_seen(const res_region_t *r, uint64_t ptr)
+{
+    size_t g = vmm_gran();
+    return g != 0 && ptr >= r->va && ptr < r->va + r->len && (ptr - r->va) / g * g > r->seen;
+}
+
 /* ", <size>, at <offset>" of a touch at ptr into streamed region r, for the messages
  * (empty without a pointer): a touch far past where the pass used the region (a
  * caching allocator's segment holds weights and free room that activations may take)
@@ -126,8 +133,8 @@ static void touch_where(const res_region_t *r, uint64_t ptr, char *out, size_t c
  * says why each rule) and carried out here: a miss loads the unit on the caller's
  * stream, a stale touch of a unit that is not loaded loads nothing and is counted, and
  * the call waits for the unit's copy and records its use. */
-static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *unsure, size_t n,
-                      cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at)
+static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *unsure, const uint8_t *several,
+                      size_t n, cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at)
 {
     if (!guarding())
         return;
@@ -139,6 +146,15 @@ static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *
             continue;
         res_region_t *r = &res.regions[res.by_id[ids[i]]];
         res_unit_t *un = &res.units[r->unit];
+        /* Reached at one pointer only, past a split region's head: its tail, which stays
+         * on the device (res_split_tail). */
+        int one_ptr = ptrs != NULL && ptrs[i] != 0 && (several == NULL || !several[i]);
+        if (one_ptr && ptrs[i] >= r->va + r->len)
+            continue;
+        /* ... or past every pointer discovery saw into it, by a granule: other data in
+         * the room after its weights, which the region's tail keeps from now on. */
+        if (one_ptr && !(unsure != NULL && unsure[i]) && past_seen(r, ptrs[i]) && res_split_tail(r, ptrs[i]))
+            continue;
         ft_res_touch_t t = { unsure != NULL && unsure[i], weightless, pos, at,
                              ft_res_repeat_touch(&repeats, kernel, ids[i], lane_id(), lane_launches, res.pass_len) };
         ft_res_verdict_t v = ft_res_classify(&t, (ft_res_range_t){ un->first_launch, un->last_launch }, un->loaded,
@@ -388,7 +404,7 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     int begins = timing_on() && pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1;
     if (begins >= 0)
         timing_unit_wait(begins, stream);
-    res_touch(set->id, set->ptr, set->unsure, set->n, stream, pos, weightless, key, tracked);
+    res_touch(set->id, set->ptr, set->unsure, set->several, set->n, stream, pos, weightless, key, tracked);
     if (set->dropped > 0 && guarding())
         touch_every_unit(name, set->dropped, stream);
     if (begins >= 0)
@@ -418,13 +434,20 @@ void res_guard_copy(const void *dst, const void *src, cudaStream_t stream)
         return;
     const void *p[2] = { dst, src };
     uint32_t ids[2];
+    uint64_t ptrs[2];
     size_t n = 0;
     ft_region_t r;
     for (int i = 0; i < 2; i++)
-        if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
+        if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r)) {
+            ptrs[n] = (uint64_t)(uintptr_t)p[i];
             ids[n++] = r.id;
+        }
+    /* A copy within one region reaches it at two pointers: not past a split as one. */
+    uint8_t several[2] = { 0, 0 };
+    if (n == 2 && ids[0] == ids[1])
+        several[0] = several[1] = 1;
     uint64_t over0 = res.over_loads;
-    res_touch(ids, NULL, NULL, n, stream, -1, 0, 0, -1);
+    res_touch(ids, ptrs, NULL, several, n, stream, -1, 0, 0, -1);
     note_over("a copy or set", over0);
 }
 
@@ -540,6 +563,10 @@ void res_call_done(void)
     if (pin_pending >= 0 && !capture_under_way()) {
         pin_stale_unit(pin_pending);
         pin_pending = -1;
+    }
+    if (res.split_hold && !capture_under_way()) {
+        res.split_hold = 0;
+        budget_hold_locked("keeping a split region's tail on the device");
     }
     /* A streamed unit's last launch of the pass is enqueued: its checksum follows
      * it at once, ready by the time the unit is evicted. */

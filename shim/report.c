@@ -226,6 +226,10 @@ void ft_hooks_report(void)
         FT_INFO("residency: %llu unit(s) kept on the device after %d loads each for stale argument words "
                 "(resident units made to stream instead, to hold the budget)",
                 (unsigned long long)res.stale_pins, STALE_MISSES_PIN);
+    if (streaming && res.splits > 0)
+        FT_INFO("residency: %llu region(s) split: other data past their weights, %.1f MiB in all, stays on the "
+                "device; their units stream the rest", (unsigned long long)res.splits,
+                (double)res.split_bytes / 1048576.0);
     if (res.host_copies > 0)
         FT_INFO("residency: %llu copy(ies) or set(s) to or from units in host memory served there, "
                 "without loading them", (unsigned long long)res.host_copies);

@@ -673,8 +673,12 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
         if (kind != FT_RES_REGION_STREAMS)
             continue;
         res_region_t *r = &res.regions[res.n_regions++];
-        *r = (res_region_t){ base, size, v->size, NULL, (int)i, u->region_ids[k], 0 };
-        un->bytes += v->size;
+        /* A region split before (res_split_tail) streams the part before its tail. */
+        uint64_t len = v->tail_off != 0 ? v->tail_off : v->size;
+        *r = (res_region_t){ base, size < len ? size : len, len, NULL, (int)i, u->region_ids[k], 0, 0 };
+        if (ft_disc_region_off_max(disc, r->id, &r->seen) != 0)
+            r->seen = len; /* never split */
+        un->bytes += len;
         res.by_id[r->id] = res.n_regions - 1;
         spilled_in_unit |= v->spilled; /* FT_SPILL: its host copy becomes the unit's */
     }
@@ -1020,6 +1024,72 @@ int res_make_resident(int u)
     un->ref_valid = 0;
     un->changes = 0;
     return 0;
+}
+
+/* --- a region split (guard.c) -------------------------------------------------------- */
+
+/* Region r of a streamed unit is touched at ptr, alone of the call's pointers into it,
+ * in a granule past every pointer discovery saw into it (ft_disc_region_off_max): a
+ * caching allocator's segment holds the unit's weights and the free room after them,
+ * which the program's other data took (on the H200, likely prefill's activations in a
+ * 20 MiB segment holding two 8 MiB parameters). From
+ * the granule below ptr to its end, the region gets physical memory of its own, mapped
+ * for good and holding what the region held there; the unit streams the part before.
+ * Any split is safe: what stays mapped is never wrong, and a touch before the split
+ * loads the unit as before. What it saves: the unit loaded for such touches, copied
+ * back as changed, and at last kept on the device whole (model --room-from).
+ * Done when the tail is at most half the region; not for a unit shared through FT_SHM
+ * (its host layout is other processes' too) or pinned, one this call touched already,
+ * or under a capture (the device is synchronised). res.lock held. 1 when split: the
+ * touch needs no load. */
+int res_split_tail(res_region_t *r, uint64_t ptr)
+{
+    res_unit_t *un = &res.units[r->unit];
+    size_t g = vmm_gran();
+    vmm_t *v = vmm_find(r->va);
+    if (g == 0 || v == NULL || v->tail_off != 0 || r->len != v->size || un->shared || un->pinned ||
+        r->size == 0 || r->host == NULL || ptr < r->va || ptr >= r->va + r->size || capture_under_way() ||
+        touched_by_this_call(r->unit))
+        return 0;
+    /* The head ends past every weight's start discovery saw (its bytes may run into the
+     * tail, which keeps them on the device: never wrong). */
+    uint64_t head = (ptr - r->va) / g * g;
+    CUdevice dev;
+    if (head <= r->seen || 2 * (r->len - head) > r->len || managed_cu_device(&dev) != 0)
+        return 0;
+    /* Unloaded, its bytes are all in its host store: copied back when changed. */
+    REAL(cudaDeviceSynchronize)();
+    if (un->loaded)
+        evict_loaded(r->unit);
+    if (un->loaded)
+        return 0;
+    CUmemGenericAllocationHandle t = 0;
+    if (map_physical(dev, r->va + head, r->len - head, &t, 0, NULL, 0) != CUDA_SUCCESS)
+        return 0;
+    if (REAL(cudaMemcpy)((void *)(uintptr_t)(r->va + head), (char *)r->host + head, r->size - head,
+                         cudaMemcpyHostToDevice) != cudaSuccess) {
+        drv.unmap(r->va + head, r->len - head);
+        drv.release(t);
+        return 0;
+    }
+    char a[32], b[32], c[32], d[32];
+    FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: region %u (%s) holds other data at %s, past its weights: "
+                  "the %s from %s on stay on the device, the unit streams the rest",
+                  ft_disc_unit(disc, (size_t)r->unit)->name, r->id, human_bytes(r->len, a, sizeof a),
+                  human_bytes(ptr - r->va, b, sizeof b), human_bytes(r->len - head, c, sizeof c),
+                  human_bytes(head, d, sizeof d));
+    v->tail_off = head;
+    v->tail_h = t;
+    un->bytes -= r->len - head;
+    res.splits++;
+    res.split_bytes += r->len - head;
+    r->len = r->size = head;
+    un->ref_valid = 0; /* the reference summed the whole region: the next unload copies back */
+    /* The tail is resident now: once this call is enqueued (making a resident unit
+     * stream here could take one this call reads), resident units stream until the
+     * budget holds (guard.c, res_call_done). */
+    res.split_hold = 1;
+    return 1;
 }
 
 /* --- the plan's weights freed (reload.c) --------------------------------------------- */

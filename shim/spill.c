@@ -211,8 +211,9 @@ struct lru_pick {
 static void lru_pick(vmm_t *x, void *ctx)
 {
     struct lru_pick *p = ctx;
-    /* One too large for host memory stays (place_over). */
-    if (!host_can_hold(x->size))
+    /* One too large for host memory stays (place_over); a split one (res_split_tail) is
+     * mapped in two parts, which spill_out does not know. */
+    if (!host_can_hold(x->size) || x->tail_off != 0)
         return;
     ft_spill_alloc_t a = { x->stamp, x->spilled }, best;
     if (p->lru != NULL)

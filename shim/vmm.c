@@ -309,6 +309,11 @@ fail:
 /* 1 when p was a virtual-memory allocation (now released), 0 when it is not one.
  * forget (NULL: none) lets go of what the engine kept of it, the device synchronised,
  * and answers whether physical memory is mapped behind it. */
+size_t vmm_gran(void)
+{
+    return __atomic_load_n(&vmm_granularity, __ATOMIC_ACQUIRE);
+}
+
 int vmm_free(void *p, int (*forget)(vmm_t *v))
 {
     uint64_t va = (uint64_t)(uintptr_t)p;
@@ -324,9 +329,16 @@ int vmm_free(void *p, int (*forget)(vmm_t *v))
     REAL(cudaDeviceSynchronize)();
     __atomic_sub_fetch(&vmm_pad, v->size - v->asked, __ATOMIC_RELAXED);
     int mapped = forget != NULL ? forget(v) : !v->spilled;
+    /* Split (res_split_tail): the part before tail_off is the unit's, mapped when it is
+     * loaded; the tail is mapped for good, with physical memory of its own. */
+    uint64_t head = v->tail_off != 0 ? v->tail_off : v->size;
     if (mapped) {
-        drv.unmap(v->va, v->size);
+        drv.unmap(v->va, head);
         drv.release(v->handle);
+    }
+    if (v->tail_off != 0) {
+        drv.unmap(v->va + v->tail_off, v->size - v->tail_off);
+        drv.release(v->tail_h);
     }
     va_put(v->va, v->size);
     free(v);

@@ -9,7 +9,8 @@
 # three times (--init-twice) or twice by two kernels (--init-other), or every weight
 # filled twice, several to a segment (--init-refill --segments); weights in memory the program maps itself (--own-vmm); a stale address off any
 # tensor's alignment in three kernels of every layer (--stale-rope); a launcher asking
-# pointer attributes before each launch (--ptr-query).
+# pointer attributes before each launch (--ptr-query); activations in the room after
+# the weights of a segment (--room-from).
 # Under a budget of a third of the weights with default
 # settings: the same output as without the shim, no crash, one verdict; with FT_SPILL
 # off too, with two threads, and with a bound that makes FlexTensor stand down in the
@@ -115,6 +116,21 @@ for spill in 1 0; do
     run ptr-query-$spill --ptr-query -- FT_SPILL=$spill
     expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/ptr-query-$spill.err" "ptr-query"
 done
+# Activations in the free room of the weights' segments (the H200's conformance cases:
+# a 20 MiB caching-allocator segment holds two 8 MiB parameters, and prefill's
+# activations took the 4 MiB after them): from forward 3 on, every layer reads and
+# writes 4 KiB 2 MiB past the weights of its 12 MiB segment. Each unit was loaded for
+# it, found changed at three unloads and kept on the device; now each segment's last 2
+# MiB stays on the device and the unit streams the rest, the output the same (what the
+# tail holds carries into the result). (From the first forward on, the segments' content
+# would move in every pass, and discovery takes no weight from them: not handled.)
+for spill in 1 0; do
+    compare_run room-$spill --segments 12 --room-from 3 -- FT_SPILL=$spill FT_GPU_MEM_LIMIT=28MiB
+    expect_grep 'residency: 6 region\(s\) split: other data past their weights, 12\.0 MiB in all' \
+        "$WORK/room-$spill.err" "room"
+    expect_grep 'verdict: offloaded: 6 of 6 units stream' "$WORK/room-$spill.err" "room"
+    expect_no_grep 'changed between loads' "$WORK/room-$spill.err" "room"
+done
 # Weights in memory the program maps itself (PyTorch's expandable_segments): nothing
 # FlexTensor can find or move; the same output, and a verdict that says why.
 run own-vmm --own-vmm -- FT_SPILL=1
@@ -135,4 +151,4 @@ expect_grep 'discovery: 1 iteration\(s\) of 36 launches, 12 units, 48\.[0-9] MiB
     "$WORK/init-kernel-1.err" "init-kernel: discovery's length"
 expect_grep 'launches in a row touched no region alive at its start, while 4[0-9]\.[0-9] MiB were copied' \
     "$WORK/load-after-launch-1.err" "load-after-launch"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

@@ -249,6 +249,42 @@ static int unit_go_private(int u, int copy, const char *why);
 
 static void unload_unit_ranged(int u);
 
+/* The first CHANGE_NOTES units found changed at an unload: where, region by region,
+ * their bytes on the device differ from the host copy (one more copy back of each, to
+ * compare). The bytes a unit's kernels write are the program's data in a weight's
+ * allocation, or weights it updates; the offsets tell which. */
+#define CHANGE_NOTES 8
+static int change_notes;
+
+static void note_change(int u)
+{
+    res_unit_t *un = &res.units[u];
+    if (change_notes >= CHANGE_NOTES)
+        return;
+    change_notes++;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        unsigned char *dev = r->size != 0 && r->host != NULL ? malloc(r->size) : NULL;
+        if (dev == NULL)
+            continue;
+        if (REAL(cudaMemcpy)(dev, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost) == cudaSuccess) {
+            const unsigned char *h = r->host;
+            uint64_t lo = 0, hi = r->size;
+            while (lo < r->size && dev[lo] == h[lo])
+                lo++;
+            while (hi > lo && dev[hi - 1] == h[hi - 1])
+                hi--;
+            char a[32], b[32], c[32];
+            if (lo < hi)
+                FT_INFO("residency: %s changed on the device: region %u (%s), from byte %llu (%s) on, %s "
+                        "differ from its host copy", ft_disc_unit(disc, (size_t)u)->name, r->id,
+                        human_bytes(r->size, a, sizeof a), (unsigned long long)lo, human_bytes(lo, b, sizeof b),
+                        human_bytes(hi - lo, c, sizeof c));
+        }
+        free(dev);
+    }
+}
+
 static void unload_unit(int u)
 {
     own_range_push("unload", u);
@@ -264,6 +300,8 @@ static void unload_unit_ranged(int u)
     int sum_ok = unit_checksum(u, &sum) == 0;
     ft_res_unload_t verdict = ft_res_unload(sum_ok, sum, un->ref_valid, un->ref);
     int write_back = verdict.write_back;
+    if (verdict.changed)
+        note_change(u);
     /* FT_SHM: a changed unit is never copied back into the shared segment, which other
      * processes read; it becomes this process's own. Without memory for that, it stays
      * on the device (a pinned unit holds no slot). */

@@ -274,12 +274,11 @@ static void note_change(int u)
                 lo++;
             while (hi > lo && dev[hi - 1] == h[hi - 1])
                 hi--;
-            char a[32], b[32], c[32];
+            char a[32];
             if (lo < hi)
-                FT_INFO("residency: %s changed on the device: region %u (%s), from byte %llu (%s) on, %s "
-                        "differ from its host copy", ft_disc_unit(disc, (size_t)u)->name, r->id,
-                        human_bytes(r->size, a, sizeof a), (unsigned long long)lo, human_bytes(lo, b, sizeof b),
-                        human_bytes(hi - lo, c, sizeof c));
+                FT_INFO("residency: %s changed on the device: region %u (%s), bytes %llu to %llu differ from "
+                        "its host copy", ft_disc_unit(disc, (size_t)u)->name, r->id,
+                        human_bytes(r->size, a, sizeof a), (unsigned long long)lo, (unsigned long long)hi - 1);
         }
         free(dev);
     }

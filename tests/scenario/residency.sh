@@ -267,6 +267,8 @@ cmp -s "$WORK/rw.plain" "$WORK/rw.shim" || fail "rewrite: output differs"
 expect_grep 'unit\.0 changed between loads 3 times: it stays on the device from its next load on \(2\.0 MiB over the plan\)' \
     "$WORK/rw.err" "rewrite: kept resident"
 expect_grep 'unload\(s\), 3 of them copied back' "$WORK/rw.err" "rewrite: three copies back"
+expect_grep 'unit\.0 changed on the device: region [0-9]+ \(1\.0 MiB\), bytes 4 to 7 differ from its host copy' \
+    "$WORK/rw.err" "rewrite: where it changed"
 pass "a weight rewritten after every forward: copied back at each of 3 evictions, then kept on the device; same output"
 run_pair peek --peek 9
 expect_grep 'residency: 2 copy\(ies\) or set\(s\) to or from units in host memory served there' "$WORK/peek.err" "peek: served"

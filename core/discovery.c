@@ -59,7 +59,8 @@ typedef struct {
                                  weight_gone) */
     uint32_t stale_in_pass;   /* touches off DISC_PTR_ALIGN since discovery (re)started */
     uint64_t off_max;         /* the furthest offset into it a sure pointer touched in
-                                 discovery (ft_disc_region_off_max) */
+                                 discovery's passes, a lane anchored
+                                 (ft_disc_region_off_max) */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -1890,7 +1891,10 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         } else if (x != NULL && x->kernel_born && x->born_kernel != k->idx) {
             k->foreign++;
         }
-        if (x != NULL && !set->unsure[i] && set->ptr[i] >= x->base && set->ptr[i] - x->base > x->off_max)
+        /* In the passes only: a program's first forward (generate's prefill) may put
+         * other data in a weight's allocation before the loop begins. */
+        if (x != NULL && ln->anchored && !set->unsure[i] && set->ptr[i] >= x->base &&
+            set->ptr[i] - x->base > x->off_max)
             x->off_max = set->ptr[i] - x->base;
         kept++;
     }

@@ -156,6 +156,8 @@
  *                 holding its weight (at the next 2 MiB boundary), and back (a caching allocator placing prefill's
  *                 activations beside the weights, in the room a segment has left, as
  *                 on the H200); the output depends on that room's content
+ *   --room-first  with --room-from: in the first forward too (generate's prefill, before
+ *                 the decode steps)
  *   --init-refill with --init-kernel: after all the weights, every layer's weight is
  *                 written once more by the fill kernel, from another seed (a program
  *                 filling a GPU-built model's parameters with its own seeded init after
@@ -413,6 +415,7 @@ static int n_segs;
 static size_t seg_used;
 static size_t seg_end[4096]; /* each segment's bytes in use, at its end */
 static long room_from = -1;  /* --room-from N */
+static int room_first;       /* --room-first */
 static uint32_t **room_of;   /* --room-from: per layer, the free room past its segment's weights */
 
 /* --drv-alloc: the driver's allocation and free, resolved once. */
@@ -1342,7 +1345,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
                 meta.tail[k] = (uint64_t)(l * 6 + k);
             bump(b, meta, stream);
         }
-        if (room_from >= 0 && cur_iter >= room_from && room_of[l] != NULL) {
+        if (room_from >= 0 && (cur_iter >= room_from || (room_first && cur_iter == 0)) && room_of[l] != NULL) {
             /* room = mix(room, b), then b = mix(b, room) */
             void *in_args[] = { &room_of[l], &b, &dim };
             CHECK(cudaLaunchKernelExC(&cfg, k_mix, in_args));
@@ -1817,6 +1820,8 @@ int main(int argc, char **argv)
             init_refill = 1;
         else if (strcmp(a, "--room-from") == 0 && i + 1 < argc)
             room_from = atol(argv[++i]);
+        else if (strcmp(a, "--room-first") == 0)
+            room_first = 1;
         else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
             tail_layers = atoi(argv[++i]);
         else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
@@ -1904,7 +1909,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N [--room-first]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

@@ -332,14 +332,15 @@ int vmm_free(void *p, int (*forget)(vmm_t *v))
     /* Split (res_split_tail): the part before tail_off is the unit's, mapped when it is
      * loaded; the tail is mapped for good, with physical memory of its own. */
     uint64_t head = v->tail_off != 0 ? v->tail_off : v->size;
-    if (mapped) {
-        drv.unmap(v->va, head);
+    CUresult rc = CUDA_SUCCESS;
+    if (mapped && (rc = drv.unmap(v->va, head)) == CUDA_SUCCESS)
         drv.release(v->handle);
-    }
-    if (v->tail_off != 0) {
-        drv.unmap(v->va + v->tail_off, v->size - v->tail_off);
+    if (rc == CUDA_SUCCESS && v->tail_off != 0 && (rc = drv.unmap(v->va + v->tail_off, v->size - v->tail_off)) ==
+        CUDA_SUCCESS)
         drv.release(v->tail_h);
-    }
+    if (rc != CUDA_SUCCESS)
+        FT_DEBUG("vmm: unmapping the allocation at %#llx (%llu bytes) failed: %d", (unsigned long long)v->va,
+                 (unsigned long long)v->size, (int)rc);
     va_put(v->va, v->size);
     free(v);
     return 1;

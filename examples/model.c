@@ -142,9 +142,10 @@
  *                 `with torch.device("cuda")`): the program's first launch is layer 0's
  *                 weight's, every later weight is allocated after it, and the init
  *                 launches repeat per tensor on new memory each time
- *   --own-vmm     the layers' tensors in device memory the program maps itself
- *                 (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess), as
- *                 PyTorch with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+ *   --own-vmm     the layers' tensors and the activations in device memory the
+ *                 program maps itself (cuMemAddressReserve, cuMemCreate, cuMemMap,
+ *                 cuMemSetAccess), as PyTorch with
+ *                 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
  *   --init-twice  with --init-kernel: after all the weights, layer 0's weight (the one
  *                 region alive at the first launch) is written again by the same fill
  *                 kernel, with a host synchronisation between (transformers initialising
@@ -1621,6 +1622,11 @@ static void *run_worker(void *arg)
          * hidden states in PyTorch's small pool */
         a = act_pool + (256u << 10);
         b = a + dim;
+    } else if (!grow_cache && own_vmm) {
+        /* --own-vmm: the activations in the program's own mappings too, as every
+         * tensor is under PyTorch's expandable_segments */
+        a = own_vmm_alloc((size_t)dim * sizeof *a);
+        b = own_vmm_alloc((size_t)dim * sizeof *b);
     } else if (!grow_cache) {
         CHECK(cudaMalloc((void **)&a, (size_t)dim * sizeof *a));
         CHECK(cudaMalloc((void **)&b, (size_t)dim * sizeof *b));
@@ -1719,8 +1725,10 @@ static void *run_worker(void *arg)
         CHECK(cudaFree(b2));
     }
     if (a != NULL && act_kernels == 0) {
-        CHECK(cudaFree(a));
-        CHECK(cudaFree(b));
+        if (!own_vmm_free(a))
+            CHECK(cudaFree(a));
+        if (!own_vmm_free(b))
+            CHECK(cudaFree(b));
     }
     for (int i = 0; i < race_alloc; i++)
         CHECK(cudaFree(race_bufs[i]));

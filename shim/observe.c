@@ -251,15 +251,41 @@ static void cupti_after_first_pass(void)
  * acts, once. 1 when it acted (the phase moved on). */
 static uint64_t disc_launches, prof_launches;
 
+/* Discovery looks, every OWN_MAPPED_EVERY launches, for a program whose own mappings
+ * (cuMemMap: PyTorch's expandable_segments) alone exceed the budget while what
+ * FlexTensor allocated for it fits: the weights are in memory FlexTensor cannot move,
+ * so there is nothing to gain, and it stands down at once instead of paying
+ * observation until the bound (model --own-vmm). */
+#define OWN_MAPPED_EVERY 256
+
+#define WHY_LEN 384
+
+static int own_memory_only(char why[WHY_LEN])
+{
+    uint64_t own = __atomic_load_n(&program_mapped, __ATOMIC_RELAXED), budget = own > 0 ? spill_budget() : 0;
+    uint64_t held = device_bytes();
+    if (budget == 0 || own <= budget || held > budget)
+        return 0;
+    char a[32], b[32], c[32];
+    snprintf(why, WHY_LEN, "the program maps its device memory itself (cuMemMap, %s: PyTorch's expandable_segments), "
+             "more than the budget %s, and FlexTensor's allocations (%s) fit it: nothing it can move would help",
+             human_bytes(own, a, sizeof a), human_bytes(budget, b, sizeof b), human_bytes(held, c, sizeof c));
+    return 1;
+}
+
 static int observe_bound(int ph)
 {
     uint64_t max = (uint64_t)cfgp->observe_max_launches;
-    if (max == 0)
-        return 0;
     uint64_t *count = ph == PHASE_DISCOVERY ? &disc_launches : &prof_launches;
-    if (__atomic_add_fetch(count, 1, __ATOMIC_RELAXED) != max)
+    uint64_t n = __atomic_add_fetch(count, 1, __ATOMIC_RELAXED);
+    static char why[WHY_LEN];
+    if (ph == PHASE_DISCOVERY && n % OWN_MAPPED_EVERY == 0 && own_memory_only(why)) {
+        launch_did_once = 1;
+        engine_to(PHASE_DISCOVERY, PHASE_STOOD_DOWN, why);
+        return 1;
+    }
+    if (max == 0 || n != max)
         return 0;
-    static char why[160];
     /* The stand-down (FT_SPILL's allocations copied back) or the plan is this launch's
      * one-time work, not a launch's cost (the report's per-launch time leaves it out). */
     launch_did_once = 1;

@@ -58,9 +58,8 @@ typedef struct {
     int gone;                 /* a unit's weight the program freed after DONE (counted in
                                  weight_gone) */
     uint32_t stale_in_pass;   /* touches off DISC_PTR_ALIGN since discovery (re)started */
-    uint64_t off_max;         /* the furthest offset into it a sure pointer touched in
-                                 discovery's passes, a lane anchored
-                                 (ft_disc_region_off_max) */
+    uint64_t off_max;         /* the furthest offset into it a sure pointer of the
+                                 recorded pass touched (ft_disc_region_off_max) */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -84,11 +83,15 @@ typedef struct {
     uint32_t range;           /* the NVTX range stack it ran in (interned), 0 none */
 } launch_t;
 
-/* The launches of one iteration and the region ids each touched. */
+/* The launches of one iteration and the region ids each touched, with the pointer that
+ * led to each (0: an unsure one), for ft_disc_region_off_max. */
 typedef struct {
     launch_t *l;
     size_t n, cap;
     uint32_t *ids;
+    uint64_t *ptrs;           /* beside ids, the same room */
+    int no_ptrs;              /* some launch came without its pointers (a saved pass) */
+    uint64_t gen;             /* changed at every push: ft_disc_region_off_max's cache key */
     size_t n_ids, cap_ids;
 } record_t;
 
@@ -186,6 +189,7 @@ struct ft_disc {
     range_t **range_v;        /* by id - 1 */
     size_t n_ranges, cap_ranges;
     record_t last;            /* the last complete iteration of the deciding lane */
+    uint64_t off_gen;         /* the gen of `last` the regions' off_max were found from */
     uint64_t deciding_lane;   /* the lane whose iterations decided (once DONE) */
     int explicit_marks;       /* boundaries come from marks, not the detector */
     int iterations;           /* most complete iterations seen by one lane */
@@ -266,8 +270,14 @@ struct ft_disc {
  * copied", cost gpu_built one of its MAX_RESTARTS). */
 #define KEYLESS_COPIED_MIN (1ull << 20)
 
-static int rec_push_launch(record_t *r, uint32_t kernel, uint32_t range, const uint32_t *ids, size_t n)
+static uint64_t rec_gen; /* atomic builtins: every record's pushes numbered */
+
+/* ptrs (NULL: not known) beside ids. */
+static int rec_push_launch(record_t *r, uint32_t kernel, uint32_t range, const uint32_t *ids, const uint64_t *ptrs,
+                           size_t n)
 {
+    if (r->n == 0)
+        r->no_ptrs = 0;
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 256;
         launch_t *nl = realloc(r->l, cap * sizeof *nl);
@@ -284,12 +294,23 @@ static int rec_push_launch(record_t *r, uint32_t kernel, uint32_t range, const u
         if (ni == NULL)
             return -ENOMEM;
         r->ids = ni;
+        uint64_t *np = realloc(r->ptrs, cap * sizeof *np);
+        if (np == NULL)
+            return -ENOMEM; /* ids grown alone: cap_ids still bounds both */
+        r->ptrs = np;
         r->cap_ids = cap;
     }
     r->l[r->n++] = (launch_t){ kernel, (uint32_t)r->n_ids, (uint32_t)n, range };
-    if (n > 0) /* ids may be NULL then, which memcpy may not be given */
+    if (n > 0) { /* ids may be NULL then, which memcpy may not be given */
         memcpy(r->ids + r->n_ids, ids, n * sizeof *ids);
+        if (ptrs != NULL)
+            memcpy(r->ptrs + r->n_ids, ptrs, n * sizeof *ptrs);
+        else
+            memset(r->ptrs + r->n_ids, 0, n * sizeof *ptrs);
+    }
+    r->no_ptrs |= ptrs == NULL && n > 0;
     r->n_ids += n;
+    r->gen = __atomic_add_fetch(&rec_gen, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -297,6 +318,7 @@ static void rec_free(record_t *r)
 {
     free(r->l);
     free(r->ids);
+    free(r->ptrs);
     memset(r, 0, sizeof *r);
 }
 
@@ -387,7 +409,7 @@ static int rec_slice(const record_t *src, size_t from, size_t to, record_t *dst)
     dst->n_ids = 0;
     for (size_t i = from; i < to; i++)
         if (rec_push_launch(dst, src->l[i].kernel, src->l[i].range, src->ids + src->l[i].first_id,
-                            src->l[i].n_ids) != 0)
+                            src->no_ptrs ? NULL : src->ptrs + src->l[i].first_id, src->l[i].n_ids) != 0)
             return -ENOMEM;
     return 0;
 }
@@ -1891,11 +1913,6 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         } else if (x != NULL && x->kernel_born && x->born_kernel != k->idx) {
             k->foreign++;
         }
-        /* In the passes only: a program's first forward (generate's prefill) may put
-         * other data in a weight's allocation before the loop begins. */
-        if (x != NULL && ln->anchored && !set->unsure[i] && set->ptr[i] >= x->base &&
-            set->ptr[i] - x->base > x->off_max)
-            x->off_max = set->ptr[i] - x->base;
         kept++;
     }
     n = kept;
@@ -1974,7 +1991,7 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         snapshot_hashes(d, 0); /* half-way through a pass */
         work = pass_work_done(d, t0);
     }
-    if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ln->range, ids, n) != 0)
+    if (d->state != FT_DISC_DONE && rec_push_launch(&ln->cur, k->idx, ln->range, ids, ptrs, n) != 0)
         FT_WARN_CAPPED(1, "discovery: out of memory recording launches");
     launch_ids_free(&li);
     pthread_mutex_unlock(&d->lock);
@@ -2196,7 +2213,20 @@ int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size)
 int ft_disc_region_off_max(ft_disc_t *d, uint32_t id, uint64_t *off)
 {
     pthread_mutex_lock(&d->lock);
-    rinfo_t *r = rinfo_get(d, id);
+    const record_t *rec = &d->last;
+    /* Worked out once for the pass recorded now: every region's from its launches. */
+    if (!rec->no_ptrs && rec->gen != d->off_gen) {
+        rinfo_t *x, *xt;
+        HASH_ITER(hh, d->rmap, x, xt) x->off_max = 0;
+        for (size_t i = 0; i < rec->n_ids; i++) {
+            x = (rec->ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, rec->ids[i]);
+            uint64_t p = rec->ptrs[i];
+            if (x != NULL && p >= x->base && p < x->base + x->size && p - x->base > x->off_max)
+                x->off_max = p - x->base;
+        }
+        d->off_gen = rec->gen;
+    }
+    rinfo_t *r = rec->no_ptrs || rec->n == 0 ? NULL : rinfo_get(d, id);
     if (r != NULL)
         *off = r->off_max;
     pthread_mutex_unlock(&d->lock);
@@ -2635,7 +2665,8 @@ int ft_disc_adopt(ft_disc_t *d, const ft_disc_saved_t *s, char *why, size_t len)
     }
     d->last.n = d->last.n_ids = 0;
     for (uint32_t i = 0; i < s->n_launches; i++)
-        if (rec_push_launch(&d->last, kidx[s->launch_kernel[i]], 0, s->ids + s->launch_first[i], s->launch_n[i]))
+        if (rec_push_launch(&d->last, kidx[s->launch_kernel[i]], 0, s->ids + s->launch_first[i], NULL,
+                            s->launch_n[i]))
             FT_WARN_CAPPED(1, "discovery: out of memory taking the saved pass");
     memcpy(uids, s->unit_ids, s->n_unit_ids * sizeof *uids);
     free(d->units);

@@ -157,10 +157,10 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
 /* A region's address range by id (as listed in a unit). 0, or -1 when unknown. */
 int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size);
 
-/* The furthest offset into region id at which discovery saw a sure pointer in the
- * program's passes (the last weight's start, for a region of weights the pass uses): a
+/* The furthest offset into region id at which a launch of the recorded pass held a
+ * sure pointer (the last weight's start, for a region of weights the pass uses): a
  * pointer past it found later is no weight's start. 0, or -1 when the region is
- * unknown. */
+ * unknown or the pass came without its pointers (a saved profile's). */
 int ft_disc_region_off_max(ft_disc_t *d, uint32_t id, uint64_t *off);
 
 

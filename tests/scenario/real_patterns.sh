@@ -131,6 +131,14 @@ for spill in 1 0; do
     expect_grep 'verdict: offloaded: 6 of 6 units stream' "$WORK/room-$spill.err" "room"
     expect_no_grep 'changed between loads' "$WORK/room-$spill.err" "room"
 done
+# ... and in the first forward too (generate's prefill, then the decode steps; the next
+# prompt's prefill after the plan): discovery starts over once, and each split begins
+# past the weights the recorded pass reached (before, the first forward's touches held
+# the bound back and four splits took a weight along: 22 MiB on the device, not 12).
+compare_run room-first --segments 12 --room-from 14 --room-first -- FT_SPILL=1 FT_GPU_MEM_LIMIT=28MiB
+expect_grep 'residency: 6 region\(s\) split: other data past their weights, 12\.0 MiB in all' \
+    "$WORK/room-first.err" "room-first"
+expect_grep 'verdict: offloaded: 6 of 6 units stream' "$WORK/room-first.err" "room-first"
 # Weights in memory the program maps itself (PyTorch's expandable_segments): nothing
 # FlexTensor can find or move; the same output, and a verdict that says why.
 # Every tensor there, activations too (as on the H200: no launch touches a region

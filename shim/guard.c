@@ -126,9 +126,10 @@ static void touch_where(const res_region_t *r, uint64_t ptr, char *out, size_t c
 }
 
 /* ids: the regions a call touches (region table ids); ptrs (NULL: none) the pointer
- * found for each; unsure (NULL: none) flags those
- * found only at argument words that held garbage in discovery; pos, at and weightless
- * as ft_res_touch_t takes them, kernel as ft_res_repeat_touch (0 for copies and sets).
+ * found for each; unsure (NULL: none) flags those found only at argument words that
+ * held garbage in discovery, several (NULL: none) those reached at more than one
+ * pointer; pos, at and weightless as ft_res_touch_t takes them, kernel as
+ * ft_res_repeat_touch (0 for copies and sets).
  * Each touch of a streamed unit is judged by ft_res_classify (core/residency.h, which
  * says why each rule) and carried out here: a miss loads the unit on the caller's
  * stream, a stale touch of a unit that is not loaded loads nothing and is counted, and

@@ -169,7 +169,7 @@ long ft_regions_snapshot(ft_regions_t *t, ft_region_t **out)
     pthread_rwlock_rdlock(&t->lock);
     size_t n = t->n;
     ft_region_t *v = malloc((n ? n : 1) * sizeof *v);
-    if (v != NULL)
+    if (v != NULL && n > 0) /* an empty table may have no array yet */
         memcpy(v, t->v, n * sizeof *v);
     pthread_rwlock_unlock(&t->lock);
     if (v == NULL)

@@ -69,8 +69,12 @@ void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped)
             continue;
         (*mapped)++;
         /* Streamed units not loaded have nothing mapped: refused, and granted at
-         * their next load. */
-        *granted += drv.set_access(v->va, v->size, &a, 1) == CUDA_SUCCESS;
+         * their next load. A split allocation's tail (res_split_tail) is mapped for
+         * good: granted apart, whatever its head. */
+        uint64_t head = v->tail_off != 0 ? v->tail_off : v->size;
+        if (v->tail_off != 0)
+            drv.set_access(v->va + v->tail_off, v->size - v->tail_off, &a, 1);
+        *granted += drv.set_access(v->va, head, &a, 1) == CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&vmm_lock);
 }

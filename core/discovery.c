@@ -1415,11 +1415,11 @@ static void warn_unmatched(ft_disc_t *d)
  * then "ran in the pass" and made no weight (model --init-twice: 7 of 12 layers found
  * after four restarts). A forward's kernels touch each other's activations: regions
  * another kernel made. An initialiser's touches of what it made itself, or of what was
- * alive at the first launch, do not count against it: on the H200, PyTorch's caching allocator put two
- * parameters in each 20 MiB segment, and the program ran uniform_ on every parameter a
- * second time (a seeded fill after the constructor's), so uniform_ made 141 regions in
- * 395 touches, no initialiser by a share of all its touches (model --init-kernel
- * --segments N --init-twice). */
+ * alive at the first launch, do not count against it: on the H200, PyTorch's caching
+ * allocator put two parameters in each 20 MiB segment, and the program ran uniform_ on
+ * every parameter a second time (a seeded fill after the constructor's), so uniform_
+ * made 141 regions in 395 touches, no initialiser by a share of all its touches (model
+ * --init-kernel --segments 10 --init-refill --init-other). */
 #define INIT_BIRTHS_MIN 4
 static int initialiser(const kinfo_t *k)
 {

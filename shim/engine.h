@@ -418,7 +418,6 @@ void spill_sum(vmm_t *v);
 /* capture.c: stream captures under way and their graphs. Its tables: its cap_lock;
  * the count of captures under way: atomic. */
 int capture_under_way(void);
-size_t vmm_gran(void);
 uint64_t capture_of(cudaStream_t s);     /* the capture s belongs to, 0: none */
 void capture_note(uint64_t id, const ft_scan_set_t *set);
 void capture_note_copy(uint64_t id, const void *dst, const void *src);
@@ -751,6 +750,7 @@ void vmm_setup(uint64_t min_bytes, uint64_t reserve);
 int vmm_serves(size_t size);
 uint64_t device_bytes(void);
 vmm_t *vmm_find(uint64_t va);
+size_t vmm_gran(void); /* the mapping granularity, 0 before the first allocation */
 void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
 void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
 CUresult set_access(CUdevice dev, uint64_t va, size_t len);

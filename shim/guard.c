@@ -112,17 +112,16 @@ static inline int past_seen(const res_region_t *r, uint64_t ptr)
 }
 
 /* ", <size>, at <offset>" of a touch at ptr into streamed region r, for the messages
- * (empty without a pointer): a touch far past where the pass used the region (a
- * caching allocator's segment holds weights and free room that activations may take)
- * reads there. */
-static void touch_where(const res_region_t *r, uint64_t ptr, char *out, size_t cap)
+ * (empty without a pointer), in out: a touch far past where the pass used the region
+ * (a caching allocator's segment holds weights and free room that activations may
+ * take) reads there. An argument of the capped log calls, so made only when written. */
+static const char *touch_where(const res_region_t *r, uint64_t ptr, char *out, size_t cap)
 {
     char a[32], b[32];
-    if (ptr < r->va || ptr >= r->va + r->size) {
-        out[0] = '\0';
-        return;
-    }
-    snprintf(out, cap, ", %s, at %s", human_bytes(r->size, a, sizeof a), human_bytes(ptr - r->va, b, sizeof b));
+    out[0] = '\0';
+    if (ptr >= r->va && ptr < r->va + r->size)
+        snprintf(out, cap, ", %s, at %s", human_bytes(r->size, a, sizeof a), human_bytes(ptr - r->va, b, sizeof b));
+    return out;
 }
 
 /* ids: the regions a call touches (region table ids); ptrs (NULL: none) the pointer
@@ -166,9 +165,9 @@ static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *
             res.unexpected_skipped += (uint64_t)(unexpected && !t.unsure);
             res.repeat_skipped += (uint64_t)(t.repeat && !unexpected && !t.unsure);
             char where[96];
-            touch_where(r, ptrs ? ptrs[i] : 0, where, sizeof where);
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u%s%s) loads nothing",
-                          res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i], where,
+                          res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
+                          touch_where(r, ptrs ? ptrs[i] : 0, where, sizeof where),
                           weightless ? ", from a kernel that touched no weight in the recorded pass"
                           : unexpected ? ", outside its unit's range of the pass"
                           : t.repeat ? ", touched by this kernel every few launches" : "");
@@ -188,9 +187,9 @@ static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *
                 m->pos = lane_last_pos;
             }
             char where[96];
-            touch_where(r, ptrs ? ptrs[i] : 0, where, sizeof where);
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u%s)%s", res_kernel_name,
-                          ft_disc_unit(disc, (size_t)r->unit)->name, ids[i], where,
+                          ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
+                          touch_where(r, ptrs ? ptrs[i] : 0, where, sizeof where),
                           v.stale != 0 ? ", outside its part of the pass" : "");
             /* The loaded units the call touches further on are its own before the load
              * makes room: evicted now, each would be a miss of its own further on. */

@@ -1084,7 +1084,7 @@ int res_split_tail(res_region_t *r, uint64_t ptr)
     res_unit_t *un = &res.units[r->unit];
     size_t g = vmm_gran();
     vmm_t *v = vmm_find(r->va);
-    if (g == 0 || v == NULL || v->tail_off != 0 || r->len != v->size || un->shared || un->pinned ||
+    if (g == 0 || v == NULL || r->len != v->size /* split already */ || un->shared || un->pinned ||
         r->size == 0 || r->host == NULL || ptr < r->va || ptr >= r->va + r->size || capture_under_way() ||
         touched_by_this_call(r->unit))
         return 0;

@@ -193,8 +193,11 @@ ft_res_verdict_t ft_res_classify(const ft_res_touch_t *t, ft_res_range_t range, 
     /* A touch far from its unit's range loads what it needs but starts no prefetch:
      * generate's reduce kernel on the H200 read a far layer's weight through a stale
      * address at each step's third launch, and the prefetch that followed evicted the
-     * next layer (two misses a step). */
-    v.placing = v.stale == 0 && !ft_res_far(t->at, range, pass);
+     * next layer (two misses a step). The unit after the last one placed is where the
+     * pass goes next, far or not: a pass longer than the record (launches inserted:
+     * prefill's, a growing cache's) counts `at` past its units' ranges, and a touch
+     * judged far there started no prefetch (every unit after a miss of its own). */
+    v.placing = v.stale == 0 && (t->follows || !ft_res_far(t->at, range, pass));
     return v;
 }
 

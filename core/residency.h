@@ -128,6 +128,10 @@ typedef struct {
     long pos;   /* the launch's position (ft_res_lane_pos); -1: none, or a copy or set */
     long at;    /* launches since the lane's pass began, off the record too; -1 */
     int repeat; /* ft_res_repeat_touch's answer */
+    /* The unit is the streamed one after the unit the lane's pass last placed (whose
+     * first touch after its load said where the pass is): the pass is there, however
+     * far `at` has drifted from the record (a pass with launches the record lacks). */
+    int follows;
 } ft_res_touch_t;
 
 typedef enum {

@@ -4,43 +4,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Moves the entries to heap arrays of twice the room (one block: ptr, id, then the
+/* Moves the entries to heap arrays of twice the room (one block: ptr, lo, id, then the
  * flags, each array aligned for its type). Off the common path: only a launch that
  * reaches more than FT_SCAN_INLINE_IDS regions gets here. -1 when out of memory. */
 static int set_grow(ft_scan_set_t *s)
 {
     size_t cap = s->cap * 2;
-    char *h = malloc(cap * (sizeof *s->ptr + sizeof *s->id + 3));
+    char *h = malloc(cap * (2 * sizeof *s->ptr + sizeof *s->id + 2));
     if (h == NULL)
         return -1;
-    uint64_t *ptr = (uint64_t *)(void *)h;
-    uint32_t *id = (uint32_t *)(void *)(ptr + cap);
-    uint8_t *indirect = (uint8_t *)(id + cap), *unsure = indirect + cap, *several = unsure + cap;
+    uint64_t *ptr = (uint64_t *)(void *)h, *lo = ptr + cap;
+    uint32_t *id = (uint32_t *)(void *)(lo + cap);
+    uint8_t *indirect = (uint8_t *)(id + cap), *unsure = indirect + cap;
     memcpy(ptr, s->ptr, s->n * sizeof *ptr);
+    memcpy(lo, s->lo, s->n * sizeof *lo);
     memcpy(id, s->id, s->n * sizeof *id);
     memcpy(indirect, s->indirect, s->n);
     memcpy(unsure, s->unsure, s->n);
-    memcpy(several, s->several, s->n);
     free(s->heap);
     s->heap = h;
     s->ptr = ptr;
+    s->lo = lo;
     s->id = id;
     s->indirect = indirect;
     s->unsure = unsure;
-    s->several = several;
     s->cap = cap;
     return 0;
 }
 
-/* unsure: found at a garbage word. An id found at any other word is sure. The search
- * for a duplicate is linear: a launch reaches a handful of regions, and one that
+/* unsure: found at a garbage word. An id found at any other word is sure. lo takes
+ * every pointer, garbage words' too: a kernel reads from its pointers onwards, so all
+ * it reaches of the region lies at lo or past it (what the guard of a split region
+ * needs to know, guard.c). The search for a duplicate is linear: a launch reaches a handful of regions, and one that
  * reaches a hundred (a cat) costs a few microseconds. */
 static int set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr, int unsure)
 {
     for (size_t i = 0; i < s->n; i++)
         if (s->id[i] == id) {
             s->unsure[i] &= (uint8_t)unsure;
-            s->several[i] |= (uint8_t)(s->ptr[i] != ptr);
+            if (ptr < s->lo[i])
+                s->lo[i] = ptr;
             return 0;
         }
     if (s->n == s->cap && set_grow(s) != 0) {
@@ -49,9 +52,9 @@ static int set_add(ft_scan_set_t *s, uint32_t id, uint64_t ptr, int unsure)
     }
     s->id[s->n] = id;
     s->ptr[s->n] = ptr;
+    s->lo[s->n] = ptr;
     s->indirect[s->n] = 0;
     s->unsure[s->n] = (uint8_t)unsure;
-    s->several[s->n] = 0;
     s->n++;
     return 1;
 }
@@ -69,9 +72,9 @@ void ft_scan_set_drop_unsure(ft_scan_set_t *s)
             continue;
         s->id[k] = s->id[i];
         s->ptr[k] = s->ptr[i];
+        s->lo[k] = s->lo[i];
         s->indirect[k] = s->indirect[i];
         s->unsure[k] = 0;
-        s->several[k] = s->several[i];
         k++;
     }
     s->n = k;

@@ -22,7 +22,7 @@
  * the units of the others unloaded, and the kernel read unmapped memory (an illegal
  * address in the program). So the set grows: its first FT_SCAN_INLINE_IDS entries live
  * in the set itself (on the caller's stack: the common launch allocates nothing), and
- * past them the entries move to heap arrays that double as needed. id, ptr, indirect
+ * past them the entries move to heap arrays that double as needed. id, ptr, lo, indirect
  * and unsure point at the entries wherever they are: index them, never keep them
  * across an add. An id is lost only when the heap cannot grow (out of memory): then
  * `dropped` counts it, and each user takes the set for "any region": the guard loads
@@ -34,17 +34,18 @@
 typedef struct {
     uint32_t *id;
     uint64_t *ptr;                   /* the pointer value first seen for that region */
+    uint64_t *lo;                    /* the lowest pointer value seen for it (a split
+                                        region's guard: core/scan.c set_add) */
     uint8_t *indirect;               /* found one level down, in a pointer array */
     uint8_t *unsure;                 /* found only at words that held garbage (below) */
-    uint8_t *several;                /* reached at more than one pointer value */
     size_t n, cap;
     size_t dropped;                  /* ids lost: the entries could not grow (no memory) */
     void *heap;                      /* the entries once past the inline room; NULL: inline */
     uint32_t id_in[FT_SCAN_INLINE_IDS];
     uint64_t ptr_in[FT_SCAN_INLINE_IDS];
+    uint64_t lo_in[FT_SCAN_INLINE_IDS];
     uint8_t indirect_in[FT_SCAN_INLINE_IDS];
     uint8_t unsure_in[FT_SCAN_INLINE_IDS];
-    uint8_t several_in[FT_SCAN_INLINE_IDS];
 } ft_scan_set_t;
 
 /* Starts an empty set, its entries in itself. On a set that may have grown, call
@@ -53,9 +54,9 @@ static inline void ft_scan_set_clear(ft_scan_set_t *s)
 {
     s->id = s->id_in;
     s->ptr = s->ptr_in;
+    s->lo = s->lo_in;
     s->indirect = s->indirect_in;
     s->unsure = s->unsure_in;
-    s->several = s->several_in;
     s->n = 0;
     s->cap = FT_SCAN_INLINE_IDS;
     s->dropped = 0;

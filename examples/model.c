@@ -159,6 +159,11 @@
  *                 on the H200); the output depends on that room's content
  *   --room-first  with --room-from: in the first forward too (generate's prefill, before
  *                 the decode steps)
+ *   --room-pair   with --room-from: first, each layer mixes the room of the layer
+ *                 half the model away into a second room just past it, and back, by
+ *                 launches that reach that segment at two pointers, both past its
+ *                 weights, while its unit is not in use (an elementwise kernel whose
+ *                 input and output both lie in room a far layer's segment left)
  *   --init-refill with --init-kernel: after all the weights, every layer's weight is
  *                 written once more by the fill kernel, from another seed (a program
  *                 filling a GPU-built model's parameters with its own seeded init after
@@ -417,6 +422,7 @@ static size_t seg_used;
 static size_t seg_end[4096]; /* each segment's bytes in use, at its end */
 static long room_from = -1;  /* --room-from N */
 static int room_first;       /* --room-first */
+static int room_pair;        /* --room-pair */
 static uint32_t **room_of;   /* --room-from: per layer, the free room past its segment's weights */
 
 /* --drv-alloc: the driver's allocation and free, resolved once. */
@@ -921,7 +927,7 @@ static void bump(uint32_t *y, struct model_meta m, cudaStream_t stream);
 /* --room-from: each layer's room, zeroed (the segment's tail is uninitialised). */
 static void find_rooms(void)
 {
-    size_t want = ((size_t)dim * sizeof(uint32_t) + 511) & ~(size_t)511;
+    size_t want = (((size_t)dim * sizeof(uint32_t) + 511) & ~(size_t)511) * (room_pair ? 2 : 1);
     room_of = calloc((size_t)layers, sizeof *room_of);
     if (room_of == NULL) {
         fprintf(stderr, "model: out of host memory\n");
@@ -1347,6 +1353,15 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             bump(b, meta, stream);
         }
         if (room_from >= 0 && (cur_iter >= room_from || (room_first && cur_iter == 0)) && room_of[l] != NULL) {
+            if (room_pair) {
+                /* a far layer's: room2 = mix(room2, room), then room = mix(room, room2) */
+                int m = (l + layers / 2) % layers;
+                uint32_t *room2 = room_of[m] + (((size_t)dim * sizeof(uint32_t) + 511) & ~(size_t)511) / 4;
+                void *to2[] = { &room2, &room_of[m], &dim };
+                CHECK(cudaLaunchKernelExC(&cfg, k_mix, to2));
+                void *from2[] = { &room_of[m], &room2, &dim };
+                CHECK(cudaLaunchKernelExC(&cfg, k_mix, from2));
+            }
             /* room = mix(room, b), then b = mix(b, room) */
             void *in_args[] = { &room_of[l], &b, &dim };
             CHECK(cudaLaunchKernelExC(&cfg, k_mix, in_args));
@@ -1830,6 +1845,8 @@ int main(int argc, char **argv)
             room_from = atol(argv[++i]);
         else if (strcmp(a, "--room-first") == 0)
             room_first = 1;
+        else if (strcmp(a, "--room-pair") == 0)
+            room_pair = 1;
         else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
             tail_layers = atoi(argv[++i]);
         else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
@@ -1917,7 +1934,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N [--room-first]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N [--room-first] [--room-pair]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

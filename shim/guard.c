@@ -27,6 +27,10 @@ static inline int guarding(void)
  * only, not positions, and no touch is judged by its position, until its next pass). */
 static __thread long lane_last_pos = -1;
 static __thread int lane_off_script;
+/* The unit this thread's pass last placed (its first touch after a load said where the
+ * pass is, or its first launch was reached by position; -1: none): a touch of the next
+ * streamed unit places the pass too (ft_res_touch_t.follows). */
+static __thread int lane_placed = -1;
 
 /* The units this thread's call touched, to record their `used` events behind it; until
  * then (the call is not enqueued yet), nothing may evict them. Each is stamped with the
@@ -104,6 +108,18 @@ static void keep_loaded(const uint32_t *ids, size_t n, cudaStream_t stream)
         }
 }
 
+/* The streamed unit after u in pass order (wrapping to the first), as ft_res_prefetch
+ * walks them; u when it is the only one. */
+static int next_streamed(int u)
+{
+    for (int step = 1; step < res.n_units; step++) {
+        int w = (u + step) % res.n_units;
+        if (res.units[w].n > 0)
+            return w;
+    }
+    return u;
+}
+
 /* ptr lies in a granule of r that begins past every pointer discovery saw into it. */
 static inline int past_seen(const res_region_t *r, uint64_t ptr)
 {
@@ -124,17 +140,17 @@ static const char *touch_where(const res_region_t *r, uint64_t ptr, char *out, s
     return out;
 }
 
-/* ids: the regions a call touches (region table ids); ptrs (NULL: none) the pointer
- * found for each; unsure (NULL: none) flags those found only at argument words that
- * held garbage in discovery, several (NULL: none) those reached at more than one
- * pointer; pos, at and weightless as ft_res_touch_t takes them, kernel as
+/* ids: the regions a call touches (region table ids); lo (NULL: none) the lowest
+ * pointer found into each (core/scan.c: the kernel reaches nothing of the region below
+ * it); unsure (NULL: none) flags those found only at argument words that held garbage
+ * in discovery; pos, at and weightless as ft_res_touch_t takes them, kernel as
  * ft_res_repeat_touch (0 for copies and sets).
  * Each touch of a streamed unit is judged by ft_res_classify (core/residency.h, which
  * says why each rule) and carried out here: a miss loads the unit on the caller's
  * stream, a stale touch of a unit that is not loaded loads nothing and is counted, and
  * the call waits for the unit's copy and records its use. */
-static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *unsure, const uint8_t *several,
-                      size_t n, cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at)
+static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
+                      cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at)
 {
     if (!guarding())
         return;
@@ -146,17 +162,18 @@ static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *
             continue;
         res_region_t *r = &res.regions[res.by_id[ids[i]]];
         res_unit_t *un = &res.units[r->unit];
-        /* Reached at one pointer only, past a split region's head: its tail, which stays
-         * on the device (res_split_tail). */
-        int one_ptr = ptrs != NULL && ptrs[i] != 0 && (several == NULL || !several[i]);
-        if (one_ptr && ptrs[i] >= r->va + r->len)
+        uint64_t p = lo != NULL ? lo[i] : 0;
+        /* Reached only past a split region's head: its tail, which stays on the device
+         * (res_split_tail). */
+        if (p != 0 && p >= r->va + r->len)
             continue;
-        /* ... or past every pointer discovery saw into it, by a granule: other data in
-         * the room after its weights, which the region's tail keeps from now on. */
-        if (one_ptr && !(unsure != NULL && unsure[i]) && past_seen(r, ptrs[i]) && res_split_tail(r, ptrs[i]))
+        /* ... or only past every pointer discovery saw into it, by a granule: other data
+         * in the room after its weights, which the region's tail keeps from now on. */
+        if (p != 0 && !(unsure != NULL && unsure[i]) && past_seen(r, p) && res_split_tail(r, p))
             continue;
         ft_res_touch_t t = { unsure != NULL && unsure[i], weightless, pos, at,
-                             ft_res_repeat_touch(&repeats, kernel, ids[i], lane_id(), lane_launches, res.pass_len) };
+                             ft_res_repeat_touch(&repeats, kernel, ids[i], lane_id(), lane_launches, res.pass_len),
+                             lane_placed >= 0 && next_streamed(lane_placed) == r->unit };
         ft_res_verdict_t v = ft_res_classify(&t, (ft_res_range_t){ un->first_launch, un->last_launch }, un->loaded,
                                              &pass, res.strict);
         if (v.act == FT_RES_LEAVE) {
@@ -167,7 +184,7 @@ static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *
             char where[96];
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: a stale address of %s (region %u%s%s) loads nothing",
                           res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
-                          touch_where(r, ptrs ? ptrs[i] : 0, where, sizeof where),
+                          touch_where(r, p, where, sizeof where),
                           weightless ? ", from a kernel that touched no weight in the recorded pass"
                           : unexpected ? ", outside its unit's range of the pass"
                           : t.repeat ? ", touched by this kernel every few launches" : "");
@@ -189,7 +206,7 @@ static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *
             char where[96];
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u%s)%s", res_kernel_name,
                           ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
-                          touch_where(r, ptrs ? ptrs[i] : 0, where, sizeof where),
+                          touch_where(r, p, where, sizeof where),
                           v.stale != 0 ? ", outside its part of the pass" : "");
             /* The loaded units the call touches further on are its own before the load
              * makes room: evicted now, each would be a miss of its own further on. */
@@ -204,6 +221,7 @@ static void res_touch(const uint32_t *ids, const uint64_t *ptrs, const uint8_t *
          * address (unsure) says nothing of where the pass is. */
         if (!un->touched_since_load && v.placing) {
             un->touched_since_load = 1;
+            lane_placed = r->unit;
             if (prefetch_after < 0)
                 prefetch_after = r->unit;
         }
@@ -404,7 +422,7 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     int begins = timing_on() && pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1;
     if (begins >= 0)
         timing_unit_wait(begins, stream);
-    res_touch(set->id, set->ptr, set->unsure, set->several, set->n, stream, pos, weightless, key, tracked);
+    res_touch(set->id, set->lo, set->unsure, set->n, stream, pos, weightless, key, tracked);
     if (set->dropped > 0 && guarding())
         touch_every_unit(name, set->dropped, stream);
     if (begins >= 0)
@@ -420,7 +438,7 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     if (pos >= 0) {
         int at = unit_bound_at((uint32_t)pos, 0);
         if (at >= 0)
-            prefetch_after = at;
+            prefetch_after = lane_placed = at;
         checksum_after = unit_bound_at((uint32_t)pos, 1);
         timing_after = timing_on() ? checksum_after : -1;
         timing_stream = stream;
@@ -442,12 +460,9 @@ void res_guard_copy(const void *dst, const void *src, cudaStream_t stream)
             ptrs[n] = (uint64_t)(uintptr_t)p[i];
             ids[n++] = r.id;
         }
-    /* A copy within one region reaches it at two pointers: not past a split as one. */
-    uint8_t several[2] = { 0, 0 };
-    if (n == 2 && ids[0] == ids[1])
-        several[0] = several[1] = 1;
+    /* A copy within one region: two entries, each judged at its own pointer. */
     uint64_t over0 = res.over_loads;
-    res_touch(ids, ptrs, NULL, several, n, stream, -1, 0, 0, -1);
+    res_touch(ids, ptrs, NULL, n, stream, -1, 0, 0, -1);
     note_over("a copy or set", over0);
 }
 

@@ -402,6 +402,15 @@ START_TEST(touch_far_from_its_range_loads_but_does_not_place)
     ck_assert(!v.placing);
     t.at = 69;
     ck_assert(judge(t, 0, 0).placing);
+    /* ... unless the unit follows the one the lane placed last: a pass longer than the
+     * record (launches it lacks) has drifted there */
+    t = (ft_res_touch_t){ .pos = -1, .at = 70, .follows = 1 };
+    v = judge(t, 0, 0);
+    ck_assert_int_eq(v.act, FT_RES_MISS);
+    ck_assert(v.placing);
+    /* a stale touch places nothing, following or not */
+    t.unsure = 1;
+    ck_assert(!judge(t, 0, 0).placing);
 }
 END_TEST
 

@@ -81,16 +81,22 @@ START_TEST(a_launch_reaching_many_regions_keeps_every_one)
         ck_assert(!set.indirect[i] && !set.unsure[i]);
     }
     /* The same launch again: nothing new, nothing lost; every region reached at the
-     * same pointer, none at several. */
+     * same pointer, its lowest. */
     ck_assert_uint_eq(ft_scan_bytes(regions, args, sizeof args, &set), 0);
     ck_assert_uint_eq(set.n, 150);
     for (int i = 0; i < 150; i++)
-        ck_assert(!set.several[i]);
-    /* Region 6 at another pointer as well (a kernel reading a weight and writing what
-     * lies past it in the same allocation): flagged, its first pointer kept. */
+        ck_assert_uint_eq(set.lo[i], args[1 + i]);
+    /* Region 6 at other pointers as well (a kernel reading what lies past a weight in
+     * the same allocation and writing its start): its first pointer kept, the lowest
+     * followed. */
     ck_assert_int_eq(ft_scan_set_add(&set, id[6], args[1 + 6] + 4096), 0);
-    ck_assert(set.several[6] && !set.several[5] && !set.several[7]);
+    ck_assert_uint_eq(set.lo[6], args[1 + 6]);
+    ck_assert_int_eq(ft_scan_set_add(&set, id[6], args[1 + 6] + 8), 0);
+    ck_assert_uint_eq(set.lo[6], args[1 + 6]);
+    ck_assert_int_eq(ft_scan_set_add(&set, id[8], base[8]), 0); /* args: base[8] + 256 */
+    ck_assert_uint_eq(set.lo[8], base[8]);
     ck_assert_uint_eq(set.ptr[6], args[1 + 6]);
+    ck_assert_uint_eq(set.ptr[8], args[1 + 8]);
 
     /* One level down: a table of 50 more (a grouped GEMM's), read from device data. */
     uint64_t table[50];
@@ -114,7 +120,7 @@ START_TEST(a_launch_reaching_many_regions_keeps_every_one)
             continue;
         ck_assert_uint_eq(set.id[k], id[i]);
         ck_assert_int_eq(set.indirect[k], i >= 150);
-        ck_assert_int_eq(set.several[k], i == 6); /* past the grows too */
+        ck_assert_uint_eq(set.lo[k], i < 150 && i != 8 ? args[1 + i] : base[i]); /* past the grows too */
         k++;
     }
     ck_assert_uint_eq(set.n, k);

@@ -10,7 +10,8 @@
 # filled twice, several to a segment (--init-refill --segments); weights in memory the program maps itself (--own-vmm); a stale address off any
 # tensor's alignment in three kernels of every layer (--stale-rope); a launcher asking
 # pointer attributes before each launch (--ptr-query); activations in the room after
-# the weights of a segment (--room-from).
+# the weights of a segment (--room-from), reached at two pointers from a far layer
+# (--room-pair).
 # Under a budget of a third of the weights with default
 # settings: the same output as without the shim, no crash, one verdict; with FT_SPILL
 # off too, with two threads, and with a bound that makes FlexTensor stand down in the
@@ -131,6 +132,20 @@ for spill in 1 0; do
     expect_grep 'verdict: offloaded: 6 of 6 units stream' "$WORK/room-$spill.err" "room"
     expect_no_grep 'changed between loads' "$WORK/room-$spill.err" "room"
 done
+# ... and kernels that reach a far layer's room at two pointers, input and output,
+# while its unit is not loaded (the H200's pretrained_to and cpu_built: elementwise
+# kernels in the room of units 2 and 3, after their splits, loaded them 8 times each
+# "for argument words outside its part of the pass", and the budget made three other
+# units stream). The lowest pointer into the region decides: past the split, nothing
+# is loaded. Their four launches a layer, absent from the record, also drift the
+# pass's launch count past every later unit's range: the unit after the one last
+# placed still prefetches what follows it (before, 45 misses in 87 loads).
+compare_run room-pair --segments 12 --room-from 3 --room-pair -- FT_SPILL=1 FT_GPU_MEM_LIMIT=28MiB
+expect_grep 'residency: 6 region\(s\) split: other data past their weights, 12\.0 MiB in all' \
+    "$WORK/room-pair.err" "room-pair"
+expect_no_grep 'outside its part of the pass|changed between loads' "$WORK/room-pair.err" "room-pair"
+misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/room-pair.err")
+[ -n "$misses" ] && [ "$misses" -le 12 ] || fail "room-pair: ${misses:-no} misses, at most 12 wanted"
 # ... and in the first forward too (generate's prefill, then the decode steps; the next
 # prompt's prefill after the plan): discovery starts over once, and each split begins
 # past the weights the recorded pass reached (before, the first forward's touches held
@@ -167,4 +182,4 @@ expect_grep 'discovery: 1 iteration\(s\) of 36 launches, 12 units, 48\.[0-9] MiB
     "$WORK/init-kernel-1.err" "init-kernel: discovery's length"
 expect_grep 'launches in a row touched no region alive at its start, while 4[0-9]\.[0-9] MiB were copied' \
     "$WORK/load-after-launch-1.err" "load-after-launch"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights, at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

@@ -4,13 +4,18 @@
  * does in a multi-GPU job); then with a host-to-device copy of 256 MiB in flight on
  * another stream at each round (as when the engine maps the next unit while the
  * previous one is copied in); then with a kernel spinning for about 5 ms instead (a
- * layer computing). Medians of 50 rounds, in microseconds. A diagnostic for
- * bench/RESULTS.md, not a test.
+ * layer computing). Medians of 50 rounds, in microseconds. Last, whether another
+ * thread's launches wait while one thread maps: a thread launching an empty kernel
+ * (syncing every 64 launches, not timed), alone and while the main thread loads a
+ * 106 MiB unit of five 20 MiB regions over and over (map, set access, unmap), as a
+ * prefetching thread beside the application's would: the launch's host time, median,
+ * 99th percentile and most. A diagnostic for bench/RESULTS.md, not a test.
  *
- *   cc -O2 -I/usr/local/cuda/include bench/map_cost.c -L/usr/local/cuda/lib64 -lcuda -o map_cost
+ *   cc -O2 -I/usr/local/cuda/include bench/map_cost.c -L/usr/local/cuda/lib64 -lcuda -lpthread -o map_cost
  *   ./map_cost [device]
  */
 #include <cuda.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +113,82 @@ static void measure(CUdevice dev, size_t size, const char *label)
     CK(cuMemRelease(h));
 }
 
+/* --- launches beside mapping ------------------------------------------------------- */
+
+#define LAUNCHES 20000
+static CUcontext main_ctx;
+static volatile int mapping_done;
+static double lat[LAUNCHES];
+static int n_lat;
+
+static void *launcher(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(main_ctx));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    unsigned long long zero = 0;
+    void *args[] = { &zero };
+    n_lat = 0;
+    for (int i = 0; i < LAUNCHES; i++) {
+        double t0 = now_us();
+        CK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        lat[n_lat++] = now_us() - t0;
+        if (i % 64 == 63)
+            CK(cuStreamSynchronize(s));
+    }
+    CK(cuStreamSynchronize(s));
+    CK(cuStreamDestroy(s));
+    return NULL;
+}
+
+static void launch_latency(CUdevice dev, int with_mapping)
+{
+    enum { REGIONS = 5 };
+    size_t size = 20u << 20;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemGenericAllocationHandle h[REGIONS];
+    CUdeviceptr va[REGIONS];
+    for (int k = 0; k < REGIONS; k++) {
+        CK(cuMemCreate(&h[k], size, &prop, 0));
+        CK(cuMemAddressReserve(&va[k], size, 0, 0, 0));
+    }
+    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    pthread_t t;
+    pthread_create(&t, NULL, launcher, NULL);
+    int loads = 0;
+    double t0 = now_us(), busy = 0;
+    /* until the launcher is done: n_lat is read unsynchronised, as a progress hint */
+    while (with_mapping && __atomic_load_n(&n_lat, __ATOMIC_RELAXED) < LAUNCHES - 1) {
+        double a = now_us();
+        for (int k = 0; k < REGIONS; k++)
+            CK(cuMemMap(va[k], size, 0, h[k], 0));
+        for (int k = 0; k < REGIONS; k++)
+            CK(cuMemSetAccess(va[k], size, &acc, 1));
+        for (int k = 0; k < REGIONS; k++)
+            CK(cuMemUnmap(va[k], size));
+        busy += now_us() - a;
+        loads++;
+    }
+    pthread_join(t, NULL);
+    double wall = now_us() - t0;
+    qsort(lat, n_lat, sizeof *lat, cmp);
+    printf("launches %-16s median %6.1f  p99 %8.1f  max %9.1f us (%d launches)", with_mapping ? "beside mapping" : "alone",
+           lat[n_lat / 2], lat[n_lat * 99 / 100], lat[n_lat - 1], n_lat);
+    if (with_mapping)
+        printf("; %d loads of 5 x 20 MiB mapped, set and unmapped meanwhile, %.1f us each, %.0f%% of %.0f ms", loads,
+               loads > 0 ? busy / loads : 0.0, 100.0 * busy / wall, wall / 1e3);
+    printf("\n");
+    for (int k = 0; k < REGIONS; k++) {
+        CK(cuMemAddressFree(va[k], size));
+        CK(cuMemRelease(h[k]));
+    }
+}
+
 int main(int argc, char **argv)
 {
     int d = argc > 1 ? atoi(argv[1]) : 0, n = 0;
@@ -118,6 +199,7 @@ int main(int argc, char **argv)
     CUcontext ctx;
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
+    main_ctx = ctx;
     size_t sizes[] = { 2u << 20, 32u << 20, 196u << 20 };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         measure(dev, sizes[i], "alone");
@@ -156,5 +238,8 @@ int main(int argc, char **argv)
     spin_cycles = (unsigned long long)clock_khz * 5; /* about 5 ms */
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         measure(dev, sizes[i], "kernel in flight");
+    launch_latency(dev, 0);
+    launch_latency(dev, 1);
+    launch_latency(dev, 0);
     return 0;
 }

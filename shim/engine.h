@@ -341,6 +341,8 @@ typedef struct {
     uint64_t ns_wait, ns_unmap, ns_map, ns_copy;
     uint64_t ns_create, ns_release; /* parts of ns_map: new physical memory, spares let go */
     uint64_t ns_map_call, ns_access; /* parts of ns_map: cuMemMap, cuMemSetAccess */
+    uint64_t ns_ck_wait, ns_back, ns_unmap_call; /* parts of ns_unmap: the checksum's wait,
+                                                  * copies back, cuMemUnmap */
     uint64_t access_calls;    /* cuMemSetAccess calls of loads (several regions each at best) */
     /* The measured step: an event at each pass's first launch; the time between two
      * consecutive ones is read once the later has completed (never waited for). */

@@ -257,6 +257,10 @@ void ft_hooks_report(void)
                 (double)res.ns_map / 1e3 / (double)res.loads, (double)res.ns_copy / 1e3 / (double)res.loads,
                 (unsigned long long)res.reused, (unsigned long long)res.region_loads);
     if (streaming && res.loads > 0)
+        FT_INFO("residency: of the unloading per load, %.1f us waiting for the checksum, %.1f us copying back, "
+                "%.1f us in cuMemUnmap", (double)res.ns_ck_wait / 1e3 / (double)res.loads,
+                (double)res.ns_back / 1e3 / (double)res.loads, (double)res.ns_unmap_call / 1e3 / (double)res.loads);
+    if (streaming && res.loads > 0)
         FT_INFO("residency: of the mapping per load, %.1f us in cuMemMap, %.1f us in "
                 "cuMemSetAccess (%llu call(s) for %llu region(s)), %.1f us creating physical "
                 "memory (for %llu region(s) in all, no "

@@ -228,6 +228,7 @@ static int unload_region(res_region_t *r, int write_back, int keep)
     /* On the side stream, not the legacy one: a copy there would wait for all the
      * application's work, not only the unit's. */
     cudaError_t err = cudaSuccess;
+    uint64_t t = now_ns();
     if (write_back) {
         err = REAL(cudaMemcpyAsync)(r->host, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost, res.side);
         if (err == cudaSuccess)
@@ -235,7 +236,12 @@ static int unload_region(res_region_t *r, int write_back, int keep)
     }
     if (err != cudaSuccess)
         FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
+    uint64_t t1 = now_ns();
     CUresult rc = drv.unmap(r->va, r->len);
+    if (keep) { /* an unload to give a slot up, not the switch's (evict_unit) */
+        res.ns_back += t1 - t;
+        res.ns_unmap_call += now_ns() - t1;
+    }
     if (rc == CUDA_SUCCESS && keep && res.n_spare < res.cap_spare)
         res.spare[res.n_spare++] = (struct spare){ r->len, v->handle };
     else if (rc == CUDA_SUCCESS)
@@ -295,8 +301,9 @@ static void unload_unit_ranged(int u)
 {
     res_unit_t *un = &res.units[u];
     /* Dropped without a copy back only when the device checksum proves it unchanged. */
-    uint64_t sum = 0;
+    uint64_t sum = 0, t = now_ns();
     int sum_ok = unit_checksum(u, &sum) == 0;
+    res.ns_ck_wait += now_ns() - t;
     ft_res_unload_t verdict = ft_res_unload(sum_ok, sum, un->ref_valid, un->ref);
     int write_back = verdict.write_back;
     if (verdict.changed)

@@ -129,11 +129,11 @@ static void *launcher(void *arg)
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     unsigned long long zero = 0;
     void *args[] = { &zero };
-    n_lat = 0;
     for (int i = 0; i < LAUNCHES; i++) {
         double t0 = now_us();
         CK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
-        lat[n_lat++] = now_us() - t0;
+        lat[i] = now_us() - t0;
+        __atomic_store_n(&n_lat, i + 1, __ATOMIC_RELAXED);
         if (i % 64 == 63)
             CK(cuStreamSynchronize(s));
     }
@@ -159,6 +159,7 @@ static void launch_latency(CUdevice dev, int with_mapping)
     }
     CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     pthread_t t;
+    n_lat = 0; /* before the thread starts: the loop below reads it */
     pthread_create(&t, NULL, launcher, NULL);
     int loads = 0;
     double t0 = now_us(), busy = 0;

@@ -198,7 +198,7 @@ int budget_admit(uint64_t size, int passthrough)
     if (plan.in.budget_bytes == 0)
         return 0;
     uint64_t committed = 0, weights = 0;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     int rc = demote_for(size, NULL, &committed, &weights);
     admitting += size;
     pthread_mutex_unlock(&res.lock);
@@ -217,7 +217,7 @@ void admit_done(int adm, uint64_t size, int served)
 {
     if (adm < 1)
         return;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     admitting -= size;
     int first = adm == 2 && served && ft_budget_over(&over, past.committed, size, past.budget, past.weights);
     ft_budget_over_t now = over; /* the first: this allocation's */
@@ -241,6 +241,7 @@ void admit_done(int adm, uint64_t size, int served)
 /* The breakdown, res.lock held. */
 void usage_locked(ft_gpu_memory_usage_t *out)
 {
+    mover_settle(1); /* a move's held bytes are the prefetching thread's meanwhile */
     memset(out, 0, sizeof *out);
     uint64_t weights = 0, streamed = 0;
     if (__atomic_load_n(&plan.made, __ATOMIC_ACQUIRE) && plan.rc == 0)
@@ -280,7 +281,7 @@ void usage_locked(ft_gpu_memory_usage_t *out)
 
 void usage_now(ft_gpu_memory_usage_t *out)
 {
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     usage_locked(out);
     pthread_mutex_unlock(&res.lock);
 }

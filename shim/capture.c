@@ -282,10 +282,12 @@ const char *capture_spill_note(char *buf, size_t len)
 
 cudaError_t ft_hook_rt_begin_capture(cudaStreamBeginCapture_fn_t real, cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
+    mover_hold(); /* no move of the prefetching thread from here to the capture's count */
     before_capture();
     cudaError_t rc = real(s, mode);
     if (rc == cudaSuccess)
         began(s);
+    mover_release();
     return rc;
 }
 
@@ -294,10 +296,12 @@ cudaError_t ft_hook_rt_begin_capture_to_graph(cudaStreamBeginCaptureToGraph_fn_t
                                               const cudaGraphEdgeData *data, size_t n,
                                               enum cudaStreamCaptureMode mode)
 {
+    mover_hold(); /* no move of the prefetching thread from here to the capture's count */
     before_capture();
     cudaError_t rc = real(s, graph, deps, data, n, mode);
     if (rc == cudaSuccess)
         began(s);
+    mover_release();
     return rc;
 }
 
@@ -311,10 +315,12 @@ cudaError_t ft_hook_rt_end_capture(cudaStreamEndCapture_fn_t real, cudaStream_t 
 
 CUresult ft_hook_drv_begin_capture(cuStreamBeginCapture_v2_fn_t real, CUstream s, CUstreamCaptureMode mode)
 {
+    mover_hold(); /* no move of the prefetching thread from here to the capture's count */
     before_capture();
     CUresult rc = real(s, mode);
     if (rc == CUDA_SUCCESS)
         began((cudaStream_t)s);
+    mover_release();
     return rc;
 }
 
@@ -322,10 +328,12 @@ CUresult ft_hook_drv_begin_capture_to_graph(cuStreamBeginCaptureToGraph_fn_t rea
                                             const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
                                             CUstreamCaptureMode mode)
 {
+    mover_hold(); /* no move of the prefetching thread from here to the capture's count */
     before_capture();
     CUresult rc = real(s, graph, deps, data, n, mode);
     if (rc == CUDA_SUCCESS)
         began((cudaStream_t)s);
+    mover_release();
     return rc;
 }
 

@@ -587,7 +587,7 @@ static int api_enter(void)
     if (!ft_shim_active || disc == NULL || cfgp == NULL)
         return -1;
     ft_intercept_depth++;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     return 0;
 }
 

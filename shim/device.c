@@ -190,6 +190,14 @@ int managed_device_enter(void)
     return cur_dev.set(want) == cudaSuccess ? cur : -1;
 }
 
+void managed_device_bind(void)
+{
+    cur_dev_resolve();
+    int want = __atomic_load_n(&managed_dev, __ATOMIC_ACQUIRE);
+    if (cur_dev.set != NULL)
+        cur_dev.set(want >= 0 ? want : 0);
+}
+
 void managed_device_leave(int prev)
 {
     if (prev >= 0)

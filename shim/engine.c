@@ -259,7 +259,22 @@ static void switch_locked(void)
         engine_to(PHASE_STREAMING, PHASE_OFF, "the residency engine did not start");
 }
 
+static int enter(int launch);
+
 int engine_enter(void)
+{
+    return enter(0);
+}
+
+/* A kernel launch's entry: a move of the prefetching thread under way is waited for
+ * only when the launch touches a unit it moves (guard.c), or needs the engine
+ * otherwise (mover.c). */
+int engine_enter_launch(void)
+{
+    return enter(1);
+}
+
+static int enter(int launch)
 {
     /* Once nothing will ever be guarded again, calls pay one load. Relaxed: a stale
      * word only sends the call down the longer path, which loads it again. */
@@ -275,9 +290,11 @@ int engine_enter(void)
     atomic_fetch_sub(&unlocked, 1);
     pthread_mutex_lock(&res.lock);
     engine_held = 1;
+    int reload = __atomic_load_n(&reload_wanted, __ATOMIC_RELAXED);
+    mover_settle(!launch || reload);
     /* The program freed the plan's weights: the plan goes before this call (which then
      * runs in discovery, held as FT_SPILL's calls are). */
-    if (__atomic_load_n(&reload_wanted, __ATOMIC_RELAXED))
+    if (reload)
         reload_now_locked();
     if (engine_phase() == PHASE_PLANNED)
         switch_locked();

@@ -286,6 +286,10 @@ typedef struct {
     int ref_valid;
     unsigned changes;         /* evictions that found it changed */
     int shared;               /* its host copy is FT_SHM's shared segment (read-only here) */
+    /* In a move of the prefetching thread (mover.c), leaving its slot or coming in: set
+     * and cleared under res.lock; meanwhile the mover alone reads or writes the unit,
+     * and a call that touches it waits for the move (mover_settle). */
+    int moving;
 } res_unit_t;
 
 typedef struct {
@@ -298,6 +302,7 @@ typedef struct {
     int n_units, slots, loaded;
     uint64_t clock;
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
+    uint64_t moves;           /* prefetch loads the prefetching thread made (mover.c) */
     /* Going over the slots: loads a call needed with no slot to free (load_unit); the
      * guarded calls that made them, and the most units beyond the slots after one
      * (guard.c); unloads, beyond the one a load needs, that brought the count back
@@ -450,6 +455,7 @@ int managed_device(void);       /* -2: not chosen yet */
 uint32_t peer_devices(void);    /* a bit per other device that reaches the managed one */
 int on_managed_device(int runtime);
 int managed_cu_device(CUdevice *dev);
+void managed_device_bind(void);    /* a thread of FlexTensor's own: the managed device current */
 int managed_device_enter(void);
 void managed_device_leave(int prev);
 void sync_reaching_devices(void);
@@ -532,6 +538,7 @@ extern int log_diagnostics;
 extern const struct ft_config *cfgp;
 extern __thread int engine_held;
 int engine_enter(void);
+int engine_enter_launch(void);
 void engine_leave(int held);
 
 /* hooks_launch.c: the launch entry points and the per-launch clock. launch_did_once
@@ -632,6 +639,27 @@ void res_shed(int running, const int *soon, int n_soon); /* back within the slot
 cudaStream_t stream_key(cudaStream_t stream);
 void unit_record_use(res_unit_t *un, cudaStream_t stream);
 int checksum_issue(int u);
+
+/* mover.c: the prefetching thread (FT_PREFETCH_THREAD). While a move is under way, the
+ * mover owns the units it moves and what loads and unloads change beside them (the
+ * spares, the counts of loaded units and held bytes, the load counters): every other
+ * user of res waits for the move first (mover_settle, res_lock), and a launch does so
+ * only when it touches a moving unit. Lock order: res.lock, then the mover's. */
+void mover_start(void);            /* at the switch, res.lock held */
+int mover_request(int u);          /* res.lock: 1 when the mover takes the prefetch after u */
+void mover_pump(void);             /* res.lock: the request's next move, when none is under way */
+void mover_settle(int wait);       /* res.lock: ends a finished move; wait: an unfinished one too */
+void mover_hold(void);             /* no res.lock: no move until mover_release (a capture's start) */
+void mover_release(void);
+int mover_may_move(void);          /* res.lock: started; no hold, capture or timing; streaming */
+int mover_begin(int u, const int *leavers, int n); /* res.lock: a move's units flagged, queued */
+void res_lock(void);               /* res.lock, with the move under way ended */
+/* residency.c: a move queued for the prefetch load of u, which `keep` is running (1;
+ * 0: no room now; -1: none can be); the mover's work for it (no res.lock). */
+int res_move_one(int u, int keep);
+void res_move_work(int u, const int *leavers, int n);
+/* guard.c: the next move of the prefetch after u (0: nothing left to load for it). */
+int res_prefetch_next(int u);
 /* The units as core/residency.h's slot decisions see them (res.lock held). */
 const ft_res_unit_t *res_view(int u, int keep);
 void *unit_array(void *arr, int *cap, size_t elem); /* also budget.c's view */

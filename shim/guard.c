@@ -103,7 +103,7 @@ static void keep_loaded(const uint32_t *ids, size_t n, cudaStream_t stream)
     for (size_t i = 0; i < n; i++)
         if (ids[i] < res.n_ids && res.by_id[ids[i]] >= 0) {
             int u = res.regions[res.by_id[ids[i]]].unit;
-            if (res.units[u].loaded)
+            if (res.units[u].loaded && !res.units[u].moving) /* a moving one waits for the move, in res_touch */
                 unit_use(u, stream);
         }
 }
@@ -162,6 +162,10 @@ static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *un
             continue;
         res_region_t *r = &res.regions[res.by_id[ids[i]]];
         res_unit_t *un = &res.units[r->unit];
+        /* In a move of the prefetching thread: the call waits for it (the unit is loaded
+         * then, or has left its slot). */
+        if (un->moving)
+            mover_settle(1);
         uint64_t p = lo != NULL ? lo[i] : 0;
         /* Reached only past a split region's head: its tail, which stays on the device
          * (res_split_tail). */
@@ -236,6 +240,7 @@ static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *un
  * fault. res.lock held. */
 static void touch_every_unit(const char *name, size_t lost, cudaStream_t stream)
 {
+    mover_settle(1);
     FT_WARN_CAPPED(1, "residency: %s reached more regions than could be recorded (%zu lost, "
                   "out of memory): every streamed unit is loaded for it", name, lost);
     /* The units loaded now are the call's first, so that no load below evicts them. */
@@ -289,8 +294,17 @@ static int unit_bound_at(uint32_t pos, int end)
 }
 
 /* Prefetch: the pass has reached unit u's first launch; the units ft_res_prefetch
- * names are loaded on the side stream, those not loaded already. */
-static void res_prefetch(int u, cudaStream_t stream)
+ * names are loaded on the side stream, those not loaded already: by the prefetching
+ * thread when it takes the request (mover.c), else here. */
+static void res_prefetch_now(int u);
+
+static void res_prefetch(int u)
+{
+    if (!mover_request(u))
+        res_prefetch_now(u);
+}
+
+static void res_prefetch_now(int u)
 {
     const ft_res_unit_t *view = guard_arrays() == 0 ? res_view(-1, u) : NULL;
     int n = view != NULL ? ft_res_prefetch(view, res.n_units, u, res.slots, ahead) : 0;
@@ -306,6 +320,18 @@ static void res_prefetch(int u, cudaStream_t stream)
                 res.prefetches++;
         }
     }
+}
+
+int res_prefetch_next(int u)
+{
+    const ft_res_unit_t *view = guard_arrays() == 0 ? res_view(-1, u) : NULL;
+    int n = view != NULL ? ft_res_prefetch(view, res.n_units, u, res.slots, ahead) : 0;
+    if (view != NULL)
+        res_shed(u, ahead, n);
+    for (int k = 0; k < n; k++)
+        if (!res.units[ahead[k]].loaded)
+            return res_move_one(ahead[k], u) >= 0;
+    return 0;
 }
 
 /* Reads the step times whose closing event has completed, oldest first. */
@@ -416,8 +442,10 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     uint64_t over0 = res.over_loads;
     /* The runtime control's work at a pass boundary, and a re-profile's marks on either
      * side of the waits for the units this launch touches (control.c). */
-    if (control_waiting)
+    if (control_waiting) {
+        mover_settle(1);
         control_launch(tracked, pos, stream, 0);
+    }
     /* Offload timing: the unit that begins here, its stall timed across the waits. */
     int begins = timing_on() && pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1;
     if (begins >= 0)
@@ -531,6 +559,7 @@ static void call_used(int u)
  * held. */
 static void pin_stale_unit(int u)
 {
+    mover_settle(1);
     res_unit_t *un = &res.units[u];
     if (un->pinned || capture_under_way())
         return;
@@ -586,7 +615,7 @@ void res_call_done(void)
     /* A streamed unit's last launch of the pass is enqueued: its checksum follows
      * it at once, ready by the time the unit is evicted. */
     if (checksum_after >= 0) {
-        if (res.units[checksum_after].loaded && res.units[checksum_after].n > 0)
+        if (!res.units[checksum_after].moving && res.units[checksum_after].loaded && res.units[checksum_after].n > 0)
             checksum_issue(checksum_after);
         checksum_after = -1;
     }
@@ -595,8 +624,10 @@ void res_call_done(void)
         timing_after = -1;
     }
     if (prefetch_after >= 0) {
-        res_prefetch(prefetch_after, touched_stream);
+        res_prefetch(prefetch_after);
         prefetch_after = -1;
+    } else {
+        mover_pump(); /* the next move of a prefetch under way, once the last is over */
     }
 }
 

@@ -41,7 +41,7 @@ static struct {
 static void own_copies(uint64_t *loads, uint64_t *back, uint64_t *spill)
 {
     if (!engine_held)
-        pthread_mutex_lock(&res.lock);
+        res_lock();
     *loads = res.region_loads;
     *back = res.written_back;
     *spill = spill_faults + spill_evictions;

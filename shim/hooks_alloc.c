@@ -78,7 +78,7 @@ static void alloc_end(const alloc_t *a, size_t size, void *p)
 {
     allocated(a->adm, size, p, a->flags);
     if (a->admitted > 0) {
-        pthread_mutex_lock(&res.lock);
+        res_lock();
         admitting -= a->admitted;
         pthread_mutex_unlock(&res.lock);
     }

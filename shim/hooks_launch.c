@@ -52,7 +52,7 @@ static inline int launch_enter(launch_clock_t *c, uint64_t key, int is_stub, voi
         launch_did_once = 0;
         c->t = now_ns();
     }
-    int held = engine_enter();
+    int held = engine_enter_launch();
     observe_launch(key, is_stub, params, extra, stream);
     if (c->on)
         c->self = now_ns() - c->t;

@@ -43,7 +43,7 @@ void reload_note_free(uint32_t id)
     uint64_t gone, total;
     if (ft_disc_weight_freed(disc, id, &gone, &total) != 1)
         return;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     gone_bytes = gone;
     plan_bytes = total;
     pthread_mutex_unlock(&res.lock);
@@ -54,7 +54,7 @@ void reload_now(void)
 {
     if (!__atomic_load_n(&reload_wanted, __ATOMIC_ACQUIRE))
         return;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     reload_now_locked();
     pthread_mutex_unlock(&res.lock);
 }

@@ -218,6 +218,9 @@ void ft_hooks_report(void)
                 (unsigned long long)res.misses, (double)res.copied_in_bytes / 1048576.0,
                 (unsigned long long)res.unloads, (unsigned long long)res.written_back,
                 (double)res.peak_held_bytes / 1048576.0);
+    if (streaming && res.moves > 0)
+        FT_INFO("residency: %llu of the prefetches made on FlexTensor's prefetching thread, off the "
+                "application's (FT_PREFETCH_THREAD)", (unsigned long long)res.moves);
     if (streaming && res.over_calls > 0)
         FT_INFO("residency: %llu call(s) read more streamed units than the %d slot(s) hold (at most %d "
                 "beyond); %llu unload(s) brought the units held back within the slots after them",

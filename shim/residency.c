@@ -450,6 +450,7 @@ static void evict_loaded(int v)
  * launch just enqueued keeps the device busy meanwhile. res.lock held. */
 void res_shed(int running, const int *soon, int n_soon)
 {
+    mover_settle(1);
     if (res.loaded <= res.slots)
         return;
     const ft_res_unit_t *view = res_view(-1, running);
@@ -476,6 +477,7 @@ static void load_unit_ranged(int u, cudaStream_t stream, int keep);
 
 void load_unit(int u, cudaStream_t stream, int keep)
 {
+    mover_settle(1);
     if (res.units[u].loaded)
         return;
     own_range_push(stream == res.side ? "load" : "miss", u);
@@ -483,9 +485,10 @@ void load_unit(int u, cudaStream_t stream, int keep)
     own_range_pop();
 }
 
+static void load_body(int u, cudaStream_t stream);
+
 static void load_unit_ranged(int u, cudaStream_t stream, int keep)
 {
-    res_unit_t *un = &res.units[u];
     int n_victims = 0;
     const ft_res_unit_t *view = res_view(u, keep);
     int *victims = victims_array();
@@ -499,6 +502,43 @@ static void load_unit_ranged(int u, cudaStream_t stream, int keep)
         evict_loaded(victims[i]);
     res.shed += (uint64_t)(n_victims - (room == FT_RES_EVICT));
     res.over_loads += (uint64_t)(room == FT_RES_OVER);
+    load_body(u, stream);
+}
+
+int res_move_one(int u, int keep)
+{
+    res_unit_t *un = &res.units[u];
+    if (un->loaded || un->moving)
+        return 0;
+    int n_victims = 0;
+    const ft_res_unit_t *view = res_view(u, keep);
+    int *victims = victims_array();
+    if (view == NULL || victims == NULL)
+        return -1;
+    ft_res_room_t room = ft_res_make_room(view, res.n_units, res.loaded, res.slots, 1, victims, &n_victims);
+    if (room == FT_RES_SKIP)
+        return 0;
+    if ((room != FT_RES_LOAD && room != FT_RES_EVICT) || mover_begin(u, victims, n_victims) != 0)
+        return -1;
+    return 1;
+}
+
+void res_move_work(int u, const int *leavers, int n)
+{
+    res_unit_t *un = &res.units[u];
+    own_range_push("load", u);
+    for (int i = 0; i < n; i++)
+        evict_loaded(leavers[i]);
+    load_body(u, res.side);
+    res.prefetches += (uint64_t)un->loaded;
+    res.moves++;
+    own_range_pop();
+}
+
+/* Maps unit u's regions and copies its bytes in on `stream`; room made. */
+static void load_body(int u, cudaStream_t stream)
+{
+    res_unit_t *un = &res.units[u];
     uint64_t t2 = now_ns(), copy0 = res.ns_copy;
     release_unmatched_spares(un);
     CUdevice dev;
@@ -885,6 +925,7 @@ int activate_locked(void)
     spill_end_locked();
     host_store_switched();
     FT_INFO("residency: the switch to the plan took %.1f ms", (double)(now_ns() - t_switch) / 1e6);
+    mover_start();
     return 0;
 }
 
@@ -975,7 +1016,7 @@ int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t
 int res_forget(vmm_t *v)
 {
     int mapped = !v->spilled;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     if (v->spilled)
         spill_bytes -= v->size;
     if (v->host != NULL) { /* a streamed unit's host copy is its region's by now */
@@ -1088,6 +1129,7 @@ int res_make_resident(int u)
  * touch needs no load. */
 int res_split_tail(res_region_t *r, uint64_t ptr)
 {
+    mover_settle(1); /* the spares and the unit's slot may be in a move */
     res_unit_t *un = &res.units[r->unit];
     size_t g = vmm_gran();
     vmm_t *v = vmm_find(r->va);

@@ -59,7 +59,7 @@ int spill_bring_back(const char *why)
     if (!state_spill(engine_state()))
         return 0;
     if (!engine_held)
-        pthread_mutex_lock(&res.lock);
+        res_lock();
     int keep = spill_restore_all(why) > 0;
     drop_hosts();
     if (!keep)
@@ -392,7 +392,7 @@ uint64_t spill_admit(uint64_t size)
 {
     if (!spill_wanted() || spill_budget() == 0)
         return 0;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     if (!spill_wanted()) {
         pthread_mutex_unlock(&res.lock);
         return 0;
@@ -538,7 +538,7 @@ static int place_over(size_t len, uint64_t *admitted)
     }
     /* A weight the saved profile's plan streams starts in host memory at once. */
     int streams = savedprof_streams();
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     int over = streams || !ft_budget_fits(spill_held(), len, spill_budget());
     spill_hinted += streams;
     if (!over) {
@@ -558,7 +558,7 @@ static void place_done(vmm_t *v, int in_host, uint64_t *admitted)
 {
     if (!in_host && *admitted == 0)
         return;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     if (!in_host) {
         admitting -= v->size - v->asked;
         *admitted = v->asked;

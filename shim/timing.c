@@ -480,7 +480,7 @@ FT_EXPORT int ft_offload_timing_collect(ft_offload_timing_t *r)
     if (!ft_shim_active || disc == NULL || r == NULL || r->size < V1_SIZE ||
         (r->units_cap > 0 && (r->units == NULL || r->unit_size < V1_UNIT_SIZE)))
         return -1;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     int was_on = timing_enabled;
     if (!was_on && !tm.stopped) {
         __atomic_store_n(&timing_enabled, 1, __ATOMIC_RELAXED);
@@ -536,7 +536,7 @@ FT_EXPORT void ft_offload_timing_reset(void)
 {
     if (!ft_shim_active)
         return;
-    pthread_mutex_lock(&res.lock);
+    res_lock();
     if (tm.unit != NULL)
         memset(tm.unit, 0, (size_t)tm.n_units * sizeof *tm.unit);
     tm.passes = tm.lost = tm.step_ns_total = tm.last_step_ns = tm.stall_ns_total = 0;

@@ -23,7 +23,17 @@ run_pair plain
 expect_grep 'unload\(s\), 0 of them copied back' "$WORK/plain.err" "plain: unchanged units dropped"
 expect_grep 'host time per load: .* [1-9][0-9]* of [0-9]+ regions mapped onto the physical memory of the unit unloaded before' \
     "$WORK/plain.err" "plain: physical memory reused"
-pass "6 of 6 units offloaded under a 5 MiB budget (2 slots): same output; at most 2 units held; none copied back (device checksum)"
+expect_grep 'residency: [1-9][0-9]* of the prefetches made on FlexTensor.s prefetching thread' "$WORK/plain.err" \
+    "plain: prefetches on the prefetching thread"
+pass "6 of 6 units offloaded under a 5 MiB budget (2 slots): same output; at most 2 units held; none copied back (device checksum); prefetched on FlexTensor's own thread"
+# The same on the application's thread (FT_PREFETCH_THREAD=false); and the prefetching
+# thread beside three application threads.
+FT_PREFETCH_THREAD=false run_pair app-thread
+expect_no_grep 'prefetching thread' "$WORK/app-thread.err" "app-thread"
+run_pair mover-threads --threads 3
+expect_grep 'residency: [1-9][0-9]* of the prefetches made on FlexTensor.s prefetching thread' \
+    "$WORK/mover-threads.err" "mover-threads"
+pass "prefetches on the application's thread (FT_PREFETCH_THREAD=false), and on FlexTensor's with 3 application threads: same output"
 # A device with little room left (14 MiB for a 12 MiB model, budget above it):
 # FlexTensor's own allocations (the link's measure) fail. The error they leave must not
 # reach the program's cudaGetLastError, which model.c checks after every forward as

@@ -654,6 +654,7 @@ void mover_release(void);
 int mover_may_move(void);          /* res.lock: started; no hold, capture or timing; streaming */
 int mover_begin(int u, const int *leavers, int n); /* res.lock: a move's units flagged, queued */
 void res_lock(void);               /* res.lock, with the move under way ended */
+void res_steady(uint32_t id);      /* res.lock: region id's unit out of any move */
 /* residency.c: a move queued for the prefetch load of u, which `keep` is running (1;
  * 0: no room now; -1: none can be); the mover's work for it (no res.lock). */
 int res_move_one(int u, int keep);

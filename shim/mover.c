@@ -24,7 +24,8 @@
  * unloads change beside them (the spares, res.loaded, res.held_bytes, the load
  * counters, the side stream): every other user of res ends the move first (res_lock,
  * engine_enter, load_unit, usage_locked ...); a launch does only when it touches a
- * moving unit or needs a load of its own (guard.c).
+ * moving unit or needs a load of its own (guard.c), a pointer query only when it asks
+ * of a moving unit or needs a mapped allocation as its witness (ptrattr.c).
  *
  * Not used (the prefetch runs on the application's thread, as with
  * FT_PREFETCH_THREAD=false): under a stream capture (a wait or a synchronous copy of
@@ -80,6 +81,14 @@ void mover_settle(int wait)
         mover.state = MOVER_IDLE;
     }
     pthread_mutex_unlock(&mover.lock);
+}
+
+void res_steady(uint32_t id)
+{
+    if (!started() || id >= res.n_ids || res.by_id[id] < 0)
+        return;
+    if (res.units[res.regions[res.by_id[id]].unit].moving)
+        mover_settle(1);
 }
 
 void res_lock(void)

@@ -86,6 +86,7 @@ static CUresult attribute_of(cuPointerGetAttribute_fn_t real, void *data, CUpoin
     default:
         break;
     }
+    mover_settle(1); /* res.lock held (steady): the witness must not leave under the query */
     uint64_t w = mapped_witness(real);
     if (w != 0)
         return real(data, a, (CUdeviceptr)w);
@@ -102,28 +103,49 @@ static CUresult attribute_of(cuPointerGetAttribute_fn_t real, void *data, CUpoin
     }
 }
 
+/* The prefetching thread maps and unmaps the units it moves without res.lock (mover.c):
+ * a query of an address FlexTensor holds is answered with res.lock held and the
+ * address's unit out of any move, so that what the driver says stays true while the
+ * answer is put together (a unit mapped between the query and the check that it is
+ * unmapped gave the simulator's --ptr-query an empty answer). Not when this thread
+ * holds res.lock already. 1 when taken. */
+static int steady(const ft_region_t *r)
+{
+    if (engine_held)
+        return 0;
+    pthread_mutex_lock(&res.lock);
+    res_steady(r->id);
+    return 1;
+}
+
 CUresult ft_hook_drv_pointer_get_attribute(cuPointerGetAttribute_fn_t real, void *data,
                                            CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    CUresult rc = real(data, attribute, ptr);
     ft_region_t r;
-    if (rc != CUDA_ERROR_INVALID_VALUE || data == NULL || !held(ptr, &r)) /* the driver knows it */
-        return rc;
-    return attribute_of(real, data, attribute, ptr, &r);
+    int locked = held(ptr, &r) && steady(&r);
+    CUresult rc = real(data, attribute, ptr);
+    if (rc == CUDA_ERROR_INVALID_VALUE && data != NULL && held(ptr, &r)) /* else the driver knows it */
+        rc = attribute_of(real, data, attribute, ptr, &r);
+    if (locked)
+        pthread_mutex_unlock(&res.lock);
+    return rc;
 }
 
 CUresult ft_hook_drv_pointer_get_attributes(cuPointerGetAttributes_fn_t real, unsigned int n,
                                             CUpointer_attribute *attributes, void **data, CUdeviceptr ptr)
 {
-    CUresult rc = real(n, attributes, data, ptr);
     ft_region_t r;
+    int locked = held(ptr, &r) && steady(&r);
+    CUresult rc = real(n, attributes, data, ptr);
     cuPointerGetAttribute_fn_t one = (cuPointerGetAttribute_fn_t)ft_shim_real(FT_FN_cuPointerGetAttribute);
     unsigned int type = 0;
-    if (rc != CUDA_SUCCESS || attributes == NULL || data == NULL || one == NULL || !held(ptr, &r) ||
-        one(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) == CUDA_SUCCESS) /* mapped: the driver's answer */
-        return rc;
-    for (unsigned int i = 0; i < n; i++)
-        if (data[i] != NULL && attribute_of(one, data[i], attributes[i], ptr, &r) != CUDA_SUCCESS)
-            return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS && attributes != NULL && data != NULL && one != NULL && held(ptr, &r) &&
+        one(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS) { /* else mapped: the driver's answer */
+        for (unsigned int i = 0; i < n && rc == CUDA_SUCCESS; i++)
+            if (data[i] != NULL && attribute_of(one, data[i], attributes[i], ptr, &r) != CUDA_SUCCESS)
+                rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (locked)
+        pthread_mutex_unlock(&res.lock);
+    return rc;
 }

@@ -103,7 +103,7 @@ static void keep_loaded(const uint32_t *ids, size_t n, cudaStream_t stream)
     for (size_t i = 0; i < n; i++)
         if (ids[i] < res.n_ids && res.by_id[ids[i]] >= 0) {
             int u = res.regions[res.by_id[ids[i]]].unit;
-            if (res.units[u].loaded && !res.units[u].moving) /* a moving one waits for the move, in res_touch */
+            if (!res.units[u].moving && res.units[u].loaded) /* a moving one is the mover's: res_touch waits */
                 unit_use(u, stream);
         }
 }

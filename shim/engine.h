@@ -648,7 +648,8 @@ int checksum_issue(int u);
 void mover_start(void);            /* at the switch, res.lock held */
 int mover_request(int u);          /* res.lock: 1 when the mover takes the prefetch after u */
 void mover_pump(void);             /* res.lock: the request's next move, when none is under way */
-void mover_settle(int wait);       /* res.lock: ends a finished move; wait: an unfinished one too */
+int mover_settle(int wait);        /* res.lock: ends a finished move (wait: an unfinished one
+                                    * too); 1 when none is under way then */
 void mover_hold(void);             /* no res.lock: no move until mover_release (a capture's start) */
 void mover_release(void);
 int mover_may_move(void);          /* res.lock: started; no hold, capture or timing; streaming */

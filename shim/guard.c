@@ -175,9 +175,11 @@ static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *un
          * in the room after its weights, which the region's tail keeps from now on. */
         if (p != 0 && !(unsure != NULL && unsure[i]) && past_seen(r, p) && res_split_tail(r, p))
             continue;
+        /* follows: asked at a unit's first touch after its load, the one whose placing
+         * counts (below). */
         ft_res_touch_t t = { unsure != NULL && unsure[i], weightless, pos, at,
                              ft_res_repeat_touch(&repeats, kernel, ids[i], lane_id(), lane_launches, res.pass_len),
-                             lane_placed >= 0 && next_streamed(lane_placed) == r->unit };
+                             !un->touched_since_load && lane_placed >= 0 && next_streamed(lane_placed) == r->unit };
         ft_res_verdict_t v = ft_res_classify(&t, (ft_res_range_t){ un->first_launch, un->last_launch }, un->loaded,
                                              &pass, res.strict);
         if (v.act == FT_RES_LEAVE) {
@@ -304,14 +306,20 @@ static void res_prefetch(int u)
         res_prefetch_now(u);
 }
 
-static void res_prefetch_now(int u)
+/* The units the prefetch after u loads, in `ahead`, and how many; after a call that
+ * went over the slots, the units beyond them leave first, other than those. */
+static int prefetch_list(int u)
 {
     const ft_res_unit_t *view = guard_arrays() == 0 ? res_view(-1, u) : NULL;
     int n = view != NULL ? ft_res_prefetch(view, res.n_units, u, res.slots, ahead) : 0;
-    /* After a call that went over the slots, the units beyond them leave first, other
-     * than those this prefetch is about to load. */
     if (view != NULL)
         res_shed(u, ahead, n);
+    return n;
+}
+
+static void res_prefetch_now(int u)
+{
+    int n = prefetch_list(u);
     for (int k = 0; k < n; k++) {
         int w = ahead[k];
         if (!res.units[w].loaded) {
@@ -324,10 +332,7 @@ static void res_prefetch_now(int u)
 
 int res_prefetch_next(int u)
 {
-    const ft_res_unit_t *view = guard_arrays() == 0 ? res_view(-1, u) : NULL;
-    int n = view != NULL ? ft_res_prefetch(view, res.n_units, u, res.slots, ahead) : 0;
-    if (view != NULL)
-        res_shed(u, ahead, n);
+    int n = prefetch_list(u);
     for (int k = 0; k < n; k++)
         if (!res.units[ahead[k]].loaded)
             return res_move_one(ahead[k], u) >= 0;

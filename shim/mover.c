@@ -63,13 +63,28 @@ static int started(void)
     return __atomic_load_n(&mover.started, __ATOMIC_ACQUIRE);
 }
 
+/* The state, written under mover.lock, read without it where a stale value is safe:
+ * IDLE is only left under res.lock (mover_begin), which the reader holds. */
+static int state_now(void)
+{
+    return __atomic_load_n(&mover.state, __ATOMIC_ACQUIRE);
+}
+
+static void state_set(int st)
+{
+    __atomic_store_n(&mover.state, st, __ATOMIC_RELEASE);
+}
+
 /* Ends the move when its work is over: its units' flags cleared. wait: a move queued
  * or at work is waited for first (res.lock held all along: the work never takes it).
- * res.lock held. */
-void mover_settle(int wait)
+ * res.lock held. 1 when no move is under way after it (the common case, every launch:
+ * one load, no lock). */
+int mover_settle(int wait)
 {
     if (!started() || on_mover)
-        return;
+        return 1;
+    if (state_now() == MOVER_IDLE)
+        return 1;
     pthread_mutex_lock(&mover.lock);
     while (wait && (mover.state == MOVER_QUEUED || mover.state == MOVER_WORKING))
         pthread_cond_wait(&mover.cv, &mover.lock);
@@ -78,9 +93,11 @@ void mover_settle(int wait)
             if (mover.units[i] < res.n_units)
                 res.units[mover.units[i]].moving = 0;
         mover.n = 0;
-        mover.state = MOVER_IDLE;
+        state_set(MOVER_IDLE);
     }
+    int idle = mover.state == MOVER_IDLE;
     pthread_mutex_unlock(&mover.lock);
+    return idle;
 }
 
 void res_steady(uint32_t id)
@@ -118,7 +135,7 @@ int mover_begin(int u, const int *leavers, int n)
         mover.units[mover.n++] = leavers[i];
     for (int i = 0; i < mover.n; i++)
         res.units[mover.units[i]].moving = 1;
-    mover.state = MOVER_QUEUED;
+    state_set(MOVER_QUEUED);
     pthread_cond_broadcast(&mover.cv);
     pthread_mutex_unlock(&mover.lock);
     return 0;
@@ -138,13 +155,13 @@ static void *mover_main(void *arg)
             pthread_cond_wait(&mover.cv, &mover.lock);
         if (mover.state != MOVER_QUEUED)
             break; /* stopped, with no move left to make */
-        mover.state = MOVER_WORKING;
+        state_set(MOVER_WORKING);
         int units[MOVE_UNITS], n = mover.n;
         memcpy(units, mover.units, (size_t)n * sizeof *units);
         pthread_mutex_unlock(&mover.lock);
         res_move_work(units[0], units + 1, n - 1);
         pthread_mutex_lock(&mover.lock);
-        mover.state = MOVER_DONE;
+        state_set(MOVER_DONE);
         pthread_cond_broadcast(&mover.cv);
     }
     pthread_mutex_unlock(&mover.lock);
@@ -206,14 +223,9 @@ int mover_request(int u)
 
 void mover_pump(void)
 {
-    if (mover.want < 0 || !mover_may_move())
-        return;
-    mover_settle(0);
-    pthread_mutex_lock(&mover.lock);
-    int idle = mover.state == MOVER_IDLE;
-    pthread_mutex_unlock(&mover.lock);
     /* One move at a time; the next is queued by the first call after it is over. */
-    if (idle && mover.want < res.n_units && !res_prefetch_next(mover.want))
+    if (mover.want >= 0 && mover_may_move() && mover_settle(0) && mover.want < res.n_units &&
+        !res_prefetch_next(mover.want))
         mover.want = -1; /* nothing left to load for it */
 }
 

@@ -487,13 +487,22 @@ void load_unit(int u, cudaStream_t stream, int keep)
 
 static void load_body(int u, cudaStream_t stream);
 
+/* The room a load of u needs (ft_res_make_room), `keep` running: its victims in
+ * *victims (victims_array), *n of them. Without memory for the view, no unit is a
+ * victim. */
+static ft_res_room_t room_for(int u, int keep, int **victims, int *n)
+{
+    *n = 0;
+    const ft_res_unit_t *view = res_view(u, keep);
+    *victims = victims_array();
+    return ft_res_make_room(view, view != NULL && *victims != NULL ? res.n_units : 0, res.loaded, res.slots,
+                            keep >= 0, *victims, n);
+}
+
 static void load_unit_ranged(int u, cudaStream_t stream, int keep)
 {
-    int n_victims = 0;
-    const ft_res_unit_t *view = res_view(u, keep);
-    int *victims = victims_array();
-    ft_res_room_t room = ft_res_make_room(view, view != NULL && victims != NULL ? res.n_units : 0, res.loaded,
-                                          res.slots, keep >= 0, victims, &n_victims);
+    int n_victims, *victims;
+    ft_res_room_t room = room_for(u, keep, &victims, &n_victims);
     if (room == FT_RES_SKIP)
         return;
     /* Over the slots already (a call went over them, and no prefetch has brought them
@@ -507,18 +516,14 @@ static void load_unit_ranged(int u, cudaStream_t stream, int keep)
 
 int res_move_one(int u, int keep)
 {
-    res_unit_t *un = &res.units[u];
-    if (un->loaded || un->moving)
+    if (res.units[u].loaded || res.units[u].moving)
         return 0;
-    int n_victims = 0;
-    const ft_res_unit_t *view = res_view(u, keep);
-    int *victims = victims_array();
-    if (view == NULL || victims == NULL)
-        return -1;
-    ft_res_room_t room = ft_res_make_room(view, res.n_units, res.loaded, res.slots, 1, victims, &n_victims);
+    int n_victims, *victims;
+    ft_res_room_t room = room_for(u, keep, &victims, &n_victims);
     if (room == FT_RES_SKIP)
         return 0;
-    if ((room != FT_RES_LOAD && room != FT_RES_EVICT) || mover_begin(u, victims, n_victims) != 0)
+    /* keep >= 0: a prefetch, never over the slots (OVER), nor without memory */
+    if (room == FT_RES_OVER || victims == NULL || mover_begin(u, victims, n_victims) != 0)
         return -1;
     return 1;
 }

@@ -19,3 +19,20 @@ extern "C" __global__ void ft_checksum(const unsigned long long *p, unsigned lon
     if ((threadIdx.x & 31) == 0)
         atomicAdd(out, acc);
 }
+
+// A unit's copy back when its checksum shows it changed, in the stream's order: an
+// eviction that hands the unit's physical memory to another unit needs no host wait
+// (the H2D copy of the next unit follows it on the same stream). *sum is the unit's
+// checksum, made before it on that stream; expected, the host store's. When they
+// differ, the n words at src go to dst, the host store's device address (pinned host
+// memory, mapped into the device's address space).
+extern "C" __global__ void ft_copy_back_if_changed(const unsigned long long *src, unsigned long long n,
+                                                   const unsigned long long *sum,
+                                                   unsigned long long expected, unsigned long long *dst)
+{
+    if (*sum == expected)
+        return;
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = src[i];
+}

@@ -25,6 +25,11 @@
  * n_words, uint64_t salt, uint64_t *out), adding its sum to *out. */
 #define FT_CHECKSUM_KERNEL "ft_checksum"
 
+/* The copy back of a unit found changed, in stream order (core/checksum.cu):
+ * (const uint64_t *src, uint64_t n_words, const uint64_t *sum, uint64_t expected,
+ * uint64_t *dst) copies the n words at src to dst when *sum != expected, else nothing. */
+#define FT_COPY_BACK_KERNEL "ft_copy_back_if_changed"
+
 static inline uint64_t ft_checksum_mix(uint64_t w, uint64_t index)
 {
     uint64_t m = w ^ (index * 0x9e3779b97f4a7c15ull);

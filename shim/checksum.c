@@ -92,6 +92,9 @@ static void checksum_kernel_init(void)
     CUresult rc = load(&mod, ft_checksum_ptx);
     if (rc == CUDA_SUCCESS)
         rc = get(&ck.fn, mod, FT_CHECKSUM_KERNEL);
+    /* Without it, an eviction waits for the unit's sum on the host (residency.c). */
+    if (rc == CUDA_SUCCESS && get(&ck.back_fn, mod, FT_COPY_BACK_KERNEL) != CUDA_SUCCESS)
+        ck.back_fn = NULL;
     if (rc == CUDA_SUCCESS && own_stream(&ck.stream) != cudaSuccess)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) {
@@ -132,6 +135,16 @@ CUresult checksum_launch_salted(uint64_t va, uint64_t words, uint64_t salt, uint
     unsigned blocks = words / 256 + 1 < ck.blocks ? (unsigned)(words / 256 + 1) : ck.blocks;
     void *args[] = { &va, &words, &salt, &out };
     return ck.launch(ck.fn, blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL);
+}
+
+/* Enqueues on `stream` the copy of the `words` words at src to dst (a host store's
+ * device address) if *sum != expected (FT_COPY_BACK_KERNEL). */
+CUresult copy_back_launch(cudaStream_t stream, uint64_t src, uint64_t words, const uint64_t *sum,
+                          uint64_t expected, uint64_t dst)
+{
+    unsigned blocks = words / 256 + 1 < ck.blocks ? (unsigned)(words / 256 + 1) : ck.blocks;
+    void *args[] = { &src, &words, &sum, &expected, &dst };
+    return ck.launch(ck.back_fn, blocks, 1, 1, 256, 1, 1, 0, (CUstream)stream, args, NULL);
 }
 
 /* The residency engine's sums, one per unit. */

@@ -241,6 +241,8 @@ typedef struct {
     int mapping;              /* mapped by load_unit, its copy not issued yet */
     uint64_t seen;            /* the furthest offset discovery saw a pointer at
                                  (ft_disc_region_off_max): res_split_tail's bound */
+    void *host_dev_of;        /* the host store host_dev was looked up for */
+    uint64_t host_dev;        /* its device address (0: none; residency.c host_dev_ptr) */
 } res_region_t;
 
 #define USE_STREAMS 8
@@ -267,6 +269,7 @@ typedef struct {
      * when ck_done has completed and still valid while uses == ck_uses. */
     cudaEvent_t ck_done;
     int ck_pending;
+    int ck_back;              /* its copy back, when changed, follows it (a hand-over's) */
     uint64_t ck_uses;
     int touched_since_load;   /* its first touch after a load prefetches what follows */
     /* The guarded call that last touched it (guard.c's count of calls, res.lock): no
@@ -303,6 +306,9 @@ typedef struct {
     uint64_t clock;
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
     uint64_t moves;           /* prefetch loads the prefetching thread made (mover.c) */
+    uint64_t handovers;       /* of those, hand-overs of the leaver's memory (residency.c) */
+    uint64_t ho_refused[5];   /* moves that were not, by reason (HO_*) */
+    uint64_t ns_mover_wait, mover_waits; /* the application's waits for the mover (mover.c) */
     /* Going over the slots: loads a call needed with no slot to free (load_unit); the
      * guarded calls that made them, and the most units beyond the slots after one
      * (guard.c); unloads, beyond the one a load needs, that brought the count back
@@ -348,6 +354,7 @@ typedef struct {
     uint64_t ns_map_call, ns_access; /* parts of ns_map: cuMemMap, cuMemSetAccess */
     uint64_t ns_ck_wait, ns_back, ns_unmap_call; /* parts of ns_unmap: the checksum's wait,
                                                   * copies back, cuMemUnmap */
+    uint64_t ns_tail;         /* hand-overs' tails (the mover's, off the device's path) */
     uint64_t access_calls;    /* cuMemSetAccess calls of loads (several regions each at best) */
     /* The measured step: an event at each pass's first launch; the time between two
      * consecutive ones is read once the later has completed (never waited for). */
@@ -365,6 +372,7 @@ typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned
                               unsigned, CUstream, void **, void **);
 typedef struct {
     CUfunction fn;
+    CUfunction back_fn;       /* FT_COPY_BACK_KERNEL; NULL: evictions wait on the host */
     launch_fn launch;
     cudaStream_t stream;      /* its own: the side stream's queued copies are not waited for */
     uint64_t *dev, *host;     /* per unit, the sum on the device and in pinned host memory */
@@ -407,6 +415,8 @@ int budget_hold_locked(const char *cause); /* resident units stream until the bu
 extern ck_state_t ck;
 CUresult checksum_launch(uint64_t va, uint64_t words, uint64_t *out);
 CUresult checksum_launch_salted(uint64_t va, uint64_t words, uint64_t salt, uint64_t *out);
+CUresult copy_back_launch(cudaStream_t stream, uint64_t src, uint64_t words, const uint64_t *sum,
+                          uint64_t expected, uint64_t dst);
 /* FT_SHM's content sum of a unit (res.lock held): begin, each region, end. */
 int content_sum_begin(void);
 int content_sum_add(uint64_t va, uint64_t words, uint64_t first_word);
@@ -650,16 +660,34 @@ int mover_request(int u);          /* res.lock: 1 when the mover takes the prefe
 void mover_pump(void);             /* res.lock: the request's next move, when none is under way */
 int mover_settle(int wait);        /* res.lock: ends a finished move (wait: an unfinished one
                                     * too); 1 when none is under way then */
+void mover_settle_unit(int u);     /* res.lock: unit u out of the move under way */
+int mover_catch(int u);            /* res.lock: 1 when the mover has loaded u for a call that
+                                    * would miss it (its move under way or next) */
 void mover_hold(void);             /* no res.lock: no move until mover_release (a capture's start) */
 void mover_release(void);
 int mover_may_move(void);          /* res.lock: started; no hold, capture or timing; streaming */
+int mover_running(void);           /* the prefetching thread has started */
 int mover_begin(int u, const int *leavers, int n); /* res.lock: a move's units flagged, queued */
 void res_lock(void);               /* res.lock, with the move under way ended */
 void res_steady(uint32_t id);      /* res.lock: region id's unit out of any move */
 /* residency.c: a move queued for the prefetch load of u, which `keep` is running (1;
  * 0: no room now; -1: none can be); the mover's work for it (no res.lock). */
 int res_move_one(int u, int keep);
+/* The move's work: a hand-over if it can be one (1: the leaver's physical memory
+ * mapped at the unit's addresses, in stream order; its tail, res_move_tail, left to
+ * make once the unit is usable), else (0) evictions with a host wait and a load, once
+ * the tail of the hand-over before is over (its leaver's addresses still map physical
+ * memory a load could otherwise take or let go: over the budget until then). */
+int res_move_handover(int u, const int *leavers, int n);
 void res_move_work(int u, const int *leavers, int n);
+typedef struct {
+    int unit, sum_ok, unmap_failed;
+    uint64_t sum, ns_wait, ns_unmap, ns_all;
+} res_tail_t;
+void res_move_tail(int v, res_tail_t *out); /* the mover: the leaving unit's sum and unmapping */
+void res_tail_apply(const res_tail_t *t);   /* res.lock: that sum judged */
+enum { HO_NO_SUM, HO_USED_SINCE, HO_NO_BACK, HO_SIZES, HO_OTHER };
+#define MOVE_REGIONS 64 /* a hand-over's regions a unit; more: evicted with a host wait */
 /* guard.c: the next move of the prefetch after u (0: nothing left to load for it). */
 int res_prefetch_next(int u);
 /* The units as core/residency.h's slot decisions see them (res.lock held). */

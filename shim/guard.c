@@ -66,6 +66,12 @@ static __thread cudaStream_t touched_stream;
 static __thread int prefetch_after = -1;
 /* A unit's last launch: the unit whose checksum to issue once it is enqueued. */
 static __thread int checksum_after = -1;
+/* The unit placed before the one whose first touch this call is: its launches are over
+ * (but for a pass's launches out of order, which its use count tells), its checksum is
+ * issued once the call is enqueued if none is yet, so that its slot can be handed over
+ * in stream order (residency.c, handover). Positions alone miss it when the pass's
+ * launches drift from the recorded ones. */
+static __thread int checksum_prev = -1;
 /* Offload timing (timing.c): the unit whose last launch this is, its end event
  * recorded once the launch is enqueued, and the launch's stream. */
 static __thread int timing_after = -1;
@@ -165,7 +171,7 @@ static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *un
         /* In a move of the prefetching thread: the call waits for it (the unit is loaded
          * then, or has left its slot). */
         if (un->moving)
-            mover_settle(1);
+            mover_settle_unit(r->unit);
         uint64_t p = lo != NULL ? lo[i] : 0;
         /* Reached only past a split region's head: its tail, which stays on the device
          * (res_split_tail). */
@@ -196,6 +202,10 @@ static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *un
                           : t.repeat ? ", touched by this kernel every few launches" : "");
             continue;
         }
+        /* A unit the prefetching thread is about to load (its last move still under way,
+         * the launches ahead of the device): waited for, not loaded here. */
+        if (v.act == FT_RES_MISS && mover_catch(r->unit))
+            v.act = FT_RES_USE;
         if (v.act == FT_RES_MISS) {
             res.misses++;
             if (v.stale != 0 && !un->pinned && !un->pin_refused && ++un->stale_misses >= STALE_MISSES_PIN &&
@@ -227,6 +237,8 @@ static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *un
          * address (unsure) says nothing of where the pass is. */
         if (!un->touched_since_load && v.placing) {
             un->touched_since_load = 1;
+            if (lane_placed >= 0 && lane_placed != r->unit && checksum_prev < 0)
+                checksum_prev = lane_placed;
             lane_placed = r->unit;
             if (prefetch_after < 0)
                 prefetch_after = r->unit;
@@ -623,6 +635,12 @@ void res_call_done(void)
         if (!res.units[checksum_after].moving && res.units[checksum_after].loaded && res.units[checksum_after].n > 0)
             checksum_issue(checksum_after);
         checksum_after = -1;
+    }
+    if (checksum_prev >= 0) {
+        res_unit_t *pu = &res.units[checksum_prev];
+        if (!pu->moving && pu->loaded && pu->n > 0 && !(pu->ck_pending && pu->ck_uses == pu->uses))
+            checksum_issue(checksum_prev);
+        checksum_prev = -1;
     }
     if (timing_after >= 0) {
         timing_unit_end(timing_after, timing_stream);

@@ -13,10 +13,17 @@
  * A move: the call that asks for a prefetch, under res.lock, picks the unit to load and
  * the one leaving its slot as the prefetch would (guard.c res_prefetch_next,
  * residency.c res_move_one), flags them moving and queues the move; the thread makes
- * it without res.lock (the waits, the unload, the mapping, the copies on the side
- * stream), then marks it done. Whoever holds res.lock next ends it (mover_settle: the
- * flags cleared), and the first call after that queues the prefetch's next unit
- * (mover_pump). The thread never takes res.lock: an application thread that must wait
+ * it without res.lock, then marks it done. Whoever holds res.lock next ends it
+ * (mover_settle: the flags cleared), and the first call after that queues the
+ * prefetch's next unit (mover_pump).
+ *
+ * Most moves are hand-overs (residency.c, handover): the leaving unit's physical memory
+ * is mapped at the incoming unit's addresses too, and the side stream waits on the
+ * device for the leaving unit's checksum and copy back before the copies in; no host
+ * wait. The incoming unit is usable then (LOADED); the leaving unit stays moving until
+ * its tail (its sum read, its addresses unmapped) is made, after the next move's copies
+ * (TAIL_IDLE_NS below). Other moves evict with host waits (the leaving unit's last
+ * calls, its checksum, cuMemUnmap), then map and copy. The thread never takes res.lock: an application thread that must wait
  * for a move waits holding it, so a guarded call never lets res.lock go between its
  * guard and its launch (another call's loads could otherwise take its units).
  *
@@ -37,9 +44,21 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <time.h>
 
-enum { MOVER_IDLE, MOVER_QUEUED, MOVER_WORKING, MOVER_DONE };
+/* LOADED: the move's unit is usable (a hand-over has issued its copies), and the
+ * mover finishes the tail of the hand-over before (finish_tail). */
+enum { MOVER_IDLE, MOVER_QUEUED, MOVER_WORKING, MOVER_LOADED, MOVER_DONE };
+
+/* A hand-over's tail (residency.c, res_move_tail: the leaving unit's checksum waited
+ * for, its addresses unmapped) is left until the next move has issued its copies, when
+ * the leaving unit's last kernels have long run, or until TAIL_IDLE_NS pass without
+ * one, or a call needs it (mover_settle, mover_settle_unit): so that the mover's wait
+ * for them never stands between a move and the next. Meanwhile the leaving unit stays
+ * `moving`. */
+#define TAIL_IDLE_NS 2000000
 
 #define MOVE_UNITS 16 /* a load and its leavers (one, but after a call over the slots) */
 
@@ -50,11 +69,17 @@ static struct {
     int stop;                   /* mover.lock */
     int units[MOVE_UNITS], n;   /* the move: its unit, then its leavers (set under res.lock
                                  * while IDLE, read by the mover while QUEUED/WORKING) */
+    int tail;                   /* mover.lock: the leaving unit of a hand-over whose tail is
+                                 * left, -1: none */
+    int tail_now;               /* mover.lock: a call waits for that tail */
+    int tail_over;              /* atomic: a unit whose tail is over, to apply and clear, -1 */
+    res_tail_t tail_res;        /* its result (written before tail_over, read after it) */
     int want;                   /* res.lock: the unit whose followers to load, -1: none */
     int hold;                   /* res.lock: captures starting */
     int started;                /* atomic: set once, at the switch */
     pthread_t thread;
-} mover = { .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .want = -1 };
+} mover = { .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .want = -1, .tail = -1,
+            .tail_over = -1 };
 
 static __thread int on_mover;
 
@@ -75,29 +100,113 @@ static void state_set(int st)
     __atomic_store_n(&mover.state, st, __ATOMIC_RELEASE);
 }
 
-/* Ends the move when its work is over: its units' flags cleared. wait: a move queued
- * or at work is waited for first (res.lock held all along: the work never takes it).
- * res.lock held. 1 when no move is under way after it (the common case, every launch:
- * one load, no lock). */
-int mover_settle(int wait)
+enum { SETTLE_NONE = -4, SETTLE_MOVE = -3, SETTLE_ALL = -2 };
+
+/* A tail the mover has finished: its result applied, its unit's flag cleared (res.lock
+ * and mover.lock held). The mover waits for this before its next tail. */
+static void take_tail(void)
+{
+    int over = __atomic_exchange_n(&mover.tail_over, -1, __ATOMIC_ACQ_REL);
+    if (over < 0)
+        return;
+    if (over < res.n_units) {
+        res_tail_apply(&mover.tail_res);
+        res.units[over].moving = 0;
+    }
+    pthread_cond_broadcast(&mover.cv);
+}
+
+/* The wait for a move (mover.lock held, let go meanwhile), counted as the application's
+ * time waiting for the mover: the exit report's. */
+static void await_move(int (*pending)(int, int), int unit)
+{
+    if (!pending(mover.state, unit))
+        return;
+    uint64_t t = now_ns();
+    while (pending(mover.state, unit)) {
+        pthread_cond_wait(&mover.cv, &mover.lock);
+        take_tail();
+    }
+    res.ns_mover_wait += now_ns() - t;
+    res.mover_waits++;
+}
+
+/* A move not over: for the whole of it (move_pending), for unit `unit` in it
+ * (unit_pending: the unit coming in is usable once LOADED). */
+static int move_pending(int st, int unit)
+{
+    (void)unit;
+    return st == MOVER_QUEUED || st == MOVER_WORKING || st == MOVER_LOADED;
+}
+
+static int unit_pending(int st, int unit)
+{
+    return st == MOVER_QUEUED || st == MOVER_WORKING || (st == MOVER_LOADED && unit != mover.units[0]);
+}
+
+/* The settling of mover_settle and mover_settle_unit (res.lock held): wait_for is
+ * SETTLE_NONE (no wait), SETTLE_MOVE (the move under way), SETTLE_ALL (it and the tail
+ * left), or a unit: that unit out of either. A finished move's flags are cleared, but
+ * that of the unit whose tail is left. 1 when no move is under way after it. */
+static int settle(int wait_for)
 {
     if (!started() || on_mover)
         return 1;
-    if (state_now() == MOVER_IDLE)
+    if (state_now() == MOVER_IDLE && __atomic_load_n(&mover.tail_over, __ATOMIC_ACQUIRE) < 0 &&
+        (wait_for == SETTLE_NONE || wait_for == SETTLE_MOVE || (wait_for >= 0 && !res.units[wait_for].moving)))
         return 1;
     pthread_mutex_lock(&mover.lock);
-    while (wait && (mover.state == MOVER_QUEUED || mover.state == MOVER_WORKING))
-        pthread_cond_wait(&mover.cv, &mover.lock);
+    int in_move = 0;
+    for (int i = 0; i < mover.n && wait_for >= 0; i++)
+        in_move |= mover.units[i] == wait_for;
+    take_tail();
+    if (wait_for >= 0 && in_move)
+        await_move(unit_pending, wait_for);
+    else if (wait_for != SETTLE_NONE)
+        await_move(move_pending, -1);
+    if ((mover.state == MOVER_LOADED || mover.state == MOVER_DONE) && mover.n > 0 && mover.units[0] < res.n_units)
+        res.units[mover.units[0]].moving = 0; /* usable: its copies are issued */
     if (mover.state == MOVER_DONE) {
         for (int i = 0; i < mover.n; i++)
-            if (mover.units[i] < res.n_units)
+            if (mover.units[i] < res.n_units && mover.units[i] != mover.tail)
                 res.units[mover.units[i]].moving = 0;
         mover.n = 0;
         state_set(MOVER_IDLE);
     }
+    in_move = 0; /* the leaving unit of the move waited for may be the tail now */
+    for (int i = 0; i < mover.n && wait_for >= 0; i++)
+        in_move |= mover.units[i] == wait_for;
+    if (mover.tail >= 0 && (wait_for == SETTLE_ALL || (wait_for >= 0 && wait_for == mover.tail && !in_move))) {
+        mover.tail_now = 1;
+        pthread_cond_broadcast(&mover.cv);
+        uint64_t t = now_ns();
+        while (mover.tail >= 0) {
+            pthread_cond_wait(&mover.cv, &mover.lock);
+            take_tail();
+        }
+        res.ns_mover_wait += now_ns() - t;
+        res.mover_waits++;
+    }
+    take_tail();
     int idle = mover.state == MOVER_IDLE;
     pthread_mutex_unlock(&mover.lock);
     return idle;
+}
+
+/* Ends the move when its work is over: its units' flags cleared. wait: a move queued
+ * or at work, and a hand-over's tail left, are waited for first (res.lock held all
+ * along: the work never takes it). res.lock held. 1 when no move is under way after
+ * it (the common case, every launch: two loads, no lock). */
+int mover_settle(int wait)
+{
+    return settle(wait ? SETTLE_ALL : SETTLE_NONE);
+}
+
+/* A call touches unit u, moving: it waits until u is out of the move (loaded, or its
+ * hand-over's tail over). res.lock held. */
+void mover_settle_unit(int u)
+{
+    settle(u);
 }
 
 void res_steady(uint32_t id)
@@ -105,13 +214,29 @@ void res_steady(uint32_t id)
     if (!started() || id >= res.n_ids || res.by_id[id] < 0)
         return;
     if (res.units[res.regions[res.by_id[id]].unit].moving)
-        mover_settle(1);
+        mover_settle_unit(res.regions[res.by_id[id]].unit);
 }
 
 void res_lock(void)
 {
     pthread_mutex_lock(&res.lock);
     mover_settle(1);
+}
+
+int mover_running(void)
+{
+    return started();
+}
+
+int mover_catch(int u)
+{
+    if (!mover_may_move() || (state_now() == MOVER_IDLE && mover.want < 0))
+        return 0;
+    settle(SETTLE_MOVE);
+    mover_pump();
+    if (res.units[u].moving)
+        settle(u);
+    return res.units[u].loaded;
 }
 
 int mover_may_move(void)
@@ -141,6 +266,45 @@ int mover_begin(int u, const int *leavers, int n)
     return 0;
 }
 
+/* The tail of the hand-over before, if one is left (mover.lock held, let go meanwhile),
+ * once the last tail's result has been taken (take_tail). */
+static void finish_tail(void)
+{
+    int v = mover.tail;
+    if (v < 0)
+        return;
+    while (__atomic_load_n(&mover.tail_over, __ATOMIC_ACQUIRE) >= 0 && !mover.stop)
+        pthread_cond_wait(&mover.cv, &mover.lock);
+    pthread_mutex_unlock(&mover.lock);
+    res_tail_t out;
+    res_move_tail(v, &out);
+    pthread_mutex_lock(&mover.lock);
+    mover.tail_res = out;
+    mover.tail = -1;
+    mover.tail_now = 0;
+    __atomic_store_n(&mover.tail_over, v, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&mover.cv);
+}
+
+/* Waits for a move, a call that wants the tail left, a stop, or TAIL_IDLE_NS with a
+ * tail left and none of them (mover.lock held). */
+static void await_work(void)
+{
+    while (!mover.stop && mover.state != MOVER_QUEUED && !(mover.tail >= 0 && mover.tail_now)) {
+        if (mover.tail < 0 || __atomic_load_n(&mover.tail_over, __ATOMIC_ACQUIRE) >= 0) {
+            pthread_cond_wait(&mover.cv, &mover.lock);
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += TAIL_IDLE_NS;
+        until.tv_sec += until.tv_nsec / 1000000000;
+        until.tv_nsec %= 1000000000;
+        if (pthread_cond_timedwait(&mover.cv, &mover.lock, &until) == ETIMEDOUT)
+            return;
+    }
+}
+
 static void *mover_main(void *arg)
 {
     (void)arg;
@@ -151,18 +315,34 @@ static void *mover_main(void *arg)
     managed_device_bind();
     pthread_mutex_lock(&mover.lock);
     for (;;) {
-        while (!mover.stop && mover.state != MOVER_QUEUED)
-            pthread_cond_wait(&mover.cv, &mover.lock);
-        if (mover.state != MOVER_QUEUED)
-            break; /* stopped, with no move left to make */
-        state_set(MOVER_WORKING);
-        int units[MOVE_UNITS], n = mover.n;
-        memcpy(units, mover.units, (size_t)n * sizeof *units);
-        pthread_mutex_unlock(&mover.lock);
-        res_move_work(units[0], units + 1, n - 1);
-        pthread_mutex_lock(&mover.lock);
-        state_set(MOVER_DONE);
-        pthread_cond_broadcast(&mover.cv);
+        await_work();
+        if (mover.state == MOVER_QUEUED) {
+            state_set(MOVER_WORKING);
+            int units[MOVE_UNITS], n = mover.n;
+            memcpy(units, mover.units, (size_t)n * sizeof *units);
+            pthread_mutex_unlock(&mover.lock);
+            /* A hand-over's copies first, then the tail of the one before; a move that
+             * evicts with a host wait, after that tail. */
+            int handed = res_move_handover(units[0], units + 1, n - 1);
+            pthread_mutex_lock(&mover.lock);
+            if (!handed) {
+                finish_tail();
+                pthread_mutex_unlock(&mover.lock);
+                res_move_work(units[0], units + 1, n - 1);
+                pthread_mutex_lock(&mover.lock);
+            }
+            state_set(MOVER_LOADED);
+            pthread_cond_broadcast(&mover.cv);
+            finish_tail();
+            if (handed)
+                mover.tail = units[1];
+            state_set(MOVER_DONE);
+            pthread_cond_broadcast(&mover.cv);
+        } else if (mover.tail >= 0) {
+            finish_tail();
+        } else if (mover.stop) {
+            break; /* no move or tail left to make */
+        }
     }
     pthread_mutex_unlock(&mover.lock);
     return NULL;

@@ -220,7 +220,22 @@ void ft_hooks_report(void)
                 (double)res.peak_held_bytes / 1048576.0);
     if (streaming && res.moves > 0)
         FT_INFO("residency: %llu of the prefetches made on FlexTensor's prefetching thread, off the "
-                "application's (FT_PREFETCH_THREAD)", (unsigned long long)res.moves);
+                "application's (FT_PREFETCH_THREAD); %llu of them handed the leaving unit's memory over in "
+                "stream order, its copy issued before the leaving unit's end (%.1f us a hand-over after, "
+                "off the device's path)", (unsigned long long)res.moves, (unsigned long long)res.handovers,
+                res.handovers > 0 ? (double)res.ns_tail / 1e3 / (double)res.handovers : 0.0);
+    if (streaming && res.moves > 0)
+        FT_INFO("residency: the application's threads waited %.1f ms for the prefetching thread, %llu time(s) "
+                "(a unit in a move, a call that needs the engine still)", (double)res.ns_mover_wait / 1e6,
+                (unsigned long long)res.mover_waits);
+    if (streaming && res.moves > res.handovers)
+        FT_INFO("residency: of the prefetching thread's moves that evicted with a host wait instead, %llu had no "
+                "checksum issued behind the leaving unit's last launch, %llu one its later calls made stale, %llu "
+                "no copy back behind it (no reference sum, a unit changed before, a host store not pinned), "
+                "%llu regions of other sizes than the unit coming in, %llu other reasons",
+                (unsigned long long)res.ho_refused[HO_NO_SUM], (unsigned long long)res.ho_refused[HO_USED_SINCE],
+                (unsigned long long)res.ho_refused[HO_NO_BACK], (unsigned long long)res.ho_refused[HO_SIZES],
+                (unsigned long long)res.ho_refused[HO_OTHER]);
     if (streaming && res.over_calls > 0)
         FT_INFO("residency: %llu call(s) read more streamed units than the %d slot(s) hold (at most %d "
                 "beyond); %llu unload(s) brought the units held back within the slots after them",

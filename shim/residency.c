@@ -69,12 +69,13 @@ static int map_region(res_region_t *r, CUdevice dev)
     return 0;
 }
 
-/* Undoes map_region when access cannot be set. */
-static void unmap_region(res_region_t *r)
+/* Undoes map_region when access cannot be set; `release`: its physical allocation
+ * too (0: a hand-over's, still the leaving unit's). */
+static void unmap_region(res_region_t *r, int release)
 {
     vmm_t *v = vmm_find(r->va);
     drv.unmap(r->va, r->len);
-    if (v != NULL) {
+    if (v != NULL && release) {
         drv.release(v->handle);
         v->handle = 0;
     }
@@ -89,7 +90,7 @@ static int access_runs_refused;
  * us on the one-H200 machine, 500-700 us on the two-H200 one while the engine runs),
  * and a unit's regions, allocated one after another, usually lie end to end. A region
  * whose access cannot be set is unmapped again (r->mapping cleared). */
-static void set_unit_access(res_unit_t *un, CUdevice dev)
+static void set_unit_access(res_unit_t *un, CUdevice dev, int release)
 {
     uint64_t t = now_ns();
     for (int k = 0; k < un->n;) {
@@ -114,7 +115,7 @@ static void set_unit_access(res_unit_t *un, CUdevice dev)
         if (rc != CUDA_SUCCESS) {
             FT_DEBUG("residency: access to %zu bytes at %#llx failed: %d", r->len,
                      (unsigned long long)r->va, (int)rc);
-            unmap_region(r);
+            unmap_region(r, release);
             r->mapping = 0;
         }
         k = end;
@@ -175,6 +176,50 @@ static int unit_wait_used(res_unit_t *un, cudaStream_t stream)
 /* Enqueues the checksum of unit u's bytes on the device, behind the calls that have
  * touched it so far, into ck.host[u]; ck_done marks its end. -1 when it cannot be had
  * (no kernel, an error, a region whose size is not a whole number of words). */
+typedef CUresult (*host_dev_fn)(CUdeviceptr *, void *, unsigned int);
+
+/* The device address of region r's host store (pinned, mapped under unified
+ * addressing), looked up once for each store; 0 when it has none (pageable memory, an
+ * error). */
+static uint64_t host_dev_ptr(res_region_t *r)
+{
+    static host_dev_fn fn;
+    static int looked;
+    if (r->host == NULL)
+        return 0;
+    if (r->host_dev_of == r->host)
+        return r->host_dev;
+    if (!looked) {
+        fn = (host_dev_fn)ft_shim_driver_proc("cuMemHostGetDevicePointer", 3020);
+        looked = 1;
+    }
+    CUdeviceptr d = 0;
+    r->host_dev = fn != NULL && fn(&d, r->host, 0) == CUDA_SUCCESS ? (uint64_t)d : 0;
+    r->host_dev_of = r->host;
+    return r->host_dev;
+}
+
+static int change_notes;
+#define CHANGE_NOTES 8
+
+/* Whether unit un's checksum is followed by its copy back when it changed
+ * (FT_COPY_BACK_KERNEL), which a hand-over of its slot needs (res.lock held): for the
+ * prefetching thread, a reference sum, a host store of its own, pinned and mapped. A
+ * unit found changed before, while the log still says where changes are, is evicted
+ * with a host wait instead, so that note_change compares its bytes with the host copy. */
+static int copy_back_wanted(res_unit_t *un)
+{
+    if (ck.back_fn == NULL || !mover_running() || !un->ref_valid || un->shared || un->pinned ||
+        (un->changes > 0 && change_notes < CHANGE_NOTES))
+        return 0;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size != 0 && host_dev_ptr(r) == 0)
+            return 0;
+    }
+    return 1;
+}
+
 int checksum_issue(int u)
 {
     res_unit_t *un = &res.units[u];
@@ -195,10 +240,19 @@ int checksum_issue(int u)
         if (checksum_launch(r->va, r->size / 8, out) != CUDA_SUCCESS)
             return -1;
     }
+    /* Behind the sum, its copy back when it changed, for a hand-over of its slot. */
+    int back = copy_back_wanted(un);
+    for (int k = 0; back && k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->size != 0 && copy_back_launch(ck.stream, r->va, r->size / 8, out, un->ref, host_dev_ptr(r)) !=
+                                CUDA_SUCCESS)
+            return -1;
+    }
     if (REAL(cudaMemcpyAsync)(ck.host + u, out, sizeof *out, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
         ev.record(un->ck_done, ck.stream) != cudaSuccess)
         return -1;
     un->ck_pending = 1;
+    un->ck_back = back;
     un->ck_uses = un->uses;
     return 0;
 }
@@ -259,9 +313,6 @@ static void unload_unit_ranged(int u);
  * their bytes on the device differ from the host copy (one more copy back of each, to
  * compare). The bytes a unit's kernels write are the program's data in a weight's
  * allocation, or weights it updates; the offsets tell which. */
-#define CHANGE_NOTES 8
-static int change_notes;
-
 static void note_change(int u)
 {
     res_unit_t *un = &res.units[u];
@@ -486,6 +537,7 @@ void load_unit(int u, cudaStream_t stream, int keep)
 }
 
 static void load_body(int u, cudaStream_t stream);
+static void load_copies(int u, cudaStream_t stream, uint64_t t2);
 
 /* The room a load of u needs (ft_res_make_room), `keep` running: its victims in
  * *victims (victims_array), *n of them. Without memory for the view, no unit is a
@@ -516,6 +568,9 @@ static void load_unit_ranged(int u, cudaStream_t stream, int keep)
 
 int res_move_one(int u, int keep)
 {
+    /* The unit that left its slot in the last hand-over, its tail left: made now. */
+    if (res.units[u].moving)
+        mover_settle_unit(u);
     if (res.units[u].loaded || res.units[u].moving)
         return 0;
     int n_victims, *victims;
@@ -526,6 +581,139 @@ int res_move_one(int u, int keep)
     if (room == FT_RES_OVER || victims == NULL || mover_begin(u, victims, n_victims) != 0)
         return -1;
     return 1;
+}
+
+/* --- a hand-over: the leaver's physical memory to the unit coming in, in stream order --
+ *
+ * An eviction with a host wait (evict_loaded) ends the leaver's last kernels, its
+ * checksum and its unmapping before the next unit's copy is issued: about 1 ms of host
+ * time a load, all of it between the leaver's end on the device and the copy's start,
+ * while the copy engine idles. A hand-over issues the copy first: the leaver's physical
+ * allocations are mapped at the incoming unit's addresses as well (one allocation can
+ * be mapped at two ranges at once), and on the side stream, behind the leaver's last
+ * calls, its checksum, its copy back when the checksum shows it changed
+ * (FT_COPY_BACK_KERNEL, into its host store), then the incoming unit's copies. The
+ * host waits afterwards, off the device's path: for the checksum, then it unmaps the
+ * leaver's addresses (res_move_tail). Until then the leaver stays `moving`, so that a
+ * call touching it waits; the incoming unit is usable as soon as its copies are issued.
+ *
+ * Taken when the leaver's regions give the incoming unit's their sizes one for one (the
+ * layers of a model: the same shapes), its host store is its own, pinned and mapped,
+ * and its checksum can be made; else the eviction waits on the host, as before. */
+/* For each region k of u, the index in v's regions of the one whose physical
+ * allocation it takes (pair[k], -1: a freed region). 0 when every region of each
+ * finds its match, one for one, with nothing of v left over. */
+static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair)
+{
+    unsigned char taken[MOVE_REGIONS] = { 0 };
+    int live_v = 0, live_u = 0;
+    if (un->n > MOVE_REGIONS || vn->n > MOVE_REGIONS)
+        return -1;
+    for (int j = 0; j < vn->n; j++)
+        live_v += res.regions[vn->first + j].size != 0;
+    for (int k = 0; k < un->n; k++) {
+        const res_region_t *r = &res.regions[un->first + k];
+        pair[k] = -1;
+        if (r->size == 0)
+            continue;
+        live_u++;
+        for (int j = 0; j < vn->n && pair[k] < 0; j++) {
+            const res_region_t *q = &res.regions[vn->first + j];
+            if (!taken[j] && q->size != 0 && q->len == r->len) {
+                taken[j] = 1;
+                pair[k] = j;
+            }
+        }
+        if (pair[k] < 0)
+            return -1;
+    }
+    return live_u == live_v ? 0 : -1;
+}
+
+/* The hand-over of v's slot to u, up to u's copies issued (the mover, no res.lock;
+ * both units its own): taken when v's checksum issued behind its last launch
+ * (checksum_issue) is still valid and has its copy back behind it. 0 when made
+ * (res_move_tail then finishes v); -1 when it was not begun (nothing changed: the
+ * caller evicts v as before). */
+static int handover(int u, int v)
+{
+    res_unit_t *un = &res.units[u], *vn = &res.units[v];
+    int pair[MOVE_REGIONS];
+    CUdevice dev;
+    /* Why not, for the exit report. */
+    int why = !vn->ck_pending ? HO_NO_SUM : vn->ck_uses != vn->uses ? HO_USED_SINCE : !vn->ck_back ? HO_NO_BACK
+            : handover_pairs(un, vn, pair) != 0 ? HO_SIZES
+            : vn->pinned || !vn->loaded || vn->partial || managed_cu_device(&dev) != 0 ? HO_OTHER : -1;
+    if (why >= 0) {
+        res.ho_refused[why]++;
+        return -1;
+    }
+    uint64_t t = now_ns();
+    /* u's addresses onto v's physical memory, and access to them. */
+    int k = 0;
+    for (; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        r->mapping = 0;
+        if (pair[k] < 0)
+            continue;
+        vmm_t *q = vmm_find(res.regions[vn->first + pair[k]].va);
+        if (q == NULL || drv.map(r->va, r->len, 0, q->handle, 0) != CUDA_SUCCESS)
+            break;
+        r->mapping = 1;
+    }
+    int ok = k == un->n;
+    res.ho_refused[HO_OTHER] += (uint64_t)!ok;
+    if (ok)
+        set_unit_access(un, dev, 0);
+    for (int i = 0; ok && i < un->n; i++)
+        ok = pair[i] < 0 || res.regions[un->first + i].mapping;
+    /* The side stream waits for v's sum and its copy back (behind v's last calls). */
+    if (ok)
+        ok = ev.wait(res.side, vn->ck_done, 0) == cudaSuccess;
+    if (!ok) {
+        for (int i = 0; i < un->n; i++)
+            if (res.regions[un->first + i].mapping) {
+                drv.unmap(res.regions[un->first + i].va, res.regions[un->first + i].len);
+                res.regions[un->first + i].mapping = 0;
+            }
+        return -1;
+    }
+    vn->ck_pending = 0;
+    /* The physical allocations change hands: u's regions own them from now on. */
+    for (int i = 0; i < un->n; i++) {
+        res_region_t *r = &res.regions[un->first + i];
+        vmm_t *mine = pair[i] >= 0 ? vmm_find(r->va) : NULL;
+        vmm_t *theirs = pair[i] >= 0 ? vmm_find(res.regions[vn->first + pair[i]].va) : NULL;
+        if (mine != NULL && theirs != NULL)
+            mine->handle = theirs->handle;
+        res.reused += (uint64_t)(pair[i] >= 0);
+    }
+    /* v is unloaded from here on in the counts; its tail unmaps it. */
+    for (int j = 0; j < vn->n; j++)
+        if (res.regions[vn->first + j].size != 0)
+            res.held_bytes -= res.regions[vn->first + j].len;
+    vn->loaded = 0;
+    res.loaded--;
+    res.unloads++;
+    load_copies(u, res.side, t);
+    res.handovers++;
+    return 0;
+}
+
+int res_move_handover(int u, const int *leavers, int n)
+{
+    if (n > 1)
+        res.ho_refused[HO_OTHER]++;
+    if (n != 1)
+        return 0;
+    own_range_push("load", u);
+    int handed = handover(u, leavers[0]) == 0;
+    if (handed) {
+        res.prefetches++;
+        res.moves++;
+    }
+    own_range_pop();
+    return handed;
 }
 
 void res_move_work(int u, const int *leavers, int n)
@@ -540,21 +728,88 @@ void res_move_work(int u, const int *leavers, int n)
     own_range_pop();
 }
 
+/* The rest of a hand-over of v's slot, once the next move has issued its copies (the
+ * mover, no res.lock; v still its own, and nothing of res written but v's mappings):
+ * its checksum waited for, then its addresses unmapped. res_tail_apply, under res.lock,
+ * judges the sum as an eviction's. */
+void res_move_tail(int v, res_tail_t *out)
+{
+    res_unit_t *vn = &res.units[v];
+    own_range_push("unload", v);
+    uint64_t t = now_ns();
+    *out = (res_tail_t){ .unit = v };
+    out->sum_ok = ev.sync(vn->ck_done) == cudaSuccess;
+    out->ns_wait = now_ns() - t;
+    out->sum = ck.host[v];
+    uint64_t t1 = now_ns();
+    for (int j = 0; j < vn->n; j++) {
+        res_region_t *q = &res.regions[vn->first + j];
+        if (q->size != 0 && drv.unmap(q->va, q->len) != CUDA_SUCCESS)
+            out->unmap_failed = 1;
+    }
+    out->ns_unmap = now_ns() - t1;
+    out->ns_all = now_ns() - t;
+    own_range_pop();
+}
+
+/* A hand-over's tail judged (res.lock held): as an eviction would, but its copy back,
+ * when the unit changed, was made on the device already (FT_COPY_BACK_KERNEL). */
+void res_tail_apply(const res_tail_t *tl)
+{
+    res_unit_t *vn = &res.units[tl->unit];
+    const char *name = ft_disc_unit(disc, (size_t)tl->unit)->name;
+    ft_res_unload_t verdict = ft_res_unload(tl->sum_ok, tl->sum, vn->ref_valid, vn->ref);
+    if (!tl->sum_ok)
+        /* The side stream failed: whether the copy back ran is not known, and the
+         * device's bytes are another unit's now. Said, never hidden. */
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: the checksum of %s, handed over, failed: its host copy "
+                      "may miss what the device wrote to it", name);
+    if (tl->unmap_failed)
+        FT_DEBUG("residency: unmapping %s after a hand-over failed", name);
+    if (verdict.changed) {
+        FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s changed on the device: copied back to its host store "
+                      "(where, at its next unload)", name);
+        if (ft_res_pin(++vn->changes)) {
+            vn->pinned = 1;
+            char a[32];
+            FT_WARN("residency: %s changed between loads %d times: it stays on the device from its "
+                    "next load on (%s over the plan)", name, FT_RES_KEEP_AFTER_CHANGES,
+                    human_bytes(vn->bytes, a, sizeof a));
+        }
+    }
+    vn->ref = tl->sum;
+    vn->ref_valid = tl->sum_ok;
+    res.written_back += (uint64_t)verdict.write_back;
+    res.ns_ck_wait += tl->ns_wait;
+    res.ns_unmap_call += tl->ns_unmap;
+    res.ns_tail += tl->ns_all;
+}
+
 /* Maps unit u's regions and copies its bytes in on `stream`; room made. */
 static void load_body(int u, cudaStream_t stream)
 {
     res_unit_t *un = &res.units[u];
-    uint64_t t2 = now_ns(), copy0 = res.ns_copy;
+    uint64_t t2 = now_ns();
     release_unmatched_spares(un);
     CUdevice dev;
     int have_dev = managed_cu_device(&dev) == 0;
-    un->partial = 0;
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         r->mapping = r->size != 0 && have_dev && map_region(r, dev) == 0; /* size 0: freed */
     }
     if (have_dev)
-        set_unit_access(un, dev);
+        set_unit_access(un, dev, 1);
+    load_copies(u, stream, t2);
+    release_spares();
+}
+
+/* Unit u's copies in on `stream`, its regions mapped (r->mapping), and its state as a
+ * loaded unit's; t2, when its mapping began (for ns_map). */
+static void load_copies(int u, cudaStream_t stream, uint64_t t2)
+{
+    res_unit_t *un = &res.units[u];
+    uint64_t copy0 = res.ns_copy;
+    un->partial = 0;
     timing_load_begin(u, stream); /* offload timing (timing.c): off, a return */
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
@@ -575,7 +830,6 @@ static void load_body(int u, cudaStream_t stream)
         res.region_loads++;
     }
     timing_load_end(u, stream);
-    release_spares();
     res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
     ev.record(un->ready, stream);
     un->ready_recorded = 1;
@@ -764,7 +1018,7 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
         res_region_t *r = &res.regions[res.n_regions++];
         /* A region split before (res_split_tail) streams the part before its tail. */
         uint64_t len = v->tail_off != 0 ? v->tail_off : v->size;
-        *r = (res_region_t){ base, size < len ? size : len, len, NULL, (int)i, u->region_ids[k], 0, 0 };
+        *r = (res_region_t){ base, size < len ? size : len, len, NULL, (int)i, u->region_ids[k], 0, 0, NULL, 0 };
         if (ft_disc_region_off_max(disc, r->id, &r->seen) != 0)
             r->seen = len; /* never split */
         un->bytes += len;

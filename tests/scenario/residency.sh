@@ -25,7 +25,11 @@ expect_grep 'host time per load: .* [1-9][0-9]* of [0-9]+ regions mapped onto th
     "$WORK/plain.err" "plain: physical memory reused"
 expect_grep 'residency: [1-9][0-9]* of the prefetches made on FlexTensor.s prefetching thread' "$WORK/plain.err" \
     "plain: prefetches on the prefetching thread"
-pass "6 of 6 units offloaded under a 5 MiB budget (2 slots): same output; at most 2 units held; none copied back (device checksum); prefetched on FlexTensor's own thread"
+# Most of them hand the leaving unit's physical memory over in stream order: its checksum
+# and copy back behind its last launch, then the next unit's copy, with no host wait.
+expect_grep 'prefetching thread, off the application.s \(FT_PREFETCH_THREAD\); [1-9][0-9]* of them handed the leaving unit.s memory over in stream order' \
+    "$WORK/plain.err" "plain: hand-overs"
+pass "6 of 6 units offloaded under a 5 MiB budget (2 slots): same output; at most 2 units held; none copied back (device checksum); prefetched on FlexTensor's own thread, handing slots over in stream order"
 # The same on the application's thread (FT_PREFETCH_THREAD=false); and the prefetching
 # thread beside three application threads.
 FT_PREFETCH_THREAD=false run_pair app-thread
@@ -198,11 +202,14 @@ read -r nc0 nr0 <<<"$calls0"
 [ -n "$nc0" ] && [ "$nc0" -gt 0 ] && [ "$nc0" = "$nr0" ] ||
     fail "access runs, FT_VMM_RESERVE=0: want a call per region, got '${calls0:-no report}'"
 # With cuMemSetAccess taking 0.5 ms of host time (FTSIM_VMM_ACCESS_NS, as on the
-# two-H200 machine) the fewer calls shorten the step (virtual time).
+# two-H200 machine) the fewer calls shorten the step (virtual time), when the
+# application's thread makes the loads (FT_PREFETCH_THREAD=false): the simulator keeps
+# one host clock for all threads, so it cannot show the prefetching thread's calls
+# beside the application's launches.
 V14=(--layers 8 --dim 1024 --iters 14 --quiet)
 sim "$MODEL" "${V14[@]}" >"$WORK/vt.plain" || fail "access runs: model without shim failed (14 forwards)"
 for r in 16GiB 0; do
-    FTSIM_VMM_ACCESS_NS=500000 FT_VMM_RESERVE=$r FT_VMM_MIN_SIZE=1B FT_ENABLED=1 FT_DISCOVERY_ITERS=2 \
+    FT_PREFETCH_THREAD=false FTSIM_VMM_ACCESS_NS=500000 FT_VMM_RESERVE=$r FT_VMM_MIN_SIZE=1B FT_ENABLED=1 FT_DISCOVERY_ITERS=2 \
         FT_GPU_MEM_LIMIT=30MiB shim "$MODEL" "${V14[@]}" >"$WORK/vt.shim" 2>"$WORK/vt-$r.err" \
         || { sed 's/^/    | /' "$WORK/vt-$r.err" >&2; fail "access runs, 0.5 ms a call ($r): failed"; }
     cmp -s "$WORK/vt.plain" "$WORK/vt.shim" || fail "access runs, 0.5 ms a call ($r): output differs"
@@ -277,6 +284,10 @@ cmp -s "$WORK/rw.plain" "$WORK/rw.shim" || fail "rewrite: output differs"
 expect_grep 'unit\.0 changed between loads 3 times: it stays on the device from its next load on \(2\.0 MiB over the plan\)' \
     "$WORK/rw.err" "rewrite: kept resident"
 expect_grep 'unload\(s\), 3 of them copied back' "$WORK/rw.err" "rewrite: three copies back"
+# The first change is found by a hand-over (its copy back made on the device, behind the
+# checksum); the next unloads wait on the host, so that the log can say where it changed.
+expect_grep 'unit\.0 changed on the device: copied back to its host store \(where, at its next unload\)' \
+    "$WORK/rw.err" "rewrite: copied back by a hand-over"
 expect_grep 'unit\.0 changed on the device: region [0-9]+ \(1\.0 MiB\), bytes 4 to 7 differ from its host copy' \
     "$WORK/rw.err" "rewrite: where it changed"
 pass "a weight rewritten after every forward: copied back at each of 3 evictions, then kept on the device; same output"

@@ -604,13 +604,36 @@ static uint64_t builtin_checksum_cost(void **args, const simcuda_dims_t *dims)
     return *(uint64_t *)args[1] * 8 / 3000 + 2000;
 }
 
-static const char builtin_checksum_stub;
+/* FT_COPY_BACK_KERNEL: the words at src to dst (a host store, pinned, at its own
+ * address under unified addressing) when the sum differs from the expected one. */
+static void builtin_copy_back(void **args, const simcuda_dims_t *dims)
+{
+    const void *src = *(const void **)args[0];
+    uint64_t n = *(uint64_t *)args[1];
+    const uint64_t *sum = *(const uint64_t **)args[2];
+    uint64_t expected = *(uint64_t *)args[3];
+    void *dst = *(void **)args[4];
+    if (*sum != expected)
+        memcpy(dst, src, n * 8);
+}
+
+/* A read of the sum, a small kernel's fixed cost: the cost is set at enqueue, before
+ * the sum is made, and the copy it makes is rare (a unit changed on the device). */
+static uint64_t builtin_copy_back_cost(void **args, const simcuda_dims_t *dims)
+{
+    return 2000;
+}
+
+static const char builtin_checksum_stub, builtin_copy_back_stub;
 
 static void register_builtins(void)
 {
     static const simcuda_kernel_desc_t d = { FT_CHECKSUM_KERNEL, builtin_checksum, builtin_checksum_cost,
                                              0, 4, { 8, 8, 8, 8 } };
+    static const simcuda_kernel_desc_t b = { FT_COPY_BACK_KERNEL, builtin_copy_back, builtin_copy_back_cost,
+                                             0, 5, { 8, 8, 8, 8, 8 } };
     sim_register_kernel(&builtin_checksum_stub, &d, NULL);
+    sim_register_kernel(&builtin_copy_back_stub, &b, NULL);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)

@@ -153,19 +153,38 @@ static int demote_for(uint64_t size, const char *cause, uint64_t *committed, uin
  * stream until the budget holds again (res.lock held, never inside a stream capture:
  * making a unit stream synchronises the device). 0 when it holds; -1 when nothing
  * more can leave the device (the budget is then exceeded by what u holds). */
-int budget_hold_locked(const char *cause)
-{
-    uint64_t committed, weights;
-    return demote_for(0, cause, &committed, &weights) == 0 ? 0 : -1;
-}
-
-/* The budget given up after the plan (res.lock): the allocations served past it, read
- * by the exit report's verdict (budget_over). */
-static ft_budget_over_t over;
+/* The budget given up after the plan (res.lock), read by the exit report's verdict:
+ * the allocations served past it (budget_over), and what FlexTensor itself kept on the
+ * device past it (budget_kept_over: split regions' tails). */
+static ft_budget_over_t over, kept;
 
 const ft_budget_over_t *budget_over(void)
 {
     return &over;
+}
+
+const ft_budget_over_t *budget_kept_over(void)
+{
+    return &kept;
+}
+
+/* ... `record`: when nothing more can leave the device, what the process holds past
+ * the budget is kept for the verdict, and said once (the caller keeps what it added:
+ * a split region's tail, which the guard needs on the device). */
+int budget_hold_locked(const char *cause, int record)
+{
+    uint64_t committed = 0, weights = 0;
+    int rc = demote_for(0, cause, &committed, &weights);
+    if (rc == -1 && record && ft_budget_over(&kept, committed, 0, plan.in.budget_bytes, weights)) {
+        char a[32], b[32], c[32];
+        FT_WARN("the memory budget (%s: FT_GPU_MEM_LIMIT or FT_MAX_GPU_MEM_FRACTION) cannot hold %s even "
+                "with every weight that can leave the device streamed: the process now exceeds it by %s "
+                "(%s held with the slots full). FlexTensor keeps streaming; for the budget to hold, give %s "
+                "or more (ft-run --gpu-mem, FT_GPU_MEM_LIMIT). Said once: the exit report's verdict gives the "
+                "most it went past", human_bytes(plan.in.budget_bytes, a, sizeof a), cause,
+                human_bytes(kept.most, b, sizeof b), human_bytes(kept.need, c, sizeof c), c);
+    }
+    return rc == 0 ? 0 : -1;
 }
 
 /* What budget_admit found for an allocation past the budget, kept for admit_done on

@@ -282,7 +282,7 @@ static void replan_engine(cand_t *c, const char *why)
     /* The new plan's budget holds from now on, as after the first plan: an allocation
      * made meanwhile may need resident units to stream (demote_for). */
     if (plan.in.budget_bytes > 0 && !capture_under_way())
-        budget_hold_locked("the new plan");
+        budget_hold_locked("the new plan", 0);
 }
 
 /* --- a run whose plan streamed nothing (OFF) ----------------------------------------- */

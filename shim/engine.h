@@ -399,7 +399,9 @@ void usage_now(ft_gpu_memory_usage_t *out);
 void budget_view(size_t *free_b, size_t *total_b);
 /* The allocations served past the budget after the plan (read at exit, by the verdict). */
 const ft_budget_over_t *budget_over(void);
-int budget_hold_locked(const char *cause); /* resident units stream until the budget holds */
+int budget_hold_locked(const char *cause, int record); /* resident units stream until the budget
+                                                        * holds (record: else, the excess kept) */
+const ft_budget_over_t *budget_kept_over(void); /* what FlexTensor kept on the device past it */
 
 /* A streamed unit loaded this many times for touches the guard judged stale (an
  * argument word outside the unit's part of the pass, unsure, or from a kernel that

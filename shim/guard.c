@@ -586,7 +586,7 @@ static void pin_stale_unit(int u)
     char a[32], cause[160];
     const char *name = ft_disc_unit(disc, (size_t)u)->name;
     snprintf(cause, sizeof cause, "keeping %s on the device", name);
-    if (budget_hold_locked(cause) != 0) {
+    if (budget_hold_locked(cause, 0) != 0) {
         /* No resident unit left to stream instead: the budget is kept, the unit streams
          * as planned (its stale loads cost time, never memory), and is not tried again
          * (each try synchronises the device). */
@@ -627,7 +627,7 @@ void res_call_done(void)
     }
     if (res.split_hold && !capture_under_way()) {
         res.split_hold = 0;
-        budget_hold_locked("keeping a split region's tail on the device");
+        budget_hold_locked("the tail of a split region (other data past its weights, kept on the device)", 1);
     }
     /* A streamed unit's last launch of the pass is enqueued: its checksum follows
      * it at once, ready by the time the unit is evicted. */

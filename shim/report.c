@@ -442,6 +442,13 @@ void ft_hooks_verdict(void)
                                (unsigned long long)o->count, human_bytes(o->other, c, sizeof c),
                                human_bytes(o->need, d, sizeof d));
     }
+    const ft_budget_over_t *ko = budget_kept_over();
+    if (ko->count > 0 && at < sizeof why) {
+        char d[32];
+        at += (size_t)snprintf(why + at, sizeof why - at, "; budget exceeded by up to %s after the plan by the "
+                               "tails of split regions FlexTensor keeps on the device (a budget of %s would have "
+                               "held them)", human_bytes(ko->most, a, sizeof a), human_bytes(ko->need, d, sizeof d));
+    }
     if (so->count > 0 && at < sizeof why)
         at += (size_t)snprintf(why + at, sizeof why - at, "; budget exceeded by up to %s before the plan "
                                "(FT_SPILL could move nothing more out for %llu call(s))",

@@ -146,6 +146,13 @@ expect_grep 'residency: 6 region\(s\) split: other data past their weights, 12\.
 expect_no_grep 'outside its part of the pass|changed between loads' "$WORK/room-pair.err" "room-pair"
 misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/room-pair.err")
 [ -n "$misses" ] && [ "$misses" -le 12 ] || fail "room-pair: ${misses:-no} misses, at most 12 wanted"
+# Every unit streams already, so nothing can leave the device for the 12 MiB of tails:
+# the budget (28 MiB, 24 planned) is exceeded, said once and in the verdict, never
+# silently (before, the verdict said the budget held while the device peaked at 34 MiB).
+expect_grep 'warning: the memory budget \(28\.0 MiB: .*\) cannot hold the tail of a split region' \
+    "$WORK/room-pair.err" "room-pair: the budget's excess said"
+expect_grep 'verdict: offloaded: 6 of 6 units stream .*; budget exceeded by up to [0-9.]+ MiB after the plan by the tails of split regions FlexTensor keeps on the device \(a budget of [0-9.]+ MiB would have held them\)' \
+    "$WORK/room-pair.err" "room-pair: the verdict"
 # ... and in the first forward too (generate's prefill, then the decode steps; the next
 # prompt's prefill after the plan): discovery starts over once, and each split begins
 # past the weights the recorded pass reached (before, the first forward's touches held

@@ -309,6 +309,8 @@ typedef struct {
     uint64_t handovers;       /* of those, hand-overs of the leaver's memory (residency.c) */
     uint64_t ho_refused[5];   /* moves that were not, by reason (HO_*) */
     uint64_t ns_mover_wait, mover_waits; /* the application's waits for the mover (mover.c) */
+    uint64_t short_evictions, short_failed; /* loads the device had no memory for: units
+                                             * made to leave for them; loads given up */
     /* Going over the slots: loads a call needed with no slot to free (load_unit); the
      * guarded calls that made them, and the most units beyond the slots after one
      * (guard.c); unloads, beyond the one a load needs, that brought the count back
@@ -669,6 +671,7 @@ void mover_hold(void);             /* no res.lock: no move until mover_release (
 void mover_release(void);
 int mover_may_move(void);          /* res.lock: started; no hold, capture or timing; streaming */
 int mover_running(void);           /* the prefetching thread has started */
+int mover_here(void);              /* this is the prefetching thread */
 int mover_begin(int u, const int *leavers, int n); /* res.lock: a move's units flagged, queued */
 void res_lock(void);               /* res.lock, with the move under way ended */
 void res_steady(uint32_t id);      /* res.lock: region id's unit out of any move */

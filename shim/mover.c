@@ -228,6 +228,11 @@ int mover_running(void)
     return started();
 }
 
+int mover_here(void)
+{
+    return on_mover;
+}
+
 int mover_catch(int u)
 {
     if (!mover_may_move() || (state_now() == MOVER_IDLE && mover.want < 0))

@@ -236,6 +236,10 @@ void ft_hooks_report(void)
                 (unsigned long long)res.ho_refused[HO_NO_SUM], (unsigned long long)res.ho_refused[HO_USED_SINCE],
                 (unsigned long long)res.ho_refused[HO_NO_BACK], (unsigned long long)res.ho_refused[HO_SIZES],
                 (unsigned long long)res.ho_refused[HO_OTHER]);
+    if (streaming && (res.short_evictions > 0 || res.short_failed > 0))
+        FT_WARN("residency: the device had no physical memory for some loads (another process holds it, or "
+                "the budget is above what the device has): %llu loaded unit(s) made to leave for them, %llu "
+                "load(s) given up", (unsigned long long)res.short_evictions, (unsigned long long)res.short_failed);
     if (streaming && res.over_calls > 0)
         FT_INFO("residency: %llu call(s) read more streamed units than the %d slot(s) hold (at most %d "
                 "beyond); %llu unload(s) brought the units held back within the slots after them",

@@ -785,7 +785,56 @@ void res_tail_apply(const res_tail_t *tl)
     res.ns_tail += tl->ns_all;
 }
 
-/* Maps unit u's regions and copies its bytes in on `stream`; room made. */
+/* Whether a region of un that the application holds is not mapped (load_body). */
+static int regions_short(const res_unit_t *un)
+{
+    for (int k = 0; k < un->n; k++)
+        if (res.regions[un->first + k].size != 0 && !res.regions[un->first + k].mapping)
+            return 1;
+    return 0;
+}
+
+/* Maps the regions of unit u that load_body could not: the device had no physical
+ * memory for them (another process holds it, or the budget was exceeded past what the
+ * device has). On an application's thread, res.lock held: the spare memory goes, then
+ * loaded units this call does not use leave one at a time, then the device is
+ * synchronised (memory freed behind work still running), until every region maps.
+ * 0 when they all do. */
+static int map_short(int u, CUdevice dev)
+{
+    res_unit_t *un = &res.units[u];
+    release_spares();
+    for (int synced = 0;;) {
+        for (int k = 0; k < un->n; k++) {
+            res_region_t *r = &res.regions[un->first + k];
+            if (r->size != 0 && !r->mapping)
+                r->mapping = map_region(r, dev) == 0;
+        }
+        if (!regions_short(un))
+            return 0;
+        int v = -1;
+        for (int i = 0; i < res.n_units && v < 0; i++) {
+            const res_unit_t *c = &res.units[i];
+            if (i != u && c->loaded && c->n > 0 && !c->pinned && !c->moving && !touched_by_this_call(i))
+                v = i;
+        }
+        if (v >= 0) {
+            evict_loaded(v);
+            release_spares();
+            res.short_evictions++;
+        } else if (!synced) {
+            REAL(cudaDeviceSynchronize)();
+            synced = 1;
+        } else {
+            return -1;
+        }
+    }
+}
+
+/* Maps unit u's regions and copies its bytes in on `stream`; room made. When the device
+ * has no physical memory for a region (map_short could not make it, or this is the
+ * prefetching thread, which chooses no unit to leave), nothing is loaded: u stays out,
+ * and a call that needs it loads it on its own thread. */
 static void load_body(int u, cudaStream_t stream)
 {
     res_unit_t *un = &res.units[u];
@@ -796,6 +845,21 @@ static void load_body(int u, cudaStream_t stream)
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         r->mapping = r->size != 0 && have_dev && map_region(r, dev) == 0; /* size 0: freed */
+    }
+    if (have_dev && regions_short(un) && (mover_here() || map_short(u, dev) != 0)) {
+        for (int k = 0; k < un->n; k++) {
+            res_region_t *r = &res.regions[un->first + k];
+            if (r->mapping)
+                unmap_region(r, 1);
+            r->mapping = 0;
+        }
+        res.short_failed++;
+        char a[32];
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: the device has no physical memory for %s (%s): %s",
+                      ft_disc_unit(disc, (size_t)u)->name, human_bytes(un->bytes, a, sizeof a),
+                      mover_here() ? "left for the call that needs it" : "the call that needs it will fault");
+        release_spares();
+        return;
     }
     if (have_dev)
         set_unit_access(un, dev, 1);

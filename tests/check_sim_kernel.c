@@ -184,6 +184,45 @@ START_TEST(test_checksum_kernel_from_ptx)
 }
 END_TEST
 
+/* The copy back of a unit found changed (FT_COPY_BACK_KERNEL, from the same PTX): into
+ * pinned host memory, at its own address, only when the sum differs from the expected. */
+START_TEST(test_copy_back_kernel_from_ptx)
+{
+    char entry[64];
+    snprintf(entry, sizeof entry, ".entry %s(", FT_COPY_BACK_KERNEL);
+    ck_assert_ptr_nonnull(strstr(ft_checksum_ptx, entry));
+    RT_OK(cudaFree(0));
+    CUmodule mod;
+    CUfunction f;
+    CU_OK(cuModuleLoadData(&mod, ft_checksum_ptx));
+    CU_OK(cuModuleGetFunction(&f, mod, FT_COPY_BACK_KERNEL));
+    enum { N = 1024 };
+    uint64_t *dev, *sum, *host;
+    RT_OK(cudaMalloc((void **)&dev, N * sizeof *dev));
+    RT_OK(cudaMalloc((void **)&sum, sizeof *sum));
+    RT_OK(cudaHostAlloc((void **)&host, N * sizeof *host, cudaHostAllocDefault));
+    RT_OK(cudaMemset(dev, 0x5a, N * sizeof *dev));
+    memset(host, 0, N * sizeof *host);
+    uint64_t s = 7, n = N;
+    RT_OK(cudaMemcpy(sum, &s, sizeof s, cudaMemcpyHostToDevice));
+    void *dst;
+    RT_OK(cudaHostGetDevicePointer(&dst, host, 0));
+    uint64_t same = 7, other = 8;
+    void *a_same[] = {&dev, &n, &sum, &same, &dst}, *a_other[] = {&dev, &n, &sum, &other, &dst};
+    CU_OK(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, NULL, a_same, NULL));
+    RT_OK(cudaDeviceSynchronize());
+    ck_assert_uint_eq(host[0], 0);
+    ck_assert_uint_eq(host[N - 1], 0);
+    CU_OK(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, NULL, a_other, NULL));
+    RT_OK(cudaDeviceSynchronize());
+    ck_assert_uint_eq(host[0], 0x5a5a5a5a5a5a5a5aull);
+    ck_assert_uint_eq(host[N - 1], 0x5a5a5a5a5a5a5a5aull);
+    RT_OK(cudaFree(dev));
+    RT_OK(cudaFree(sum));
+    RT_OK(cudaFreeHost(host));
+}
+END_TEST
+
 START_TEST(test_driver_launch_params_and_extra)
 {
     register_axpy();
@@ -651,6 +690,7 @@ Suite *sim_kernel_suite(void)
     tcase_add_test(tc, test_runtime_does_not_link_driver);
     tcase_add_test(tc, test_export_lists);
     tcase_add_test(tc, test_checksum_kernel_from_ptx);
+    tcase_add_test(tc, test_copy_back_kernel_from_ptx);
     tcase_add_test(tc, test_devices_and_versions);
     tcase_add_test(tc, test_other_devices_memory_and_streams);
     tcase_add_test(tc, test_driver_needs_init_and_context);

@@ -799,6 +799,7 @@ uint64_t spill_admit(uint64_t size);
 vmm_t *spilled_vmm(uint64_t addr);
 int spilled_read(void *dst, uint64_t addr, size_t len);
 extern uint64_t spill_host_copies, spill_host_copied, spill_hinted;
+extern uint64_t spill_refused; /* moved out for an allocation the device refused memory to */
 int spill_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
 void spill_end_locked(void);
 /* The process past the budget before the plan (read at exit, by the verdict). */

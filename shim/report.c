@@ -266,6 +266,10 @@ void ft_hooks_report(void)
         FT_INFO("FT_SPILL: before the plan, %llu copy(ies) from host memory (%.1f MiB) into allocations in "
                 "host memory served there", (unsigned long long)spill_host_copies,
                 (double)spill_host_copied / 1048576.0);
+    if (spill_refused > 0)
+        FT_WARN("FT_SPILL: before the plan, the device refused the memory of an allocation moving back in; "
+                "%llu other(s) moved out for it (another process holds memory, or the budget is above what "
+                "the device has)", (unsigned long long)spill_refused);
     if (spill_faults > 0 || spill_evictions > 0)
         FT_INFO("FT_SPILL: before the plan, %llu allocation(s) moved in and %llu out "
                 "(%.1f ms of copies at the measured bandwidth)",

@@ -261,8 +261,20 @@ static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
 {
     spill_make_room(v->size, stamp);
     CUmemGenericAllocationHandle h;
-    if (map_fresh(v->va, v->size, &h) != 0) {
-        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "FT_SPILL: cannot map %zu bytes back; the call will fault", v->size);
+    int rc;
+    /* The device refused the memory (another process holds it, or the budget is above
+     * what the device has): the least recently touched allocations leave, as for the
+     * budget, until it maps. */
+    while ((rc = map_fresh(v->va, v->size, &h)) != 0) {
+        struct lru_pick p = { NULL, stamp };
+        vmm_each(lru_pick, &p);
+        if (p.lru == NULL || spill_out(p.lru) != 0)
+            break;
+        spill_refused++;
+    }
+    if (rc != 0) {
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "FT_SPILL: the device has no physical memory to map %zu bytes back, "
+                      "and nothing more can leave it; the call will fault", v->size);
         return;
     }
     v->handle = h;
@@ -274,6 +286,9 @@ static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
     __atomic_fetch_add(&spill_ns, copy_ns(v->size, bw.h2d), __ATOMIC_RELAXED);
     moves.copies += copy_ns(v->size, bw.h2d);
 }
+
+/* Allocations moved out because the device refused the memory of one moving in. */
+uint64_t spill_refused;
 
 /* Copies into allocations in host memory served there (res.lock). */
 uint64_t spill_host_copies, spill_host_copied;

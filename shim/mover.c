@@ -364,6 +364,14 @@ static void mover_stop_at_exit(void)
     pthread_cond_broadcast(&mover.cv);
     pthread_mutex_unlock(&mover.lock);
     pthread_join(mover.thread, NULL);
+    /* The last tail's result, for the exit report's counts; not when another thread
+     * holds res.lock at exit (it may never let it go). */
+    if (pthread_mutex_trylock(&res.lock) == 0) {
+        pthread_mutex_lock(&mover.lock);
+        take_tail();
+        pthread_mutex_unlock(&mover.lock);
+        pthread_mutex_unlock(&res.lock);
+    }
 }
 
 /* A child of fork has no prefetching thread: its prefetches run on its own threads

@@ -308,7 +308,8 @@ typedef struct {
     uint64_t moves;           /* prefetch loads the prefetching thread made (mover.c) */
     uint64_t handovers;       /* of those, hand-overs of the leaver's memory (residency.c) */
     uint64_t ho_refused[5];   /* moves that were not, by reason (HO_*) */
-    uint64_t ns_mover_wait, mover_waits; /* the application's waits for the mover (mover.c) */
+    /* The application's waits for the mover (mover.c), by MOVER_WAIT_*. */
+    uint64_t ns_mover_wait[4], mover_waits[4];
     uint64_t short_evictions, short_failed; /* loads the device had no memory for: units
                                              * made to leave for them; loads given up */
     /* Going over the slots: loads a call needed with no slot to free (load_unit); the
@@ -665,6 +666,7 @@ void mover_pump(void);             /* res.lock: the request's next move, when no
 int mover_settle(int wait);        /* res.lock: ends a finished move (wait: an unfinished one
                                     * too); 1 when none is under way then */
 void mover_settle_unit(int u);     /* res.lock: unit u out of the move under way */
+void mover_settle_move(void);      /* res.lock: the move under way ended (a tail left) */
 int mover_catch(int u);            /* res.lock: 1 when the mover has loaded u for a call that
                                     * would miss it (its move under way or next) */
 void mover_hold(void);             /* no res.lock: no move until mover_release (a capture's start) */
@@ -692,6 +694,10 @@ typedef struct {
 void res_move_tail(int v, res_tail_t *out); /* the mover: the leaving unit's sum and unmapping */
 void res_tail_apply(const res_tail_t *t);   /* res.lock: that sum judged */
 enum { HO_NO_SUM, HO_USED_SINCE, HO_NO_BACK, HO_SIZES, HO_OTHER };
+/* What waited for the prefetching thread: a call touching a unit in a move, one that
+ * would have missed a unit it was about to load, any other call (not a launch: copies,
+ * sets, allocations ...), a hand-over's tail a call needed. */
+enum { MOVER_WAIT_UNIT, MOVER_WAIT_CATCH, MOVER_WAIT_ALL, MOVER_WAIT_TAIL };
 #define MOVE_REGIONS 64 /* a hand-over's regions a unit; more: evicted with a host wait */
 /* guard.c: the next move of the prefetch after u (0: nothing left to load for it). */
 int res_prefetch_next(int u);

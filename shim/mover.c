@@ -116,9 +116,23 @@ static void take_tail(void)
     pthread_cond_broadcast(&mover.cv);
 }
 
+/* The application's waits for the mover, by what waited (the exit report's). */
+static void count_wait(int why, uint64_t t)
+{
+    res.ns_mover_wait[why] += now_ns() - t;
+    res.mover_waits[why]++;
+}
+
+/* Which count a settle's wait goes to: a call touching a unit in a move, one that
+ * would have missed a unit the mover was about to load (mover_catch), any other. */
+static int wait_kind(int wait_for)
+{
+    return wait_for >= 0 ? MOVER_WAIT_UNIT : wait_for == SETTLE_MOVE ? MOVER_WAIT_CATCH : MOVER_WAIT_ALL;
+}
+
 /* The wait for a move (mover.lock held, let go meanwhile), counted as the application's
- * time waiting for the mover: the exit report's. */
-static void await_move(int (*pending)(int, int), int unit)
+ * time waiting for the mover. */
+static void await_move(int (*pending)(int, int), int unit, int why)
 {
     if (!pending(mover.state, unit))
         return;
@@ -127,8 +141,7 @@ static void await_move(int (*pending)(int, int), int unit)
         pthread_cond_wait(&mover.cv, &mover.lock);
         take_tail();
     }
-    res.ns_mover_wait += now_ns() - t;
-    res.mover_waits++;
+    count_wait(why, t);
 }
 
 /* A move not over: for the whole of it (move_pending), for unit `unit` in it
@@ -161,9 +174,9 @@ static int settle(int wait_for)
         in_move |= mover.units[i] == wait_for;
     take_tail();
     if (wait_for >= 0 && in_move)
-        await_move(unit_pending, wait_for);
+        await_move(unit_pending, wait_for, MOVER_WAIT_UNIT);
     else if (wait_for != SETTLE_NONE)
-        await_move(move_pending, -1);
+        await_move(move_pending, -1, wait_kind(wait_for));
     if ((mover.state == MOVER_LOADED || mover.state == MOVER_DONE) && mover.n > 0 && mover.units[0] < res.n_units)
         res.units[mover.units[0]].moving = 0; /* usable: its copies are issued */
     if (mover.state == MOVER_DONE) {
@@ -184,8 +197,7 @@ static int settle(int wait_for)
             pthread_cond_wait(&mover.cv, &mover.lock);
             take_tail();
         }
-        res.ns_mover_wait += now_ns() - t;
-        res.mover_waits++;
+        count_wait(MOVER_WAIT_TAIL, t);
     }
     take_tail();
     int idle = mover.state == MOVER_IDLE;
@@ -200,6 +212,12 @@ static int settle(int wait_for)
 int mover_settle(int wait)
 {
     return settle(wait ? SETTLE_ALL : SETTLE_NONE);
+}
+
+/* The move under way ended, a hand-over's tail left as it is. res.lock held. */
+void mover_settle_move(void)
+{
+    settle(SETTLE_MOVE);
 }
 
 /* A call touches unit u, moving: it waits until u is out of the move (loaded, or its

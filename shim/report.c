@@ -225,9 +225,13 @@ void ft_hooks_report(void)
                 "off the device's path)", (unsigned long long)res.moves, (unsigned long long)res.handovers,
                 res.handovers > 0 ? (double)res.ns_tail / 1e3 / (double)res.handovers : 0.0);
     if (streaming && res.moves > 0)
-        FT_INFO("residency: the application's threads waited %.1f ms for the prefetching thread, %llu time(s) "
-                "(a unit in a move, a call that needs the engine still)", (double)res.ns_mover_wait / 1e6,
-                (unsigned long long)res.mover_waits);
+        FT_INFO("residency: the application's threads waited for the prefetching thread: %.1f ms for units in a "
+                "move (%llu time(s)), %.1f ms for units it was about to load (%llu), %.1f ms in other calls, "
+                "copies and sets among them (%llu), %.1f ms for hand-overs' tails (%llu)",
+                (double)res.ns_mover_wait[MOVER_WAIT_UNIT] / 1e6, (unsigned long long)res.mover_waits[MOVER_WAIT_UNIT],
+                (double)res.ns_mover_wait[MOVER_WAIT_CATCH] / 1e6, (unsigned long long)res.mover_waits[MOVER_WAIT_CATCH],
+                (double)res.ns_mover_wait[MOVER_WAIT_ALL] / 1e6, (unsigned long long)res.mover_waits[MOVER_WAIT_ALL],
+                (double)res.ns_mover_wait[MOVER_WAIT_TAIL] / 1e6, (unsigned long long)res.mover_waits[MOVER_WAIT_TAIL]);
     if (streaming && res.moves > res.handovers)
         FT_INFO("residency: of the prefetching thread's moves that evicted with a host wait instead, %llu had no "
                 "checksum issued behind the leaving unit's last launch, %llu one its later calls made stale, %llu "

@@ -501,9 +501,14 @@ static void evict_loaded(int v)
  * launch just enqueued keeps the device busy meanwhile. res.lock held. */
 void res_shed(int running, const int *soon, int n_soon)
 {
-    mover_settle(1);
+    /* A move under way ends first (the counts are the mover's meanwhile); a hand-over's
+     * tail only when units are to leave (its leaving addresses still map physical
+     * memory an eviction would let go): at every prefetch, it had the application wait
+     * for the device to finish the leaving unit. */
+    mover_settle_move();
     if (res.loaded <= res.slots)
         return;
+    mover_settle(1);
     const ft_res_unit_t *view = res_view(-1, running);
     int *out = victims_array();
     if (view == NULL || out == NULL)

@@ -202,6 +202,12 @@ static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *un
                           : t.repeat ? ", touched by this kernel every few launches" : "");
             continue;
         }
+        /* The loaded units the call touches further on are its own before any load makes
+         * room: evicted now, each would be a miss of its own further on. */
+        if (v.act == FT_RES_MISS && !kept) {
+            kept = 1;
+            keep_loaded(ids + i + 1, n - i - 1, stream);
+        }
         /* A unit the prefetching thread is about to load (its last move still under way,
          * the launches ahead of the device): waited for, not loaded here. */
         if (v.act == FT_RES_MISS && mover_catch(r->unit))
@@ -224,12 +230,6 @@ static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *un
                           ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
                           touch_where(r, p, where, sizeof where),
                           v.stale != 0 ? ", outside its part of the pass" : "");
-            /* The loaded units the call touches further on are its own before the load
-             * makes room: evicted now, each would be a miss of its own further on. */
-            if (!kept) {
-                kept = 1;
-                keep_loaded(ids + i + 1, n - i - 1, stream);
-            }
             load_unit(r->unit, stream, -1);
         }
         /* The first touch of a unit after its load: what follows it in the learned

@@ -93,8 +93,9 @@ def shim_lines(log):
     for l in log.splitlines():
         if l.startswith(("flextensor: verdict:", "flextensor: plan (", "flextensor: device memory outside",
                          "flextensor: copy bandwidth")) or \
-                (l.startswith("flextensor: residency: ") and "copied in" in l):
-            keep.append(l[:300])
+                (l.startswith("flextensor: residency: ") and
+                 ("copied in" in l or "waited for the prefetching thread" in l or "handed the leaving" in l)):
+            keep.append(l[:400])
     return keep
 
 

@@ -358,6 +358,8 @@ typedef struct {
     uint64_t ns_ck_wait, ns_back, ns_unmap_call; /* parts of ns_unmap: the checksum's wait,
                                                   * copies back, cuMemUnmap */
     uint64_t ns_tail;         /* hand-overs' tails (the mover's, off the device's path) */
+    uint64_t ns_tail_wait, ns_tail_unmap, tail_written_back; /* of those: the checksum's wait,
+                                                              * cuMemUnmap; copied back */
     uint64_t access_calls;    /* cuMemSetAccess calls of loads (several regions each at best) */
     /* The measured step: an event at each pass's first launch; the time between two
      * consecutive ones is read once the later has completed (never waited for). */

@@ -43,7 +43,7 @@ static void own_copies(uint64_t *loads, uint64_t *back, uint64_t *spill)
     if (!engine_held)
         res_lock();
     *loads = res.region_loads;
-    *back = res.written_back;
+    *back = res.written_back + res.tail_written_back;
     *spill = spill_faults + spill_evictions;
     if (!engine_held)
         pthread_mutex_unlock(&res.lock);

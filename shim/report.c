@@ -154,7 +154,7 @@ void ft_hooks_trace(void *trace_writer)
         ft_trace_put_u64(w, n);
         ft_trace_put_u64(w, (uint64_t)(us * 1000.0 + 0.5));
         ft_trace_put_u64(w, (uint64_t)(plan.out.step_us * 1000.0 + 0.5));
-        ft_trace_put_u64(w, res.written_back);
+        ft_trace_put_u64(w, res.written_back + res.tail_written_back);
         ft_trace_put_u64(w, res.unsure_skipped);
         ft_trace_put_u64(w, res.host_copies);
         uint64_t demoted = 0;
@@ -216,7 +216,7 @@ void ft_hooks_report(void)
                 "units held at once",
                 (unsigned long long)res.loads, (unsigned long long)res.prefetches,
                 (unsigned long long)res.misses, (double)res.copied_in_bytes / 1048576.0,
-                (unsigned long long)res.unloads, (unsigned long long)res.written_back,
+                (unsigned long long)res.unloads, (unsigned long long)(res.written_back + res.tail_written_back),
                 (double)res.peak_held_bytes / 1048576.0);
     if (streaming && res.moves > 0)
         FT_INFO("residency: %llu of the prefetches made on FlexTensor's prefetching thread, off the "
@@ -288,8 +288,9 @@ void ft_hooks_report(void)
                 (unsigned long long)res.reused, (unsigned long long)res.region_loads);
     if (streaming && res.loads > 0)
         FT_INFO("residency: of the unloading per load, %.1f us waiting for the checksum, %.1f us copying back, "
-                "%.1f us in cuMemUnmap", (double)res.ns_ck_wait / 1e3 / (double)res.loads,
-                (double)res.ns_back / 1e3 / (double)res.loads, (double)res.ns_unmap_call / 1e3 / (double)res.loads);
+                "%.1f us in cuMemUnmap", (double)(res.ns_ck_wait + res.ns_tail_wait) / 1e3 / (double)res.loads,
+                (double)res.ns_back / 1e3 / (double)res.loads,
+                (double)(res.ns_unmap_call + res.ns_tail_unmap) / 1e3 / (double)res.loads);
     if (streaming && res.loads > 0)
         FT_INFO("residency: of the mapping per load, %.1f us in cuMemMap, %.1f us in "
                 "cuMemSetAccess (%llu call(s) for %llu region(s)), %.1f us creating physical "

@@ -757,8 +757,10 @@ void res_move_tail(int v, res_tail_t *out)
     own_range_pop();
 }
 
-/* A hand-over's tail judged (res.lock held): as an eviction would, but its copy back,
- * when the unit changed, was made on the device already (FT_COPY_BACK_KERNEL). */
+/* A hand-over's tail judged (res.lock held; the mover may be making another move): as an
+ * eviction would, but its copy back, when the unit changed, was made on the device
+ * already (FT_COPY_BACK_KERNEL). It writes the tail's unit, the mover's no more, and
+ * counts of its own. */
 void res_tail_apply(const res_tail_t *tl)
 {
     res_unit_t *vn = &res.units[tl->unit];
@@ -784,9 +786,11 @@ void res_tail_apply(const res_tail_t *tl)
     }
     vn->ref = tl->sum;
     vn->ref_valid = tl->sum_ok;
-    res.written_back += (uint64_t)verdict.write_back;
-    res.ns_ck_wait += tl->ns_wait;
-    res.ns_unmap_call += tl->ns_unmap;
+    /* Counts of their own: the mover may be at work on the next move meanwhile, writing
+     * the loads' counts (the exit report adds them). */
+    res.tail_written_back += (uint64_t)verdict.write_back;
+    res.ns_tail_wait += tl->ns_wait;
+    res.ns_tail_unmap += tl->ns_unmap;
     res.ns_tail += tl->ns_all;
 }
 

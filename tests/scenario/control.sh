@@ -48,7 +48,10 @@ expect_grep '^control after 8: release -> -1$' "$E" "a second release"
 expect_grep 'ft_release refused: released already' "$E" "a second release says why"
 held=$(grep '^usage after control 8: ' "$E" | head -1 | sed -E 's/.* total ([0-9]+).*/\1/')
 [ "$held" -lt 1048576 ] || fail "released: $held bytes still held through FlexTensor"
-expect_grep 'residency: .*: miss on unit\.0' "$E" "a forward while released loads what it touches"
+# ... on demand (a miss), or by the prefetching thread, which the call waits for when
+# a move is under way (the units the thread was about to load)
+expect_grep 'residency: .*: miss on unit\.0|waited for the prefetching thread: .* for units it was about to load \([1-9]' \
+    "$E" "a forward while released loads what it touches"
 expect_grep '^control after 9: resume -> 0$' "$E" "ft_resume"
 expect_grep 'control: ft_resume: 7 unit\(s\) resident again' "$E" "resume brings the plan back"
 expect_grep '^control after 9: resume -> -1$' "$E" "a second resume"
@@ -124,7 +127,11 @@ pass "three threads: shrink, release, resume, grow and re-profile; same output"
 # resume that never comes): each replay loads what it reads; released at exit.
 compare_run graph --iters 12 --graph 3 --control 11:release,11:limit=20M -- FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=40MiB
 expect_grep 'control: ft_set_gpu_mem_limit\(20\.0 MiB\): the plan is made again and the units move at ft_resume' "$WORK/graph.err" "graph: the budget waits for the resume"
-expect_grep 'CUDA graphs: 3 launch\(es\) guarded, 12 streamed unit\(s\) loaded for them' "$WORK/graph.err" "graph: replays load the released units"
+# 12 units at the first replay at least; the prefetching thread's timing decides whether
+# a prefetch between two replays brings the units back within the slots, so that the
+# next replay loads them again (22 in half the runs).
+n=$(sed -nE 's/.*CUDA graphs: 3 launch\(es\) guarded, ([0-9]+) streamed unit\(s\) loaded for them.*/\1/p' "$WORK/graph.err")
+[ -n "$n" ] && [ "$n" -ge 12 ] || fail "graph: replays load the released units (${n:-no} loaded for them, 12 at least wanted)"
 expect_grep 'verdict: .*1 release\(s\), released at exit' "$WORK/graph.err" "graph: released at exit"
 pass "a graph captured and replayed while released loads what it reads; same output"
 

@@ -15,7 +15,11 @@
  * and its last uses (its kernels must be done), it is dropped when the device checksum
  * proves it unchanged, else copied back to the host store (nothing written is lost),
  * and its physical memory goes to the unit loaded next or is released
- * (docs/residency.md).
+ * (docs/residency.md). The prefetching thread's moves are mostly hand-overs instead
+ * (handover, res_move_tail): the leaving unit's physical memory mapped at the incoming
+ * unit's addresses too, its checksum and copy back waited for on the device, the host's
+ * part (its sum read, its addresses unmapped) made later. A load the device refuses
+ * memory to is given up whole, never left half mapped (map_short).
  *
  * With FT_SHM_ENABLED, the host store of a streamed unit may be the shared segment of
  * the processes running the same model (hoststore.c decides, at each eviction): then

@@ -656,6 +656,11 @@ void res_shed(int running, const int *soon, int n_soon); /* back within the slot
 cudaStream_t stream_key(cudaStream_t stream);
 void unit_record_use(res_unit_t *un, cudaStream_t stream);
 int checksum_issue(int u);
+/* A checksum issued for unit un since its last use (checksum_issue), still its sum. */
+static inline int checksum_current(const res_unit_t *un)
+{
+    return un->ck_pending && un->ck_uses == un->uses;
+}
 
 /* mover.c: the prefetching thread (FT_PREFETCH_THREAD). While a move is under way, the
  * mover owns the units it moves and what loads and unloads change beside them (the

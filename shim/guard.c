@@ -638,7 +638,7 @@ void res_call_done(void)
     }
     if (checksum_prev >= 0) {
         res_unit_t *pu = &res.units[checksum_prev];
-        if (!pu->moving && pu->loaded && pu->n > 0 && !(pu->ck_pending && pu->ck_uses == pu->uses))
+        if (!pu->moving && pu->loaded && pu->n > 0 && !checksum_current(pu))
             checksum_issue(checksum_prev);
         checksum_prev = -1;
     }

@@ -85,6 +85,18 @@ static void unmap_region(res_region_t *r, int release)
     }
 }
 
+/* Undoes the mappings of unit un's regions that a load made (r->mapping), before it
+ * issued a copy; `release` as unmap_region's. */
+static void unmap_mapped(res_unit_t *un, int release)
+{
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (r->mapping)
+            unmap_region(r, release);
+        r->mapping = 0;
+    }
+}
+
 /* cuMemSetAccess over several regions at once was refused once: one call per region
  * from then on. The driver's documentation allows a range of several mappings. */
 static int access_runs_refused;
@@ -266,7 +278,7 @@ int checksum_issue(int u)
 static int unit_checksum(int u, uint64_t *sum)
 {
     res_unit_t *un = &res.units[u];
-    if (!(un->ck_pending && un->ck_uses == un->uses) && checksum_issue(u) != 0)
+    if (!checksum_current(un) && checksum_issue(u) != 0)
         return -1;
     un->ck_pending = 0;
     if (ev.sync(un->ck_done) != cudaSuccess)
@@ -680,11 +692,7 @@ static int handover(int u, int v)
     if (ok)
         ok = ev.wait(res.side, vn->ck_done, 0) == cudaSuccess;
     if (!ok) {
-        for (int i = 0; i < un->n; i++)
-            if (res.regions[un->first + i].mapping) {
-                drv.unmap(res.regions[un->first + i].va, res.regions[un->first + i].len);
-                res.regions[un->first + i].mapping = 0;
-            }
+        unmap_mapped(un, 0); /* the physical memory is still v's */
         return -1;
     }
     vn->ck_pending = 0;
@@ -860,12 +868,7 @@ static void load_body(int u, cudaStream_t stream)
         r->mapping = r->size != 0 && have_dev && map_region(r, dev) == 0; /* size 0: freed */
     }
     if (have_dev && regions_short(un) && (mover_here() || map_short(u, dev) != 0)) {
-        for (int k = 0; k < un->n; k++) {
-            res_region_t *r = &res.regions[un->first + k];
-            if (r->mapping)
-                unmap_region(r, 1);
-            r->mapping = 0;
-        }
+        unmap_mapped(un, 1);
         res.short_failed++;
         char a[32];
         FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: the device has no physical memory for %s (%s): %s",

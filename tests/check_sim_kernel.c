@@ -148,19 +148,27 @@ START_TEST(test_launch_ex_and_cooperative)
 }
 END_TEST
 
-/* FlexTensor's checksum kernel: its PTX names the entry the shim asks for, and loading
- * it gives the simulated device's C reference, which adds the sum to *out (over two
- * launches, the sum of both); a changed word changes it. */
-START_TEST(test_checksum_kernel_from_ptx)
+/* Kernel `name` of FlexTensor's PTX (core/checksum_ptx.h): the PTX names the entry, and
+ * loading it gives the simulated device's C reference under that name. */
+static CUfunction ptx_kernel(const char *name)
 {
     char entry[64];
-    snprintf(entry, sizeof entry, ".entry %s(", FT_CHECKSUM_KERNEL);
+    snprintf(entry, sizeof entry, ".entry %s(", name);
     ck_assert_ptr_nonnull(strstr(ft_checksum_ptx, entry));
     RT_OK(cudaFree(0));
     CUmodule mod;
     CUfunction f;
     CU_OK(cuModuleLoadData(&mod, ft_checksum_ptx));
-    CU_OK(cuModuleGetFunction(&f, mod, FT_CHECKSUM_KERNEL));
+    CU_OK(cuModuleGetFunction(&f, mod, name));
+    return f;
+}
+
+/* FlexTensor's checksum kernel: its PTX names the entry the shim asks for, and loading
+ * it gives the simulated device's C reference, which adds the sum to *out (over two
+ * launches, the sum of both); a changed word changes it. */
+START_TEST(test_checksum_kernel_from_ptx)
+{
+    CUfunction f = ptx_kernel(FT_CHECKSUM_KERNEL);
     enum { N = 4096 };
     static uint64_t host[N];
     for (int i = 0; i < N; i++)
@@ -188,14 +196,7 @@ END_TEST
  * pinned host memory, at its own address, only when the sum differs from the expected. */
 START_TEST(test_copy_back_kernel_from_ptx)
 {
-    char entry[64];
-    snprintf(entry, sizeof entry, ".entry %s(", FT_COPY_BACK_KERNEL);
-    ck_assert_ptr_nonnull(strstr(ft_checksum_ptx, entry));
-    RT_OK(cudaFree(0));
-    CUmodule mod;
-    CUfunction f;
-    CU_OK(cuModuleLoadData(&mod, ft_checksum_ptx));
-    CU_OK(cuModuleGetFunction(&f, mod, FT_COPY_BACK_KERNEL));
+    CUfunction f = ptx_kernel(FT_COPY_BACK_KERNEL);
     enum { N = 1024 };
     uint64_t *dev, *sum, *host;
     RT_OK(cudaMalloc((void **)&dev, N * sizeof *dev));

@@ -56,6 +56,9 @@
  *   --race-alloc N  each thread, after a barrier that starts them together, allocates
  *                 N buffers of 1 MiB (kept until it ends, never touched): allocations
  *                 from several threads at once, as a framework's threads make them
+ *   --early-end N  with --threads: the last thread runs N forwards only, and frees its
+ *                 --race-alloc buffers 60 ms after its others, while the other threads
+ *                 go on (frees that fall in the middle of FlexTensor's work for them)
  *   --lockstep    with --threads: every forward of every thread starts after a barrier
  *                 (the threads go on together, so the number of forwards each has run
  *                 when FlexTensor plans does not depend on how the host schedules them)
@@ -328,6 +331,7 @@ static int big_tables;
 static int pad_odd; /* odd layers' weights are allocated 2 MiB larger than used */
 static int big_last = 1; /* the last layer's weight is allocated this many times larger */
 static int race_alloc; /* --race-alloc: 1 MiB buffers each thread allocates at its start */
+static int early_end = -1; /* --early-end: the forwards the last thread runs (-1: all) */
 static pthread_barrier_t race_barrier;
 static int lockstep;                  /* --lockstep */
 static pthread_barrier_t step_barrier;
@@ -1664,7 +1668,9 @@ static void *run_worker(void *arg)
     cudaEvent_t t0, t1;
     CHECK(cudaEventCreate(&t0));
     CHECK(cudaEventCreate(&t1));
-    for (int it = 0; it < iters; it++) {
+    int last = threads > 1 && wk->id == threads - 1;
+    int my_iters = last && early_end >= 0 && early_end < iters ? early_end : iters;
+    for (int it = 0; it < my_iters; it++) {
         if (it == profile_from && profiler_start() != 0)
             exit(1);
         if (lockstep)
@@ -1745,6 +1751,8 @@ static void *run_worker(void *arg)
         if (!own_vmm_free(b))
             CHECK(cudaFree(b));
     }
+    if (my_iters < iters)
+        usleep(60000);
     for (int i = 0; i < race_alloc; i++)
         CHECK(cudaFree(race_bufs[i]));
     CHECK(cudaFreeHost(out));
@@ -1859,6 +1867,8 @@ int main(int argc, char **argv)
             big_last = parse_int(a, argv[++i], 1, 64);
         else if (strcmp(a, "--race-alloc") == 0 && i + 1 < argc)
             race_alloc = parse_int(a, argv[++i], 0, 64);
+        else if (strcmp(a, "--early-end") == 0 && i + 1 < argc)
+            early_end = parse_int(a, argv[++i], 0, 1000000);
         else if (strcmp(a, "--lockstep") == 0)
             lockstep = 1;
         else if (strcmp(a, "--pad-odd") == 0)
@@ -1934,7 +1944,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N [--room-first] [--room-pair]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N [--room-first] [--room-pair]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -1947,6 +1957,13 @@ int main(int argc, char **argv)
     }
     if (room_from >= 0 && (segment_bytes == 0 || threads > 1)) {
         fprintf(stderr, "model: --room-from needs --segments and one thread\n");
+        return 2;
+    }
+    /* The last thread leaves early: no barrier may wait for it. */
+    if (early_end >= 0 && (threads < 2 || lockstep || zero_after >= 0 || peek_after >= 0 || rewrite_from >= 0 || poke_after >= 0 ||
+                           reload_after >= 0 || n_controls > 0 || after_forward_hook != NULL)) {
+        fprintf(stderr, "model: --early-end needs --threads 2 or more, and no --lockstep, weight writes, --reload "
+                        "or controls\n");
         return 2;
     }
     if (profile_from >= 0 && threads > 1) {
@@ -2068,7 +2085,7 @@ int main(int argc, char **argv)
 
     int agree = 1;
     for (int t = 0; t < threads; t++)
-        for (int it = 0; it < iters; it++) {
+        for (int it = 0; it < (t == threads - 1 && t > 0 && early_end >= 0 && early_end < iters ? early_end : iters); it++) {
             /* A forward equals the first of its kind: with or without the --vary kernels,
              * before or after --cross-from, --demote-after-plan ... */
             int kind = forward_kind(it), first = 0;

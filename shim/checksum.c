@@ -15,6 +15,8 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
+#include <unistd.h>
+
 /* --- the content hash discovery asks for at iteration boundaries ----------------- */
 
 static unsigned hash_failures;
@@ -48,12 +50,12 @@ static int hash_sampled(uint64_t base, uint64_t size, uint64_t *out, spilled_fn 
     /* Hashed a word at a time (a multiply-xor mix): discovery hashes every candidate
      * at each snapshot, and a byte loop showed as half of discovery's instructions. */
     int n = size <= 16 * sizeof buf ? (int)((size + sizeof buf - 1) / sizeof buf) : 16;
+    vmm_t *held = spilled(base);
     for (int i = 0; i < n; i++) {
         uint64_t off = n == 1 ? 0 : (size - chunk) * (uint64_t)i / (uint64_t)(n - 1);
         size_t len = size - off < chunk ? (size_t)(size - off) : chunk;
-        vmm_t *v = spilled(base + off);
-        if (v != NULL)
-            memcpy(buf, (const char *)v->host + (base + off - v->va), len);
+        if (held != NULL)
+            memcpy(buf, (const char *)held->host + off, len);
         else
             err = copy(buf, (void *)(uintptr_t)(base + off), len, cudaMemcpyDeviceToHost);
         if (err != cudaSuccess)
@@ -244,8 +246,23 @@ void hash_regions(void *ctx, ft_disc_hash_req_t *q, size_t n)
     managed_device_leave(prev);
 }
 
+/* FT_TEST_HASH_PAUSE_US: microseconds each region's hash waits first (tests only): a
+ * snapshot then lasts long enough for other threads' frees to fall inside it. */
+static unsigned hash_pause_us(void)
+{
+    static int us = -1; /* under discovery's lock, as every hash */
+    if (us < 0) {
+        const char *t = getenv("FT_TEST_HASH_PAUSE_US");
+        us = t != NULL ? atoi(t) : 0;
+        if (us < 0 || us > 1000000)
+            us = 0;
+    }
+    return (unsigned)us;
+}
+
 static void hash_on_device(ft_disc_hash_req_t *q, size_t n, spilled_fn spilled)
 {
+    unsigned pause = hash_pause_us();
     cudaError_t err = REAL(cudaDeviceSynchronize)();
     int on_device = sums_ready() && n <= FT_DISC_HASH_BATCH;
     char summed[FT_DISC_HASH_BATCH] = { 0 }; /* 1: its sum comes from dh.dev[i] */
@@ -253,7 +270,10 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n, spilled_fn spilled)
         err = REAL(cudaMemsetAsync)(dh.dev, 0, n * sizeof *dh.dev, ck.stream);
     for (size_t i = 0; i < n; i++) {
         /* A call that can enqueue launches holds off FT_SPILL's moves (engine_enter):
-         * where the bytes are cannot change before the sums are read back. */
+         * where the bytes are cannot change before the sums are read back. A region
+         * another thread frees meanwhile is still where it was (spilled_at). */
+        if (pause > 0)
+            usleep(pause);
         vmm_t *v = spilled(q[i].base);
         uint64_t words = q[i].size / 8;
         q[i].failed = 0;
@@ -261,11 +281,11 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n, spilled_fn spilled)
             q[i].failed = hash_failed(q[i].base, err) != 0;
         } else if (!on_device || q[i].size % 8 != 0) {
             q[i].failed = hash_sampled(q[i].base, q[i].size, &q[i].hash, spilled) != 0;
-        } else if (v != NULL && v->sum_ok && v->va == q[i].base && v->asked == q[i].size) {
+        } else if (v != NULL && v->sum_ok && v->asked == q[i].size) {
             q[i].hash = v->sum;
         } else if (v != NULL) {
-            q[i].hash = ft_checksum_host_parallel((const char *)v->host + (q[i].base - v->va), words, q[i].base / 8);
-            if (v->va == q[i].base && v->asked == q[i].size) { /* kept until its bytes change */
+            q[i].hash = ft_checksum_host_parallel(v->host, words, q[i].base / 8);
+            if (v->asked == q[i].size) { /* kept until its bytes change */
                 v->sum = q[i].hash;
                 v->sum_ok = 1;
             }

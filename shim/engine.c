@@ -193,7 +193,7 @@ static int stand_down(const char *why);
 
 /* Where discovery's content hashes (checksum.c) find the bytes of an allocation FT_SPILL
  * holds in host memory: hash_regions's ctx. */
-static const hash_source_t hash_source = { spilled_vmm };
+static const hash_source_t hash_source = { spilled_at };
 
 int ft_hooks_init(const struct ft_config *cfg)
 {

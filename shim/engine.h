@@ -430,9 +430,9 @@ int content_sum_add(uint64_t va, uint64_t words, uint64_t first_word);
 int content_sum_end(uint64_t *sum);
 int checksum_available(void);
 int checksum_room(size_t n); /* dev and host grown to n units (a plan made again) */
-/* Where addr's bytes are while FT_SPILL holds its allocation in host memory (NULL:
- * on the device): spill.c's spilled_vmm, passed down to hash_regions as its ctx. */
-typedef vmm_t *(*spilled_fn)(uint64_t addr);
+/* The allocation beginning at base while FT_SPILL holds it in host memory (NULL: on
+ * the device): spill.c's spilled_at, passed down to hash_regions as its ctx. */
+typedef vmm_t *(*spilled_fn)(uint64_t base);
 typedef struct {
     spilled_fn spilled;
 } hash_source_t;
@@ -810,6 +810,7 @@ uint64_t spill_held(void);
 void spill_touch(const uint64_t *ptrs, size_t n, int all, cudaStream_t stream);
 uint64_t spill_admit(uint64_t size);
 vmm_t *spilled_vmm(uint64_t addr);
+vmm_t *spilled_at(uint64_t base);
 int spilled_read(void *dst, uint64_t addr, size_t len);
 extern uint64_t spill_host_copies, spill_host_copied, spill_hinted;
 extern uint64_t spill_refused; /* moved out for an allocation the device refused memory to */

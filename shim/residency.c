@@ -1354,8 +1354,10 @@ int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t
  * not loaded). */
 int res_forget(vmm_t *v)
 {
-    int mapped = !v->spilled;
+    /* Read under the lock: FT_SPILL may be moving v out now (spill_make_room picked it
+     * before vmm_free took it out of the table), and then unmaps it itself. */
     res_lock();
+    int mapped = !v->spilled;
     if (v->spilled)
         spill_bytes -= v->size;
     if (v->host != NULL) { /* a streamed unit's host copy is its region's by now */

@@ -199,7 +199,7 @@ static int weight_sum(uint64_t base, uint64_t size, uint64_t *out)
 {
     if (size % 8 != 0)
         return -1;
-    vmm_t *v = spilled_vmm(base);
+    vmm_t *v = spilled_at(base);
     if (v != NULL) {
         *out = ft_checksum_host_parallel((const char *)v->host + (base - v->va), size / 8, 0);
         return 0;

@@ -427,8 +427,6 @@ uint64_t spill_admit(uint64_t size)
     return size;
 }
 
-/* Reads len bytes at addr from the host copy when addr lies in a spilled allocation
- * (discovery's content hashes); 0 when it does not. */
 /* addr's allocation while it is spilled (FT_SPILL); else NULL. */
 vmm_t *spilled_vmm(uint64_t addr)
 {
@@ -439,6 +437,21 @@ vmm_t *spilled_vmm(uint64_t addr)
     if (!ft_regions_find(regions, addr, &r) || (v = vmm_find(r.base)) == NULL || !v->spilled)
         return NULL;
     return v;
+}
+
+/* The allocation that begins at base while it is spilled; else NULL. Discovery's
+ * content hashes ask this way (hash_regions's ctx), by vmm.c's table alone: a region
+ * another thread frees leaves the region table first, then waits for discovery's lock
+ * (untrack) before vmm_free, so while a hash runs its allocation is still in vmm.c's
+ * table, its bytes where they were. Asked through the region table, as spilled_vmm
+ * does, such a region was found nowhere, and the device checksum of an allocation in
+ * host memory faulted (spill.sh's race, in about one run of several hundred). */
+vmm_t *spilled_at(uint64_t base)
+{
+    if (!state_spill(engine_state()))
+        return NULL;
+    vmm_t *v = vmm_find(base);
+    return v != NULL && v->spilled ? v : NULL;
 }
 
 /* Where addr's bytes are while its allocation is spilled; else NULL. */

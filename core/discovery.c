@@ -60,6 +60,17 @@ typedef struct {
     uint32_t stale_in_pass;   /* touches off DISC_PTR_ALIGN since discovery (re)started */
     uint64_t off_max;         /* the furthest offset into it a sure pointer of the
                                  recorded pass touched (ft_disc_region_off_max) */
+    /* A piece of an allocation served in pieces (FT_REGION_PIECE), in build_units: the
+     * lowest and highest offsets sure pointers of the pass touched (pc_min UINT64_MAX:
+     * none), the first launch at the highest, a touch without a sure pointer, and what
+     * may run into it from the pieces before (pieces_follow_tensors). */
+    uint64_t pc_min, pc_max;
+    int64_t pc_pos, pc_prev;
+    int pc_unsure;
+    uint32_t pc_from;         /* a tensor's body: the piece its start is in */
+    uint32_t pc_next;         /* the first piece of the body of the tensor starting last
+                                 in it, when another piece holds it: pointers at or past
+                                 pc_max reach that piece's unit (ft_disc_region_follow) */
     UT_hash_handle hh;
 } rinfo_t;
 
@@ -951,6 +962,156 @@ static void cut_span(const uint64_t *ks, size_t lo, size_t hi, const touch_t *t,
     cut_repetition(ks, hi, lo, p, lo + s, run, t, m, lcut, nl, depth);
 }
 
+/* --- an allocation served in pieces ----------------------------------------------
+ *
+ * The shim serves an allocation larger than half the budget in pieces of one mapping
+ * granule, each a region (FT_REGION_PIECE), so that units can hold parts of it: one
+ * caching-allocator segment may hold every weight of a model. A kernel is given a
+ * tensor's start and reads on from there, so a piece no pointer reaches holds the body
+ * of the tensor whose start came last before it, and a piece can be run into by that
+ * tensor as well as touched by its own. Tensors of an allocator's segment do not
+ * overlap: of the tensors starting before a piece, only the last can run into it.
+ *
+ * PC_NONE: nothing before the piece in its allocation can run into it; PC_UNKNOWN: a
+ * tensor may, whose unit is not known (no sure pointer, or not a weight); else the
+ * launch position of the tensor's first touch. */
+#define PC_NONE (-1)
+#define PC_UNKNOWN (-2)
+
+static int cmp_base(const void *a, const void *b)
+{
+    const rinfo_t *x = *(rinfo_t *const *)a, *y = *(rinfo_t *const *)b;
+    return x->base < y->base ? -1 : x->base > y->base;
+}
+
+/* The live pieces, sorted by address, their offsets worked out from the pass r; NULL
+ * (and *n 0) when there are none or no memory. */
+static rinfo_t **pieces_sorted(ft_disc_t *d, const record_t *r, size_t *n)
+{
+    rinfo_t *x, *xt;
+    size_t k = 0;
+    *n = 0;
+    HASH_ITER(hh, d->rmap, x, xt)
+        if ((x->flags & FT_REGION_PIECE) && !x->freed)
+            k++;
+    rinfo_t **v = k > 0 ? malloc(k * sizeof *v) : NULL;
+    if (v == NULL)
+        return NULL;
+    HASH_ITER(hh, d->rmap, x, xt)
+        if ((x->flags & FT_REGION_PIECE) && !x->freed) {
+            x->pc_min = UINT64_MAX;
+            x->pc_max = 0;
+            x->pc_pos = -1;
+            x->pc_unsure = 0;
+            x->pc_prev = PC_NONE;
+            x->pc_from = x->pc_next = 0;
+            v[(*n)++] = x;
+        }
+    qsort(v, *n, sizeof *v, cmp_base);
+    for (size_t i = 0; i < r->n; i++)
+        for (uint32_t j = 0; j < r->l[i].n_ids; j++) {
+            size_t at = r->l[i].first_id + j;
+            uint32_t raw = r->ids[at];
+            x = rinfo_get(d, raw);
+            if (x == NULL || !(x->flags & FT_REGION_PIECE) || x->freed)
+                continue;
+            uint64_t p = r->no_ptrs ? 0 : r->ptrs[at];
+            if ((raw & ID_INDIRECT) || p < x->base || p >= x->base + x->size) {
+                x->pc_unsure = 1;
+                continue;
+            }
+            uint64_t off = p - x->base;
+            if (off < x->pc_min)
+                x->pc_min = off;
+            if (x->pc_pos < 0 || off > x->pc_max) {
+                x->pc_max = off;
+                x->pc_pos = (int64_t)i;
+            }
+        }
+    return v;
+}
+
+/* In build_units, after the walk that gave each touched weight its touch in t (m of
+ * cap): each piece no launch touched, a weight by its content, is given the touch of
+ * the tensor whose start came last before it in its allocation, and joins that
+ * tensor's unit. What may run into each touched piece is kept for pieces_overrun. */
+static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, size_t *m, size_t *cap)
+{
+    size_t n;
+    rinfo_t **v = pieces_sorted(d, r, &n);
+    int64_t carry = PC_NONE;
+    rinfo_t *start = NULL; /* the piece the carried tensor starts in */
+    for (size_t i = 0; i < n; i++) {
+        rinfo_t *x = v[i];
+        if ((x->flags & FT_REGION_PIECE_FIRST) || i == 0 || v[i - 1]->base + v[i - 1]->size != x->base)
+            carry = PC_NONE; /* another allocation */
+        x->pc_prev = carry;
+        if (x->pc_min != UINT64_MAX || x->pc_unsure || x->unit != -2) {
+            carry = x->pc_unsure || x->pc_pos < 0 || !is_weight(d, x) ? PC_UNKNOWN : x->pc_pos;
+            start = x;
+            continue;
+        }
+        if (carry < 0 || !is_weight(d, x))
+            continue; /* resident: what runs into it is not a weight's, or nothing does */
+        if (*m == *cap) {
+            touch_t *nt = realloc(*t, 2 * *cap * sizeof *nt);
+            if (nt == NULL) {
+                free(v);
+                return -ENOMEM;
+            }
+            *t = nt;
+            *cap *= 2;
+        }
+        x->unit = (int)*m;
+        x->direct = 1; /* reached as its tensor is, through a launch's own arguments */
+        x->pc_from = start->id;
+        if (start->pc_next == 0)
+            start->pc_next = x->id;
+        (*t)[*m] = (touch_t){ (uint32_t)carry, x->id, (uint32_t)*m, x->size };
+        (*m)++;
+    }
+    free(v);
+    return 0;
+}
+
+static int unit_at(const ft_disc_t *d, size_t pos);
+
+/* Once the units are made: a piece touched by its own tensors, into which a tensor of
+ * another unit may run (it starts before the piece's first pointer, or where it ends
+ * is not known), is needed by both, and stays on the device. Streamed with its own
+ * unit, the other's kernels would read it unmapped. */
+static void pieces_overrun(ft_disc_t *d)
+{
+    rinfo_t *x, *xt;
+    HASH_ITER(hh, d->rmap, x, xt) {
+        if (!(x->flags & FT_REGION_PIECE) || x->freed || x->unit < 0 || x->shared || x->pc_prev == PC_NONE)
+            continue;
+        if (x->pc_min == UINT64_MAX && !x->pc_unsure)
+            continue; /* a tensor's body, in that tensor's unit (pieces_follow_tensors) */
+        if (x->pc_min == 0 && !x->pc_unsure)
+            continue; /* a tensor starts at its first byte: the one before ends there */
+        if (x->pc_prev == PC_UNKNOWN || unit_at(d, (size_t)x->pc_prev) != x->unit) {
+            x->shared = 1;
+            FT_DEBUG("discovery: piece region %u (unit.%d) stays resident: a tensor before it, %s, may "
+                     "run into it", x->id, x->unit,
+                     x->pc_prev == PC_UNKNOWN ? "of no known unit" : "of another unit");
+        }
+    }
+}
+
+int ft_disc_region_follow(ft_disc_t *d, uint32_t id, uint64_t *off, uint32_t *next)
+{
+    pthread_mutex_lock(&d->lock);
+    rinfo_t *x = rinfo_get(d, id), *y = x != NULL && x->pc_next != 0 ? rinfo_get(d, x->pc_next) : NULL;
+    int follows = d->state == FT_DISC_DONE && y != NULL && y->unit >= 0 && !y->freed;
+    if (follows) {
+        *off = x->pc_max;
+        *next = x->pc_next;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return follows;
+}
+
 static int build_units(ft_disc_t *d)
 {
     record_t *r = &d->last;
@@ -1036,6 +1197,11 @@ static int build_units(ft_disc_t *d)
     }
     }
     free(wc);
+    if (pieces_follow_tensors(d, r, &t, &m, &cap) != 0) {
+        free(t);
+        free(ks);
+        return -ENOMEM;
+    }
     HASH_ITER(hh, d->rmap, ri, rt) ri->unit = -1; /* set again per unit below */
     qsort(t, m, sizeof *t, cmp_touch);
 
@@ -1144,6 +1310,7 @@ static int build_units(ft_disc_t *d)
      * which loads its unit at each (the 16-layer Llama's RoPE launches, in every
      * layer). Resident, the weight costs its own bytes; streamed, its whole unit ended
      * on the device after 8 loads. */
+    pieces_overrun(d);
     HASH_ITER(hh, d->rmap, ri, rt)
         if (ri->unit >= 0 && ri->stale_in_pass >= 2) {
             ri->shared = 1;

@@ -161,6 +161,10 @@ int ft_disc_region(ft_disc_t *d, uint32_t id, uint64_t *base, uint64_t *size);
  * sure pointer (the last weight's start, for a region of weights the pass uses): a
  * pointer past it found later is no weight's start. 0, or -1 when the region is
  * unknown or the pass came without its pointers (a saved profile's). */
+/* Region id is a piece of an allocation served in pieces (FT_REGION_PIECE) in which
+ * the last tensor starting runs on into pieces of its own: a pointer at or past *off
+ * into it reaches piece *next too, and so *next's unit. 1 when so, 0 otherwise. */
+int ft_disc_region_follow(ft_disc_t *d, uint32_t id, uint64_t *off, uint32_t *next);
 int ft_disc_region_off_max(ft_disc_t *d, uint32_t id, uint64_t *off);
 
 

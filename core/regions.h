@@ -22,6 +22,12 @@ typedef struct {
 
 enum {
     FT_REGION_VMM = 1u << 0, /* served by the shim from virtual memory (evictable) */
+    /* One piece of an allocation served in pieces of one mapping granule each, each
+     * mapped on its own (the shim's vmm_alloc): a region of its own, so that a unit can
+     * hold some of the allocation. Pieces lie end to end; the allocation's first has
+     * FT_REGION_PIECE_FIRST too. */
+    FT_REGION_PIECE = 1u << 1,
+    FT_REGION_PIECE_FIRST = 1u << 2,
 };
 
 typedef struct ft_regions ft_regions_t;

@@ -344,7 +344,7 @@ uint64_t budget_free_begin(const void *p)
     if (p == NULL || !kept || !ft_regions_find(regions, (uint64_t)(uintptr_t)p, &r))
         return 0;
     vmm_t *v = vmm_find(r.base);
-    uint64_t bytes = v != NULL ? v->size : r.size;
+    uint64_t bytes = v != NULL ? vmm_bytes(v) : r.size;
     __atomic_add_fetch(&releasing, bytes, __ATOMIC_RELAXED);
     return bytes;
 }

@@ -128,6 +128,11 @@ typedef struct {
      * not split. */
     uint64_t tail_off;
     CUmemGenericAllocationHandle tail_h;
+    /* One piece of an allocation served in pieces (vmm_alloc's `pieced`): `pieces` on
+     * the first is how many, 0 on the others. A piece is never moved by FT_SPILL (the
+     * allocation stays on the device before the plan, past the budget if it must). */
+    int piece;
+    uint32_t pieces;
     UT_hash_handle hh;
 } vmm_t;
 
@@ -139,6 +144,9 @@ typedef struct {
 typedef struct {
     int (*over)(size_t len, uint64_t *admitted);
     void (*placed)(vmm_t *v, int in_host, uint64_t *admitted);
+    /* len bytes mapped whatever the budget (an allocation served in pieces): room made
+     * for them as far as it can be; the bytes counted in `admitting`. */
+    uint64_t (*on_device)(size_t len);
 } vmm_place_t;
 
 /* The plan chosen at the end of profiling (planning only: the residency engine that
@@ -295,12 +303,21 @@ typedef struct {
     int moving;
 } res_unit_t;
 
+/* A piece of an allocation served in pieces whose last tensor runs on into pieces of
+ * another unit (ft_disc_region_follow): a pointer at or past `from` touches the piece
+ * `next`, at `at`, too. next 0: none. */
+typedef struct {
+    uint32_t next;
+    uint64_t from, at;
+} res_follow_t;
+
 typedef struct {
     pthread_mutex_t lock;     /* application threads launch concurrently */
     res_region_t *regions;
     int n_regions;
     int *by_id;               /* region id -> index in regions, -1: not streamed */
     uint32_t n_ids;
+    res_follow_t *follow;     /* by region id, n_ids of them; NULL: no piece has one */
     res_unit_t *units;
     int n_units, slots, loaded;
     uint64_t clock;
@@ -835,7 +852,8 @@ void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
 void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
 CUresult set_access(CUdevice dev, uint64_t va, size_t len);
 CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h, int given, uint64_t ns[3], int no_access);
-cudaError_t vmm_alloc(void **out, size_t size, const vmm_place_t *place, uint64_t *admitted);
+cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *place, uint64_t *admitted);
+uint64_t vmm_bytes(const vmm_t *v); /* an allocation's mapped bytes, all its pieces' */
 int vmm_free(void *p, int (*forget)(vmm_t *v));
 
 /* The application thread a call comes from: discovery and profiling follow each

@@ -155,11 +155,79 @@ static const char *touch_where(const res_region_t *r, uint64_t ptr, char *out, s
  * says why each rule) and carried out here: a miss loads the unit on the caller's
  * stream, a stale touch of a unit that is not loaded loads nothing and is counted, and
  * the call waits for the unit's copy and records its use. */
+static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
+                       cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at);
+
+/* res_touch's ids with the pieces touches reach on into (res.follow): a pointer at or
+ * past the start of a piece's last tensor reaches the pieces of that tensor's body,
+ * which another unit may hold. In *xid, *xlo and *xunsure (malloc'd; the caller frees
+ * them) and their count returned; 0 when no touch reaches on (or no memory: then
+ * every streamed unit is loaded instead, *all set). */
+static size_t follow_pieces(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
+                            uint32_t **xid, uint64_t **xlo, uint8_t **xunsure, int *all)
+{
+    size_t extra = 0;
+    *all = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < res.n_ids && res.follow[ids[i]].next != 0 &&
+            (lo == NULL || lo[i] == 0 || lo[i] >= res.follow[ids[i]].from))
+            extra++;
+    if (extra == 0)
+        return 0;
+    *xid = malloc((n + extra) * sizeof **xid);
+    *xlo = malloc((n + extra) * sizeof **xlo);
+    *xunsure = calloc(n + extra, sizeof **xunsure);
+    if (*xid == NULL || *xlo == NULL || *xunsure == NULL) {
+        free(*xid);
+        free(*xlo);
+        free(*xunsure);
+        *all = 1;
+        return 0;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        (*xid)[m] = ids[i];
+        (*xlo)[m] = lo != NULL ? lo[i] : 0;
+        (*xunsure)[m++] = unsure != NULL ? unsure[i] : 0;
+        if (ids[i] < res.n_ids && res.follow[ids[i]].next != 0 &&
+            (lo == NULL || lo[i] == 0 || lo[i] >= res.follow[ids[i]].from)) {
+            (*xid)[m] = res.follow[ids[i]].next;
+            (*xlo)[m] = res.follow[ids[i]].at;
+            (*xunsure)[m++] = unsure != NULL ? unsure[i] : 0;
+        }
+    }
+    return m;
+}
+
+static void touch_every_unit(const char *name, size_t lost, cudaStream_t stream);
+
 static void res_touch(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
                       cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at)
 {
     if (!guarding())
         return;
+    if (res.follow != NULL) {
+        uint32_t *xid;
+        uint64_t *xlo;
+        uint8_t *xunsure;
+        int all;
+        size_t m = follow_pieces(ids, lo, unsure, n, &xid, &xlo, &xunsure, &all);
+        if (all)
+            touch_every_unit(res_kernel_name, 0, stream);
+        if (m > 0) {
+            touch_each(xid, xlo, xunsure, m, stream, pos, weightless, kernel, at);
+            free(xid);
+            free(xlo);
+            free(xunsure);
+            return;
+        }
+    }
+    touch_each(ids, lo, unsure, n, stream, pos, weightless, kernel, at);
+}
+
+static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
+                       cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at)
+{
     /* res.lock is held: engine_enter took it for this call. */
     const ft_res_pass_t pass = { res.pass_len, res.pass_start };
     int kept = 0;

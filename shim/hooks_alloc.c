@@ -14,7 +14,22 @@
 
 /* --- allocation --------------------------------------------------------------------- */
 
+static void track_one(void *p, size_t size, uint32_t flags);
+
+/* p's region, or its pieces' (FT_REGION_PIECE: one a granule, vmm_alloc's). */
 static void track(void *p, size_t size, uint32_t flags)
+{
+    size_t g = vmm_gran();
+    if (p == NULL || size == 0 || !(flags & FT_REGION_PIECE) || g == 0) {
+        track_one(p, size, flags & ~(uint32_t)(FT_REGION_PIECE | FT_REGION_PIECE_FIRST));
+        return;
+    }
+    for (size_t off = 0; off < size; off += g)
+        track_one((char *)p + off, size - off < g ? size - off : g,
+                  flags | (off == 0 ? FT_REGION_PIECE_FIRST : 0));
+}
+
+static void track_one(void *p, size_t size, uint32_t flags)
 {
     if (p == NULL || size == 0)
         return;
@@ -42,10 +57,30 @@ static void allocated(int adm, uint64_t size, void *p, uint32_t flags)
 static void untrack(const void *p)
 {
     ft_region_t r;
-    if (p != NULL && ft_regions_remove(regions, (uint64_t)(uintptr_t)p, &r) == 0) {
+    if (p == NULL || ft_regions_remove(regions, (uint64_t)(uintptr_t)p, &r) != 0)
+        return;
+    /* An allocation served in pieces: the ones after the first go too. */
+    uint64_t next = r.base + r.size;
+    int pieces = (r.flags & FT_REGION_PIECE_FIRST) != 0;
+    for (;;) {
         ft_disc_region_freed(disc, r.id);
         reload_note_free(r.id); /* most of the plan's weights gone: reload.c */
+        ft_region_t n;
+        if (!pieces || !ft_regions_find(regions, next, &n) || n.base != next || !(n.flags & FT_REGION_PIECE) ||
+            (n.flags & FT_REGION_PIECE_FIRST) || ft_regions_remove(regions, next, &r) != 0)
+            break;
+        next = r.base + r.size;
     }
+}
+
+/* Whether an allocation of size bytes is served in pieces (vmm_alloc): larger than
+ * half the budget, it could not stream as one unit (two slots of it would not fit),
+ * and one allocation may hold every weight of a model (transformers' from_pretrained
+ * with device_map). */
+static int wants_pieces(size_t size)
+{
+    uint64_t budget = spill_budget();
+    return budget != 0 && size > budget / 2;
 }
 
 /* An allocation as the budget admits it (budget_admit) and, when large enough, as
@@ -67,9 +102,11 @@ static cudaError_t alloc_begin(alloc_t *a, void **out, size_t size)
     *a = (alloc_t){ budget_admit(size, !vmm), 0, 0 };
     if (!vmm)
         return cudaErrorNotSupported;
-    cudaError_t rc = vmm_alloc(out, size, &spill_placement, &a->admitted);
+    int pieced = wants_pieces(size);
+    cudaError_t rc = vmm_alloc(out, size, pieced, &spill_placement, &a->admitted);
+    vmm_t *v = rc == cudaSuccess ? vmm_find((uint64_t)(uintptr_t)*out) : NULL;
     if (rc == cudaSuccess)
-        a->flags = FT_REGION_VMM;
+        a->flags = FT_REGION_VMM | (v != NULL && v->piece ? FT_REGION_PIECE : 0);
     return rc;
 }
 

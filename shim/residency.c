@@ -1172,6 +1172,29 @@ static void share_units(size_t n)
 /* The engine could not be set up at the switch (the exit report's verdict says so). */
 int res_start_failed;
 
+/* The pieces whose last tensor runs on into another unit's pieces (n units planned):
+ * res.follow, for the guard (guard.c's follow_pieces); NULL when there are none. -1
+ * when there is no memory for it: the engine cannot start (without it, a kernel given
+ * such a tensor would read the other unit's pieces unmapped). */
+static int follow_pieces_setup(size_t n)
+{
+    res.follow = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const ft_disc_unit_t *u = ft_disc_unit(disc, i);
+        for (uint32_t k = 0; k < u->n_regions; k++) {
+            uint32_t id = u->region_ids[k], next;
+            uint64_t off, base, size, at, asize;
+            if (!ft_disc_region_follow(disc, id, &off, &next) || ft_disc_region(disc, id, &base, &size) != 0 ||
+                ft_disc_region(disc, next, &at, &asize) != 0 || id >= res.n_ids)
+                continue;
+            if (res.follow == NULL && (res.follow = calloc(res.n_ids, sizeof *res.follow)) == NULL)
+                return -1;
+            res.follow[id] = (res_follow_t){ next, base + off, at };
+        }
+    }
+    return 0;
+}
+
 /* The switch, res.lock held, the phase STREAMING (engine.c: calls already past their
  * guard have finished enqueueing): the device drains, then the streamed units are
  * evicted. -1 when the engine cannot start (nothing to stream, no memory or events):
@@ -1213,6 +1236,7 @@ int activate_locked(void)
     for (size_t i = 0; ok && i < n; i++)
         ok = ev.create(&res.units[i].ready, cudaEventDisableTiming) == cudaSuccess &&
              (!ck.units || ev.create(&res.units[i].ck_done, cudaEventDisableTiming) == cudaSuccess);
+    ok = ok && follow_pieces_setup(n) == 0;
     if (!ok) {
         FT_WARN("residency: out of memory or events; nothing offloaded");
         res_start_failed = 1;
@@ -1552,6 +1576,8 @@ int res_drop_all(void)
     free(res.spare);
     free(res.units);
     free(res.by_id);
+    free(res.follow);
+    res.follow = NULL;
     res.regions = NULL;
     res.spare = NULL;
     res.units = NULL;

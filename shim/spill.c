@@ -212,8 +212,9 @@ static void lru_pick(vmm_t *x, void *ctx)
 {
     struct lru_pick *p = ctx;
     /* One too large for host memory stays (place_over); a split one (res_split_tail) is
-     * mapped in two parts, which spill_out does not know. */
-    if (!host_can_hold(x->size) || x->tail_off != 0)
+     * mapped in two parts, which spill_out does not know; a piece stays with the rest of
+     * its allocation (vmm_alloc's pieces: a kernel reads a tensor on past its piece). */
+    if (!host_can_hold(x->size) || x->tail_off != 0 || x->piece)
         return;
     ft_spill_alloc_t a = { x->stamp, x->spilled }, best;
     if (p->lru != NULL)
@@ -607,4 +608,4 @@ static void place_done(vmm_t *v, int in_host, uint64_t *admitted)
     pthread_mutex_unlock(&res.lock);
 }
 
-const vmm_place_t spill_placement = { place_over, place_done };
+const vmm_place_t spill_placement = { place_over, place_done, spill_admit };

@@ -242,7 +242,14 @@ static void placed(vmm_t *v, int in_host, const vmm_place_t *place, uint64_t *ad
  * or cudaErrorNotSupported (the caller then passes it through). place (NULL: none)
  * says whether it starts in host memory, and counts it. *admitted: bytes counted in
  * `admitting`, for the caller to take off once the region is tracked. */
-cudaError_t vmm_alloc(void **out, size_t size, const vmm_place_t *place, uint64_t *admitted)
+static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t size, const vmm_place_t *place,
+                             uint64_t *admitted);
+
+/* At most this many pieces (16 GiB at 2 MiB): more would make discovery's regions and a
+ * load's mappings too many. A larger allocation is served whole. */
+#define PIECES_MAX 8192
+
+cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *place, uint64_t *admitted)
 {
     CUdevice dev;
     if (!vmm_ready(&dev))
@@ -253,6 +260,12 @@ cudaError_t vmm_alloc(void **out, size_t size, const vmm_place_t *place, uint64_
     CUresult rc = va_get(len, &va);
     if (rc != CUDA_SUCCESS)
         goto fail;
+    if (pieced && len / vmm_granularity >= 2 && len / vmm_granularity <= PIECES_MAX) {
+        if ((rc = alloc_pieces(dev, va, len, size, place, admitted)) != CUDA_SUCCESS)
+            goto fail_va;
+        *out = (void *)(uintptr_t)va;
+        return cudaSuccess;
+    }
     /* FT_SPILL: over the budget, the allocation starts in host memory; within it, it
      * counts as held from this decision on. */
     void *host = NULL;
@@ -310,6 +323,69 @@ fail:
     return cudaErrorNotSupported;
 }
 
+/* [va, va + len), reserved, served in pieces of one granule, each with physical memory
+ * of its own, so that the residency engine can unmap some and not others: a caching
+ * allocator's segment may hold every weight of a model (transformers' from_pretrained
+ * with device_map sizes one allocation for all of them), and whole, it could only
+ * stream as one unit. Mapped on the device whatever FT_SPILL's budget (place's
+ * on_device): its pieces move as units once the plan streams, never before. Access is
+ * set once, for the whole range. */
+static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t size, const vmm_place_t *place,
+                             uint64_t *admitted)
+{
+    size_t g = vmm_granularity, n = len / g, k;
+    vmm_t **p = calloc(n, sizeof *p);
+    if (p == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (place != NULL && place->on_device != NULL)
+        *admitted = place->on_device(len);
+    CUresult rc = CUDA_SUCCESS;
+    for (k = 0; k < n; k++) {
+        CUmemGenericAllocationHandle h;
+        if ((rc = map_physical(dev, va + k * g, g, &h, 0, NULL, 1)) != CUDA_SUCCESS)
+            break;
+        if ((p[k] = calloc(1, sizeof *p[k])) == NULL) {
+            drv.unmap(va + k * g, g);
+            drv.release(h);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        *p[k] = (vmm_t){ .va = va + k * g, .size = g, .asked = size - k * g < g ? size - k * g : g, .handle = h,
+                         .piece = 1, .pieces = k == 0 ? (uint32_t)n : 0 };
+    }
+    if (rc == CUDA_SUCCESS)
+        rc = set_access(dev, va, len);
+    if (rc == CUDA_SUCCESS) {
+        pthread_mutex_lock(&vmm_lock);
+        for (k = 0; k < n; k++) {
+            HASH_ADD(hh, vmms, va, sizeof p[k]->va, p[k]);
+            if (p[k]->hh.tbl == NULL)
+                break;
+        }
+        if (k < n) { /* the table could not grow: out of it again */
+            for (size_t j = 0; j < k; j++)
+                HASH_DEL(vmms, p[j]);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        pthread_mutex_unlock(&vmm_lock);
+        k = n;
+    }
+    if (rc != CUDA_SUCCESS) {
+        for (size_t j = 0; j < k; j++) {
+            drv.unmap(p[j]->va, g);
+            drv.release(p[j]->handle);
+            free(p[j]);
+        }
+        free(p);
+        return rc;
+    }
+    /* The pad and the admission as for one allocation of len bytes. */
+    vmm_t whole = { .va = va, .size = len, .asked = size };
+    placed(&whole, 0, place, admitted);
+    free(p);
+    return CUDA_SUCCESS;
+}
+
 /* 1 when p was a virtual-memory allocation (now released), 0 when it is not one.
  * forget (NULL: none) lets go of what the engine kept of it, the device synchronised,
  * and answers whether physical memory is mapped behind it. */
@@ -318,19 +394,48 @@ size_t vmm_gran(void)
     return __atomic_load_n(&vmm_granularity, __ATOMIC_ACQUIRE);
 }
 
+static void release_one(vmm_t *v, int (*forget)(vmm_t *v));
+
 int vmm_free(void *p, int (*forget)(vmm_t *v))
 {
     uint64_t va = (uint64_t)(uintptr_t)p;
     pthread_mutex_lock(&vmm_lock);
     vmm_t *v;
     HASH_FIND(hh, vmms, &va, sizeof va, v);
-    if (v != NULL)
-        HASH_DEL(vmms, v);
+    /* A piece other than the first is not an allocation's address (the runtime's
+     * cudaFree answers it). */
+    if (v != NULL && v->piece && v->pieces == 0)
+        v = NULL;
+    size_t n = v == NULL ? 0 : v->piece ? v->pieces : 1;
+    vmm_t **all = n > 1 ? malloc(n * sizeof *all) : &v;
+    if (all == NULL)
+        n = 0, v = NULL; /* no memory to free it with: left mapped, the runtime refuses it */
+    for (size_t k = 0; k < n; k++) {
+        uint64_t at = va + k * (v->size);
+        HASH_FIND(hh, vmms, &at, sizeof at, all[k]);
+        if (all[k] != NULL)
+            HASH_DEL(vmms, all[k]);
+    }
     pthread_mutex_unlock(&vmm_lock);
     if (v == NULL)
         return 0;
     /* cudaFree synchronises the device before releasing; so do we. */
     REAL(cudaDeviceSynchronize)();
+    uint64_t len = n * v->size;
+    for (size_t k = 0; k < n; k++)
+        if (all[k] != NULL)
+            release_one(all[k], forget);
+    va_put(va, len);
+    for (size_t k = 0; k < n; k++)
+        free(all[k]);
+    if (all != &v)
+        free(all);
+    return 1;
+}
+
+/* v, out of the table: what the engine kept of it goes, then its physical memory. */
+static void release_one(vmm_t *v, int (*forget)(vmm_t *v))
+{
     __atomic_sub_fetch(&vmm_pad, v->size - v->asked, __ATOMIC_RELAXED);
     int mapped = forget != NULL ? forget(v) : !v->spilled;
     /* Split (res_split_tail): the part before tail_off is the unit's, mapped when it is
@@ -345,7 +450,9 @@ int vmm_free(void *p, int (*forget)(vmm_t *v))
     if (rc != CUDA_SUCCESS)
         FT_DEBUG("vmm: unmapping the allocation at %#llx (%llu bytes) failed: %d", (unsigned long long)v->va,
                  (unsigned long long)v->size, (int)rc);
-    va_put(v->va, v->size);
-    free(v);
-    return 1;
+}
+
+uint64_t vmm_bytes(const vmm_t *v)
+{
+    return v->piece ? (uint64_t)v->pieces * v->size : v->size;
 }

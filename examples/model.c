@@ -194,6 +194,10 @@
  *                 later forwards differ; the checksum printed is the last forward's.
  *                 With --threads, this and the writes of --rewrite, --peek and --zero
  *                 are worker 0's, made while every thread waits between two forwards
+ *   --refill N    with --segments: after forward N, read back and write again (the same
+ *                 bytes, one cudaMemcpy each way) the range from the middle of the middle
+ *                 layer's weight to the middle of the next layer's: copies that run on
+ *                 across tensors, as a segment's neighbours lie
  *   --rewrite N   from forward N on, after every forward, write one word (a new value
  *                 each time) into layer 0's weight: a weight that keeps changing
  *   --peek N      after forward N, read the middle layer's first weight row back
@@ -314,6 +318,7 @@ static void (*profiling_suspend)(void);
 static int (*profiling_resume)(void);
 static int pause_forwards = 0;
 static int poke_after = -1;
+static int refill_after = -1; /* --refill */
 static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
@@ -1544,7 +1549,7 @@ static int forward_kind(int it)
 static int writes_weights_after(int it)
 {
     return it == zero_after || it == peek_after || (rewrite_from >= 0 && it >= rewrite_from) ||
-           it == poke_after;
+           it == poke_after || it == refill_after;
 }
 
 /* Worker 0's writes after forward it, in this order, through the legacy stream. */
@@ -1565,6 +1570,17 @@ static void write_weights(int it)
     if (rewrite_from >= 0 && it >= rewrite_from) {
         uint32_t v = 0x5bd1e995u * (uint32_t)(it + 1);
         CHECK(cudaMemcpy(model[0].w + 1, &v, sizeof v, cudaMemcpyHostToDevice));
+    }
+    if (it == refill_after) {
+        char *from = (char *)(model[layers / 2].w + (size_t)dim * dim / 2);
+        char *to = (char *)(model[layers / 2 + 1].w + (size_t)dim * dim / 2);
+        size_t n = (size_t)(to - from);
+        char *h = malloc(n);
+        if (h == NULL)
+            exit(1);
+        CHECK(cudaMemcpy(h, from, n, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(from, h, n, cudaMemcpyHostToDevice));
+        free(h);
     }
     if (it == poke_after) {
         uint32_t v = 0xdeadbeefu;
@@ -1899,6 +1915,8 @@ int main(int argc, char **argv)
             drv_workspace_mib = parse_int(a, argv[++i], 1, 1 << 10);
         else if (strcmp(a, "--peek") == 0 && i + 1 < argc)
             peek_after = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--refill") == 0 && i + 1 < argc)
+            refill_after = parse_int(a, argv[++i], 0, 1000000);
         else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
             rewrite_from = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--moe") == 0 && i + 1 < argc) {
@@ -1944,7 +1962,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N [--room-first] [--room-pair]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N [--room-first] [--room-pair]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -1961,9 +1979,14 @@ int main(int argc, char **argv)
     }
     /* The last thread leaves early: no barrier may wait for it. */
     if (early_end >= 0 && (threads < 2 || lockstep || zero_after >= 0 || peek_after >= 0 || rewrite_from >= 0 || poke_after >= 0 ||
+                           refill_after >= 0 ||
                            reload_after >= 0 || n_controls > 0 || after_forward_hook != NULL)) {
         fprintf(stderr, "model: --early-end needs --threads 2 or more, and no --lockstep, weight writes, --reload "
                         "or controls\n");
+        return 2;
+    }
+    if (refill_after >= 0 && (segment_bytes == 0 || layers < 2)) {
+        fprintf(stderr, "model: --refill needs --segments and two layers\n");
         return 2;
     }
     if (profile_from >= 0 && threads > 1) {

@@ -768,7 +768,8 @@ void timing_trace(ft_trace_writer_t *w);
  * res.lock. */
 int touched_by_this_call(int u);
 void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream);
-void res_guard_copy(const void *dst, const void *src, cudaStream_t stream);
+/* dspan, sspan: the bytes the copy reaches from dst and src (0: not known). */
+void res_guard_copy(const void *dst, const void *src, size_t dspan, size_t sspan, cudaStream_t stream);
 int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cudaStream_t stream);
 void res_call_done(void);
 double step_median_us(uint64_t *n);

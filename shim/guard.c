@@ -559,24 +559,76 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
 }
 
 /* The guard for copies and sets: their device source and destination. */
-void res_guard_copy(const void *dst, const void *src, cudaStream_t stream)
+/* The pieces after p's, up to p + span, when p lies in a piece of an allocation served
+ * in pieces (span 0: not known, to the allocation's end): a copy reads or writes on
+ * across them. Appended to ids and ptrs (room for cap; *n grows). */
+static void copy_pieces(uint64_t p, size_t span, const ft_region_t *r, uint32_t **ids, uint64_t **ptrs, size_t *n,
+                        size_t *cap)
+{
+    if (!(r->flags & FT_REGION_PIECE))
+        return;
+    uint64_t end = span != 0 ? p + span : UINT64_MAX;
+    ft_region_t q;
+    for (uint64_t at = r->base + r->size; at < end; at = q.base + q.size) {
+        if (!ft_regions_find(regions, at, &q) || q.base != at || !(q.flags & FT_REGION_PIECE) ||
+            (q.flags & FT_REGION_PIECE_FIRST))
+            return;
+        if (*n == *cap) {
+            size_t c = *cap * 2;
+            uint32_t *ni = *cap > 2 ? realloc(*ids, c * sizeof *ni) : malloc(c * sizeof *ni);
+            uint64_t *np = *cap > 2 ? realloc(*ptrs, c * sizeof *np) : malloc(c * sizeof *np);
+            if (ni != NULL && *cap == 2)
+                memcpy(ni, *ids, 2 * sizeof *ni);
+            if (np != NULL && *cap == 2)
+                memcpy(np, *ptrs, 2 * sizeof *np);
+            if (ni != NULL)
+                *ids = ni;
+            if (np != NULL)
+                *ptrs = np;
+            if (ni == NULL || np == NULL) {
+                *n = SIZE_MAX; /* no memory: the caller loads every streamed unit */
+                return;
+            }
+            *cap = c;
+        }
+        (*ids)[*n] = q.id;
+        (*ptrs)[(*n)++] = at;
+    }
+}
+
+void res_guard_copy(const void *dst, const void *src, size_t dspan, size_t sspan, cudaStream_t stream)
 {
     if (!guarding())
         return;
     const void *p[2] = { dst, src };
-    uint32_t ids[2];
-    uint64_t ptrs[2];
-    size_t n = 0;
-    ft_region_t r;
+    size_t span[2] = { dspan, sspan };
+    uint32_t ids2[2], *ids = ids2;
+    uint64_t ptrs2[2], *ptrs = ptrs2;
+    size_t n = 0, cap = 2;
+    ft_region_t r[2];
+    int found[2] = { 0, 0 };
     for (int i = 0; i < 2; i++)
-        if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r)) {
+        if (p[i] != NULL && (found[i] = ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r[i]))) {
             ptrs[n] = (uint64_t)(uintptr_t)p[i];
-            ids[n++] = r.id;
+            ids[n++] = r[i].id;
         }
+    /* Pieces of one allocation (vmm_alloc's): each the copy reaches on into. */
+    for (int i = 0; i < 2 && n != SIZE_MAX; i++)
+        if (found[i])
+            copy_pieces((uint64_t)(uintptr_t)p[i], span[i], &r[i], &ids, &ptrs, &n, &cap);
     /* A copy within one region: two entries, each judged at its own pointer. */
     uint64_t over0 = res.over_loads;
-    res_touch(ids, ptrs, NULL, n, stream, -1, 0, 0, -1);
-    note_over("a copy or set", over0);
+    res_kernel_name = "a copy or set";
+    if (n == SIZE_MAX)
+        touch_every_unit(res_kernel_name, 0, stream);
+    else
+        res_touch(ids, ptrs, NULL, n, stream, -1, 0, 0, -1);
+    note_over(res_kernel_name, over0);
+    res_kernel_name = "?";
+    if (ids != ids2)
+        free(ids);
+    if (ptrs != ptrs2)
+        free(ptrs);
 }
 
 /* The guard of a graph launch (res.lock held): every streamed unit among the regions

@@ -12,7 +12,7 @@
 /* The guard of a copy or set once the engine is entered: FT_SPILL's faults, the write
  * seen by discovery, and the residency guard of its device destination and source
  * (NULL where there is none). */
-static void copy_guard(int held, const void *dst, const void *src, cudaStream_t stream)
+static void copy_guard(int held, const void *dst, const void *src, size_t dspan, size_t sspan, cudaStream_t stream)
 {
     unsigned s = held ? engine_state() : 0;
     if (state_spill(s) && state_phase(s) != PHASE_STREAMING) {
@@ -20,7 +20,7 @@ static void copy_guard(int held, const void *dst, const void *src, cudaStream_t 
         spill_touch(p, 2, 0, stream);
     }
     observe_write(dst);
-    res_guard_copy(dst, src, stream);
+    res_guard_copy(dst, src, dspan, sspan, stream);
 }
 
 /* A copy or set, as the one path every copy and set hook takes sees it. */
@@ -36,6 +36,10 @@ typedef struct {
     unsigned v;               /* SET_1D: the value, of `width` bytes (1 or 4) */
     int width;
     int sync;                 /* a synchronous read of a result: a hint of a pass's end */
+    /* The bytes it reaches from dst and from src (0: not known): an allocation served in
+     * pieces has a unit's weights beside another's, and the guard loads every piece
+     * the copy reaches. */
+    size_t dspan, sspan;
 } copy_t;
 
 /* Every copy and set begins here: the engine's entry, then the copy or set served on
@@ -62,7 +66,7 @@ static int copy_enter(const copy_t *c)
             return -1;
         }
         observe_write(c->dst);
-        res_guard_copy(c->dst, c->src, c->stream);
+        res_guard_copy(c->dst, c->src, c->dspan, c->sspan, c->stream);
         capture_restore(relaxed);
         return held;
     }
@@ -74,7 +78,7 @@ static int copy_enter(const copy_t *c)
         engine_leave(held);
         return -1;
     }
-    copy_guard(held, c->dst, c->src, c->stream);
+    copy_guard(held, c->dst, c->src, c->dspan, c->sspan, c->stream);
     return held;
 }
 
@@ -103,67 +107,75 @@ static void copy_leave(const copy_t *c, int held)
 #define RT_COPY_HOOK(hook, fn, params, args, ...) COPY_HOOK(cudaError_t, cudaSuccess, hook, fn, params, args, __VA_ARGS__)
 #define DRV_COPY_HOOK(hook, fn, params, args, ...) COPY_HOOK(CUresult, CUDA_SUCCESS, hook, fn, params, args, __VA_ARGS__)
 #define DPTR(x) ((const void *)(uintptr_t)(x))
+/* The bytes a 2-D copy or set reaches from its start: h rows of `pitch`, the last w. */
+#define SPAN_2D(pitch, w, h) ((h) > 0 ? (pitch) * ((h) - 1) + (w) : 0)
 
 /* The runtime's copies and sets. */
 RT_COPY_HOOK(rt_memcpy, cudaMemcpy_fn_t,
              (void *dst, const void *src, size_t n, enum cudaMemcpyKind kind), (dst, src, n, kind),
              .dst = dst, .src = src, .what = COPY_1D, .kind = kind, .n = n,
-             .sync = kind == cudaMemcpyDeviceToHost)
+             .sync = kind == cudaMemcpyDeviceToHost, .dspan = n, .sspan = n)
 RT_COPY_HOOK(rt_memcpy_async, cudaMemcpyAsync_fn_t,
              (void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s),
-             (dst, src, n, kind, s), .dst = dst, .src = src, .stream = s, .what = COPY_1D, .kind = kind, .n = n)
+             (dst, src, n, kind, s), .dst = dst, .src = src, .stream = s, .what = COPY_1D, .kind = kind, .n = n,
+             .dspan = n, .sspan = n)
 RT_COPY_HOOK(rt_memcpy_2d, cudaMemcpy2D_fn_t,
              (void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind kind),
-             (dst, dp, src, sp, w, h, kind), .dst = dst, .src = src)
+             (dst, dp, src, sp, w, h, kind), .dst = dst, .src = src, .dspan = SPAN_2D(dp, w, h),
+             .sspan = SPAN_2D(sp, w, h))
 RT_COPY_HOOK(rt_memcpy_2d_async, cudaMemcpy2DAsync_fn_t,
              (void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind kind,
               cudaStream_t s),
-             (dst, dp, src, sp, w, h, kind, s), .dst = dst, .src = src, .stream = s)
+             (dst, dp, src, sp, w, h, kind, s), .dst = dst, .src = src, .stream = s, .dspan = SPAN_2D(dp, w, h),
+             .sspan = SPAN_2D(sp, w, h))
 RT_COPY_HOOK(rt_memcpy_3d, cudaMemcpy3D_fn_t, (const struct cudaMemcpy3DParms *p), (p),
              .dst = p != NULL ? p->dstPtr.ptr : NULL, .src = p != NULL ? p->srcPtr.ptr : NULL)
 RT_COPY_HOOK(rt_memcpy_3d_async, cudaMemcpy3DAsync_fn_t, (const struct cudaMemcpy3DParms *p, cudaStream_t s),
              (p, s), .dst = p != NULL ? p->dstPtr.ptr : NULL, .src = p != NULL ? p->srcPtr.ptr : NULL,
              .stream = s)
 RT_COPY_HOOK(rt_memcpy_peer, cudaMemcpyPeer_fn_t, (void *dst, int dd, const void *src, int sd, size_t n),
-             (dst, dd, src, sd, n), .dst = dst, .src = src)
+             (dst, dd, src, sd, n), .dst = dst, .src = src, .dspan = n, .sspan = n)
 RT_COPY_HOOK(rt_memcpy_peer_async, cudaMemcpyPeerAsync_fn_t,
              (void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s), (dst, dd, src, sd, n, s),
-             .dst = dst, .src = src, .stream = s)
+             .dst = dst, .src = src, .stream = s, .dspan = n, .sspan = n)
 RT_COPY_HOOK(rt_memset, cudaMemset_fn_t, (void *dst, int v, size_t n), (dst, v, n),
-             .dst = dst, .what = SET_1D, .v = (unsigned)v, .width = 1, .n = n)
+             .dst = dst, .what = SET_1D, .v = (unsigned)v, .width = 1, .n = n, .dspan = n)
 RT_COPY_HOOK(rt_memset_async, cudaMemsetAsync_fn_t, (void *dst, int v, size_t n, cudaStream_t s),
-             (dst, v, n, s), .dst = dst, .stream = s, .what = SET_1D, .v = (unsigned)v, .width = 1, .n = n)
+             (dst, v, n, s), .dst = dst, .stream = s, .what = SET_1D, .v = (unsigned)v, .width = 1, .n = n,
+             .dspan = n)
 RT_COPY_HOOK(rt_memset_2d, cudaMemset2D_fn_t, (void *dst, size_t pitch, int v, size_t w, size_t h),
-             (dst, pitch, v, w, h), .dst = dst)
+             (dst, pitch, v, w, h), .dst = dst, .dspan = SPAN_2D(pitch, w, h))
 RT_COPY_HOOK(rt_memset_2d_async, cudaMemset2DAsync_fn_t,
              (void *dst, size_t pitch, int v, size_t w, size_t h, cudaStream_t s), (dst, pitch, v, w, h, s),
-             .dst = dst, .stream = s)
+             .dst = dst, .stream = s, .dspan = SPAN_2D(pitch, w, h))
 
 /* The driver's. */
 DRV_COPY_HOOK(drv_memcpy, cuMemcpy_fn_t, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n),
-              .dst = DPTR(dst), .src = DPTR(src))
+              .dst = DPTR(dst), .src = DPTR(src), .dspan = n, .sspan = n)
 DRV_COPY_HOOK(drv_memcpy_async, cuMemcpyAsync_fn_t, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s),
-              (dst, src, n, s), .dst = DPTR(dst), .src = DPTR(src), .stream = (cudaStream_t)s)
+              (dst, src, n, s), .dst = DPTR(dst), .src = DPTR(src), .stream = (cudaStream_t)s, .dspan = n,
+              .sspan = n)
 DRV_COPY_HOOK(drv_memcpy_htod, cuMemcpyHtoD_v2_fn_t, (CUdeviceptr dst, const void *src, size_t n),
-              (dst, src, n), .dst = DPTR(dst))
+              (dst, src, n), .dst = DPTR(dst), .dspan = n)
 DRV_COPY_HOOK(drv_memcpy_dtoh, cuMemcpyDtoH_v2_fn_t, (void *dst, CUdeviceptr src, size_t n), (dst, src, n),
-              .src = DPTR(src))
+              .src = DPTR(src), .sspan = n)
 DRV_COPY_HOOK(drv_memcpy_htod_async, cuMemcpyHtoDAsync_v2_fn_t,
               (CUdeviceptr dst, const void *src, size_t n, CUstream s), (dst, src, n, s),
-              .dst = DPTR(dst), .stream = (cudaStream_t)s)
+              .dst = DPTR(dst), .stream = (cudaStream_t)s, .dspan = n)
 DRV_COPY_HOOK(drv_memcpy_dtoh_async, cuMemcpyDtoHAsync_v2_fn_t,
               (void *dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s),
-              .src = DPTR(src), .stream = (cudaStream_t)s)
+              .src = DPTR(src), .stream = (cudaStream_t)s, .sspan = n)
 DRV_COPY_HOOK(drv_memset_d8, cuMemsetD8_v2_fn_t, (CUdeviceptr dst, unsigned char v, size_t n), (dst, v, n),
-              .dst = DPTR(dst), .what = SET_1D, .v = v, .width = 1, .n = n)
+              .dst = DPTR(dst), .what = SET_1D, .v = v, .width = 1, .n = n, .dspan = n)
 DRV_COPY_HOOK(drv_memset_d32, cuMemsetD32_v2_fn_t, (CUdeviceptr dst, unsigned int v, size_t n), (dst, v, n),
-              .dst = DPTR(dst), .what = SET_1D, .v = v, .width = 4, .n = n)
+              .dst = DPTR(dst), .what = SET_1D, .v = v, .width = 4, .n = n, .dspan = 4 * n)
 DRV_COPY_HOOK(drv_memset_d8_async, cuMemsetD8Async_fn_t,
               (CUdeviceptr dst, unsigned char v, size_t n, CUstream s), (dst, v, n, s),
-              .dst = DPTR(dst), .stream = (cudaStream_t)s, .what = SET_1D, .v = v, .width = 1, .n = n)
+              .dst = DPTR(dst), .stream = (cudaStream_t)s, .what = SET_1D, .v = v, .width = 1, .n = n, .dspan = n)
 DRV_COPY_HOOK(drv_memset_d32_async, cuMemsetD32Async_fn_t,
               (CUdeviceptr dst, unsigned int v, size_t n, CUstream s), (dst, v, n, s),
-              .dst = DPTR(dst), .stream = (cudaStream_t)s, .what = SET_1D, .v = v, .width = 4, .n = n)
+              .dst = DPTR(dst), .stream = (cudaStream_t)s, .what = SET_1D, .v = v, .width = 4, .n = n,
+              .dspan = 4 * n)
 
 /* Synchronisations: where the host waits is a hint of where a pass ends (observe_sync). */
 cudaError_t ft_hook_rt_device_sync(cudaDeviceSynchronize_fn_t real)

@@ -984,8 +984,8 @@ static int cmp_base(const void *a, const void *b)
     return x->base < y->base ? -1 : x->base > y->base;
 }
 
-/* The live pieces, sorted by address, their offsets worked out from the pass r; NULL
- * (and *n 0) when there are none or no memory. */
+/* The live pieces, sorted by address, their offsets worked out from the pass r (NULL:
+ * left as they are); NULL (and *n 0) when there are none or no memory. */
 static rinfo_t **pieces_sorted(ft_disc_t *d, const record_t *r, size_t *n)
 {
     rinfo_t *x, *xt;
@@ -998,7 +998,9 @@ static rinfo_t **pieces_sorted(ft_disc_t *d, const record_t *r, size_t *n)
     if (v == NULL)
         return NULL;
     HASH_ITER(hh, d->rmap, x, xt)
-        if ((x->flags & FT_REGION_PIECE) && !x->freed) {
+        if ((x->flags & FT_REGION_PIECE) && !x->freed && r == NULL)
+            v[(*n)++] = x;
+        else if ((x->flags & FT_REGION_PIECE) && !x->freed) {
             x->pc_min = UINT64_MAX;
             x->pc_max = 0;
             x->pc_pos = -1;
@@ -1008,7 +1010,7 @@ static rinfo_t **pieces_sorted(ft_disc_t *d, const record_t *r, size_t *n)
             v[(*n)++] = x;
         }
     qsort(v, *n, sizeof *v, cmp_base);
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; r != NULL && i < r->n; i++)
         for (uint32_t j = 0; j < r->l[i].n_ids; j++) {
             size_t at = r->l[i].first_id + j;
             uint32_t raw = r->ids[at];
@@ -1076,6 +1078,39 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
 
 static int unit_at(const ft_disc_t *d, size_t pos);
 
+/* Once the units are made: the storages the program's copies filled (piece_span) are
+ * the tensors' extents where they are known. One that spans pieces of two units (a
+ * tensor reaching past the next tensor start discovery saw, as a stacked weight of
+ * several layers would) breaks the rule the units were cut by: every piece it spans
+ * stays on the device. */
+static void pieces_spans(ft_disc_t *d)
+{
+    if (d->p.piece_span == NULL)
+        return;
+    size_t n;
+    rinfo_t **v = pieces_sorted(d, NULL, &n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t end = d->p.piece_span(v[i]->base);
+        int unit = -1, mixed = 0;
+        size_t j;
+        for (j = i; j < n && v[j]->base < end; j++) {
+            if (j > i && ((v[j]->flags & FT_REGION_PIECE_FIRST) || v[j - 1]->base + v[j - 1]->size != v[j]->base))
+                break;
+            if (v[j]->unit >= 0 && !v[j]->shared) {
+                mixed |= unit >= 0 && v[j]->unit != unit;
+                unit = v[j]->unit;
+            }
+        }
+        if (!mixed)
+            continue;
+        FT_DEBUG("discovery: a copy filled %llu bytes from piece region %u on, over pieces of several units: "
+                 "they stay resident", (unsigned long long)(end - v[i]->base), v[i]->id);
+        for (size_t k = i; k < j; k++)
+            v[k]->shared = 1;
+    }
+    free(v);
+}
+
 /* Once the units are made: a piece touched by its own tensors, into which a tensor of
  * another unit may run (it starts before the piece's first pointer, or where it ends
  * is not known), is needed by both, and stays on the device. Streamed with its own
@@ -1083,6 +1118,7 @@ static int unit_at(const ft_disc_t *d, size_t pos);
 static void pieces_overrun(ft_disc_t *d)
 {
     rinfo_t *x, *xt;
+    pieces_spans(d);
     HASH_ITER(hh, d->rmap, x, xt) {
         if (!(x->flags & FT_REGION_PIECE) || x->freed || x->unit < 0 || x->shared || x->pc_prev == PC_NONE)
             continue;

@@ -67,6 +67,10 @@ typedef struct {
     size_t n_include;
     char *const *exclude;
     size_t n_exclude;
+    /* A piece of an allocation served in pieces (FT_REGION_PIECE) at base: the furthest
+     * end of the copies and sets that began in it (the storage a copy filled, as a
+     * loader fills each tensor), 0 none known. NULL: none known of any. */
+    uint64_t (*piece_span)(uint64_t base);
 } ft_disc_params_t;
 
 typedef enum {

@@ -473,6 +473,28 @@ static void query_pointer(const void *p)
                 ordinal);
         exit(1);
     }
+    /* The allocation's range, whole: with --segments, the segment's (FlexTensor serves
+     * a large one in pieces, which the driver knows one by one). */
+    static CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr);
+    if (range == NULL) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+        range = cuda ? (CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr))dlsym(cuda, "cuMemGetAddressRange_v2")
+                     : NULL;
+    }
+    CUdeviceptr want = (CUdeviceptr)(uintptr_t)p, start = 0, rbase = 0;
+    size_t rsize = 0, want_size = (size_t)dim * (size_t)dim * sizeof(uint32_t), asize = 0;
+    for (int i = 0; i < n_segs; i++)
+        if ((const char *)p >= segs[i] && (const char *)p < segs[i] + segment_bytes)
+            want = (CUdeviceptr)(uintptr_t)segs[i], want_size = segment_bytes;
+    if (one(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS ||
+        one(&asize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS ||
+        (range != NULL && range(&rbase, &rsize, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) || start != want ||
+        asize < want_size || (range != NULL && (rbase != want || rsize < want_size))) {
+        fprintf(stderr, "model: the range of %p: start %#llx, %zu bytes; cuMemGetAddressRange %#llx, %zu bytes; "
+                        "%#llx, %zu wanted\n", p, (unsigned long long)start, asize, (unsigned long long)rbase, rsize,
+                (unsigned long long)want, want_size);
+        exit(1);
+    }
     struct cudaPointerAttributes at;
     cudaError_t e = cudaPointerGetAttributes(&at, p);
     if (e != cudaSuccess || at.type != cudaMemoryTypeDevice || at.device != device || at.devicePointer != p) {

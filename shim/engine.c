@@ -216,6 +216,7 @@ int ft_hooks_init(const struct ft_config *cfg)
         .n_include = include_items ? cfg->include_patterns.n : 0,
         .exclude = exclude_items,
         .n_exclude = exclude_items ? cfg->exclude_patterns.n : 0,
+        .piece_span = vmm_piece_span,
     };
     disc = ft_disc_new(regions, &p);
     if (disc == NULL)

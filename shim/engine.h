@@ -129,10 +129,13 @@ typedef struct {
     uint64_t tail_off;
     CUmemGenericAllocationHandle tail_h;
     /* One piece of an allocation served in pieces (vmm_alloc's `pieced`): `pieces` on
-     * the first is how many, 0 on the others. A piece is never moved by FT_SPILL (the
-     * allocation stays on the device before the plan, past the budget if it must). */
+     * the first is how many, 0 on the others. FT_SPILL moves the allocation whole: a
+     * kernel reads a tensor on past its piece. */
     int piece;
     uint32_t pieces;
+    /* A piece: the furthest end of the copies into the allocation that began in it
+     * (atomic; vmm_note_copy), 0 none: discovery's extents of the tensors there. */
+    uint64_t copy_end;
     UT_hash_handle hh;
 } vmm_t;
 
@@ -848,6 +851,7 @@ void vmm_setup(uint64_t min_bytes, uint64_t reserve);
 int vmm_serves(size_t size);
 uint64_t device_bytes(void);
 vmm_t *vmm_find(uint64_t va);
+vmm_t *vmm_find_held(uint64_t va); /* in a vmm_each callback */
 size_t vmm_gran(void); /* the mapping granularity, 0 before the first allocation */
 void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
 void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
@@ -855,6 +859,9 @@ CUresult set_access(CUdevice dev, uint64_t va, size_t len);
 CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h, int given, uint64_t ns[3], int no_access);
 cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *place, uint64_t *admitted);
 uint64_t vmm_bytes(const vmm_t *v); /* an allocation's mapped bytes, all its pieces' */
+void vmm_note_copy(const void *dst, size_t n);
+vmm_t *vmm_piece_first(vmm_t *v);
+uint64_t vmm_piece_span(uint64_t base);
 int vmm_free(void *p, int (*forget)(vmm_t *v));
 
 /* The application thread a call comes from: discovery and profiling follow each

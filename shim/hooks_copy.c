@@ -47,6 +47,9 @@ typedef struct {
  * the real call), or guarded (the engine held or not, for copy_leave). */
 static int copy_enter(const copy_t *c)
 {
+    /* A copy into an allocation served in pieces: the extent of what it fills. */
+    if (c->what != SET_1D)
+        vmm_note_copy(c->dst, c->dspan);
     int held = engine_enter();
     if (capture_under_way()) {
         /* A captured copy or set runs at its graph's launches, which load what it

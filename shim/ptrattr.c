@@ -66,6 +66,45 @@ static int held(CUdeviceptr ptr, ft_region_t *r)
            (r->flags & FT_REGION_VMM);
 }
 
+/* r is a piece of an allocation served in pieces (vmm_alloc): to the program, the
+ * allocation is one range, which it asks for as the driver would answer for one
+ * mapping -- its base, its bytes in whole granules, one buffer id (the first piece's
+ * region id). 1 with those in *base, *size and *id; 0 when r is no piece. */
+static int piece_allocation(const ft_region_t *r, uint64_t *base, uint64_t *size, uint32_t *id)
+{
+    if (!(r->flags & FT_REGION_PIECE))
+        return 0;
+    size_t g = vmm_gran();
+    ft_region_t q = *r;
+    while (!(q.flags & FT_REGION_PIECE_FIRST))
+        if (q.base < g || !ft_regions_find(regions, q.base - g, &q) || !(q.flags & FT_REGION_PIECE))
+            return 0;
+    vmm_t *v = vmm_find(q.base);
+    if (v == NULL || !v->piece || v->pieces == 0)
+        return 0;
+    *base = q.base;
+    *size = vmm_bytes(v);
+    *id = q.id;
+    return 1;
+}
+
+/* The range attributes of ptr in the piece r, the allocation's (piece_allocation). */
+static void piece_range(void *data, CUpointer_attribute a, const ft_region_t *r)
+{
+    uint64_t base, size;
+    uint32_t id;
+    if (data == NULL || (a != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && a != CU_POINTER_ATTRIBUTE_RANGE_SIZE &&
+                         a != CU_POINTER_ATTRIBUTE_BUFFER_ID) ||
+        !piece_allocation(r, &base, &size, &id))
+        return;
+    if (a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *(CUdeviceptr *)data = (CUdeviceptr)base;
+    else if (a == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        *(size_t *)data = (size_t)size;
+    else
+        *(unsigned long long *)data = (1ull << 62) | id;
+}
+
 /* One attribute of ptr in the unmapped region r, as the driver would give it mapped. */
 static CUresult attribute_of(cuPointerGetAttribute_fn_t real, void *data, CUpointer_attribute a,
                              CUdeviceptr ptr, const ft_region_t *r)
@@ -126,6 +165,8 @@ CUresult ft_hook_drv_pointer_get_attribute(cuPointerGetAttribute_fn_t real, void
     CUresult rc = real(data, attribute, ptr);
     if (rc == CUDA_ERROR_INVALID_VALUE && data != NULL && held(ptr, &r)) /* else the driver knows it */
         rc = attribute_of(real, data, attribute, ptr, &r);
+    if (rc == CUDA_SUCCESS && held(ptr, &r))
+        piece_range(data, attribute, &r);
     if (locked)
         pthread_mutex_unlock(&res.lock);
     return rc;
@@ -144,6 +185,41 @@ CUresult ft_hook_drv_pointer_get_attributes(cuPointerGetAttributes_fn_t real, un
         for (unsigned int i = 0; i < n && rc == CUDA_SUCCESS; i++)
             if (data[i] != NULL && attribute_of(one, data[i], attributes[i], ptr, &r) != CUDA_SUCCESS)
                 rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (rc == CUDA_SUCCESS && attributes != NULL && data != NULL && held(ptr, &r))
+        for (unsigned int i = 0; i < n; i++)
+            piece_range(data[i], attributes[i], &r);
+    if (locked)
+        pthread_mutex_unlock(&res.lock);
+    return rc;
+}
+
+/* cuMemGetAddressRange: for a piece of an allocation served in pieces, the allocation's
+ * range, as one mapping of it would give (the driver knows each piece's mapping only);
+ * for an address FlexTensor holds unmapped, its region's, as mapped. */
+CUresult ft_hook_drv_mem_get_address_range(cuMemGetAddressRange_v2_fn_t real, CUdeviceptr *pbase, size_t *psize,
+                                           CUdeviceptr ptr)
+{
+    ft_region_t r;
+    int locked = held(ptr, &r) && steady(&r);
+    CUresult rc = real(pbase, psize, ptr);
+    uint64_t base, size;
+    uint32_t id;
+    if ((rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_FOUND || rc == CUDA_ERROR_INVALID_VALUE) && held(ptr, &r)) {
+        if (piece_allocation(&r, &base, &size, &id)) {
+            if (pbase != NULL)
+                *pbase = (CUdeviceptr)base;
+            if (psize != NULL)
+                *psize = (size_t)size;
+            rc = CUDA_SUCCESS;
+        } else if (rc != CUDA_SUCCESS) {
+            vmm_t *v = vmm_find(r.base);
+            if (pbase != NULL)
+                *pbase = (CUdeviceptr)r.base;
+            if (psize != NULL)
+                *psize = v != NULL ? (size_t)v->size : (size_t)r.size;
+            rc = CUDA_SUCCESS;
+        }
     }
     if (locked)
         pthread_mutex_unlock(&res.lock);

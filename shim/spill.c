@@ -201,6 +201,35 @@ static int spill_out(vmm_t *v)
     return 0;
 }
 
+/* The latest touch of v's allocation: its pieces' latest (v is no piece, or the first;
+ * in a vmm_each callback). */
+static uint64_t group_stamp(const vmm_t *v)
+{
+    uint64_t s = v->stamp;
+    for (uint32_t k = 1; v->piece && k < v->pieces; k++) {
+        vmm_t *x = vmm_find_held(v->va + (uint64_t)k * v->size);
+        if (x != NULL && x->stamp > s)
+            s = x->stamp;
+    }
+    return s;
+}
+
+/* spill_out of every piece of v's allocation (v the first, or no piece): a kernel given
+ * a tensor's start reads on past its piece, so the pieces move together. 0 when all
+ * went (a piece left on the device is faulted back with the others: spill_in_all). */
+static int spill_out_all(vmm_t *v)
+{
+    if (!v->piece)
+        return spill_out(v);
+    int rc = 0;
+    for (uint32_t k = 0; k < v->pieces && rc == 0; k++) {
+        vmm_t *x = k == 0 ? v : vmm_find(v->va + (uint64_t)k * v->size);
+        if (x != NULL && !x->spilled)
+            rc = spill_out(x);
+    }
+    return rc;
+}
+
 /* The allocation that leaves the device, as ft_spill_prefer chooses, for the call
  * touching at `stamp`. */
 struct lru_pick {
@@ -212,13 +241,15 @@ static void lru_pick(vmm_t *x, void *ctx)
 {
     struct lru_pick *p = ctx;
     /* One too large for host memory stays (place_over); a split one (res_split_tail) is
-     * mapped in two parts, which spill_out does not know; a piece stays with the rest of
-     * its allocation (vmm_alloc's pieces: a kernel reads a tensor on past its piece). */
-    if (!host_can_hold(x->size) || x->tail_off != 0 || x->piece)
+     * mapped in two parts, which spill_out does not know. An allocation served in pieces
+     * moves whole (spill_out_all), picked by its latest touch. */
+    if (x->piece && x->pieces == 0)
+        return; /* its allocation is judged at its first piece */
+    if (!host_can_hold(vmm_bytes(x)) || x->tail_off != 0)
         return;
-    ft_spill_alloc_t a = { x->stamp, x->spilled }, best;
+    ft_spill_alloc_t a = { group_stamp(x), x->spilled }, best;
     if (p->lru != NULL)
-        best = (ft_spill_alloc_t){ p->lru->stamp, p->lru->spilled };
+        best = (ft_spill_alloc_t){ group_stamp(p->lru), p->lru->spilled };
     if (ft_spill_prefer(&a, p->lru != NULL ? &best : NULL, p->stamp))
         p->lru = x;
 }
@@ -244,7 +275,7 @@ static int spill_make_room(uint64_t size, uint64_t stamp)
         struct lru_pick p = { NULL, stamp };
         vmm_each(lru_pick, &p);
         vmm_t *lru = p.lru;
-        if (lru == NULL || spill_out(lru) != 0) {
+        if (lru == NULL || spill_out_all(lru) != 0) {
             ft_budget_over(&over, held, size, budget, 0);
             FT_WARN_CAPPED(1, "FT_SPILL: nothing more can leave the device; the budget is exceeded "
                            "while a call needs more than it holds (the exit report's verdict gives "
@@ -269,7 +300,7 @@ static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
     while ((rc = map_fresh(v->va, v->size, &h)) != 0) {
         struct lru_pick p = { NULL, stamp };
         vmm_each(lru_pick, &p);
-        if (p.lru == NULL || spill_out(p.lru) != 0)
+        if (p.lru == NULL || spill_out_all(p.lru) != 0)
             break;
         spill_refused++;
     }
@@ -345,6 +376,25 @@ static void first_spilled(vmm_t *x, void *ctx)
  * cat of a hundred inputs). `all`: the call may touch more than `ptrs` (its scan set
  * could not grow, out of memory): every allocation is stamped and faulted in, over the
  * budget if it must be, never left for the kernel to fault on. */
+/* v's allocation, all its pieces when it has some, touched at stamp: 1 when some of it
+ * is in host memory. */
+static int stamp_whole(vmm_t *v, uint64_t stamp)
+{
+    v->stamp = stamp;
+    if (!v->piece)
+        return v->spilled;
+    vmm_t *first = vmm_piece_first(v);
+    int spilled = 0;
+    for (uint32_t k = 0; first != NULL && k < first->pieces; k++) {
+        vmm_t *x = vmm_find(first->va + (uint64_t)k * first->size);
+        if (x != NULL) {
+            x->stamp = stamp;
+            spilled |= x->spilled;
+        }
+    }
+    return spilled;
+}
+
 void spill_touch(const uint64_t *ptrs, size_t n, int all, cudaStream_t stream)
 {
     uint64_t stamp = ++spill_clock;
@@ -368,21 +418,24 @@ void spill_touch(const uint64_t *ptrs, size_t n, int all, cudaStream_t stream)
     for (size_t i = 0; i < n; i++) {
         ft_region_t r;
         vmm_t *v;
-        if (ptrs[i] != 0 && ft_regions_find(regions, ptrs[i], &r) && (v = vmm_find(r.base)) != NULL) {
-            v->stamp = stamp;
-            spilled |= v->spilled;
-        }
+        if (ptrs[i] != 0 && ft_regions_find(regions, ptrs[i], &r) && (v = vmm_find(r.base)) != NULL)
+            spilled |= stamp_whole(v, stamp);
     }
-    /* Most launches touch nothing in host memory: one walk. */
+    /* Most launches touch nothing in host memory: one walk. An allocation served in
+     * pieces comes in whole, as it went (spill_out_all). */
     for (size_t i = 0; spilled && i < n; i++) {
         ft_region_t r;
         vmm_t *v;
-        if (ptrs[i] == 0 || !ft_regions_find(regions, ptrs[i], &r) || (v = vmm_find(r.base)) == NULL ||
-            !v->spilled)
+        if (ptrs[i] == 0 || !ft_regions_find(regions, ptrs[i], &r) || (v = vmm_piece_first(vmm_find(r.base))) == NULL)
             continue;
-        if (!moving++)
-            moves_begin(stream);
-        spill_in(v, stream, stamp);
+        for (uint32_t k = 0; k < (v->piece ? v->pieces : 1); k++) {
+            vmm_t *x = k == 0 ? v : vmm_find(v->va + (uint64_t)k * v->size);
+            if (x == NULL || !x->spilled)
+                continue;
+            if (!moving++)
+                moves_begin(stream);
+            spill_in(x, stream, stamp);
+        }
     }
     if (moving)
         moves_end(1);

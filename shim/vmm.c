@@ -47,6 +47,14 @@ uint64_t device_bytes(void)
     return ft_regions_bytes(regions) + __atomic_load_n(&vmm_pad, __ATOMIC_RELAXED);
 }
 
+/* vmm_find inside a vmm_each callback, vmm_lock held already. */
+vmm_t *vmm_find_held(uint64_t va)
+{
+    vmm_t *v;
+    HASH_FIND(hh, vmms, &va, sizeof va, v);
+    return v;
+}
+
 vmm_t *vmm_find(uint64_t va)
 {
     vmm_t *v;
@@ -244,6 +252,9 @@ static void placed(vmm_t *v, int in_host, const vmm_place_t *place, uint64_t *ad
  * `admitting`, for the caller to take off once the region is tracked. */
 static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t size, const vmm_place_t *place,
                              uint64_t *admitted);
+/* Some allocation was served in pieces (atomic): until then a copy costs nothing in
+ * vmm_note_copy. */
+static int pieces_made;
 
 /* At most this many pieces (16 GiB at 2 MiB): more would make discovery's regions and a
  * load's mappings too many. A larger allocation is served whole. */
@@ -379,6 +390,7 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
         free(p);
         return rc;
     }
+    __atomic_store_n(&pieces_made, 1, __ATOMIC_RELAXED);
     /* The pad and the admission as for one allocation of len bytes. */
     vmm_t whole = { .va = va, .size = len, .asked = size };
     placed(&whole, 0, place, admitted);
@@ -450,6 +462,37 @@ static void release_one(vmm_t *v, int (*forget)(vmm_t *v))
     if (rc != CUDA_SUCCESS)
         FT_DEBUG("vmm: unmapping the allocation at %#llx (%llu bytes) failed: %d", (unsigned long long)v->va,
                  (unsigned long long)v->size, (int)rc);
+}
+
+/* A copy of n bytes to dst: when dst lies in a piece, the copy's end is kept as the
+ * extent of the storage it filled (a loader copies each tensor in whole), which
+ * discovery reads (vmm_piece_span) to check the units it cut the allocation into. */
+void vmm_note_copy(const void *dst, size_t n)
+{
+    ft_region_t r;
+    vmm_t *v;
+    if (!__atomic_load_n(&pieces_made, __ATOMIC_RELAXED) || dst == NULL || n == 0 ||
+        !ft_regions_find(regions, (uint64_t)(uintptr_t)dst, &r) || !(r.flags & FT_REGION_PIECE) ||
+        (v = vmm_find(r.base)) == NULL)
+        return;
+    uint64_t end = (uint64_t)(uintptr_t)dst + n, was = __atomic_load_n(&v->copy_end, __ATOMIC_RELAXED);
+    while (end > was && !__atomic_compare_exchange_n(&v->copy_end, &was, end, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* The first piece of v's allocation (v itself when it is no piece, or the first). */
+vmm_t *vmm_piece_first(vmm_t *v)
+{
+    while (v != NULL && v->piece && v->pieces == 0)
+        v = vmm_find(v->va - v->size);
+    return v;
+}
+
+/* Discovery's piece_span: see vmm_note_copy. */
+uint64_t vmm_piece_span(uint64_t base)
+{
+    vmm_t *v = vmm_find(base);
+    return v != NULL ? __atomic_load_n(&v->copy_end, __ATOMIC_RELAXED) : 0;
 }
 
 uint64_t vmm_bytes(const vmm_t *v)

@@ -407,6 +407,115 @@ END_TEST
  * segment alternate between two places, and one buffer moves to a segment made after
  * the first launch, every other forward; the keys repeat every two forwards. A pass is
  * still one forward. */
+/* --- an allocation served in pieces (the shim's vmm_alloc) -------------------------
+ *
+ * Eight pieces of 2 MiB, one region each (FT_REGION_PIECE), holding three layers'
+ * 5 MiB weights end to end from 64 KiB in, as a caching allocator carves one segment:
+ * w0 covers pieces 0-2, w1 pieces 2-5, w2 pieces 5-7. */
+#define PIECE (2ull << 20)
+static uint64_t span_base, span_end; /* fake_span's one copy */
+
+static uint64_t fake_span(uint64_t base)
+{
+    return base == span_base ? span_end : 0;
+}
+
+static void pieces_forward(ft_disc_t *d, const uint64_t *w, const uint64_t *norm, uint64_t act, uint64_t in)
+{
+    launch(d, 1, "embed", act, 2, in, act);
+    for (int l = 0; l < 3; l++) {
+        launch(d, 1, "norm", act, 2, norm[l], act);
+        launch(d, 1, "gemv", act, 2, w[l], act);
+    }
+    launch(d, 1, "head", act, 1, act);
+}
+
+/* The units of the pieces, after discovery; span: the loader's copies filled w0 and w1
+ * with one copy (a storage over two layers). */
+static ft_disc_t *pieces_discovered(uint64_t *seg, uint64_t *w, int span)
+{
+    uint64_t norm[3], in = alloc_region(4096), act = alloc_region(4096);
+    for (int l = 0; l < 3; l++)
+        norm[l] = alloc_region(4096);
+    *seg = (next_base + PIECE - 1) & ~(PIECE - 1);
+    for (int k = 0; k < 8; k++)
+        ck_assert_int_gt(ft_regions_insert(regions, *seg + (uint64_t)k * PIECE, PIECE,
+                                           FT_REGION_VMM | FT_REGION_PIECE | (k == 0 ? FT_REGION_PIECE_FIRST : 0), 0),
+                         0);
+    next_base = *seg + 8 * PIECE;
+    for (int l = 0; l < 3; l++)
+        w[l] = *seg + (64ull << 10) + (uint64_t)l * (5ull << 20);
+    span_base = *seg;
+    span_end = span ? w[2] : 0;
+    ft_disc_params_t p = params(2);
+    p.piece_span = fake_span;
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 6 && ft_disc_state(d) != FT_DISC_DONE; it++)
+        pieces_forward(d, w, norm, act, in);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    return d;
+}
+
+/* The unit holding the region at a (-1: none), and whether it is shared. */
+static int piece_unit(ft_disc_t *d, uint64_t a, int *shared)
+{
+    uint32_t id = id_of(a);
+    *shared = ft_disc_region_shared(d, id);
+    for (size_t u = 0; u < ft_disc_unit_count(d); u++)
+        for (uint32_t k = 0; k < ft_disc_unit(d, u)->n_regions; k++)
+            if (ft_disc_unit(d, u)->region_ids[k] == id)
+                return (int)u;
+    return -1;
+}
+
+START_TEST(pieces_join_the_unit_of_the_tensor_they_hold)
+{
+    uint64_t seg, w[3];
+    ft_disc_t *d = pieces_discovered(&seg, w, 0);
+    int unit[8], shared[8];
+    for (int k = 0; k < 8; k++)
+        unit[k] = piece_unit(d, seg + (uint64_t)k * PIECE, &shared[k]);
+    /* A piece no pointer reaches (1, 3, 4, 6, 7) holds the body of the tensor that
+     * starts last before it: that tensor's unit. */
+    ck_assert_int_ge(unit[0], 0);
+    ck_assert_int_eq(unit[1], unit[0]);
+    ck_assert_int_ge(unit[3], 0);
+    ck_assert_int_ne(unit[3], unit[0]);
+    ck_assert_int_eq(unit[4], unit[3]);
+    ck_assert_int_ge(unit[6], 0);
+    ck_assert_int_ne(unit[6], unit[3]);
+    ck_assert_int_eq(unit[7], unit[6]);
+    for (int k = 0; k < 8; k++)
+        ck_assert_int_eq(shared[k], k == 2 || k == 5);
+    /* Where w1 and w2 start in such a shared piece, a pointer at or past their start
+     * reaches the pieces of their bodies; before it (w0's end), nothing more. */
+    uint64_t off;
+    uint32_t next;
+    ck_assert_int_eq(ft_disc_region_follow(d, id_of(seg + 2 * PIECE), &off, &next), 1);
+    ck_assert_uint_eq(off, w[1] - (seg + 2 * PIECE));
+    ck_assert_uint_eq(next, id_of(seg + 3 * PIECE));
+    ck_assert_int_eq(ft_disc_region_follow(d, id_of(seg + 5 * PIECE), &off, &next), 1);
+    ck_assert_uint_eq(next, id_of(seg + 6 * PIECE));
+    ft_disc_free(d);
+}
+END_TEST
+
+START_TEST(a_copy_over_two_units_pieces_keeps_them_resident)
+{
+    uint64_t seg, w[3];
+    ft_disc_t *d = pieces_discovered(&seg, w, 1);
+    int shared;
+    /* One copy filled w0 and w1: the units cut between them would split one storage. */
+    for (int k = 0; k < 5; k++) {
+        piece_unit(d, seg + (uint64_t)k * PIECE, &shared);
+        ck_assert_int_eq(shared, 1);
+    }
+    ck_assert_int_ge(piece_unit(d, seg + 6 * PIECE, &shared), 0);
+    ck_assert_int_eq(shared, 0);
+    ft_disc_free(d);
+}
+END_TEST
+
 START_TEST(passes_are_one_forward_when_small_activations_alternate)
 {
     llama_t m;
@@ -1377,6 +1486,8 @@ Suite *discovery_suite(void)
     TCase *tc = tcase_create("engine");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, llama_units_by_wraparound);
+    tcase_add_test(tc, pieces_join_the_unit_of_the_tensor_they_hold);
+    tcase_add_test(tc, a_copy_over_two_units_pieces_keeps_them_resident);
     tcase_add_test(tc, a_model_freed_after_done_and_another_discovered);
     tcase_add_test(tc, hash_batches_and_failures);
     tcase_add_test(tc, passes_align_on_the_embedding_despite_a_different_first_forward);

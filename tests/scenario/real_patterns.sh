@@ -200,10 +200,12 @@ expect_grep 'launches in a row touched no region alive at its start, while 4[0-9
 # no plan). Over half the budget, it is served in pieces of one granule: the pieces a
 # tensor's body fills join its unit, a piece where one layer's tensors end and the
 # next's begin stays on the device (7 of them, 14 MiB), a pointer to the tensor that
-# starts in such a piece loads the unit of its body, and a copy running across two
-# layers (--refill) loads every piece it reaches (before: an illegal address there).
+# starts in such a piece loads the unit of its body, a copy running across two layers
+# (--refill) loads every piece it reaches (before: an illegal address there), and a
+# pointer's range (cuPointerGetAttribute, cuMemGetAddressRange: --ptr-query) is the
+# segment's, not a piece's.
 for spill in 1 0; do
-    compare_run one-seg-$spill --layers 8 --dim 2048 --segments 136 --refill 10 -- FT_SPILL=$spill \
+    compare_run one-seg-$spill --layers 8 --dim 2048 --segments 136 --refill 10 --ptr-query -- FT_SPILL=$spill \
         FT_GPU_MEM_LIMIT=64MiB
     expect_grep 'discovery: done, 1 iteration\(s\), 8 units, 136\.0 MiB of weights' "$WORK/one-seg-$spill.err" "one-seg"
     expect_grep 'residency: 14\.0 MiB of weights used by several units, or reached only through pointer arrays, stay resident' \
@@ -214,5 +216,5 @@ for spill in 1 0; do
     misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/one-seg-$spill.err")
     [ -n "$misses" ] && [ "$misses" -le 6 ] || fail "one-seg-$spill: ${misses:-no} misses, at most 6 wanted"
 done
-pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches; same output (FT_SPILL on and off)"
+pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's; same output (FT_SPILL on and off)"
 pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

@@ -199,8 +199,11 @@ pass "weights in shared 3 MiB segments: the whole forward is the pass, a unit pe
 # Segments holding many layers (8 MiB: 8 layers; 20 MiB: 19): by region alone, every
 # layer's launches looked alike and a pass looked 78 and 6 launches long (PyTorch with
 # hidden 1024 on the H200: 24 launches, 3 units). The offset of each pointer into its
-# segment tells the layers apart: the pass is the whole forward (96 launches).
-for A in "20 2 40" "8 5 40"; do
+# segment tells the layers apart: the pass is the whole forward (96 launches). The
+# 20 MiB segments, over half the budget, are served in pieces of one granule (2 MiB):
+# units follow the layers (18), and each piece, holding two 1 MiB layers, stays on the
+# device.
+for A in "20 18 40" "8 5 40"; do
     read -r mb nu wt <<<"$A"
     S8=(--layers 32 --dim 512 --iters 12 --quiet --segments "$mb")
     sim "$MODEL" "${S8[@]}" >"$WORK/s8.plain" || fail "segments $mb: model without shim failed"

@@ -725,7 +725,7 @@ enum { HO_NO_SUM, HO_USED_SINCE, HO_NO_BACK, HO_SIZES, HO_OTHER };
  * would have missed a unit it was about to load, any other call (not a launch: copies,
  * sets, allocations ...), a hand-over's tail a call needed. */
 enum { MOVER_WAIT_UNIT, MOVER_WAIT_CATCH, MOVER_WAIT_ALL, MOVER_WAIT_TAIL };
-#define MOVE_REGIONS 64 /* a hand-over's regions a unit; more: evicted with a host wait */
+#define MOVE_REGIONS 512 /* a hand-over's regions a unit (an allocation's pieces); more: evicted with a host wait */
 /* guard.c: the next move of the prefetch after u (0: nothing left to load for it). */
 int res_prefetch_next(int u);
 /* The units as core/residency.h's slot decisions see them (res.lock held). */

@@ -79,7 +79,14 @@ static void untrack(const void *p)
  * with device_map). */
 static int wants_pieces(size_t size)
 {
-    uint64_t budget = spill_budget();
+    static size_t total; /* the device's memory, asked once (atomic) */
+    if (size < (4u << 20))
+        return 0; /* two granules at least */
+    size_t t = __atomic_load_n(&total, __ATOMIC_RELAXED), free_b = 0;
+    if (t == 0 && REAL(cudaMemGetInfo) != NULL && REAL(cudaMemGetInfo)(&free_b, &t) == cudaSuccess)
+        __atomic_store_n(&total, t, __ATOMIC_RELAXED);
+    /* Not spill_budget(): FT_SPILL's budget, once set, says it holds one. */
+    uint64_t budget = t != 0 ? configured_budget(t) : 0;
     return budget != 0 && size > budget / 2;
 }
 

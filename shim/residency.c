@@ -247,13 +247,19 @@ int checksum_issue(int u)
         unit_wait_used(un, ck.stream) != 0 ||
         REAL(cudaMemsetAsync)(out, 0, sizeof *out, ck.stream) != cudaSuccess)
         return -1;
+    /* One launch for regions that lie end to end (an allocation's pieces): the sum
+     * salts each word by its address, so it adds up the same. */
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size == 0)
             continue; /* freed by the application */
         if (r->size % 8 != 0)
             return -1;
-        if (checksum_launch(r->va, r->size / 8, out) != CUDA_SUCCESS)
+        uint64_t end = r->va + r->size;
+        while (k + 1 < un->n && res.regions[un->first + k + 1].va == end &&
+               res.regions[un->first + k + 1].size % 8 == 0 && res.regions[un->first + k + 1].size != 0)
+            end += res.regions[un->first + ++k].size;
+        if (checksum_launch(r->va, (end - r->va) / 8, out) != CUDA_SUCCESS)
             return -1;
     }
     /* Behind the sum, its copy back when it changed, for a hand-over of its slot. */

@@ -2814,6 +2814,30 @@ static const ft_region_t *snap_find(const ft_region_t *v, long n, uint32_t id)
     return NULL;
 }
 
+/* A saved profile keeps no pointers: where a tensor starts in a piece that stays on the
+ * device (shared) is not known, so any pointer into such a piece also reaches the
+ * piece after it, when a unit holds that one (ft_disc_region_follow from offset 0).
+ * Exact where a layer's first weight starts in the piece, a load one layer early where
+ * only the previous layer's last tensors are there (the next one's comes soon anyway).
+ * A piece that stays in a unit needs none: the piece after it is its own unit's, or
+ * begins with a tensor of its own (pieces_overrun would have kept it shared else). */
+static void pieces_follow_adopted(ft_disc_t *d)
+{
+    size_t n;
+    rinfo_t **v = pieces_sorted(d, NULL, &n);
+    for (size_t i = 0; i < n; i++) {
+        v[i]->pc_next = 0;
+        v[i]->pc_max = 0;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        rinfo_t *x = v[i], *y = v[i + 1];
+        if (x->unit >= 0 && x->shared && y->unit >= 0 && !y->shared && !(y->flags & FT_REGION_PIECE_FIRST) &&
+            x->base + x->size == y->base)
+            x->pc_next = y->id;
+    }
+    free(v);
+}
+
 int ft_disc_adopt(ft_disc_t *d, const ft_disc_saved_t *s, char *why, size_t len)
 {
     int rc = 0;
@@ -2866,6 +2890,7 @@ int ft_disc_adopt(ft_disc_t *d, const ft_disc_saved_t *s, char *why, size_t len)
         x->hash = sr->hash;
         x->hashed = 1;
     }
+    pieces_follow_adopted(d);
     d->last.n = d->last.n_ids = 0;
     for (uint32_t i = 0; i < s->n_launches; i++)
         if (rec_push_launch(&d->last, kidx[s->launch_kernel[i]], 0, s->ids + s->launch_first[i], NULL,

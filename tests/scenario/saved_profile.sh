@@ -107,3 +107,16 @@ compare_run spillseed --seed 7 -- "${SPILLED[@]}" FT_PROFILE_READ_ONLY=1
 expect_grep "saved profile $FILE ignored: the content of allocation" "$WORK/spillseed.err" "other weights under FT_SPILL"
 expect_grep 'started in host memory because the saved profile.s plan streams them' "$WORK/spillseed.err" "placed before the refusal"
 pass "under FT_SPILL, other weights placed by a saved plan that is then refused: discovered, the same output"
+# One allocation holding every weight, served in pieces: the second start streams from
+# the profile. A saved profile keeps no pointers, so a pointer into a piece where two
+# layers meet also loads the piece after it (before, the second start's kernels read
+# the next layer's pieces unmapped: an illegal address).
+PIECES=(FT_GPU_MEM_LIMIT=64MiB FT_PROFILE_DIR="$WORK/pieces")
+mkdir -p "$WORK/pieces"
+P=(--layers 8 --dim 2048 --segments 136)
+compare_run pieces1 "${P[@]}" -- "${PIECES[@]}"
+expect_grep 'profile saved to .*model-sim.ftprofile \(8 units\)' "$WORK/pieces1.err" "pieces: first start saves"
+compare_run pieces2 "${P[@]}" -- "${PIECES[@]}"
+expect_grep 'saved profile .* matched .*discovery and profiling skipped, 8 units' "$WORK/pieces2.err" "pieces: second start matches"
+expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/pieces2.err" "pieces: second start streams"
+pass "one allocation served in pieces: the second start takes the profile and streams 8 of 8 units, the same output"

@@ -645,6 +645,25 @@ int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cu
         return 0;
     int loads = 0, reads = 0;
     uint64_t over0 = res.over_loads, bytes = 0;
+    /* The pieces a captured touch reaches on into (res.follow): a capture keeps no
+     * pointer offsets, so every touch of such a piece counts. */
+    uint32_t *xid = NULL;
+    if (!all && res.follow != NULL) {
+        size_t extra = 0;
+        for (size_t i = 0; i < n; i++)
+            extra += ids[i] < res.n_ids && res.follow[ids[i]].next != 0;
+        if (extra > 0 && (xid = malloc((n + extra) * sizeof *xid)) == NULL)
+            all = 1; /* no memory: every streamed unit, never one missing */
+        for (size_t i = 0, m = 0; xid != NULL && i < n; i++) {
+            xid[m++] = ids[i];
+            if (ids[i] < res.n_ids && res.follow[ids[i]].next != 0)
+                xid[m++] = res.follow[ids[i]].next;
+        }
+        if (xid != NULL) {
+            ids = xid;
+            n += extra;
+        }
+    }
     /* The loaded ones first, so that no load below evicts them. */
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < (all ? (size_t)res.n_units : n); i++) {
@@ -676,6 +695,7 @@ int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cu
                        "them as it runs)", name, reads, human_bytes(bytes, a, sizeof a), res.slots);
         res.over_calls++;
     }
+    free(xid);
     return loads;
 }
 

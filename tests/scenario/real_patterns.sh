@@ -216,8 +216,12 @@ for spill in 1 0; do
     misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/one-seg-$spill.err")
     [ -n "$misses" ] && [ "$misses" -le 6 ] || fail "one-seg-$spill: ${misses:-no} misses, at most 6 wanted"
 done
-# ... and two threads running the model on streams of their own.
+# ... and two threads running the model on streams of their own; and a captured
+# forward replayed as a CUDA graph, whose guard loads the units of the tensors' bodies
+# too (before: an illegal address in the replay).
 compare_run one-seg-threads --layers 8 --dim 2048 --segments 136 --threads 2 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB
 expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-threads.err" "one-seg, two threads"
-pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's; same output (FT_SPILL on and off, two threads)"
+compare_run one-seg-graph --layers 8 --dim 2048 --segments 136 --iters 6 --graph 3 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB
+expect_grep 'CUDA graphs: 3 launch\(es\) guarded' "$WORK/one-seg-graph.err" "one-seg, a graph"
+pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's; same output (FT_SPILL on and off, two threads, a CUDA graph)"
 pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

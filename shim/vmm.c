@@ -391,6 +391,9 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
         return rc;
     }
     __atomic_store_n(&pieces_made, 1, __ATOMIC_RELAXED);
+    char a[32];
+    FT_LOG_CAPPED(FT_LOG_INFO, 3, "an allocation of %s, over half the budget, is served in %zu pieces of %zu KiB, "
+                  "so that units can hold parts of it", human_bytes(size, a, sizeof a), n, g >> 10);
     /* The pad and the admission as for one allocation of len bytes. */
     vmm_t whole = { .va = va, .size = len, .asked = size };
     placed(&whole, 0, place, admitted);

@@ -141,15 +141,26 @@ void capture_note(uint64_t id, const ft_scan_set_t *set)
 }
 
 /* A captured copy or set touches dst and src (NULL: none). */
-void capture_note_copy(uint64_t id, const void *dst, const void *src)
+void capture_note_copy(uint64_t id, const void *dst, const void *src, size_t dspan, size_t sspan)
 {
     ft_scan_set_t set;
     ft_scan_set_clear(&set);
     const void *p[2] = { dst, src };
+    size_t span[2] = { dspan, sspan };
     for (int i = 0; i < 2; i++) {
         ft_region_t r;
-        if (p[i] != NULL && ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
-            ft_scan_set_add(&set, r.id, (uint64_t)(uintptr_t)p[i]);
+        if (p[i] == NULL || !ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
+            continue;
+        ft_scan_set_add(&set, r.id, (uint64_t)(uintptr_t)p[i]);
+        /* Over an allocation served in pieces: every piece its bytes reach (a span not
+         * known: to the allocation's end). */
+        uint64_t end = span[i] != 0 ? (uint64_t)(uintptr_t)p[i] + span[i] : UINT64_MAX;
+        for (uint64_t at = r.base + r.size; (r.flags & FT_REGION_PIECE) && at < end; at = r.base + r.size) {
+            if (!ft_regions_find(regions, at, &r) || r.base != at || !(r.flags & FT_REGION_PIECE) ||
+                (r.flags & FT_REGION_PIECE_FIRST))
+                break;
+            ft_scan_set_add(&set, r.id, at); /* out of memory: counted in `dropped`, every unit */
+        }
     }
     capture_note(id, &set);
     ft_scan_set_free(&set);

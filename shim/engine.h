@@ -464,7 +464,7 @@ void spill_sum(vmm_t *v);
 int capture_under_way(void);
 uint64_t capture_of(cudaStream_t s);     /* the capture s belongs to, 0: none */
 void capture_note(uint64_t id, const ft_scan_set_t *set);
-void capture_note_copy(uint64_t id, const void *dst, const void *src);
+void capture_note_copy(uint64_t id, const void *dst, const void *src, size_t dspan, size_t sspan);
 int capture_relax(void);                 /* the thread's own work in relaxed mode */
 void capture_restore(int relaxed);
 int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held);

@@ -216,7 +216,7 @@ static uint64_t group_stamp(const vmm_t *v)
 
 /* spill_out of every piece of v's allocation (v the first, or no piece): a kernel given
  * a tensor's start reads on past its piece, so the pieces move together. 0 when all
- * went (a piece left on the device is faulted back with the others: spill_in_all). */
+ * went (a piece left on the device comes back with the others: spill_touch). */
 static int spill_out_all(vmm_t *v)
 {
     if (!v->piece)

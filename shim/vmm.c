@@ -338,9 +338,9 @@ fail:
  * of its own, so that the residency engine can unmap some and not others: a caching
  * allocator's segment may hold every weight of a model (transformers' from_pretrained
  * with device_map sizes one allocation for all of them), and whole, it could only
- * stream as one unit. Mapped on the device whatever FT_SPILL's budget (place's
- * on_device): its pieces move as units once the plan streams, never before. Access is
- * set once, for the whole range. */
+ * stream as one unit. Mapped on the device at first (place's on_device makes room for
+ * it); before the plan FT_SPILL moves it whole, after it the units move its pieces.
+ * Access is set once, for the whole range. */
 static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t size, const vmm_place_t *place,
                              uint64_t *admitted)
 {
@@ -401,9 +401,6 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
     return CUDA_SUCCESS;
 }
 
-/* 1 when p was a virtual-memory allocation (now released), 0 when it is not one.
- * forget (NULL: none) lets go of what the engine kept of it, the device synchronised,
- * and answers whether physical memory is mapped behind it. */
 size_t vmm_gran(void)
 {
     return __atomic_load_n(&vmm_granularity, __ATOMIC_ACQUIRE);
@@ -411,6 +408,9 @@ size_t vmm_gran(void)
 
 static void release_one(vmm_t *v, int (*forget)(vmm_t *v));
 
+/* 1 when p was a virtual-memory allocation (now released, all its pieces), 0 when it is
+ * not one. forget (NULL: none) lets go of what the engine kept of each piece, the
+ * device synchronised, and answers whether physical memory is mapped behind it. */
 int vmm_free(void *p, int (*forget)(vmm_t *v))
 {
     uint64_t va = (uint64_t)(uintptr_t)p;

@@ -995,6 +995,13 @@ static rinfo_t **pieces_sorted(ft_disc_t *d, const record_t *r, size_t *n)
         if ((x->flags & FT_REGION_PIECE) && !x->freed)
             k++;
     rinfo_t **v = k > 0 ? malloc(k * sizeof *v) : NULL;
+    if (v == NULL && k > 0) {
+        /* Without the walk, what runs into a piece is not known: every piece stays. */
+        FT_WARN_CAPPED(1, "discovery: out of memory sorting an allocation's pieces: every piece stays on the device");
+        HASH_ITER(hh, d->rmap, x, xt)
+            if (x->flags & FT_REGION_PIECE)
+                x->shared = 1;
+    }
     if (v == NULL)
         return NULL;
     HASH_ITER(hh, d->rmap, x, xt)

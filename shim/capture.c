@@ -155,12 +155,9 @@ void capture_note_copy(uint64_t id, const void *dst, const void *src, size_t dsp
         /* Over an allocation served in pieces: every piece its bytes reach (a span not
          * known: to the allocation's end). */
         uint64_t end = span[i] != 0 ? (uint64_t)(uintptr_t)p[i] + span[i] : UINT64_MAX;
-        for (uint64_t at = r.base + r.size; (r.flags & FT_REGION_PIECE) && at < end; at = r.base + r.size) {
-            if (!ft_regions_find(regions, at, &r) || r.base != at || !(r.flags & FT_REGION_PIECE) ||
-                (r.flags & FT_REGION_PIECE_FIRST))
-                break;
-            ft_scan_set_add(&set, r.id, at); /* out of memory: counted in `dropped`, every unit */
-        }
+        ft_region_t q;
+        for (; r.base + r.size < end && piece_after(&r, &q); r = q)
+            ft_scan_set_add(&set, q.id, q.base); /* out of memory: counted in `dropped`, every unit */
     }
     capture_note(id, &set);
     ft_scan_set_free(&set);

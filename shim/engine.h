@@ -861,6 +861,7 @@ cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *pl
 uint64_t vmm_bytes(const vmm_t *v); /* an allocation's mapped bytes, all its pieces' */
 void vmm_note_copy(const void *dst, size_t n);
 vmm_t *vmm_piece_first(vmm_t *v);
+int piece_after(const ft_region_t *r, ft_region_t *q);
 uint64_t vmm_piece_span(uint64_t base);
 int vmm_free(void *p, int (*forget)(vmm_t *v));
 

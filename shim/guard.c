@@ -160,7 +160,7 @@ static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *u
 
 /* res_touch's ids with the pieces touches reach on into (res.follow): a pointer at or
  * past the start of a piece's last tensor reaches the pieces of that tensor's body,
- * which another unit may hold. In *xid, *xlo and *xunsure (malloc'd; the caller frees
+ * which another unit may hold (lo NULL: no pointers known, every touch of such a piece). In *xid, *xlo and *xunsure (malloc'd; the caller frees
  * them) and their count returned; 0 when no touch reaches on (or no memory: then
  * every streamed unit is loaded instead, *all set). */
 static size_t follow_pieces(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
@@ -559,41 +559,20 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
 }
 
 /* The guard for copies and sets: their device source and destination. */
-/* The pieces after p's, up to p + span, when p lies in a piece of an allocation served
- * in pieces (span 0: not known, to the allocation's end): a copy reads or writes on
- * across them. Appended to ids and ptrs (room for cap; *n grows). */
-static void copy_pieces(uint64_t p, size_t span, const ft_region_t *r, uint32_t **ids, uint64_t **ptrs, size_t *n,
-                        size_t *cap)
+/* The pieces after r's that a copy at p of span bytes reaches (r a piece of an
+ * allocation served in pieces; span 0: not known, to the allocation's end), written to
+ * ids and ptrs when they are not NULL; how many. */
+static size_t copy_pieces(uint64_t p, size_t span, ft_region_t r, uint32_t *ids, uint64_t *ptrs)
 {
-    if (!(r->flags & FT_REGION_PIECE))
-        return;
     uint64_t end = span != 0 ? p + span : UINT64_MAX;
+    size_t n = 0;
     ft_region_t q;
-    for (uint64_t at = r->base + r->size; at < end; at = q.base + q.size) {
-        if (!ft_regions_find(regions, at, &q) || q.base != at || !(q.flags & FT_REGION_PIECE) ||
-            (q.flags & FT_REGION_PIECE_FIRST))
-            return;
-        if (*n == *cap) {
-            size_t c = *cap * 2;
-            uint32_t *ni = *cap > 2 ? realloc(*ids, c * sizeof *ni) : malloc(c * sizeof *ni);
-            uint64_t *np = *cap > 2 ? realloc(*ptrs, c * sizeof *np) : malloc(c * sizeof *np);
-            if (ni != NULL && *cap == 2)
-                memcpy(ni, *ids, 2 * sizeof *ni);
-            if (np != NULL && *cap == 2)
-                memcpy(np, *ptrs, 2 * sizeof *np);
-            if (ni != NULL)
-                *ids = ni;
-            if (np != NULL)
-                *ptrs = np;
-            if (ni == NULL || np == NULL) {
-                *n = SIZE_MAX; /* no memory: the caller loads every streamed unit */
-                return;
-            }
-            *cap = c;
+    for (; r.base + r.size < end && piece_after(&r, &q); r = q, n++)
+        if (ids != NULL) {
+            ids[n] = q.id;
+            ptrs[n] = q.base;
         }
-        (*ids)[*n] = q.id;
-        (*ptrs)[(*n)++] = at;
-    }
+    return n;
 }
 
 void res_guard_copy(const void *dst, const void *src, size_t dspan, size_t sspan, cudaStream_t stream)
@@ -601,25 +580,38 @@ void res_guard_copy(const void *dst, const void *src, size_t dspan, size_t sspan
     if (!guarding())
         return;
     const void *p[2] = { dst, src };
-    size_t span[2] = { dspan, sspan };
-    uint32_t ids2[2], *ids = ids2;
-    uint64_t ptrs2[2], *ptrs = ptrs2;
-    size_t n = 0, cap = 2;
+    size_t span[2] = { dspan, sspan }, more[2] = { 0, 0 };
     ft_region_t r[2];
     int found[2] = { 0, 0 };
     for (int i = 0; i < 2; i++)
-        if (p[i] != NULL && (found[i] = ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r[i]))) {
+        if (p[i] != NULL && (found[i] = ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r[i])))
+            more[i] = copy_pieces((uint64_t)(uintptr_t)p[i], span[i], r[i], NULL, NULL);
+    /* The pieces of one allocation (vmm_alloc's) the copy reaches on into come after. */
+    uint32_t ids2[2], *ids = ids2;
+    uint64_t ptrs2[2], *ptrs = ptrs2;
+    size_t n = 0, total = 2 + more[0] + more[1];
+    if (total > 2) {
+        ids = malloc(total * sizeof *ids);
+        ptrs = malloc(total * sizeof *ptrs);
+        if (ids == NULL || ptrs == NULL) {
+            free(ids);
+            free(ptrs);
+            ids = NULL; /* no memory: every streamed unit is loaded instead */
+            ptrs = ptrs2;
+        }
+    }
+    for (int i = 0; ids != NULL && i < 2; i++)
+        if (found[i]) {
+            /* A copy within one region: two entries, each judged at its own pointer. */
             ptrs[n] = (uint64_t)(uintptr_t)p[i];
             ids[n++] = r[i].id;
         }
-    /* Pieces of one allocation (vmm_alloc's): each the copy reaches on into. */
-    for (int i = 0; i < 2 && n != SIZE_MAX; i++)
-        if (found[i])
-            copy_pieces((uint64_t)(uintptr_t)p[i], span[i], &r[i], &ids, &ptrs, &n, &cap);
-    /* A copy within one region: two entries, each judged at its own pointer. */
+    for (int i = 0; ids != NULL && i < 2; i++)
+        if (more[i] > 0)
+            n += copy_pieces((uint64_t)(uintptr_t)p[i], span[i], r[i], ids + n, ptrs + n);
     uint64_t over0 = res.over_loads;
     res_kernel_name = "a copy or set";
-    if (n == SIZE_MAX)
+    if (ids == NULL)
         touch_every_unit(res_kernel_name, 0, stream);
     else
         res_touch(ids, ptrs, NULL, n, stream, -1, 0, 0, -1);
@@ -648,20 +640,15 @@ int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cu
     /* The pieces a captured touch reaches on into (res.follow): a capture keeps no
      * pointer offsets, so every touch of such a piece counts. */
     uint32_t *xid = NULL;
+    uint64_t *xlo = NULL;
+    uint8_t *xunsure = NULL;
     if (!all && res.follow != NULL) {
-        size_t extra = 0;
-        for (size_t i = 0; i < n; i++)
-            extra += ids[i] < res.n_ids && res.follow[ids[i]].next != 0;
-        if (extra > 0 && (xid = malloc((n + extra) * sizeof *xid)) == NULL)
-            all = 1; /* no memory: every streamed unit, never one missing */
-        for (size_t i = 0, m = 0; xid != NULL && i < n; i++) {
-            xid[m++] = ids[i];
-            if (ids[i] < res.n_ids && res.follow[ids[i]].next != 0)
-                xid[m++] = res.follow[ids[i]].next;
-        }
-        if (xid != NULL) {
+        int none; /* no memory: every streamed unit, never one missing */
+        size_t m = follow_pieces(ids, NULL, NULL, n, &xid, &xlo, &xunsure, &none);
+        all |= none;
+        if (m > 0) {
             ids = xid;
-            n += extra;
+            n = m;
         }
     }
     /* The loaded ones first, so that no load below evicts them. */
@@ -695,7 +682,11 @@ int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cu
                        "them as it runs)", name, reads, human_bytes(bytes, a, sizeof a), res.slots);
         res.over_calls++;
     }
-    free(xid);
+    if (xid != NULL && ids == xid) {
+        free(xid);
+        free(xlo);
+        free(xunsure);
+    }
     return loads;
 }
 

@@ -60,16 +60,12 @@ static void untrack(const void *p)
     if (p == NULL || ft_regions_remove(regions, (uint64_t)(uintptr_t)p, &r) != 0)
         return;
     /* An allocation served in pieces: the ones after the first go too. */
-    uint64_t next = r.base + r.size;
-    int pieces = (r.flags & FT_REGION_PIECE_FIRST) != 0;
+    ft_region_t n;
     for (;;) {
         ft_disc_region_freed(disc, r.id);
         reload_note_free(r.id); /* most of the plan's weights gone: reload.c */
-        ft_region_t n;
-        if (!pieces || !ft_regions_find(regions, next, &n) || n.base != next || !(n.flags & FT_REGION_PIECE) ||
-            (n.flags & FT_REGION_PIECE_FIRST) || ft_regions_remove(regions, next, &r) != 0)
+        if (!piece_after(&r, &n) || ft_regions_remove(regions, n.base, &r) != 0)
             break;
-        next = r.base + r.size;
     }
 }
 

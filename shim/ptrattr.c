@@ -72,15 +72,9 @@ static int held(CUdeviceptr ptr, ft_region_t *r)
  * region id). 1 with those in *base, *size and *id; 0 when r is no piece. */
 static int piece_allocation(const ft_region_t *r, uint64_t *base, uint64_t *size, uint32_t *id)
 {
-    if (!(r->flags & FT_REGION_PIECE))
-        return 0;
-    size_t g = vmm_gran();
-    ft_region_t q = *r;
-    while (!(q.flags & FT_REGION_PIECE_FIRST))
-        if (q.base < g || !ft_regions_find(regions, q.base - g, &q) || !(q.flags & FT_REGION_PIECE))
-            return 0;
-    vmm_t *v = vmm_find(q.base);
-    if (v == NULL || !v->piece || v->pieces == 0)
+    ft_region_t q;
+    vmm_t *v = (r->flags & FT_REGION_PIECE) ? vmm_piece_first(vmm_find(r->base)) : NULL;
+    if (v == NULL || !v->piece || !ft_regions_find(regions, v->va, &q))
         return 0;
     *base = q.base;
     *size = vmm_bytes(v);

@@ -214,6 +214,12 @@ static uint64_t group_stamp(const vmm_t *v)
     return s;
 }
 
+/* Piece k of the allocation whose first piece is `first`. */
+static vmm_t *piece_k(vmm_t *first, uint32_t k)
+{
+    return k == 0 ? first : vmm_find(first->va + (uint64_t)k * first->size);
+}
+
 /* spill_out of every piece of v's allocation (v the first, or no piece): a kernel given
  * a tensor's start reads on past its piece, so the pieces move together. 0 when all
  * went (a piece left on the device comes back with the others: spill_touch). */
@@ -223,7 +229,7 @@ static int spill_out_all(vmm_t *v)
         return spill_out(v);
     int rc = 0;
     for (uint32_t k = 0; k < v->pieces && rc == 0; k++) {
-        vmm_t *x = k == 0 ? v : vmm_find(v->va + (uint64_t)k * v->size);
+        vmm_t *x = piece_k(v, k);
         if (x != NULL && !x->spilled)
             rc = spill_out(x);
     }
@@ -386,7 +392,7 @@ static int stamp_whole(vmm_t *v, uint64_t stamp)
     vmm_t *first = vmm_piece_first(v);
     int spilled = 0;
     for (uint32_t k = 0; first != NULL && k < first->pieces; k++) {
-        vmm_t *x = vmm_find(first->va + (uint64_t)k * first->size);
+        vmm_t *x = piece_k(first, k);
         if (x != NULL) {
             x->stamp = stamp;
             spilled |= x->spilled;
@@ -429,7 +435,7 @@ void spill_touch(const uint64_t *ptrs, size_t n, int all, cudaStream_t stream)
         if (ptrs[i] == 0 || !ft_regions_find(regions, ptrs[i], &r) || (v = vmm_piece_first(vmm_find(r.base))) == NULL)
             continue;
         for (uint32_t k = 0; k < (v->piece ? v->pieces : 1); k++) {
-            vmm_t *x = k == 0 ? v : vmm_find(v->va + (uint64_t)k * v->size);
+            vmm_t *x = piece_k(v, k);
             if (x == NULL || !x->spilled)
                 continue;
             if (!moving++)

@@ -483,6 +483,14 @@ void vmm_note_copy(const void *dst, size_t n)
         ;
 }
 
+/* r is a piece and the region after it, end to end, is the next piece of the same
+ * allocation: 1, that region in *q. */
+int piece_after(const ft_region_t *r, ft_region_t *q)
+{
+    return (r->flags & FT_REGION_PIECE) && ft_regions_find(regions, r->base + r->size, q) &&
+           q->base == r->base + r->size && (q->flags & FT_REGION_PIECE) && !(q->flags & FT_REGION_PIECE_FIRST);
+}
+
 /* The first piece of v's allocation (v itself when it is no piece, or the first). */
 vmm_t *vmm_piece_first(vmm_t *v)
 {

@@ -9,7 +9,11 @@
  * (syncing every 64 launches, not timed), alone and while the main thread loads a
  * 106 MiB unit of five 20 MiB regions over and over (map, set access, unmap), as a
  * prefetching thread beside the application's would: the launch's host time, median,
- * 99th percentile and most. A diagnostic for bench/RESULTS.md, not a test.
+ * 99th percentile and most. First of all, a unit of 53 pieces of one granule each (an
+ * allocation served in pieces), end to end, each its own physical allocation: mapped
+ * one by one, access set once over the run, then unmapped one call a piece, or in one
+ * call over the run (whether the driver takes a range of several mappings). A
+ * diagnostic for bench/RESULTS.md, not a test.
  *
  *   cc -O2 -I/usr/local/cuda/include bench/map_cost.c -L/usr/local/cuda/lib64 -lcuda -lpthread -o map_cost
  *   ./map_cost [device]
@@ -113,6 +117,72 @@ static void measure(CUdevice dev, size_t size, const char *label)
     CK(cuMemRelease(h));
 }
 
+/* A unit of n pieces, as residency.c loads and unloads one: medians of ROUNDS. */
+static void pieces(CUdevice dev, int n)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    size_t g = 0;
+    CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUmemGenericAllocationHandle *h = calloc((size_t)n, sizeof *h);
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, (size_t)n * g, 0, 0, 0));
+    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    double create[ROUNDS], map[ROUNDS], set[ROUNDS], unmap_each[ROUNDS], unmap_run[ROUNDS];
+    int run_ok = 1;
+    for (int i = 0; i < ROUNDS; i++) {
+        double t0 = now_us();
+        for (int k = 0; k < n; k++)
+            CK(cuMemCreate(&h[k], g, &prop, 0));
+        double t1 = now_us();
+        for (int k = 0; k < n; k++)
+            CK(cuMemMap(va + (size_t)k * g, g, 0, h[k], 0));
+        double t2 = now_us();
+        CK(cuMemSetAccess(va, (size_t)n * g, &acc, 1));
+        double t3 = now_us();
+        CK(cuMemsetD8(va, (unsigned char)i, (size_t)n * g));
+        CK(cuCtxSynchronize());
+        double t4 = now_us(), t5;
+        if (i % 2 == 0 || !run_ok) {
+            for (int k = 0; k < n; k++)
+                CK(cuMemUnmap(va + (size_t)k * g, g));
+            t5 = now_us();
+            unmap_each[i / 2] = t5 - t4;
+        } else {
+            CUresult rc = cuMemUnmap(va, (size_t)n * g);
+            t5 = now_us();
+            if (rc != CUDA_SUCCESS) {
+                const char *s_ = NULL;
+                cuGetErrorString(rc, &s_);
+                printf("pieces: cuMemUnmap over %d mappings refused: %s\n", n, s_ ? s_ : "?");
+                run_ok = 0;
+                for (int k = 0; k < n; k++)
+                    CK(cuMemUnmap(va + (size_t)k * g, g));
+            }
+            unmap_run[i / 2] = t5 - t4;
+        }
+        for (int k = 0; k < n; k++)
+            CK(cuMemRelease(h[k]));
+        create[i] = t1 - t0;
+        map[i] = t2 - t1;
+        set[i] = t3 - t2;
+    }
+    qsort(create, ROUNDS, sizeof *create, cmp);
+    qsort(map, ROUNDS, sizeof *map, cmp);
+    qsort(set, ROUNDS, sizeof *set, cmp);
+    qsort(unmap_each, ROUNDS / 2, sizeof *unmap_each, cmp);
+    qsort(unmap_run, ROUNDS / 2, sizeof *unmap_run, cmp);
+    printf("pieces: %d x %zu KiB: create %.1f  map %.1f  set_access (one call) %.1f  unmap one a "
+           "piece %.1f  unmap in one call %.1f%s us (medians)\n", n, g >> 10, create[ROUNDS / 2],
+           map[ROUNDS / 2], set[ROUNDS / 2], unmap_each[ROUNDS / 4], unmap_run[ROUNDS / 4],
+           run_ok ? "" : " (refused)");
+    CK(cuMemAddressFree(va, (size_t)n * g));
+    free(h);
+}
+
 /* --- launches beside mapping ------------------------------------------------------- */
 
 #define LAUNCHES 20000
@@ -201,6 +271,7 @@ int main(int argc, char **argv)
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
     main_ctx = ctx;
+    pieces(dev, 53);
     size_t sizes[] = { 2u << 20, 32u << 20, 196u << 20 };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         measure(dev, sizes[i], "alone");

@@ -381,6 +381,8 @@ typedef struct {
     uint64_t ns_tail_wait, ns_tail_unmap, tail_written_back; /* of those: the checksum's wait,
                                                               * cuMemUnmap; copied back */
     uint64_t access_calls;    /* cuMemSetAccess calls of loads (several regions each at best) */
+    uint64_t unmap_calls, unmapped; /* cuMemUnmap calls of unloads and hand-overs' tails, and
+                                 * the regions they unmapped (several a call at best) */
     /* The measured step: an event at each pass's first launch; the time between two
      * consecutive ones is read once the later has completed (never waited for). */
     cudaEvent_t pass_ev[STEP_RING];
@@ -716,7 +718,7 @@ int res_move_handover(int u, const int *leavers, int n);
 void res_move_work(int u, const int *leavers, int n);
 typedef struct {
     int unit, sum_ok, unmap_failed;
-    uint64_t sum, ns_wait, ns_unmap, ns_all;
+    uint64_t sum, ns_wait, ns_unmap, ns_all, unmap_calls, unmapped;
 } res_tail_t;
 void res_move_tail(int v, res_tail_t *out); /* the mover: the leaving unit's sum and unmapping */
 void res_tail_apply(const res_tail_t *t);   /* res.lock: that sum judged */

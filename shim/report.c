@@ -288,9 +288,11 @@ void ft_hooks_report(void)
                 (unsigned long long)res.reused, (unsigned long long)res.region_loads);
     if (streaming && res.loads > 0)
         FT_INFO("residency: of the unloading per load, %.1f us waiting for the checksum, %.1f us copying back, "
-                "%.1f us in cuMemUnmap", (double)(res.ns_ck_wait + res.ns_tail_wait) / 1e3 / (double)res.loads,
+                "%.1f us in cuMemUnmap (%llu call(s) for %llu region(s))",
+                (double)(res.ns_ck_wait + res.ns_tail_wait) / 1e3 / (double)res.loads,
                 (double)res.ns_back / 1e3 / (double)res.loads,
-                (double)(res.ns_unmap_call + res.ns_tail_unmap) / 1e3 / (double)res.loads);
+                (double)(res.ns_unmap_call + res.ns_tail_unmap) / 1e3 / (double)res.loads,
+                (unsigned long long)res.unmap_calls, (unsigned long long)res.unmapped);
     if (streaming && res.loads > 0)
         FT_INFO("residency: of the mapping per load, %.1f us in cuMemMap, %.1f us in "
                 "cuMemSetAccess (%llu call(s) for %llu region(s)), %.1f us creating physical "

@@ -293,38 +293,104 @@ static int unit_checksum(int u, uint64_t *sum)
     return 0;
 }
 
-/* Releases region r's physical memory, first copying its bytes back to the host store
- * when write_back is set. The calls that touched it have run. 0; -2 when the copy back
- * failed; -1 when only the release did. */
-static int unload_region(res_region_t *r, int write_back, int keep)
+/* cuMemUnmap over several adjacent mappings was refused once: one call per region from
+ * then on (atomic: the prefetching thread unmaps too, res_move_tail). */
+static int unmap_runs_refused;
+
+/* Unmaps the regions rg[0 .. n) that have a size (the others were freed by the
+ * application), one cuMemUnmap per run of adjacent ones: a call costs 16-65 us on an
+ * H200 whatever its size (bench/RESULTS.md), and a unit's regions usually lie end to
+ * end (an allocation served in pieces: dozens of granules). ok[k] (may be NULL) is set
+ * to whether region k was unmapped; calls[0] counts the calls, calls[1] the regions
+ * unmapped. 0 when every one was. */
+static int unmap_regions(res_region_t *rg, int n, unsigned char *ok, uint64_t calls[2])
 {
-    vmm_t *v = vmm_find(r->va);
-    if (v == NULL)
-        return -1;
-    /* On the side stream, not the legacy one: a copy there would wait for all the
-     * application's work, not only the unit's. */
-    cudaError_t err = cudaSuccess;
-    uint64_t t = now_ns();
-    if (write_back) {
-        err = REAL(cudaMemcpyAsync)(r->host, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost, res.side);
-        if (err == cudaSuccess)
+    int failed = 0;
+    for (int k = 0; k < n;) {
+        if (rg[k].size == 0) {
+            if (ok != NULL)
+                ok[k] = 0;
+            k++;
+            continue;
+        }
+        int end = k + 1;
+        uint64_t run_end = rg[k].va + rg[k].len;
+        while (!__atomic_load_n(&unmap_runs_refused, __ATOMIC_RELAXED) && end < n && rg[end].size != 0 &&
+               rg[end].va == run_end)
+            run_end += rg[end++].len;
+        CUresult rc = drv.unmap(rg[k].va, run_end - rg[k].va);
+        calls[0]++;
+        if (rc != CUDA_SUCCESS && end - k > 1) {
+            if (!__atomic_exchange_n(&unmap_runs_refused, 1, __ATOMIC_RELAXED))
+                FT_INFO("residency: cuMemUnmap refused a range of %d adjacent regions (%d): one call "
+                        "per region from now on", end - k, (int)rc);
+            continue; /* again, region by region */
+        }
+        if (rc != CUDA_SUCCESS) {
+            FT_DEBUG("residency: unmapping %#llx failed: %d", (unsigned long long)rg[k].va, (int)rc);
+            failed = 1;
+        }
+        for (int j = k; ok != NULL && j < end; j++)
+            ok[j] = rc == CUDA_SUCCESS;
+        if (rc == CUDA_SUCCESS)
+            calls[1] += (uint64_t)(end - k);
+        k = end;
+    }
+    return failed ? -1 : 0;
+}
+
+/* Releases the physical memory of the regions rg[0 .. n) (a unit's; those with a size),
+ * first copying their bytes back to their host stores when write_back is set; keep: an
+ * unload to give a slot up, whose physical allocations may go to the unit loaded next
+ * (res.spare), not the switch's. The calls that touched them have run. 0; -2 when a
+ * copy back failed; -1 when only an unmapping or a release did. */
+#define UNLOAD_CHUNK 256
+static int unload_regions(res_region_t *rg, int n, int write_back, int keep)
+{
+    int ret = 0;
+    for (int c = 0; c < n; c += UNLOAD_CHUNK) {
+        res_region_t *r = rg + c;
+        int m = n - c < UNLOAD_CHUNK ? n - c : UNLOAD_CHUNK;
+        /* On the side stream, not the legacy one: a copy there would wait for all the
+         * application's work, not only the unit's. */
+        cudaError_t err = cudaSuccess;
+        uint64_t t = now_ns();
+        for (int k = 0; write_back && err == cudaSuccess && k < m; k++)
+            if (r[k].size != 0 && vmm_find(r[k].va) != NULL)
+                err = REAL(cudaMemcpyAsync)(r[k].host, (void *)(uintptr_t)r[k].va, r[k].size,
+                                            cudaMemcpyDeviceToHost, res.side);
+        if (write_back && err == cudaSuccess)
             err = REAL(cudaStreamSynchronize)(res.side);
+        if (err != cudaSuccess) {
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
+            ret = -2;
+        }
+        uint64_t t1 = now_ns();
+        unsigned char ok[UNLOAD_CHUNK];
+        uint64_t calls[2] = { 0, 0 };
+        unmap_regions(r, m, ok, calls);
+        if (keep) {
+            res.unmap_calls += calls[0];
+            res.unmapped += calls[1];
+        }
+        if (keep) {
+            res.ns_back += t1 - t;
+            res.ns_unmap_call += now_ns() - t1;
+        }
+        for (int k = 0; k < m; k++) {
+            vmm_t *v = r[k].size != 0 ? vmm_find(r[k].va) : NULL;
+            if (v == NULL)
+                continue;
+            CUresult rc = ok[k] ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+            if (ok[k] && keep && res.n_spare < res.cap_spare)
+                res.spare[res.n_spare++] = (struct spare){ r[k].len, v->handle };
+            else if (ok[k])
+                rc = drv.release(v->handle);
+            if (rc != CUDA_SUCCESS && ret == 0)
+                ret = -1;
+        }
     }
-    if (err != cudaSuccess)
-        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
-    uint64_t t1 = now_ns();
-    CUresult rc = drv.unmap(r->va, r->len);
-    if (keep) { /* an unload to give a slot up, not the switch's (evict_unit) */
-        res.ns_back += t1 - t;
-        res.ns_unmap_call += now_ns() - t1;
-    }
-    if (rc == CUDA_SUCCESS && keep && res.n_spare < res.cap_spare)
-        res.spare[res.n_spare++] = (struct spare){ r->len, v->handle };
-    else if (rc == CUDA_SUCCESS)
-        rc = drv.release(v->handle);
-    if (rc != CUDA_SUCCESS)
-        FT_DEBUG("residency: unmapping %#llx failed: %d", (unsigned long long)r->va, (int)rc);
-    return err != cudaSuccess ? -2 : rc == CUDA_SUCCESS ? 0 : -1;
+    return ret;
 }
 
 static int unit_go_private(int u, int copy, const char *why);
@@ -402,12 +468,11 @@ static void unload_unit_ranged(int u)
                 "next load on (%s over the plan)", ft_disc_unit(disc, (size_t)u)->name,
                 FT_RES_KEEP_AFTER_CHANGES, human_bytes(un->bytes, a, sizeof a));
     }
+    unload_regions(&res.regions[un->first], un->n, write_back, 1);
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
-        if (r->size == 0)
-            continue; /* freed by the application */
-        unload_region(r, write_back, 1);
-        res.held_bytes -= r->len;
+        if (r->size != 0) /* else freed by the application */
+            res.held_bytes -= r->len;
     }
     res.written_back += (uint64_t)write_back;
     un->loaded = 0;
@@ -765,11 +830,11 @@ void res_move_tail(int v, res_tail_t *out)
     out->ns_wait = now_ns() - t;
     out->sum = ck.host[v];
     uint64_t t1 = now_ns();
-    for (int j = 0; j < vn->n; j++) {
-        res_region_t *q = &res.regions[vn->first + j];
-        if (q->size != 0 && drv.unmap(q->va, q->len) != CUDA_SUCCESS)
-            out->unmap_failed = 1;
-    }
+    uint64_t calls[2] = { 0, 0 };
+    if (unmap_regions(&res.regions[vn->first], vn->n, NULL, calls) != 0)
+        out->unmap_failed = 1;
+    out->unmap_calls = calls[0];
+    out->unmapped = calls[1];
     out->ns_unmap = now_ns() - t1;
     out->ns_all = now_ns() - t;
     own_range_pop();
@@ -809,6 +874,8 @@ void res_tail_apply(const res_tail_t *tl)
     res.tail_written_back += (uint64_t)verdict.write_back;
     res.ns_tail_wait += tl->ns_wait;
     res.ns_tail_unmap += tl->ns_unmap;
+    res.unmap_calls += tl->unmap_calls;
+    res.unmapped += tl->unmapped;
     res.ns_tail += tl->ns_all;
 }
 
@@ -1140,7 +1207,7 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
             }
             v->spilled = 0; /* the engine's from now on */
             spill_bytes -= v->size;
-        } else if (unload_region(r, how != HOST_SHARED, 0) == -2) {
+        } else if (unload_regions(r, 1, how != HOST_SHARED, 0) == -2) {
             filled = 0;
         }
         *moved += r->size;

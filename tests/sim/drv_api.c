@@ -122,6 +122,8 @@ static int check_option(const char *name, sim_options_t *o)
                  : !strcmp(name, "VMM_CREATE_NS") ? o->VMM_CREATE_NS : o->PIN_NS_PER_MIB;
         return v >= 0 && v <= 1000000000L ? 0 : -1;
     }
+    if (!strcmp(name, "VMM_UNMAP_ONE"))
+        return o->VMM_UNMAP_ONE == 0 || o->VMM_UNMAP_ONE == 1 ? 0 : -1;
     if (!strcmp(name, "LAG_US"))
         return o->LAG_US >= 0 && o->LAG_US <= 1000000 ? 0 : -1;
     if (!strcmp(name, "LAG_DEVICE"))

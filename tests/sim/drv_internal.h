@@ -57,6 +57,7 @@
     X(COPY_LATENCY_NS, long,   2000,         "fixed cost of every copy and memset, ns") \
     X(VMM_ACCESS_NS,   long,   0,            "host time a cuMemSetAccess call takes, virtual ns (0: none)") \
     X(VMM_MAP_NS,      long,   0,            "host time a cuMemMap or cuMemUnmap call takes, virtual ns (0: none)") \
+    X(VMM_UNMAP_ONE,   long,   0,            "1: cuMemUnmap refuses a range of several mappings (0: takes one made of whole mappings)") \
     X(VMM_CREATE_NS,   long,   0,            "host time a cuMemCreate or cuMemRelease call takes, virtual ns (0: none)") \
     X(PIN_NS_PER_MIB,  long,   0,            "host time pinning host memory takes per MiB (cuMemHostAlloc, cuMemHostRegister), virtual ns (0: none)") \
     X(TIME_SCALE,      double, 0.0,          "real ns a worker sleeps per virtual ns of an operation") \

@@ -1181,7 +1181,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
             at += ((sim_map_t *)RS_AT(&g_maps, i))->size;
             i++;
         }
-        if (size == 0 || at != end) {
+        if (size == 0 || at != end || (g_sim.opt.VMM_UNMAP_ONE && i - first > 1)) {
             r = CUDA_ERROR_INVALID_VALUE;
         } else {
             /* Not synchronising, as on a GPU: work still using the range faults. */

@@ -254,6 +254,8 @@ typedef struct {
                                  (ft_disc_region_off_max): res_split_tail's bound */
     void *host_dev_of;        /* the host store host_dev was looked up for */
     uint64_t host_dev;        /* its device address (0: none; residency.c host_dev_ptr) */
+    int handed;               /* a leaving unit's region whose physical memory a hand-over gave
+                                 the unit coming in (the others are released by its tail) */
 } res_region_t;
 
 #define USE_STREAMS 8

@@ -689,16 +689,22 @@ int res_move_one(int u, int keep)
  * leaver's addresses (res_move_tail). Until then the leaver stays `moving`, so that a
  * call touching it waits; the incoming unit is usable as soon as its copies are issued.
  *
- * Taken when the leaver's regions give the incoming unit's their sizes one for one (the
- * layers of a model: the same shapes), its host store is its own, pinned and mapped,
- * and its checksum can be made; else the eviction waits on the host, as before. */
+ * Taken when the leaver's regions give the incoming unit's their sizes (the layers of a
+ * model: the same shapes; the pieces of one allocation: one granule each, a unit's
+ * count varying with where its layer's tensors start and end), its host store is its
+ * own, pinned and mapped, and its checksum can be made; else the eviction waits on the
+ * host, as before. */
 /* For each region k of u, the index in v's regions of the one whose physical
- * allocation it takes (pair[k], -1: a freed region). 0 when every region of each
- * finds its match, one for one, with nothing of v left over. */
+ * allocation it takes (pair[k]; -1: a freed region; PAIR_NEW: none left of its size, it
+ * gets memory of its own). 0 when the two fit: every live region of v taken (u may have
+ * more, mapped anew), or every region of u matched (v may have more, released by its
+ * tail). Never both at once: for a moment u's new memory and v's left-over memory
+ * would be held together, over the slot. */
+#define PAIR_NEW (-2)
 static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair)
 {
     unsigned char taken[MOVE_REGIONS] = { 0 };
-    int live_v = 0, live_u = 0;
+    int live_v = 0, matched = 0, fresh = 0;
     if (un->n > MOVE_REGIONS || vn->n > MOVE_REGIONS)
         return -1;
     for (int j = 0; j < vn->n; j++)
@@ -708,7 +714,6 @@ static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair)
         pair[k] = -1;
         if (r->size == 0)
             continue;
-        live_u++;
         for (int j = 0; j < vn->n && pair[k] < 0; j++) {
             const res_region_t *q = &res.regions[vn->first + j];
             if (!taken[j] && q->size != 0 && q->len == r->len) {
@@ -716,10 +721,14 @@ static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair)
                 pair[k] = j;
             }
         }
-        if (pair[k] < 0)
-            return -1;
+        if (pair[k] >= 0)
+            matched++;
+        else {
+            pair[k] = PAIR_NEW;
+            fresh++;
+        }
     }
-    return live_u == live_v ? 0 : -1;
+    return fresh == 0 || matched == live_v ? 0 : -1;
 }
 
 /* The hand-over of v's slot to u, up to u's copies issued (the mover, no res.lock;
@@ -741,11 +750,18 @@ static int handover(int u, int v)
         return -1;
     }
     uint64_t t = now_ns();
-    /* u's addresses onto v's physical memory, and access to them. */
+    /* u's addresses onto v's physical memory (or memory of their own: PAIR_NEW), and
+     * access to them. */
     int k = 0;
     for (; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         r->mapping = 0;
+        if (pair[k] == PAIR_NEW) {
+            if (map_region(r, dev) != 0)
+                break;
+            r->mapping = 1;
+            continue;
+        }
         if (pair[k] < 0)
             continue;
         vmm_t *q = vmm_find(res.regions[vn->first + pair[k]].va);
@@ -758,23 +774,35 @@ static int handover(int u, int v)
     if (ok)
         set_unit_access(un, dev, 0);
     for (int i = 0; ok && i < un->n; i++)
-        ok = pair[i] < 0 || res.regions[un->first + i].mapping;
+        ok = pair[i] == -1 || res.regions[un->first + i].mapping;
     /* The side stream waits for v's sum and its copy back (behind v's last calls). */
     if (ok)
         ok = ev.wait(res.side, vn->ck_done, 0) == cudaSuccess;
     if (!ok) {
-        unmap_mapped(un, 0); /* the physical memory is still v's */
+        /* v's physical memory is still v's; what was made for u goes */
+        for (int i = 0; i < un->n; i++) {
+            res_region_t *r = &res.regions[un->first + i];
+            if (r->mapping)
+                unmap_region(r, pair[i] == PAIR_NEW);
+            r->mapping = 0;
+        }
         return -1;
     }
     vn->ck_pending = 0;
-    /* The physical allocations change hands: u's regions own them from now on. */
+    /* The physical allocations change hands: u's regions own them from now on; v's
+     * that no region of u took are released by its tail. */
+    for (int j = 0; j < vn->n; j++)
+        res.regions[vn->first + j].handed = 0;
     for (int i = 0; i < un->n; i++) {
         res_region_t *r = &res.regions[un->first + i];
-        vmm_t *mine = pair[i] >= 0 ? vmm_find(r->va) : NULL;
-        vmm_t *theirs = pair[i] >= 0 ? vmm_find(res.regions[vn->first + pair[i]].va) : NULL;
+        if (pair[i] < 0)
+            continue;
+        vmm_t *mine = vmm_find(r->va);
+        vmm_t *theirs = vmm_find(res.regions[vn->first + pair[i]].va);
         if (mine != NULL && theirs != NULL)
             mine->handle = theirs->handle;
-        res.reused += (uint64_t)(pair[i] >= 0);
+        res.regions[vn->first + pair[i]].handed = 1;
+        res.reused++;
     }
     /* v is unloaded from here on in the counts; its tail unmaps it. */
     for (int j = 0; j < vn->n; j++)
@@ -831,10 +859,19 @@ void res_move_tail(int v, res_tail_t *out)
     out->sum = ck.host[v];
     uint64_t t1 = now_ns();
     uint64_t calls[2] = { 0, 0 };
-    if (unmap_regions(&res.regions[vn->first], vn->n, NULL, calls) != 0)
+    unsigned char ok[MOVE_REGIONS]; /* a hand-over's unit has at most MOVE_REGIONS */
+    if (vn->n > MOVE_REGIONS || unmap_regions(&res.regions[vn->first], vn->n, ok, calls) != 0)
         out->unmap_failed = 1;
     out->unmap_calls = calls[0];
     out->unmapped = calls[1];
+    /* Its physical memory the unit that came in did not take (it has fewer regions). */
+    for (int j = 0; j < vn->n && j < MOVE_REGIONS; j++) {
+        res_region_t *q = &res.regions[vn->first + j];
+        vmm_t *x = q->size != 0 && ok[j] && !q->handed ? vmm_find(q->va) : NULL;
+        if (x != NULL)
+            drv.release(x->handle);
+        q->handed = 0;
+    }
     out->ns_unmap = now_ns() - t1;
     out->ns_all = now_ns() - t;
     own_range_pop();
@@ -1171,7 +1208,7 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
         res_region_t *r = &res.regions[res.n_regions++];
         /* A region split before (res_split_tail) streams the part before its tail. */
         uint64_t len = v->tail_off != 0 ? v->tail_off : v->size;
-        *r = (res_region_t){ base, size < len ? size : len, len, NULL, (int)i, u->region_ids[k], 0, 0, NULL, 0 };
+        *r = (res_region_t){ base, size < len ? size : len, len, NULL, (int)i, u->region_ids[k], 0, 0, NULL, 0, 0 };
         if (ft_disc_region_off_max(disc, r->id, &r->seen) != 0)
             r->seen = len; /* never split */
         un->bytes += len;

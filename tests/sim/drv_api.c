@@ -387,13 +387,14 @@ void sim_api_exit(simcu_call_t *c)
 /* ------------------------------------------------------------------ init, devices */
 
 /* FTSIM_REPORT_PEAK=1: each device's peak physical memory at exit, the figure a
- * reading from outside the process (nvidia-smi) would give, less the context. */
+ * reading from outside the process (nvidia-smi) would give, less the context; and what
+ * is still in use then (physical memory nobody released). */
 static void report_peak(void)
 {
     for (int i = 0; i < g_sim.ndev; i++)
-        sim_log("device %d: peak physical memory %llu bytes (%.2f MiB) of %llu", i,
+        sim_log("device %d: peak physical memory %llu bytes (%.2f MiB) of %llu; %llu bytes in use at exit", i,
                 (unsigned long long)g_sim.dev[i].peak, (double)g_sim.dev[i].peak / 1048576.0,
-                (unsigned long long)g_sim.dev[i].capacity);
+                (unsigned long long)g_sim.dev[i].capacity, (unsigned long long)g_sim.dev[i].used);
 }
 
 static CUresult init_locked(void)

@@ -383,8 +383,10 @@ typedef struct {
     uint64_t ns_tail_wait, ns_tail_unmap, tail_written_back; /* of those: the checksum's wait,
                                                               * cuMemUnmap; copied back */
     uint64_t access_calls;    /* cuMemSetAccess calls of loads (several regions each at best) */
-    uint64_t unmap_calls, unmapped; /* cuMemUnmap calls of unloads and hand-overs' tails, and
-                                 * the regions they unmapped (several a call at best) */
+    uint64_t unmap_calls, unmapped; /* cuMemUnmap calls of unloads, and the regions they
+                                 * unmapped (several a call at best) */
+    uint64_t tail_unmap_calls, tail_unmapped; /* the same, of hand-overs' tails (res_tail_apply's
+                                 * own: the mover may be unloading meanwhile) */
     /* The measured step: an event at each pass's first launch; the time between two
      * consecutive ones is read once the later has completed (never waited for). */
     cudaEvent_t pass_ev[STEP_RING];

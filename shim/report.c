@@ -292,7 +292,8 @@ void ft_hooks_report(void)
                 (double)(res.ns_ck_wait + res.ns_tail_wait) / 1e3 / (double)res.loads,
                 (double)res.ns_back / 1e3 / (double)res.loads,
                 (double)(res.ns_unmap_call + res.ns_tail_unmap) / 1e3 / (double)res.loads,
-                (unsigned long long)res.unmap_calls, (unsigned long long)res.unmapped);
+                (unsigned long long)(res.unmap_calls + res.tail_unmap_calls),
+                (unsigned long long)(res.unmapped + res.tail_unmapped));
     if (streaming && res.loads > 0)
         FT_INFO("residency: of the mapping per load, %.1f us in cuMemMap, %.1f us in "
                 "cuMemSetAccess (%llu call(s) for %llu region(s)), %.1f us creating physical "

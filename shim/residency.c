@@ -911,8 +911,8 @@ void res_tail_apply(const res_tail_t *tl)
     res.tail_written_back += (uint64_t)verdict.write_back;
     res.ns_tail_wait += tl->ns_wait;
     res.ns_tail_unmap += tl->ns_unmap;
-    res.unmap_calls += tl->unmap_calls;
-    res.unmapped += tl->unmapped;
+    res.tail_unmap_calls += tl->unmap_calls;
+    res.tail_unmapped += tl->unmapped;
     res.ns_tail += tl->ns_all;
 }
 

@@ -296,7 +296,7 @@ static void hash_on_device(ft_disc_hash_req_t *q, size_t n, spilled_fn spilled)
         }
     }
     if (on_device && err == cudaSuccess)
-        err = REAL(cudaMemcpyAsync)(dh.host, dh.dev, n * sizeof *dh.host, cudaMemcpyDeviceToHost, ck.stream);
+        err = own_copy_async(dh.host, dh.dev, n * sizeof *dh.host, cudaMemcpyDeviceToHost, ck.stream);
     if (on_device && err == cudaSuccess)
         err = REAL(cudaStreamSynchronize)(ck.stream);
     for (size_t i = 0; i < n; i++) {
@@ -321,7 +321,7 @@ void spill_sum(vmm_t *v)
         return;
     if (REAL(cudaMemsetAsync)(dh.dev, 0, sizeof *dh.dev, ck.stream) != cudaSuccess ||
         checksum_launch(v->va, v->asked / 8, dh.dev) != CUDA_SUCCESS ||
-        REAL(cudaMemcpyAsync)(dh.host, dh.dev, sizeof *dh.dev, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
+        own_copy_async(dh.host, dh.dev, sizeof *dh.dev, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
         REAL(cudaStreamSynchronize)(ck.stream) != cudaSuccess)
         return;
     v->sum = dh.host[0];
@@ -350,7 +350,7 @@ int content_sum_add(uint64_t va, uint64_t words, uint64_t first_word)
 
 int content_sum_end(uint64_t *sum)
 {
-    if (REAL(cudaMemcpyAsync)(dh.host, dh.dev, sizeof *dh.dev, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
+    if (own_copy_async(dh.host, dh.dev, sizeof *dh.dev, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
         REAL(cudaStreamSynchronize)(ck.stream) != cudaSuccess)
         return -1;
     *sum = dh.host[0];

@@ -78,6 +78,40 @@ cudaError_t own_call(cudaError_t rc, cudaError_t pending)
     return rc;
 }
 
+/* A copy of FlexTensor's own that the device refused (async: at enqueue on s; else
+ * synchronous) is made once more: one of the program's bytes (a load, a copy back,
+ * FT_SPILL's moves) must happen, and one of FlexTensor's figures (a checksum read) is
+ * cheaper made again than done without. When the second is made, the first's error is
+ * taken back from the thread's last error (unless the application had one pending):
+ * the program checks it after every launch and would raise it as its own. When the
+ * second fails too, the error stays for the program to see: its bytes on one side are
+ * not what they should be (a sticky error, the device lost, fails every call anyway).
+ * Said at warning level. */
+static cudaError_t own_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s,
+                            int async)
+{
+    cudaError_t pending = own_pending();
+    cudaError_t rc = async ? REAL(cudaMemcpyAsync)(dst, src, n, kind, s) : REAL(cudaMemcpy)(dst, src, n, kind);
+    if (rc == cudaSuccess)
+        return rc;
+    cudaError_t again = async ? REAL(cudaMemcpyAsync)(dst, src, n, kind, s) : REAL(cudaMemcpy)(dst, src, n, kind);
+    FT_LOG_CAPPED(FT_LOG_WARN, 3, "a copy of FlexTensor's own (%zu bytes) failed (cudaError %d); made again: %s", n,
+                  (int)rc, again == cudaSuccess ? "done, the error taken back" : "failed too, the error left for the program");
+    if (again == cudaSuccess)
+        own_call(rc, pending);
+    return again;
+}
+
+cudaError_t own_copy_async(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    return own_copy(dst, src, n, kind, s, 1);
+}
+
+cudaError_t own_copy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    return own_copy(dst, src, n, kind, NULL, 0);
+}
+
 cudaError_t own_malloc(void **p, size_t n)
 {
     cudaError_t pending = own_pending();

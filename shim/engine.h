@@ -484,6 +484,8 @@ void events_resolve(void);
 void resolve_driver(void);
 cudaError_t own_pending(void);
 cudaError_t own_call(cudaError_t rc, cudaError_t pending);
+cudaError_t own_copy_async(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
+cudaError_t own_copy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
 cudaError_t own_malloc(void **p, size_t n);
 cudaError_t own_host_alloc(void **p, size_t n);
 cudaError_t own_stream(cudaStream_t *s);

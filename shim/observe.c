@@ -157,7 +157,7 @@ static void peek_pointer_arrays(kinfo_t *k, ft_scan_set_t *set, cudaStream_t str
         size_t len = end - set->ptr[i] < sizeof buf ? (size_t)(end - set->ptr[i]) : sizeof buf;
         /* A table FT_SPILL holds in host memory is read there. */
         if (!spilled_read(buf, set->ptr[i], len) &&
-            REAL(cudaMemcpy)(buf, (void *)(uintptr_t)set->ptr[i], len, cudaMemcpyDeviceToHost) != cudaSuccess)
+            own_copy_sync(buf, (void *)(uintptr_t)set->ptr[i], len, cudaMemcpyDeviceToHost) != cudaSuccess)
             continue;
         ft_scan_indirect(regions, buf, len, set);
     }

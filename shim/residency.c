@@ -270,7 +270,7 @@ int checksum_issue(int u)
                                 CUDA_SUCCESS)
             return -1;
     }
-    if (REAL(cudaMemcpyAsync)(ck.host + u, out, sizeof *out, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
+    if (own_copy_async(ck.host + u, out, sizeof *out, cudaMemcpyDeviceToHost, ck.stream) != cudaSuccess ||
         ev.record(un->ck_done, ck.stream) != cudaSuccess)
         return -1;
     un->ck_pending = 1;
@@ -357,7 +357,7 @@ static int unload_regions(res_region_t *rg, int n, int write_back, int keep)
         uint64_t t = now_ns();
         for (int k = 0; write_back && err == cudaSuccess && k < m; k++)
             if (r[k].size != 0 && vmm_find(r[k].va) != NULL)
-                err = REAL(cudaMemcpyAsync)(r[k].host, (void *)(uintptr_t)r[k].va, r[k].size,
+                err = own_copy_async(r[k].host, (void *)(uintptr_t)r[k].va, r[k].size,
                                             cudaMemcpyDeviceToHost, res.side);
         if (write_back && err == cudaSuccess)
             err = REAL(cudaStreamSynchronize)(res.side);
@@ -412,7 +412,7 @@ static void note_change(int u)
         unsigned char *dev = r->size != 0 && r->host != NULL ? malloc(r->size) : NULL;
         if (dev == NULL)
             continue;
-        if (REAL(cudaMemcpy)(dev, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost) == cudaSuccess) {
+        if (own_copy_sync(dev, (void *)(uintptr_t)r->va, r->size, cudaMemcpyDeviceToHost) == cudaSuccess) {
             const unsigned char *h = r->host;
             uint64_t lo = 0, hi = r->size;
             while (lo < r->size && dev[lo] == h[lo])
@@ -1013,7 +1013,9 @@ static void load_copies(int u, cudaStream_t stream, uint64_t t2)
         }
         r->mapping = 0;
         uint64_t t = now_ns();
-        REAL(cudaMemcpyAsync)((void *)(uintptr_t)r->va, r->host, r->size, cudaMemcpyHostToDevice, stream);
+        if (own_copy_async((void *)(uintptr_t)r->va, r->host, r->size, cudaMemcpyHostToDevice, stream) != cudaSuccess)
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region of %s in failed twice: its bytes on the "
+                          "device are not the program's", ft_disc_unit(disc, (size_t)u)->name);
         res.ns_copy += now_ns() - t;
         res.held_bytes += r->len;
         res.copied_in_bytes += r->size;
@@ -1627,7 +1629,7 @@ int res_split_tail(res_region_t *r, uint64_t ptr)
     CUmemGenericAllocationHandle t = 0;
     if (map_physical(dev, r->va + head, r->len - head, &t, 0, NULL, 0) != CUDA_SUCCESS)
         return 0;
-    if (REAL(cudaMemcpy)((void *)(uintptr_t)(r->va + head), (char *)r->host + head, r->size - head,
+    if (own_copy_sync((void *)(uintptr_t)(r->va + head), (char *)r->host + head, r->size - head,
                          cudaMemcpyHostToDevice) != cudaSuccess) {
         drv.unmap(r->va + head, r->len - head);
         drv.release(t);

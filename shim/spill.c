@@ -188,7 +188,7 @@ static int spill_out(vmm_t *v)
         spill_sum(v);
         managed_device_leave(prev);
     }
-    if (REAL(cudaMemcpy)(v->host, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess)
+    if (own_copy_sync(v->host, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess)
         return -1;
     if (drv.unmap(v->va, v->size) != CUDA_SUCCESS)
         return -1;
@@ -319,8 +319,14 @@ static void spill_in(vmm_t *v, cudaStream_t stream, uint64_t stamp)
     v->spilled = 0;
     spill_bytes -= v->size;
     spill_faults++;
-    /* Synchronous: other threads' streams may touch it as soon as it is mapped. */
-    REAL(cudaMemcpy)((void *)(uintptr_t)v->va, v->host, v->size, cudaMemcpyHostToDevice);
+    /* Synchronous: other threads' streams may touch it as soon as it is mapped. A copy
+     * that fails leaves the device's bytes other than the program's: said, and its
+     * error left for the program's next check to raise rather than taken back. */
+    cudaError_t err = own_copy_sync((void *)(uintptr_t)v->va, v->host, v->size, cudaMemcpyHostToDevice);
+    if (err != cudaSuccess)
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "FT_SPILL: copying an allocation of %zu bytes back to the device failed "
+                      "(cudaError %d): its bytes there are not the program's; the error is left for the "
+                      "program to see", v->size, (int)err);
     __atomic_fetch_add(&spill_ns, copy_ns(v->size, bw.h2d), __ATOMIC_RELAXED);
     moves.copies += copy_ns(v->size, bw.h2d);
 }
@@ -545,7 +551,7 @@ static void restore_one(vmm_t *x, void *ctx)
     x->spilled = 0;
     spill_bytes -= x->size;
     bytes[0] += x->size;
-    REAL(cudaMemcpy)((void *)(uintptr_t)x->va, x->host, x->size, cudaMemcpyHostToDevice);
+    own_copy_sync((void *)(uintptr_t)x->va, x->host, x->size, cudaMemcpyHostToDevice);
 }
 
 /* Every spilled allocation back on the device (res.lock held): the plan will not

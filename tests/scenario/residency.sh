@@ -82,6 +82,23 @@ for spill in 0 1; do
     cmp -s "$WORK/plain.plain" "$WORK/full-$spill.out" || fail "a nearly full device (FT_SPILL=$spill): output differs"
 done
 pass "a nearly full device: FlexTensor's own failed allocations leave no error for the program's cudaGetLastError; same output"
+# The device refuses one copy (FTSIM_FAIL_COPY=N: the Nth copy fails once at enqueue).
+# Where it is one of FlexTensor's own (a load, a copy back, FT_SPILL's moves, a
+# checksum read), it is made again and its error taken back: before, the program's
+# cudaGetLastError raised it (26 of the runs below died, or gave another output). The
+# program's own copies fail as they would without FlexTensor: those runs are not judged.
+own=0
+for n in $(seq 2 3 160); do
+    rc=0
+    FT_SPILL=1 FTSIM_FAIL_COPY=$n FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB \
+        shim "$MODEL" "${ARGS[@]}" >"$WORK/fc.out" 2>"$WORK/fc.err" || rc=$?
+    grep -q "a copy of FlexTensor's own .* failed (cudaError [0-9]*); made again: done" "$WORK/fc.err" || continue
+    own=$((own + 1))
+    [ "$rc" = 0 ] && cmp -s "$WORK/plain.plain" "$WORK/fc.out" ||
+        { sed 's/^/    | /' "$WORK/fc.err" >&2; fail "a refused copy of FlexTensor's own (FTSIM_FAIL_COPY=$n): rc $rc, or the output differs"; }
+done
+[ "$own" -ge 10 ] || fail "FTSIM_FAIL_COPY from 2 to 160 failed $own copies of FlexTensor's own: 10 at least wanted"
+pass "the device refuses one of FlexTensor's own copies ($own cases): made again, its error taken back; same output"
 # Without the device checksum (a driver that cannot JIT its PTX): discovery samples
 # the candidates' bytes instead and finds the same units; every unload copies back
 FTSIM_NO_JIT=1 run_pair nojit

@@ -339,43 +339,49 @@ static int unmap_regions(res_region_t *rg, int n, unsigned char *ok, uint64_t ca
     return failed ? -1 : 0;
 }
 
-/* Releases the physical memory of the regions rg[0 .. n) (a unit's; those with a size),
- * first copying their bytes back to their host stores when write_back is set; keep: an
- * unload to give a slot up, whose physical allocations may go to the unit loaded next
- * (res.spare), not the switch's. The calls that touched them have run. 0; -2 when a
- * copy back failed; -1 when only an unmapping or a release did. */
+/* Copies the regions rg[0 .. n) (those with a size) back to their host stores, on the
+ * side stream, and waits for them. The calls that touched them have run. 0, or the
+ * first error (every copy is still issued). */
+static cudaError_t copy_back_regions(res_region_t *rg, int n)
+{
+    /* On the side stream, not the legacy one: a copy there would wait for all the
+     * application's work, not only the unit's. */
+    cudaError_t err = cudaSuccess;
+    for (int k = 0; k < n; k++) {
+        cudaError_t e = rg[k].size != 0 && vmm_find(rg[k].va) != NULL
+                      ? own_copy_async(rg[k].host, (void *)(uintptr_t)rg[k].va, rg[k].size, cudaMemcpyDeviceToHost,
+                                       res.side)
+                      : cudaSuccess;
+        if (err == cudaSuccess)
+            err = e;
+    }
+    cudaError_t e = REAL(cudaStreamSynchronize)(res.side);
+    if (err == cudaSuccess)
+        err = e;
+    if (err != cudaSuccess)
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
+    return err;
+}
+
+/* Releases the physical memory of the regions rg[0 .. n) (a unit's; those with a size);
+ * keep: an unload to give a slot up, whose physical allocations may go to the unit
+ * loaded next (res.spare), not the switch's. 0; -1 when an unmapping or a release
+ * failed. */
 #define UNLOAD_CHUNK 256
-static int unload_regions(res_region_t *rg, int n, int write_back, int keep)
+static int release_regions(res_region_t *rg, int n, int keep)
 {
     int ret = 0;
     for (int c = 0; c < n; c += UNLOAD_CHUNK) {
         res_region_t *r = rg + c;
         int m = n - c < UNLOAD_CHUNK ? n - c : UNLOAD_CHUNK;
-        /* On the side stream, not the legacy one: a copy there would wait for all the
-         * application's work, not only the unit's. */
-        cudaError_t err = cudaSuccess;
         uint64_t t = now_ns();
-        for (int k = 0; write_back && err == cudaSuccess && k < m; k++)
-            if (r[k].size != 0 && vmm_find(r[k].va) != NULL)
-                err = own_copy_async(r[k].host, (void *)(uintptr_t)r[k].va, r[k].size,
-                                            cudaMemcpyDeviceToHost, res.side);
-        if (write_back && err == cudaSuccess)
-            err = REAL(cudaStreamSynchronize)(res.side);
-        if (err != cudaSuccess) {
-            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: copying a region back failed (cudaError %d)", (int)err);
-            ret = -2;
-        }
-        uint64_t t1 = now_ns();
         unsigned char ok[UNLOAD_CHUNK];
         uint64_t calls[2] = { 0, 0 };
         unmap_regions(r, m, ok, calls);
         if (keep) {
             res.unmap_calls += calls[0];
             res.unmapped += calls[1];
-        }
-        if (keep) {
-            res.ns_back += t1 - t;
-            res.ns_unmap_call += now_ns() - t1;
+            res.ns_unmap_call += now_ns() - t;
         }
         for (int k = 0; k < m; k++) {
             vmm_t *v = r[k].size != 0 ? vmm_find(r[k].va) : NULL;
@@ -386,7 +392,7 @@ static int unload_regions(res_region_t *rg, int n, int write_back, int keep)
                 res.spare[res.n_spare++] = (struct spare){ r[k].len, v->handle };
             else if (ok[k])
                 rc = drv.release(v->handle);
-            if (rc != CUDA_SUCCESS && ret == 0)
+            if (rc != CUDA_SUCCESS)
                 ret = -1;
         }
     }
@@ -468,7 +474,19 @@ static void unload_unit_ranged(int u)
                 "next load on (%s over the plan)", ft_disc_unit(disc, (size_t)u)->name,
                 FT_RES_KEEP_AFTER_CHANGES, human_bytes(un->bytes, a, sizeof a));
     }
-    unload_regions(&res.regions[un->first], un->n, write_back, 1);
+    /* A copy back that fails (twice: own_copy) leaves the unit where its bytes are,
+     * on the device: nothing the program wrote is lost. */
+    uint64_t t_back = now_ns();
+    cudaError_t back = write_back ? copy_back_regions(&res.regions[un->first], un->n) : cudaSuccess;
+    res.ns_back += now_ns() - t_back;
+    if (back != cudaSuccess) {
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: %s could not be copied back: it stays on the device",
+                      ft_disc_unit(disc, (size_t)u)->name);
+        un->pinned = 1;
+        res.loaded--;
+        return;
+    }
+    release_regions(&res.regions[un->first], un->n, 1);
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size != 0) /* else freed by the application */
@@ -1246,8 +1264,10 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
             }
             v->spilled = 0; /* the engine's from now on */
             spill_bytes -= v->size;
-        } else if (unload_regions(r, 1, how != HOST_SHARED, 0) == -2) {
-            filled = 0;
+        } else {
+            if (how != HOST_SHARED && copy_back_regions(r, 1) != cudaSuccess)
+                filled = 0;
+            release_regions(r, 1, 0);
         }
         *moved += r->size;
     }

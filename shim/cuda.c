@@ -82,23 +82,26 @@ cudaError_t own_call(cudaError_t rc, cudaError_t pending)
  * synchronous) is made once more: one of the program's bytes (a load, a copy back,
  * FT_SPILL's moves) must happen, and one of FlexTensor's figures (a checksum read) is
  * cheaper made again than done without. When the second is made, the first's error is
- * taken back from the thread's last error (unless the application had one pending):
- * the program checks it after every launch and would raise it as its own. When the
- * second fails too, the error stays for the program to see: its bytes on one side are
- * not what they should be (a sticky error, the device lost, fails every call anyway).
- * Said at warning level. */
+ * taken back from the thread's last error: the program checks it after every launch
+ * and would raise it as its own. (Nothing is asked before a copy: a runtime call of
+ * FlexTensor's inside the application's is a second record under its correlation id
+ * for the application's profiler, cupti_audit.sh. An error the application had
+ * pending was overwritten by the refused copy anyway. A copy through the driver,
+ * FT_DRIVER_OWN_CALLS=driver, leaves no runtime error to take back.) When the second
+ * fails too, the error stays for the program to see: its bytes on one side are not
+ * what they should be (a sticky error, the device lost, fails every call anyway). Said
+ * at warning level. */
 static cudaError_t own_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s,
                             int async)
 {
-    cudaError_t pending = own_pending();
     cudaError_t rc = async ? REAL(cudaMemcpyAsync)(dst, src, n, kind, s) : REAL(cudaMemcpy)(dst, src, n, kind);
     if (rc == cudaSuccess)
         return rc;
     cudaError_t again = async ? REAL(cudaMemcpyAsync)(dst, src, n, kind, s) : REAL(cudaMemcpy)(dst, src, n, kind);
     FT_LOG_CAPPED(FT_LOG_WARN, 3, "a copy of FlexTensor's own (%zu bytes) failed (cudaError %d); made again: %s", n,
                   (int)rc, again == cudaSuccess ? "done, the error taken back" : "failed too, the error left for the program");
-    if (again == cudaSuccess)
-        own_call(rc, pending);
+    if (again == cudaSuccess && !(ft_driver_hook_depth > 0 && own_via_driver))
+        own_call(rc, cudaSuccess);
     return again;
 }
 

@@ -298,9 +298,10 @@ static int unit_checksum(int u, uint64_t *sum)
 static int unmap_runs_refused;
 
 /* Unmaps the regions rg[0 .. n) that have a size (the others were freed by the
- * application), one cuMemUnmap per run of adjacent ones: a call costs 16-65 us on an
- * H200 whatever its size (bench/RESULTS.md), and a unit's regions usually lie end to
- * end (an allocation served in pieces: dozens of granules). ok[k] (may be NULL) is set
+ * application), one cuMemUnmap per run of adjacent ones, as access is set (a unit's
+ * regions usually lie end to end; an allocation served in pieces: dozens of granules).
+ * On the H100 the call's cost is per mapping, not per call (bench/RESULTS.md, twenty-
+ * second session): fewer calls save only their own overhead. ok[k] (may be NULL) is set
  * to whether region k was unmapped; calls[0] counts the calls, calls[1] the regions
  * unmapped. 0 when every one was. */
 static int unmap_regions(res_region_t *rg, int n, unsigned char *ok, uint64_t calls[2])

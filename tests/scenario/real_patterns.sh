@@ -225,9 +225,9 @@ for spill in 1 0; do
     misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/one-seg-$spill.err")
     [ -n "$misses" ] && [ "$misses" -le 6 ] || fail "one-seg-$spill: ${misses:-no} misses, at most 6 wanted"
 done
-# A unit's pieces lie end to end: one cuMemUnmap a run of them (a call costs 16-65 us
-# on an H200 whatever its size), not one a piece. A driver that refuses a range of
-# several mappings (FTSIM_VMM_UNMAP_ONE) gets one call a region from its refusal on.
+# A unit's pieces lie end to end: one cuMemUnmap a run of them, as access is set, not
+# one a piece. A driver that refuses a range of several mappings (FTSIM_VMM_UNMAP_ONE)
+# gets one call a region from its refusal on.
 # Units hold 7 or 8 pieces (a piece where two layers meet stays on the device): the
 # prefetching thread hands a leaving unit's memory to the next whatever their counts,
 # mapping what the larger lacks or releasing what the smaller leaves (26 of 55 moves

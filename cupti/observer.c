@@ -419,8 +419,10 @@ size_t ft_cupti_timing_collect(ft_cupti_kernel_t *out, size_t max)
     timing.flush(0);
     pthread_mutex_lock(&timing.lock);
     /* ext sorted by correlation id, for a binary search per kernel (the struct's first
-     * member is the id, so cmp_corr reads it) */
-    qsort(timing.ext, timing.n_ext, sizeof *timing.ext, cmp_corr);
+     * member is the id, so cmp_corr reads it); none may have come yet, ext still NULL
+     * (qsort's argument must not be: UBSan stopped a fresh-clone CI there) */
+    if (timing.n_ext > 1)
+        qsort(timing.ext, timing.n_ext, sizeof *timing.ext, cmp_corr);
     size_t n = 0;
     for (size_t i = 0; i < timing.n_k && n < max; i++) {
         size_t lo = 0, hi = timing.n_ext;

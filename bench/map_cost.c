@@ -69,15 +69,23 @@ static const char spin_ptx[] =
     "LOOP:\n  mov.u64 %t1, %clock64;\n  sub.u64 %d, %t1, %t0;\n"
     "  setp.lt.u64 %p, %d, %c;\n  @%p bra LOOP;\n  ret;\n}\n";
 
-static void measure(CUdevice dev, size_t size, const char *label)
+/* Physical memory on dev, as FlexTensor creates it; *gran its granularity. */
+static CUmemAllocationProp device_prop(CUdevice dev, size_t *gran)
 {
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = dev;
-    size_t gran = 0;
-    CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    *gran = 0;
+    CK(cuMemGetAllocationGranularity(gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    return prop;
+}
+
+static void measure(CUdevice dev, size_t size, const char *label)
+{
+    size_t gran;
+    CUmemAllocationProp prop = device_prop(dev, &gran);
     size = (size + gran - 1) / gran * gran;
     CUmemGenericAllocationHandle h;
     CUdeviceptr va;
@@ -120,13 +128,8 @@ static void measure(CUdevice dev, size_t size, const char *label)
 /* A unit of n pieces, as residency.c loads and unloads one: medians of ROUNDS. */
 static void pieces(CUdevice dev, int n)
 {
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    size_t g = 0;
-    CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t g;
+    CUmemAllocationProp prop = device_prop(dev, &g);
     CUmemGenericAllocationHandle *h = calloc((size_t)n, sizeof *h);
     CUdeviceptr va;
     CK(cuMemAddressReserve(&va, (size_t)n * g, 0, 0, 0));

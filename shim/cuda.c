@@ -91,13 +91,19 @@ cudaError_t own_call(cudaError_t rc, cudaError_t pending)
  * fails too, the error stays for the program to see: its bytes on one side are not
  * what they should be (a sticky error, the device lost, fails every call anyway). Said
  * at warning level. */
+static cudaError_t copy_once(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s,
+                             int async)
+{
+    return async ? REAL(cudaMemcpyAsync)(dst, src, n, kind, s) : REAL(cudaMemcpy)(dst, src, n, kind);
+}
+
 static cudaError_t own_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s,
                             int async)
 {
-    cudaError_t rc = async ? REAL(cudaMemcpyAsync)(dst, src, n, kind, s) : REAL(cudaMemcpy)(dst, src, n, kind);
+    cudaError_t rc = copy_once(dst, src, n, kind, s, async);
     if (rc == cudaSuccess)
         return rc;
-    cudaError_t again = async ? REAL(cudaMemcpyAsync)(dst, src, n, kind, s) : REAL(cudaMemcpy)(dst, src, n, kind);
+    cudaError_t again = copy_once(dst, src, n, kind, s, async);
     FT_LOG_CAPPED(FT_LOG_WARN, 3, "a copy of FlexTensor's own (%zu bytes) failed (cudaError %d); made again: %s", n,
                   (int)rc, again == cudaSuccess ? "done, the error taken back" : "failed too, the error left for the program");
     if (again == cudaSuccess && !(ft_driver_hook_depth > 0 && own_via_driver))

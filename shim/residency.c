@@ -809,9 +809,7 @@ static int handover(int u, int v)
     }
     vn->ck_pending = 0;
     /* The physical allocations change hands: u's regions own them from now on; v's
-     * that no region of u took are released by its tail. */
-    for (int j = 0; j < vn->n; j++)
-        res.regions[vn->first + j].handed = 0;
+     * that no region of u took are released by its tail (which clears `handed`). */
     for (int i = 0; i < un->n; i++) {
         res_region_t *r = &res.regions[un->first + i];
         if (pair[i] < 0)

@@ -136,6 +136,11 @@ typedef struct {
     /* A piece: the furthest end of the copies into the allocation that began in it
      * (atomic; vmm_note_copy), 0 none: discovery's extents of the tensors there. */
     uint64_t copy_end;
+    /* A piece: its memory is `handle`'s from phys_off on (phys.c: one allocation may
+     * back a run of pieces), and the driver mapping that begins at it covers map_n
+     * pieces (0: it lies inside an earlier piece's mapping; unmapped with it). */
+    uint64_t phys_off;
+    uint32_t map_n;
     UT_hash_handle hh;
 } vmm_t;
 
@@ -296,6 +301,8 @@ typedef struct {
     int partial;              /* its last load could not map every region (load_unit) */
     int demoted;              /* planned resident, made to stream by demote_for */
     uint64_t bytes;           /* mapped bytes of its regions */
+    uint64_t extra;           /* loaded: physical bytes it holds past its regions' (the
+                                 rest of an allocation its pieces use in part, phys.c) */
     /* The device checksum of its bytes as the host store holds them (ck below);
      * ref_valid 0: not known, every eviction writes back. */
     uint64_t ref;
@@ -369,6 +376,7 @@ typedef struct {
     struct spare {
         size_t len;
         CUmemGenericAllocationHandle h;
+        int pooled;           /* in phys.c's table: pieces take it from its start */
     } *spare;
     int n_spare, cap_spare;
     uint64_t reused, region_loads;
@@ -383,6 +391,7 @@ typedef struct {
     uint64_t ns_tail_wait, ns_tail_unmap, tail_written_back; /* of those: the checksum's wait,
                                                               * cuMemUnmap; copied back */
     uint64_t access_calls;    /* cuMemSetAccess calls of loads (several regions each at best) */
+    uint64_t map_calls;       /* cuMemMap calls of loads (a run of pieces each at best) */
     uint64_t unmap_calls, unmapped; /* cuMemUnmap calls of unloads, and the regions they
                                  * unmapped (several a call at best) */
     uint64_t tail_unmap_calls, tail_unmapped; /* the same, of hand-overs' tails (res_tail_apply's
@@ -864,6 +873,7 @@ size_t vmm_gran(void); /* the mapping granularity, 0 before the first allocation
 void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
 void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
 CUresult set_access(CUdevice dev, uint64_t va, size_t len);
+CUmemAllocationProp vmm_prop(CUdevice dev); /* pinned memory on dev */
 CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h, int given, uint64_t ns[3], int no_access);
 cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *place, uint64_t *admitted);
 uint64_t vmm_bytes(const vmm_t *v); /* an allocation's mapped bytes, all its pieces' */
@@ -872,6 +882,15 @@ vmm_t *vmm_piece_first(vmm_t *v);
 int piece_after(const ft_region_t *r, ft_region_t *q);
 uint64_t vmm_piece_span(uint64_t base);
 int vmm_free(void *p, int (*forget)(vmm_t *v));
+
+/* phys.c: physical allocations backing several pieces, with their references. */
+int phys_adopt(CUmemGenericAllocationHandle h, size_t size, int refs);
+CUresult phys_make(CUdevice dev, size_t size, CUmemGenericAllocationHandle *h);
+size_t phys_size(CUmemGenericAllocationHandle h);
+void phys_hold(CUmemGenericAllocationHandle h);
+int phys_drop(CUmemGenericAllocationHandle h);
+CUresult phys_release(CUmemGenericAllocationHandle h);
+void phys_count(uint64_t *n, uint64_t *bytes);
 
 /* The application thread a call comes from: discovery and profiling follow each
  * thread's passes on their own. */

@@ -295,11 +295,11 @@ void ft_hooks_report(void)
                 (unsigned long long)(res.unmap_calls + res.tail_unmap_calls),
                 (unsigned long long)(res.unmapped + res.tail_unmapped));
     if (streaming && res.loads > 0)
-        FT_INFO("residency: of the mapping per load, %.1f us in cuMemMap, %.1f us in "
+        FT_INFO("residency: of the mapping per load, %.1f us in cuMemMap (%llu call(s)), %.1f us in "
                 "cuMemSetAccess (%llu call(s) for %llu region(s)), %.1f us creating physical "
                 "memory (for %llu region(s) in all, no "
                 "unloaded one matching their size), %.1f us releasing what was not reused",
-                (double)res.ns_map_call / 1e3 / (double)res.loads,
+                (double)res.ns_map_call / 1e3 / (double)res.loads, (unsigned long long)res.map_calls,
                 (double)res.ns_access / 1e3 / (double)res.loads,
                 (unsigned long long)res.access_calls, (unsigned long long)res.region_loads,
                 (double)res.ns_create / 1e3 / (double)res.loads,

@@ -45,15 +45,23 @@
 
 res_state_t res = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* Maps physical memory over region r (an unloaded unit's, when one matches its size,
- * else new), without access yet: load_unit sets it once for each run of adjacent
- * regions, then copies their bytes in. */
+/* Region r's entry when it is a piece of an allocation served in pieces (vmm.c); NULL
+ * for a whole region, or one the application freed. */
+static vmm_t *piece_of(const res_region_t *r)
+{
+    vmm_t *v = r->size != 0 ? vmm_find(r->va) : NULL;
+    return v != NULL && v->piece ? v : NULL;
+}
+
+/* Maps physical memory over region r, a whole one (an unloaded unit's, when one
+ * matches its size, else new), without access yet: load_unit sets it once for each run
+ * of adjacent regions, then copies their bytes in. Pieces: map_pieces. */
 static int map_region(res_region_t *r, CUdevice dev)
 {
     CUmemGenericAllocationHandle h = 0;
     int given = 0;
     for (int i = 0; i < res.n_spare && !given; i++)
-        if (res.spare[i].len == r->len) {
+        if (!res.spare[i].pooled && res.spare[i].len == r->len) {
             h = res.spare[i].h;
             res.spare[i] = res.spare[--res.n_spare];
             res.reused++;
@@ -61,6 +69,7 @@ static int map_region(res_region_t *r, CUdevice dev)
         }
     uint64_t ns[3] = { 0, 0, 0 };
     CUresult rc = map_physical(dev, r->va, r->len, &h, given, ns, 1);
+    res.map_calls++;
     res.ns_create += ns[0];
     res.ns_map_call += ns[1];
     if (rc != CUDA_SUCCESS) {
@@ -73,11 +82,156 @@ static int map_region(res_region_t *r, CUdevice dev)
     return 0;
 }
 
-/* Undoes map_region when access cannot be set; `release`: its physical allocation
- * too (0: a hand-over's, still the leaving unit's). */
-static void unmap_region(res_region_t *r, int release)
+/* Where a load's pieces take physical memory from: a leaving unit's allocations, or
+ * the spares; each is used from its start. */
+typedef struct {
+    CUmemGenericAllocationHandle h;
+    size_t size;
+} phys_src_t;
+
+/* Lets go of piece v's reference to its allocation, mapped no more (the allocation
+ * released with the last reference). */
+static void drop_piece(vmm_t *v)
+{
+    if (phys_drop(v->handle))
+        phys_release(v->handle);
+}
+
+/* Maps the pieces of unit un that have a size and no mapping yet (r->mapping 0),
+ * without access: from src[0 .. n) in turn, each used from its start as far as it
+ * reaches, then from one new allocation for the rest. One cuMemMap per run of pieces
+ * adjacent in address and in their allocation: on the H100 the driver's mapping calls
+ * cost per mapping (1.5 ms of cuMemSetAccess and 1.0 ms of cuMemUnmap for 53 one-granule
+ * mappings, in one call or in 53), and a unit of an allocation's pieces is one run.
+ * Each piece mapped holds a reference to its allocation (phys.c); un->extra is what
+ * the last source used holds past the pieces (a leaving unit's allocation, used in part,
+ * stays whole). *used: the sources used, in part at least. 0; -1 when the device
+ * refused: nothing this call mapped stays mapped, its new allocation is released, and
+ * the sources are as they were. */
+static int map_pieces(res_unit_t *un, CUdevice dev, const phys_src_t *src, int n, int *used)
+{
+    uint64_t need = 0, cap = 0;
+    *used = 0;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        if (!r->mapping && piece_of(r) != NULL)
+            need += r->len;
+    }
+    if (need == 0)
+        return 0;
+    for (int i = 0; i < n; i++)
+        cap += src[i].size;
+    CUmemGenericAllocationHandle fresh = 0;
+    if (need > cap) {
+        uint64_t t = now_ns();
+        CUresult rc = phys_make(dev, need - cap, &fresh);
+        res.ns_create += now_ns() - t;
+        if (rc != CUDA_SUCCESS) {
+            FT_DEBUG("residency: %llu bytes of physical memory for pieces refused: %d",
+                     (unsigned long long)(need - cap), (int)rc);
+            return -1;
+        }
+    }
+    /* Each piece's place: source s from `off` on, then the new allocation. Sizes are
+     * whole granules, so a source is used up exactly before the next one starts. */
+    int s = 0;
+    uint64_t off = 0, fresh_off = 0, from_src = 0;
+    for (int k = 0; k < un->n; k++) {
+        res_region_t *r = &res.regions[un->first + k];
+        vmm_t *v = r->mapping ? NULL : piece_of(r);
+        if (v == NULL)
+            continue;
+        while (s < n && off + r->len > src[s].size) {
+            s++;
+            off = 0;
+        }
+        if (s < n) {
+            v->handle = src[s].h;
+            v->phys_off = off;
+            off += r->len;
+            from_src++;
+        } else {
+            v->handle = fresh;
+            v->phys_off = fresh_off;
+            fresh_off += r->len;
+        }
+    }
+    uint64_t t = now_ns();
+    int failed = 0;
+    for (int k = 0; k < un->n && !failed;) {
+        res_region_t *r = &res.regions[un->first + k];
+        vmm_t *v = r->mapping ? NULL : piece_of(r);
+        if (v == NULL) {
+            k++;
+            continue;
+        }
+        int end = k + 1;
+        uint64_t len = r->len;
+        for (;;) {
+            res_region_t *q = end < un->n ? &res.regions[un->first + end] : NULL;
+            vmm_t *w = q != NULL && !q->mapping && q->va == r->va + len ? piece_of(q) : NULL;
+            /* Not into the next allocation (its first piece): cudaFree unmaps one
+             * allocation's mappings. */
+            if (w == NULL || w->pieces != 0 || w->handle != v->handle || w->phys_off != v->phys_off + len)
+                break;
+            len += q->len;
+            end++;
+        }
+        res.map_calls++;
+        if (drv.map(r->va, len, v->phys_off, v->handle, 0) != CUDA_SUCCESS) {
+            FT_DEBUG("residency: mapping %llu bytes of pieces at %#llx failed", (unsigned long long)len,
+                     (unsigned long long)r->va);
+            failed = 1;
+            break;
+        }
+        for (int j = k; j < end; j++) {
+            res_region_t *q = &res.regions[un->first + j];
+            vmm_t *w = piece_of(q);
+            q->mapping = 1;
+            w->map_n = j == k ? (uint32_t)(end - k) : 0;
+            phys_hold(w->handle);
+        }
+        k = end;
+    }
+    res.ns_map_call += now_ns() - t;
+    if (failed) {
+        /* What this call mapped goes (no piece of un was mapped before it: a call maps
+         * them all or none); the sources keep their holders. */
+        for (int k = 0; k < un->n; k++) {
+            res_region_t *r = &res.regions[un->first + k];
+            vmm_t *v = r->mapping ? piece_of(r) : NULL;
+            if (v == NULL)
+                continue;
+            if (v->map_n > 0)
+                drv.unmap(r->va, (uint64_t)v->map_n * r->len);
+            phys_drop(v->handle);
+            r->mapping = 0;
+        }
+        if (fresh != 0)
+            phys_release(fresh);
+        return -1;
+    }
+    *used = s < n ? s + (off > 0) : n;
+    un->extra = s < n && off > 0 ? src[s].size - off : 0;
+    res.reused += from_src; /* regions mapped onto memory a unit held before */
+    return 0;
+}
+
+/* Undoes the mapping a load made at region r (r->mapping), before its copy was issued.
+ * A piece: the driver mapping that begins there (map_n pieces; one that lies inside
+ * another's goes with it), and its reference (the allocation released with the last).
+ * A whole region: its physical memory released too when `release` (0: a hand-over's,
+ * still the leaving unit's). */
+static void undo_mapping(res_region_t *r, int release)
 {
     vmm_t *v = vmm_find(r->va);
+    r->mapping = 0;
+    if (v != NULL && v->piece) {
+        if (v->map_n > 0)
+            drv.unmap(r->va, (uint64_t)v->map_n * r->len);
+        drop_piece(v);
+        return;
+    }
     drv.unmap(r->va, r->len);
     if (v != NULL && release) {
         drv.release(v->handle);
@@ -86,14 +240,13 @@ static void unmap_region(res_region_t *r, int release)
 }
 
 /* Undoes the mappings of unit un's regions that a load made (r->mapping), before it
- * issued a copy; `release` as unmap_region's. */
-static void unmap_mapped(res_unit_t *un, int release)
+ * issued a copy; `release` as undo_mapping's. `pieces_only`: its pieces alone. */
+static void unmap_mapped(res_unit_t *un, int release, int pieces_only)
 {
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
-        if (r->mapping)
-            unmap_region(r, release);
-        r->mapping = 0;
+        if (r->mapping && (!pieces_only || piece_of(r) != NULL))
+            undo_mapping(r, release);
     }
 }
 
@@ -101,11 +254,12 @@ static void unmap_mapped(res_unit_t *un, int release)
  * from then on. The driver's documentation allows a range of several mappings. */
 static int access_runs_refused;
 
-/* Sets access on the regions of unit un that map_region mapped (r->mapping), one call
- * per run of adjacent ones: the call costs the same for 2 MiB as for 196 MiB (tens of
- * us on the one-H200 machine, 500-700 us on the two-H200 one while the engine runs),
- * and a unit's regions, allocated one after another, usually lie end to end. A region
- * whose access cannot be set is unmapped again (r->mapping cleared). */
+/* Sets access on the regions of unit un that were mapped (r->mapping), one call per run
+ * of adjacent ones: the call costs the same for 2 MiB as for 196 MiB (tens of us on the
+ * one-H200 machine, 500-700 us on the two-H200 one while the engine runs), and a unit's
+ * regions, allocated one after another, usually lie end to end. A region whose access
+ * cannot be set is unmapped again (r->mapping cleared); a piece's, with every piece of
+ * the unit (their mappings span several). */
 static void set_unit_access(res_unit_t *un, CUdevice dev, int release)
 {
     uint64_t t = now_ns();
@@ -131,8 +285,10 @@ static void set_unit_access(res_unit_t *un, CUdevice dev, int release)
         if (rc != CUDA_SUCCESS) {
             FT_DEBUG("residency: access to %zu bytes at %#llx failed: %d", r->len,
                      (unsigned long long)r->va, (int)rc);
-            unmap_region(r, release);
-            r->mapping = 0;
+            if (piece_of(r) != NULL)
+                unmap_mapped(un, release, 1);
+            else
+                undo_mapping(r, release);
         }
         k = end;
     }
@@ -293,17 +449,27 @@ static int unit_checksum(int u, uint64_t *sum)
     return 0;
 }
 
-/* cuMemUnmap over several adjacent mappings was refused once: one call per region from
+/* cuMemUnmap over several adjacent mappings was refused once: one call per mapping from
  * then on (atomic: the prefetching thread unmaps too, res_move_tail). */
 static int unmap_runs_refused;
+
+/* How many of the regions rg[0 .. n) the driver mapping that begins at rg[0] covers: a
+ * piece's map_n (map_pieces), 1 for a whole region. */
+static int mapping_len(const res_region_t *rg, int n)
+{
+    vmm_t *v = vmm_find(rg[0].va);
+    int m = v != NULL && v->piece && v->map_n > 0 ? (int)v->map_n : 1;
+    return m < n ? m : n;
+}
 
 /* Unmaps the regions rg[0 .. n) that have a size (the others were freed by the
  * application), one cuMemUnmap per run of adjacent ones, as access is set (a unit's
  * regions usually lie end to end; an allocation served in pieces: dozens of granules).
- * On the H100 the call's cost is per mapping, not per call (bench/RESULTS.md, twenty-
- * second session): fewer calls save only their own overhead. ok[k] (may be NULL) is set
- * to whether region k was unmapped; calls[0] counts the calls, calls[1] the regions
- * unmapped. 0 when every one was. */
+ * A run holds whole driver mappings: a mapping of several pieces covers regions that
+ * follow one another in the unit (map_pieces). On the H100 the call's cost is per
+ * mapping, not per call (bench/RESULTS.md, twenty-second session): fewer calls save
+ * only their own overhead. ok[k] (may be NULL) is set to whether region k was unmapped;
+ * calls[0] counts the calls, calls[1] the regions unmapped. 0 when every one was. */
 static int unmap_regions(res_region_t *rg, int n, unsigned char *ok, uint64_t calls[2])
 {
     int failed = 0;
@@ -314,18 +480,18 @@ static int unmap_regions(res_region_t *rg, int n, unsigned char *ok, uint64_t ca
             k++;
             continue;
         }
-        int end = k + 1;
-        uint64_t run_end = rg[k].va + rg[k].len;
-        while (!__atomic_load_n(&unmap_runs_refused, __ATOMIC_RELAXED) && end < n && rg[end].size != 0 &&
-               rg[end].va == run_end)
+        int one = mapping_len(rg + k, n - k), refused = __atomic_load_n(&unmap_runs_refused, __ATOMIC_RELAXED);
+        int end = k + one;
+        uint64_t run_end = rg[end - 1].va + rg[end - 1].len;
+        while (!refused && end < n && rg[end].size != 0 && rg[end].va == run_end)
             run_end += rg[end++].len;
         CUresult rc = drv.unmap(rg[k].va, run_end - rg[k].va);
         calls[0]++;
-        if (rc != CUDA_SUCCESS && end - k > 1) {
+        if (rc != CUDA_SUCCESS && end - k > one) {
             if (!__atomic_exchange_n(&unmap_runs_refused, 1, __ATOMIC_RELAXED))
                 FT_INFO("residency: cuMemUnmap refused a range of %d adjacent regions (%d): one call "
-                        "per region from now on", end - k, (int)rc);
-            continue; /* again, region by region */
+                        "per mapping from now on", end - k, (int)rc);
+            continue; /* again, mapping by mapping */
         }
         if (rc != CUDA_SUCCESS) {
             FT_DEBUG("residency: unmapping %#llx failed: %d", (unsigned long long)rg[k].va, (int)rc);
@@ -368,35 +534,49 @@ static cudaError_t copy_back_regions(res_region_t *rg, int n)
  * keep: an unload to give a slot up, whose physical allocations may go to the unit
  * loaded next (res.spare), not the switch's. 0; -1 when an unmapping or a release
  * failed. */
-#define UNLOAD_CHUNK 256
 static int release_regions(res_region_t *rg, int n, int keep)
 {
-    int ret = 0;
-    for (int c = 0; c < n; c += UNLOAD_CHUNK) {
-        res_region_t *r = rg + c;
-        int m = n - c < UNLOAD_CHUNK ? n - c : UNLOAD_CHUNK;
-        uint64_t t = now_ns();
-        unsigned char ok[UNLOAD_CHUNK];
-        uint64_t calls[2] = { 0, 0 };
-        unmap_regions(r, m, ok, calls);
-        if (keep) {
-            res.unmap_calls += calls[0];
-            res.unmapped += calls[1];
-            res.ns_unmap_call += now_ns() - t;
-        }
-        for (int k = 0; k < m; k++) {
-            vmm_t *v = r[k].size != 0 ? vmm_find(r[k].va) : NULL;
-            if (v == NULL)
-                continue;
-            CUresult rc = ok[k] ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
-            if (ok[k] && keep && res.n_spare < res.cap_spare)
-                res.spare[res.n_spare++] = (struct spare){ r[k].len, v->handle };
-            else if (ok[k])
-                rc = drv.release(v->handle);
-            if (rc != CUDA_SUCCESS)
-                ret = -1;
-        }
+    /* One flag a region: a driver mapping of pieces may span hundreds (an allocation of
+     * every weight, one unit's part of it mapped at once), and the driver unmaps whole
+     * mappings only, so the regions are not taken in chunks. */
+    unsigned char small[256], *ok = n <= (int)sizeof small ? small : malloc((size_t)n);
+    if (ok == NULL) {
+        FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: out of memory unloading %d regions: their device memory "
+                      "stays mapped", n);
+        return -1;
     }
+    int ret = 0;
+    uint64_t t = now_ns();
+    uint64_t calls[2] = { 0, 0 };
+    unmap_regions(rg, n, ok, calls);
+    if (keep) {
+        res.unmap_calls += calls[0];
+        res.unmapped += calls[1];
+        res.ns_unmap_call += now_ns() - t;
+    }
+    for (int k = 0; k < n; k++) {
+        vmm_t *v = rg[k].size != 0 ? vmm_find(rg[k].va) : NULL;
+        if (v == NULL)
+            continue;
+        if (!ok[k]) {
+            ret = -1;
+            continue;
+        }
+        /* A piece's allocation goes with the last piece mapping it; one of several
+         * pieces (phys.c) is kept whole, for the pieces of the next load. */
+        if (v->piece && !phys_drop(v->handle))
+            continue;
+        size_t pooled = v->piece ? phys_size(v->handle) : 0;
+        CUresult rc = CUDA_SUCCESS;
+        if (keep && res.n_spare < res.cap_spare)
+            res.spare[res.n_spare++] = (struct spare){ pooled != 0 ? pooled : rg[k].len, v->handle, pooled != 0 };
+        else
+            rc = phys_release(v->handle);
+        if (rc != CUDA_SUCCESS)
+            ret = -1;
+    }
+    if (ok != small)
+        free(ok);
     return ret;
 }
 
@@ -493,6 +673,8 @@ static void unload_unit_ranged(int u)
         if (r->size != 0) /* else freed by the application */
             res.held_bytes -= r->len;
     }
+    res.held_bytes -= un->extra;
+    un->extra = 0;
     res.written_back += (uint64_t)write_back;
     un->loaded = 0;
     res.loaded -= !un->pinned; /* a pinned unit held no slot (ft_release unloads them too) */
@@ -500,21 +682,33 @@ static void unload_unit_ranged(int u)
 }
 
 /* The physical allocations kept from the unit just unloaded that no region of un can
- * take (more of a size than un has regions of it) are released before un's regions get
- * new ones: held together, the two would go over the budget. */
+ * take are released before un's regions get new ones: held together, the two would go
+ * over the budget. A whole region's must match its size (more of a size than un has
+ * regions of it go); pieces take the allocations of pieces from their starts, as many
+ * as they fill. */
 static void release_unmatched_spares(const res_unit_t *un)
 {
-    uint64_t t = now_ns();
+    uint64_t t = now_ns(), need = 0, have = 0;
+    for (int k = 0; k < un->n; k++)
+        if (piece_of(&res.regions[un->first + k]) != NULL)
+            need += res.regions[un->first + k].len;
     for (int i = res.n_spare - 1; i >= 0; i--) {
-        int want = 0, have = 0;
-        for (int k = 0; k < un->n; k++) {
-            const res_region_t *r = &res.regions[un->first + k];
-            want += r->size != 0 && r->len == res.spare[i].len;
+        int drop;
+        if (res.spare[i].pooled) {
+            drop = have >= need;
+            have += drop ? 0 : res.spare[i].len;
+        } else {
+            int want = 0, same = 0;
+            for (int k = 0; k < un->n; k++) {
+                const res_region_t *r = &res.regions[un->first + k];
+                want += r->size != 0 && r->len == res.spare[i].len && piece_of(r) == NULL;
+            }
+            for (int j = 0; j < res.n_spare; j++)
+                same += !res.spare[j].pooled && res.spare[j].len == res.spare[i].len;
+            drop = same > want;
         }
-        for (int j = 0; j < res.n_spare; j++)
-            have += res.spare[j].len == res.spare[i].len;
-        if (have > want) {
-            drv.release(res.spare[i].h);
+        if (drop) {
+            phys_release(res.spare[i].h);
             res.spare[i] = res.spare[--res.n_spare];
         }
     }
@@ -565,7 +759,7 @@ static void release_spares(void)
 {
     uint64_t t = now_ns();
     while (res.n_spare > 0)
-        drv.release(res.spare[--res.n_spare].h);
+        phys_release(res.spare[--res.n_spare].h);
     res.ns_release += now_ns() - t;
 }
 
@@ -715,24 +909,52 @@ int res_move_one(int u, int keep)
  * host, as before. */
 /* For each region k of u, the index in v's regions of the one whose physical
  * allocation it takes (pair[k]; -1: a freed region; PAIR_NEW: none left of its size, it
- * gets memory of its own). 0 when the two fit: every live region of v taken (u may have
- * more, mapped anew), or every region of u matched (v may have more, released by its
- * tail). Never both at once: for a moment u's new memory and v's left-over memory
- * would be held together, over the slot. */
+ * gets memory of its own; PAIR_PIECE: a piece, mapped from src). Whole regions pair by
+ * size; u's pieces take v's pieces' allocations (src[0 .. *n_src), in v's order, those
+ * that were not in phys.c's table put there, held by v's piece) from their starts, and
+ * one new allocation past them. 0 when the two fit: every live region and every
+ * allocation of v taken (u may have more, mapped anew), or every region of u served
+ * from v's (v may have more, released by its tail). Never both at once: for a moment
+ * u's new memory and v's left-over memory would be held together, over the slot. */
 #define PAIR_NEW (-2)
-static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair)
+#define PAIR_PIECE (-3)
+static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair, phys_src_t *src, int *n_src)
 {
     unsigned char taken[MOVE_REGIONS] = { 0 };
-    int live_v = 0, matched = 0, fresh = 0;
+    int live_v = 0, matched = 0, fresh = 0, leftover = 0;
+    uint64_t need = 0, cap = 0;
+    *n_src = 0;
     if (un->n > MOVE_REGIONS || vn->n > MOVE_REGIONS)
         return -1;
-    for (int j = 0; j < vn->n; j++)
-        live_v += res.regions[vn->first + j].size != 0;
+    for (int j = 0; j < vn->n; j++) {
+        const res_region_t *q = &res.regions[vn->first + j];
+        vmm_t *x = piece_of(q);
+        if (x == NULL) {
+            live_v += q->size != 0;
+            continue;
+        }
+        taken[j] = 1; /* a piece: no whole region pairs with it */
+        int i = 0;
+        while (i < *n_src && src[i].h != x->handle)
+            i++;
+        if (i < *n_src)
+            continue;
+        size_t size = phys_size(x->handle);
+        if (size == 0 && phys_adopt(x->handle, size = q->len, 1) != 0)
+            return -1;
+        src[(*n_src)++] = (phys_src_t){ x->handle, size };
+        cap += size;
+    }
     for (int k = 0; k < un->n; k++) {
         const res_region_t *r = &res.regions[un->first + k];
         pair[k] = -1;
         if (r->size == 0)
             continue;
+        if (piece_of(r) != NULL) {
+            pair[k] = PAIR_PIECE;
+            need += r->len;
+            continue;
+        }
         for (int j = 0; j < vn->n && pair[k] < 0; j++) {
             const res_region_t *q = &res.regions[vn->first + j];
             if (!taken[j] && q->size != 0 && q->len == r->len) {
@@ -747,7 +969,17 @@ static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair)
             fresh++;
         }
     }
-    return fresh == 0 || matched == live_v ? 0 : -1;
+    leftover = matched < live_v;
+    if (need > cap)
+        fresh++;
+    else { /* the allocations past those u's pieces fill are released by v's tail */
+        uint64_t filled = 0;
+        int i = 0;
+        while (i < *n_src && filled < need)
+            filled += src[i++].size;
+        leftover |= i < *n_src;
+    }
+    return fresh == 0 || !leftover ? 0 : -1;
 }
 
 /* The hand-over of v's slot to u, up to u's copies issued (the mover, no res.lock;
@@ -758,23 +990,25 @@ static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair)
 static int handover(int u, int v)
 {
     res_unit_t *un = &res.units[u], *vn = &res.units[v];
-    int pair[MOVE_REGIONS];
+    int pair[MOVE_REGIONS], n_src = 0, used = 0;
+    phys_src_t src[MOVE_REGIONS];
     CUdevice dev;
     /* Why not, for the exit report. */
     int why = !vn->ck_pending ? HO_NO_SUM : vn->ck_uses != vn->uses ? HO_USED_SINCE : !vn->ck_back ? HO_NO_BACK
-            : handover_pairs(un, vn, pair) != 0 ? HO_SIZES
+            : handover_pairs(un, vn, pair, src, &n_src) != 0 ? HO_SIZES
             : vn->pinned || !vn->loaded || vn->partial || managed_cu_device(&dev) != 0 ? HO_OTHER : -1;
     if (why >= 0) {
         res.ho_refused[why]++;
         return -1;
     }
     uint64_t t = now_ns();
-    /* u's addresses onto v's physical memory (or memory of their own: PAIR_NEW), and
-     * access to them. */
+    /* u's addresses onto v's physical memory (or memory of their own: PAIR_NEW, and
+     * pieces past v's), and access to them. */
     int k = 0;
+    for (int i = 0; i < un->n; i++)
+        res.regions[un->first + i].mapping = 0;
     for (; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
-        r->mapping = 0;
         if (pair[k] == PAIR_NEW) {
             if (map_region(r, dev) != 0)
                 break;
@@ -782,13 +1016,14 @@ static int handover(int u, int v)
             continue;
         }
         if (pair[k] < 0)
-            continue;
+            continue; /* freed, or a piece (below) */
         vmm_t *q = vmm_find(res.regions[vn->first + pair[k]].va);
+        res.map_calls++;
         if (q == NULL || drv.map(r->va, r->len, 0, q->handle, 0) != CUDA_SUCCESS)
             break;
         r->mapping = 1;
     }
-    int ok = k == un->n;
+    int ok = k == un->n && map_pieces(un, dev, src, n_src, &used) == 0;
     res.ho_refused[HO_OTHER] += (uint64_t)!ok;
     if (ok)
         set_unit_access(un, dev, 0);
@@ -799,17 +1034,15 @@ static int handover(int u, int v)
         ok = ev.wait(res.side, vn->ck_done, 0) == cudaSuccess;
     if (!ok) {
         /* v's physical memory is still v's; what was made for u goes */
-        for (int i = 0; i < un->n; i++) {
-            res_region_t *r = &res.regions[un->first + i];
-            if (r->mapping)
-                unmap_region(r, pair[i] == PAIR_NEW);
-            r->mapping = 0;
-        }
+        for (int i = 0; i < un->n; i++)
+            if (res.regions[un->first + i].mapping)
+                undo_mapping(&res.regions[un->first + i], pair[i] == PAIR_NEW);
         return -1;
     }
     vn->ck_pending = 0;
-    /* The physical allocations change hands: u's regions own them from now on; v's
-     * that no region of u took are released by its tail (which clears `handed`). */
+    /* The physical allocations change hands: u's whole regions own theirs from now on;
+     * v's that none took are released by its tail (which clears `handed`). u's pieces
+     * hold references of their own to v's pieces' allocations; the tail drops v's. */
     for (int i = 0; i < un->n; i++) {
         res_region_t *r = &res.regions[un->first + i];
         if (pair[i] < 0)
@@ -825,6 +1058,8 @@ static int handover(int u, int v)
     for (int j = 0; j < vn->n; j++)
         if (res.regions[vn->first + j].size != 0)
             res.held_bytes -= res.regions[vn->first + j].len;
+    res.held_bytes -= vn->extra;
+    vn->extra = 0;
     vn->loaded = 0;
     res.loaded--;
     res.unloads++;
@@ -881,11 +1116,14 @@ void res_move_tail(int v, res_tail_t *out)
         out->unmap_failed = 1;
     out->unmap_calls = calls[0];
     out->unmapped = calls[1];
-    /* Its physical memory the unit that came in did not take (it has fewer regions). */
+    /* Its physical memory the unit that came in did not take (it has fewer regions);
+     * its pieces' references (an allocation u's pieces map stays theirs). */
     for (int j = 0; j < vn->n && j < MOVE_REGIONS; j++) {
         res_region_t *q = &res.regions[vn->first + j];
-        vmm_t *x = q->size != 0 && ok[j] && !q->handed ? vmm_find(q->va) : NULL;
-        if (x != NULL)
+        vmm_t *x = q->size != 0 && ok[j] ? vmm_find(q->va) : NULL;
+        if (x != NULL && x->piece)
+            drop_piece(x);
+        else if (x != NULL && !q->handed)
             drv.release(x->handle);
         q->handed = 0;
     }
@@ -953,11 +1191,13 @@ static int map_short(int u, CUdevice dev)
     res_unit_t *un = &res.units[u];
     release_spares();
     for (int synced = 0;;) {
+        int used;
         for (int k = 0; k < un->n; k++) {
             res_region_t *r = &res.regions[un->first + k];
-            if (r->size != 0 && !r->mapping)
+            if (r->size != 0 && !r->mapping && piece_of(r) == NULL)
                 r->mapping = map_region(r, dev) == 0;
         }
+        map_pieces(un, dev, NULL, 0, &used);
         if (!regions_short(un))
             return 0;
         int v = -1;
@@ -979,6 +1219,26 @@ static int map_short(int u, CUdevice dev)
     }
 }
 
+/* Maps unit un's pieces (map_pieces) from the spares kept for pieces, which the load
+ * takes (release_unmatched_spares left no more than it fills); on a refusal they stay
+ * spares. */
+#define SPARE_SOURCES 64
+static void map_pieces_spared(res_unit_t *un, CUdevice dev)
+{
+    phys_src_t src[SPARE_SOURCES];
+    int n = 0, used = 0;
+    for (int i = res.n_spare - 1; i >= 0 && n < SPARE_SOURCES; i--)
+        if (res.spare[i].pooled) {
+            src[n++] = (phys_src_t){ res.spare[i].h, res.spare[i].len };
+            res.spare[i] = res.spare[--res.n_spare];
+        }
+    if (map_pieces(un, dev, src, n, &used) != 0)
+        used = 0;
+    /* Not taken (none when mapped: the spares were no more than the pieces fill). */
+    for (int i = used; i < n; i++)
+        res.spare[res.n_spare++] = (struct spare){ src[i].size, src[i].h, 1 };
+}
+
 /* Maps unit u's regions and copies its bytes in on `stream`; room made. When the device
  * has no physical memory for a region (map_short could not make it, or this is the
  * prefetching thread, which chooses no unit to leave), nothing is loaded: u stays out,
@@ -992,10 +1252,13 @@ static void load_body(int u, cudaStream_t stream)
     int have_dev = managed_cu_device(&dev) == 0;
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
-        r->mapping = r->size != 0 && have_dev && map_region(r, dev) == 0; /* size 0: freed */
+        /* size 0: freed */
+        r->mapping = r->size != 0 && have_dev && piece_of(r) == NULL && map_region(r, dev) == 0;
     }
+    if (have_dev)
+        map_pieces_spared(un, dev);
     if (have_dev && regions_short(un) && (mover_here() || map_short(u, dev) != 0)) {
-        unmap_mapped(un, 1);
+        unmap_mapped(un, 1, 0);
         res.short_failed++;
         char a[32];
         FT_LOG_CAPPED(FT_LOG_ERROR, 3, "residency: the device has no physical memory for %s (%s): %s",
@@ -1039,6 +1302,7 @@ static void load_copies(int u, cudaStream_t stream, uint64_t t2)
         res.region_loads++;
     }
     timing_load_end(u, stream);
+    res.held_bytes += un->extra;
     res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
     ev.record(un->ready, stream);
     un->ready_recorded = 1;
@@ -1521,9 +1785,11 @@ int res_forget(vmm_t *v)
     }
     res_region_t *r = engine_phase() == PHASE_STREAMING ? res_find(v->va) : NULL;
     if (r != NULL) {
-        mapped = res.units[r->unit].loaded;
+        res_unit_t *un = &res.units[r->unit];
+        mapped = un->loaded;
         if (mapped)
-            res.held_bytes -= r->len;
+            res.held_bytes -= r->len + un->extra;
+        un->extra = 0; /* counted with its first region freed */
         r->va = r->size = 0;
         host_store_free(r->host);
         r->host = NULL;
@@ -1586,6 +1852,8 @@ int res_make_resident(int u)
     if (!un->loaded || un->partial || (un->ready_recorded && ev.sync(un->ready) != cudaSuccess))
         return -1;
     res.loaded -= !un->pinned;
+    res.held_bytes -= un->extra; /* the rest of its pieces' allocation stays its own */
+    un->extra = 0;
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size != 0)

@@ -245,7 +245,22 @@ struct lru_pick {
     uint64_t movable;           /* the bytes of every allocation that could leave */
 };
 
-/* Whether x's allocation may leave the device at all (x its first piece, or no piece). */
+/* Whether every piece of v's allocation (v the first) is mapped alone, as vmm.c made
+ * it: once the residency engine has mapped them from allocations that back several
+ * (phys.c), spill_out, which unmaps and releases one piece at a time, cannot (in a
+ * vmm_each callback). */
+static int pieces_apart(const vmm_t *v)
+{
+    for (uint32_t k = 0; v->piece && k < v->pieces; k++) {
+        const vmm_t *x = k == 0 ? v : vmm_find_held(v->va + (uint64_t)k * v->size);
+        if (x != NULL && (x->map_n != 1 || phys_size(x->handle) != 0))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether x's allocation may leave the device at all (x its first piece, or no piece;
+ * in a vmm_each callback). */
 static int may_leave(const vmm_t *x, uint64_t budget)
 {
     uint64_t bytes = vmm_bytes(x);
@@ -256,7 +271,7 @@ static int may_leave(const vmm_t *x, uint64_t budget)
      * (on the H100, transformers' 2.84 GiB allocation of every weight at a 970 MiB
      * budget moved 470846 allocations in and out before the plan, and the program ran
      * out of time in profiling). */
-    if (!host_can_hold(bytes) || x->tail_off != 0)
+    if (!host_can_hold(bytes) || x->tail_off != 0 || !pieces_apart(x))
         return 0;
     if (budget != 0 && bytes > budget) {
         char a[32], b[32];

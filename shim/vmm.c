@@ -99,7 +99,7 @@ void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx)
 }
 
 /* Pinned memory on device dev: what every physical allocation of the shim is. */
-static CUmemAllocationProp device_prop(CUdevice dev)
+CUmemAllocationProp vmm_prop(CUdevice dev)
 {
     CUmemAllocationProp prop = { 0 };
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -129,7 +129,7 @@ CUresult set_access(CUdevice dev, uint64_t va, size_t len)
 CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h,
                              int given, uint64_t ns[3], int no_access)
 {
-    CUmemAllocationProp prop = device_prop(dev);
+    CUmemAllocationProp prop = vmm_prop(dev);
     uint64_t t0 = ns != NULL ? now_ns() : 0;
     CUresult rc = given ? CUDA_SUCCESS : drv.create(h, len, &prop, 0);
     if (rc != CUDA_SUCCESS)
@@ -166,7 +166,7 @@ static int vmm_ready(CUdevice *dev)
     /* Written once (the first thread to learn it) and read with acquire, so that the
      * plain reads after vmm_ready returns are ordered after that one write. */
     if (__atomic_load_n(&vmm_granularity, __ATOMIC_ACQUIRE) == 0) {
-        CUmemAllocationProp prop = device_prop(*dev);
+        CUmemAllocationProp prop = vmm_prop(*dev);
         size_t g = 0, none = 0;
         if (drv.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) {
             FT_WARN("virtual memory management unavailable; allocations are not evictable");
@@ -362,7 +362,7 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
             break;
         }
         *p[k] = (vmm_t){ .va = va + k * g, .size = g, .asked = size - k * g < g ? size - k * g : g, .handle = h,
-                         .piece = 1, .pieces = k == 0 ? (uint32_t)n : 0 };
+                         .piece = 1, .pieces = k == 0 ? (uint32_t)n : 0, .map_n = 1 };
     }
     if (rc == CUDA_SUCCESS)
         rc = set_access(dev, va, len);
@@ -457,8 +457,12 @@ static void release_one(vmm_t *v, int (*forget)(vmm_t *v))
      * loaded; the tail is mapped for good, with physical memory of its own. */
     uint64_t head = v->tail_off != 0 ? v->tail_off : v->size;
     CUresult rc = CUDA_SUCCESS;
-    if (mapped && (rc = drv.unmap(v->va, head)) == CUDA_SUCCESS)
-        drv.release(v->handle);
+    /* A piece inside an earlier piece's mapping went with it (vmm_free releases the
+     * pieces in address order); the driver unmaps whole mappings only. */
+    if (mapped && !(v->piece && v->map_n == 0))
+        rc = drv.unmap(v->va, v->piece ? (uint64_t)v->map_n * v->size : head);
+    if (mapped && rc == CUDA_SUCCESS && phys_drop(v->handle))
+        phys_release(v->handle);
     if (rc == CUDA_SUCCESS && v->tail_off != 0 && (rc = drv.unmap(v->va + v->tail_off, v->size - v->tail_off)) ==
         CUDA_SUCCESS)
         drv.release(v->tail_h);

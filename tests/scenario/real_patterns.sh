@@ -227,7 +227,7 @@ for spill in 1 0; do
 done
 # A unit's pieces lie end to end: one cuMemUnmap a run of them, as access is set, not
 # one a piece. A driver that refuses a range of several mappings (FTSIM_VMM_UNMAP_ONE)
-# gets one call a region from its refusal on.
+# gets one call a mapping from its refusal on.
 # Units hold 7 or 8 pieces (a piece where two layers meet stays on the device): the
 # prefetching thread hands a leaving unit's memory to the next whatever their counts,
 # mapping what the larger lacks or releasing what the smaller leaves (26 of 55 moves
@@ -243,8 +243,15 @@ done
 calls=$(sed -nE 's/.*in cuMemUnmap \(([0-9]+) call\(s\) for ([0-9]+) region.*/\1 \2/p' "$WORK/one-seg-0.err")
 set -- $calls
 [ $# = 2 ] && [ "$1" -gt 0 ] && [ $(($1 * 4)) -le "$2" ] || fail "one-seg: ${1:-no} cuMemUnmap call(s) for ${2:-no} regions, a run of pieces a call wanted"
+# A load maps a run of a unit's pieces from one physical allocation, in one cuMemMap
+# (the driver's mapping calls cost per mapping: 53 mappings of a unit took 3 ms a move
+# on the H100), taking the leaving unit's allocations from their starts: one call a
+# piece before (937 for 937 regions here).
+calls=$(sed -nE 's/.*in cuMemMap \(([0-9]+) call\(s\)\).*for ([0-9]+) region\(s\)\).*/\1 \2/p' "$WORK/one-seg-0.err")
+set -- $calls
+[ $# = 2 ] && [ "$1" -gt 0 ] && [ $(($1 * 4)) -le "$2" ] || fail "one-seg: ${1:-no} cuMemMap call(s) for ${2:-no} regions loaded, a run of pieces a call wanted"
 compare_run one-seg-unmap-one --layers 8 --dim 2048 --segments 136 -- FTSIM_VMM_UNMAP_ONE=1 FT_GPU_MEM_LIMIT=64MiB
-expect_grep 'residency: cuMemUnmap refused a range of [0-9]+ adjacent regions \(1\): one call per region from now on' \
+expect_grep 'residency: cuMemUnmap refused a range of [0-9]+ adjacent regions \(1\): one call per mapping from now on' \
     "$WORK/one-seg-unmap-one.err" "one-seg, one mapping a cuMemUnmap"
 expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-unmap-one.err" "one-seg, one mapping a cuMemUnmap"
 # ... and two threads running the model on streams of their own; and a captured
@@ -254,5 +261,5 @@ compare_run one-seg-threads --layers 8 --dim 2048 --segments 136 --threads 2 -- 
 expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-threads.err" "one-seg, two threads"
 compare_run one-seg-graph --layers 8 --dim 2048 --segments 136 --iters 6 --graph 3 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB
 expect_grep 'CUDA graphs: 3 launch\(es\) guarded' "$WORK/one-seg-graph.err" "one-seg, a graph"
-pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces unmapped in one call (one a piece where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
+pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces mapped from one physical allocation and unmapped in one call (one a mapping where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
 pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

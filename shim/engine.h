@@ -301,8 +301,6 @@ typedef struct {
     int partial;              /* its last load could not map every region (load_unit) */
     int demoted;              /* planned resident, made to stream by demote_for */
     uint64_t bytes;           /* mapped bytes of its regions */
-    uint64_t extra;           /* loaded: physical bytes it holds past its regions' (the
-                                 rest of an allocation its pieces use in part, phys.c) */
     /* The device checksum of its bytes as the host store holds them (ck below);
      * ref_valid 0: not known, every eviction writes back. */
     uint64_t ref;
@@ -376,7 +374,7 @@ typedef struct {
     struct spare {
         size_t len;
         CUmemGenericAllocationHandle h;
-        int pooled;           /* in phys.c's table: pieces take it from its start */
+        int pieces;           /* a piece's or a run of pieces' (map_pieces maps it whole) */
     } *spare;
     int n_spare, cap_spare;
     uint64_t reused, region_loads;

@@ -61,7 +61,7 @@ static int map_region(res_region_t *r, CUdevice dev)
     CUmemGenericAllocationHandle h = 0;
     int given = 0;
     for (int i = 0; i < res.n_spare && !given; i++)
-        if (!res.spare[i].pooled && res.spare[i].len == r->len) {
+        if (!res.spare[i].pieces && res.spare[i].len == r->len) {
             h = res.spare[i].h;
             res.spare[i] = res.spare[--res.n_spare];
             res.reused++;
@@ -98,66 +98,27 @@ static void drop_piece(vmm_t *v)
 }
 
 /* Maps the pieces of unit un that have a size and no mapping yet (r->mapping 0),
- * without access: from src[0 .. n) in turn, each used from its start as far as it
- * reaches, then from one new allocation for the rest. One cuMemMap per run of pieces
- * adjacent in address and in their allocation: on the H100 the driver's mapping calls
- * cost per mapping (1.5 ms of cuMemSetAccess and 1.0 ms of cuMemUnmap for 53 one-granule
- * mappings, in one call or in 53), and a unit of an allocation's pieces is one run.
- * Each piece mapped holds a reference to its allocation (phys.c); un->extra is what
- * the last source used holds past the pieces (a leaving unit's allocation, used in part,
- * stays whole). *used: the sources used, in part at least. 0; -1 when the device
- * refused: nothing this call mapped stays mapped, its new allocation is released, and
- * the sources are as they were. */
-static int map_pieces(res_unit_t *un, CUdevice dev, const phys_src_t *src, int n, int *used)
+ * without access, one driver mapping per physical allocation, each mapped whole: the
+ * H100's driver maps no part of one (CUDA_ERROR_NOT_SUPPORTED, at offset 0 or past it),
+ * and its mapping calls cost per mapping (53 one-granule mappings: 1.0 ms to set access
+ * and 0.7 ms to unmap; one mapping of the 53 granules: 33 and 21 us; bench/map_cost.c).
+ * Each run of such pieces (adjacent in address, of one allocation) takes, from its
+ * start, the sources src[0 .. n) that fit whole in what is left of it (first fit;
+ * taken[i] set), then one new allocation for the rest of it; or one new allocation for
+ * all of it where that would make more than RUN_PARTS mappings. Each piece mapped holds a
+ * reference to its allocation (phys.c). `dry`: nothing is made, mapped or written but
+ * taken[]. *fresh: the new allocations made (or needed). 0; -1 when the device refused:
+ * nothing this call mapped stays mapped, its new allocations are released, and the
+ * sources are as they were. */
+#define RUN_PARTS 4
+static int map_pieces(res_unit_t *un, CUdevice dev, const phys_src_t *src, int n, unsigned char *taken, int dry,
+                      int *fresh)
 {
-    uint64_t need = 0, cap = 0;
-    *used = 0;
-    for (int k = 0; k < un->n; k++) {
-        res_region_t *r = &res.regions[un->first + k];
-        if (!r->mapping && piece_of(r) != NULL)
-            need += r->len;
-    }
-    if (need == 0)
-        return 0;
-    for (int i = 0; i < n; i++)
-        cap += src[i].size;
-    CUmemGenericAllocationHandle fresh = 0;
-    if (need > cap) {
-        uint64_t t = now_ns();
-        CUresult rc = phys_make(dev, need - cap, &fresh);
-        res.ns_create += now_ns() - t;
-        if (rc != CUDA_SUCCESS) {
-            FT_DEBUG("residency: %llu bytes of physical memory for pieces refused: %d",
-                     (unsigned long long)(need - cap), (int)rc);
-            return -1;
-        }
-    }
-    /* Each piece's place: source s from `off` on, then the new allocation. Sizes are
-     * whole granules, so a source is used up exactly before the next one starts. */
-    int s = 0;
-    uint64_t off = 0, fresh_off = 0, from_src = 0;
-    for (int k = 0; k < un->n; k++) {
-        res_region_t *r = &res.regions[un->first + k];
-        vmm_t *v = r->mapping ? NULL : piece_of(r);
-        if (v == NULL)
-            continue;
-        while (s < n && off + r->len > src[s].size) {
-            s++;
-            off = 0;
-        }
-        if (s < n) {
-            v->handle = src[s].h;
-            v->phys_off = off;
-            off += r->len;
-            from_src++;
-        } else {
-            v->handle = fresh;
-            v->phys_off = fresh_off;
-            fresh_off += r->len;
-        }
-    }
-    uint64_t t = now_ns();
+    *fresh = 0;
+    if (n > 0)
+        memset(taken, 0, (size_t)n);
     int failed = 0;
+    uint64_t t = now_ns();
     for (int k = 0; k < un->n && !failed;) {
         res_region_t *r = &res.regions[un->first + k];
         vmm_t *v = r->mapping ? NULL : piece_of(r);
@@ -166,37 +127,91 @@ static int map_pieces(res_unit_t *un, CUdevice dev, const phys_src_t *src, int n
             continue;
         }
         int end = k + 1;
-        uint64_t len = r->len;
+        uint64_t run_end = r->va + r->len;
         for (;;) {
             res_region_t *q = end < un->n ? &res.regions[un->first + end] : NULL;
-            vmm_t *w = q != NULL && !q->mapping && q->va == r->va + len ? piece_of(q) : NULL;
+            vmm_t *w = q != NULL && !q->mapping && q->va == run_end ? piece_of(q) : NULL;
             /* Not into the next allocation (its first piece): cudaFree unmaps one
              * allocation's mappings. */
-            if (w == NULL || w->pieces != 0 || w->handle != v->handle || w->phys_off != v->phys_off + len)
+            if (w == NULL || w->pieces != 0)
                 break;
-            len += q->len;
+            run_end += q->len;
             end++;
         }
-        res.map_calls++;
-        if (drv.map(r->va, len, v->phys_off, v->handle, 0) != CUDA_SUCCESS) {
-            FT_DEBUG("residency: mapping %llu bytes of pieces at %#llx failed", (unsigned long long)len,
-                     (unsigned long long)r->va);
-            failed = 1;
-            break;
+        /* The run's parts: the sources first fit takes, then new memory for the rest;
+         * more than RUN_PARTS, one new allocation for all of it instead (so that a
+         * unit's mappings do not multiply from move to move). */
+        int part[RUN_PARTS + 1], parts = 0;
+        for (uint64_t left = run_end - r->va; left > 0 && parts <= RUN_PARTS;) {
+            int i = 0;
+            for (;; i++) {
+                int picked = 0;
+                for (int p = 0; p < parts && !picked; p++)
+                    picked = part[p] == i;
+                if (i == n || (!taken[i] && !picked && src[i].size <= left))
+                    break;
+            }
+            part[parts++] = i < n ? i : -1;
+            left = i < n ? left - src[i].size : 0;
         }
-        for (int j = k; j < end; j++) {
-            res_region_t *q = &res.regions[un->first + j];
-            vmm_t *w = piece_of(q);
-            q->mapping = 1;
-            w->map_n = j == k ? (uint32_t)(end - k) : 0;
-            phys_hold(w->handle);
+        if (parts > RUN_PARTS) {
+            part[0] = -1;
+            parts = 1;
+        }
+        for (int p = 0, at = k; p < parts && !failed; p++) {
+            int i = part[p];
+            uint64_t va = res.regions[un->first + at].va, size = i >= 0 ? src[i].size : run_end - va;
+            CUmemGenericAllocationHandle h = i >= 0 ? src[i].h : 0;
+            if (i >= 0)
+                taken[i] = 1;
+            else
+                (*fresh)++;
+            int stop = at;
+            for (uint64_t covered = 0; covered < size; stop++)
+                covered += res.regions[un->first + stop].len;
+            if (dry) {
+                at = stop;
+                continue;
+            }
+            if (i < 0) {
+                uint64_t t0 = now_ns();
+                CUresult rc = phys_make(dev, size, &h);
+                res.ns_create += now_ns() - t0;
+                if (rc != CUDA_SUCCESS) {
+                    FT_LOG_CAPPED(FT_LOG_WARN, 3, "residency: the device refused %llu bytes of physical memory "
+                                  "for pieces (CUresult %d)", (unsigned long long)size, (int)rc);
+                    failed = 1;
+                    break;
+                }
+            }
+            res.map_calls++;
+            CUresult rc = drv.map(va, size, 0, h, 0);
+            if (rc != CUDA_SUCCESS) {
+                FT_LOG_CAPPED(FT_LOG_WARN, 3, "residency: cuMemMap of %llu bytes of pieces at %#llx refused "
+                              "(CUresult %d)", (unsigned long long)size, (unsigned long long)va, (int)rc);
+                if (i < 0)
+                    phys_release(h);
+                failed = 1;
+                break;
+            }
+            for (int j = at; j < stop; j++) {
+                res_region_t *q = &res.regions[un->first + j];
+                vmm_t *w = piece_of(q);
+                w->handle = h;
+                w->phys_off = q->va - va;
+                w->map_n = j == at ? (uint32_t)(stop - at) : 0;
+                q->mapping = 1;
+                phys_hold(h);
+            }
+            res.reused += i >= 0 ? (uint64_t)(stop - at) : 0; /* regions onto memory a unit held before */
+            at = stop;
         }
         k = end;
     }
     res.ns_map_call += now_ns() - t;
     if (failed) {
         /* What this call mapped goes (no piece of un was mapped before it: a call maps
-         * them all or none); the sources keep their holders. */
+         * them all or none); the sources keep their holders, its new allocations go. */
         for (int k = 0; k < un->n; k++) {
             res_region_t *r = &res.regions[un->first + k];
             vmm_t *v = r->mapping ? piece_of(r) : NULL;
@@ -204,16 +219,15 @@ static int map_pieces(res_unit_t *un, CUdevice dev, const phys_src_t *src, int n
                 continue;
             if (v->map_n > 0)
                 drv.unmap(r->va, (uint64_t)v->map_n * r->len);
-            phys_drop(v->handle);
+            int source = 0;
+            for (int i = 0; i < n && !source; i++)
+                source = src[i].h == v->handle;
+            if (phys_drop(v->handle) && !source)
+                phys_release(v->handle);
             r->mapping = 0;
         }
-        if (fresh != 0)
-            phys_release(fresh);
         return -1;
     }
-    *used = s < n ? s + (off > 0) : n;
-    un->extra = s < n && off > 0 ? src[s].size - off : 0;
-    res.reused += from_src; /* regions mapped onto memory a unit held before */
     return 0;
 }
 
@@ -562,14 +576,14 @@ static int release_regions(res_region_t *rg, int n, int keep)
             ret = -1;
             continue;
         }
-        /* A piece's allocation goes with the last piece mapping it; one of several
-         * pieces (phys.c) is kept whole, for the pieces of the next load. */
+        /* A piece's allocation goes with the last piece mapping it (phys.c: one may
+         * back a run of them), kept whole for the pieces of the next load. */
         if (v->piece && !phys_drop(v->handle))
             continue;
-        size_t pooled = v->piece ? phys_size(v->handle) : 0;
+        size_t run = v->piece ? phys_size(v->handle) : 0;
         CUresult rc = CUDA_SUCCESS;
         if (keep && res.n_spare < res.cap_spare)
-            res.spare[res.n_spare++] = (struct spare){ pooled != 0 ? pooled : rg[k].len, v->handle, pooled != 0 };
+            res.spare[res.n_spare++] = (struct spare){ run != 0 ? run : rg[k].len, v->handle, v->piece };
         else
             rc = phys_release(v->handle);
         if (rc != CUDA_SUCCESS)
@@ -673,41 +687,30 @@ static void unload_unit_ranged(int u)
         if (r->size != 0) /* else freed by the application */
             res.held_bytes -= r->len;
     }
-    res.held_bytes -= un->extra;
-    un->extra = 0;
     res.written_back += (uint64_t)write_back;
     un->loaded = 0;
     res.loaded -= !un->pinned; /* a pinned unit held no slot (ft_release unloads them too) */
     res.unloads++;
 }
 
-/* The physical allocations kept from the unit just unloaded that no region of un can
- * take are released before un's regions get new ones: held together, the two would go
- * over the budget. A whole region's must match its size (more of a size than un has
- * regions of it go); pieces take the allocations of pieces from their starts, as many
- * as they fill. */
+/* The physical allocations kept from the unit just unloaded that no whole region of un
+ * can take (more of a size than un has regions of it) are released before un's regions
+ * get new ones: held together, the two would go over the budget. Those of pieces:
+ * map_pieces_spared. */
 static void release_unmatched_spares(const res_unit_t *un)
 {
-    uint64_t t = now_ns(), need = 0, have = 0;
-    for (int k = 0; k < un->n; k++)
-        if (piece_of(&res.regions[un->first + k]) != NULL)
-            need += res.regions[un->first + k].len;
+    uint64_t t = now_ns();
     for (int i = res.n_spare - 1; i >= 0; i--) {
-        int drop;
-        if (res.spare[i].pooled) {
-            drop = have >= need;
-            have += drop ? 0 : res.spare[i].len;
-        } else {
-            int want = 0, same = 0;
-            for (int k = 0; k < un->n; k++) {
-                const res_region_t *r = &res.regions[un->first + k];
-                want += r->size != 0 && r->len == res.spare[i].len && piece_of(r) == NULL;
-            }
-            for (int j = 0; j < res.n_spare; j++)
-                same += !res.spare[j].pooled && res.spare[j].len == res.spare[i].len;
-            drop = same > want;
+        if (res.spare[i].pieces)
+            continue;
+        int want = 0, same = 0;
+        for (int k = 0; k < un->n; k++) {
+            const res_region_t *r = &res.regions[un->first + k];
+            want += r->size != 0 && r->len == res.spare[i].len && piece_of(r) == NULL;
         }
-        if (drop) {
+        for (int j = 0; j < res.n_spare; j++)
+            same += !res.spare[j].pieces && res.spare[j].len == res.spare[i].len;
+        if (same > want) {
             phys_release(res.spare[i].h);
             res.spare[i] = res.spare[--res.n_spare];
         }
@@ -910,19 +913,19 @@ int res_move_one(int u, int keep)
 /* For each region k of u, the index in v's regions of the one whose physical
  * allocation it takes (pair[k]; -1: a freed region; PAIR_NEW: none left of its size, it
  * gets memory of its own; PAIR_PIECE: a piece, mapped from src). Whole regions pair by
- * size; u's pieces take v's pieces' allocations (src[0 .. *n_src), in v's order, those
- * that were not in phys.c's table put there, held by v's piece) from their starts, and
- * one new allocation past them. 0 when the two fit: every live region and every
- * allocation of v taken (u may have more, mapped anew), or every region of u served
- * from v's (v may have more, released by its tail). Never both at once: for a moment
- * u's new memory and v's left-over memory would be held together, over the slot. */
+ * size; u's pieces take v's pieces' allocations that fit them whole (src[0 .. *n_src),
+ * in v's order, those that were not in phys.c's table put there, held by v's piece;
+ * map_pieces chooses) and new ones past them. 0 when the two fit: every live region and
+ * every allocation of v taken (u may have more, mapped anew), or every region of u
+ * served from v's (v may have more, released by its tail). Never both at once: for a
+ * moment u's new memory and v's left-over memory would be held together, over the
+ * slot. */
 #define PAIR_NEW (-2)
 #define PAIR_PIECE (-3)
-static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair, phys_src_t *src, int *n_src)
+static int handover_pairs(res_unit_t *un, const res_unit_t *vn, int *pair, phys_src_t *src, int *n_src)
 {
     unsigned char taken[MOVE_REGIONS] = { 0 };
     int live_v = 0, matched = 0, fresh = 0, leftover = 0;
-    uint64_t need = 0, cap = 0;
     *n_src = 0;
     if (un->n > MOVE_REGIONS || vn->n > MOVE_REGIONS)
         return -1;
@@ -943,7 +946,6 @@ static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair,
         if (size == 0 && phys_adopt(x->handle, size = q->len, 1) != 0)
             return -1;
         src[(*n_src)++] = (phys_src_t){ x->handle, size };
-        cap += size;
     }
     for (int k = 0; k < un->n; k++) {
         const res_region_t *r = &res.regions[un->first + k];
@@ -952,7 +954,6 @@ static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair,
             continue;
         if (piece_of(r) != NULL) {
             pair[k] = PAIR_PIECE;
-            need += r->len;
             continue;
         }
         for (int j = 0; j < vn->n && pair[k] < 0; j++) {
@@ -970,15 +971,16 @@ static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair,
         }
     }
     leftover = matched < live_v;
-    if (need > cap)
-        fresh++;
-    else { /* the allocations past those u's pieces fill are released by v's tail */
-        uint64_t filled = 0;
-        int i = 0;
-        while (i < *n_src && filled < need)
-            filled += src[i++].size;
-        leftover |= i < *n_src;
-    }
+    /* u's pieces: which of v's allocations they take, and how many new ones (its
+     * regions are unmapped: none is `mapping`). */
+    unsigned char used[MOVE_REGIONS];
+    int made = 0;
+    for (int k = 0; k < un->n; k++)
+        res.regions[un->first + k].mapping = 0;
+    map_pieces(un, 0, src, *n_src, used, 1, &made);
+    fresh += made;
+    for (int i = 0; i < *n_src; i++)
+        leftover |= !used[i];
     return fresh == 0 || !leftover ? 0 : -1;
 }
 
@@ -990,8 +992,9 @@ static int handover_pairs(const res_unit_t *un, const res_unit_t *vn, int *pair,
 static int handover(int u, int v)
 {
     res_unit_t *un = &res.units[u], *vn = &res.units[v];
-    int pair[MOVE_REGIONS], n_src = 0, used = 0;
+    int pair[MOVE_REGIONS], n_src = 0, made = 0;
     phys_src_t src[MOVE_REGIONS];
+    unsigned char used[MOVE_REGIONS];
     CUdevice dev;
     /* Why not, for the exit report. */
     int why = !vn->ck_pending ? HO_NO_SUM : vn->ck_uses != vn->uses ? HO_USED_SINCE : !vn->ck_back ? HO_NO_BACK
@@ -1023,7 +1026,7 @@ static int handover(int u, int v)
             break;
         r->mapping = 1;
     }
-    int ok = k == un->n && map_pieces(un, dev, src, n_src, &used) == 0;
+    int ok = k == un->n && map_pieces(un, dev, src, n_src, used, 0, &made) == 0;
     res.ho_refused[HO_OTHER] += (uint64_t)!ok;
     if (ok)
         set_unit_access(un, dev, 0);
@@ -1058,8 +1061,6 @@ static int handover(int u, int v)
     for (int j = 0; j < vn->n; j++)
         if (res.regions[vn->first + j].size != 0)
             res.held_bytes -= res.regions[vn->first + j].len;
-    res.held_bytes -= vn->extra;
-    vn->extra = 0;
     vn->loaded = 0;
     res.loaded--;
     res.unloads++;
@@ -1191,13 +1192,13 @@ static int map_short(int u, CUdevice dev)
     res_unit_t *un = &res.units[u];
     release_spares();
     for (int synced = 0;;) {
-        int used;
+        int fresh;
         for (int k = 0; k < un->n; k++) {
             res_region_t *r = &res.regions[un->first + k];
             if (r->size != 0 && !r->mapping && piece_of(r) == NULL)
                 r->mapping = map_region(r, dev) == 0;
         }
-        map_pieces(un, dev, NULL, 0, &used);
+        map_pieces(un, dev, NULL, 0, NULL, 0, &fresh);
         if (!regions_short(un))
             return 0;
         int v = -1;
@@ -1219,24 +1220,34 @@ static int map_short(int u, CUdevice dev)
     }
 }
 
-/* Maps unit un's pieces (map_pieces) from the spares kept for pieces, which the load
- * takes (release_unmatched_spares left no more than it fills); on a refusal they stay
- * spares. */
+/* Maps unit un's pieces (map_pieces) onto the spares of pieces that fit whole: those
+ * that none fits are released first (held beside new memory, the two would go over the
+ * budget); on a refusal the others stay spares. */
 #define SPARE_SOURCES 64
 static void map_pieces_spared(res_unit_t *un, CUdevice dev)
 {
     phys_src_t src[SPARE_SOURCES];
-    int n = 0, used = 0;
+    unsigned char taken[SPARE_SOURCES];
+    int n = 0, fresh;
     for (int i = res.n_spare - 1; i >= 0 && n < SPARE_SOURCES; i--)
-        if (res.spare[i].pooled) {
+        if (res.spare[i].pieces) {
             src[n++] = (phys_src_t){ res.spare[i].h, res.spare[i].len };
             res.spare[i] = res.spare[--res.n_spare];
         }
-    if (map_pieces(un, dev, src, n, &used) != 0)
-        used = 0;
-    /* Not taken (none when mapped: the spares were no more than the pieces fill). */
-    for (int i = used; i < n; i++)
-        res.spare[res.n_spare++] = (struct spare){ src[i].size, src[i].h, 1 };
+    if (n == 0) {
+        map_pieces(un, dev, NULL, 0, NULL, 0, &fresh);
+        return;
+    }
+    map_pieces(un, dev, src, n, taken, 1, &fresh);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (taken[i])
+            src[m++] = src[i];
+        else
+            phys_release(src[i].h);
+    if (map_pieces(un, dev, src, m, taken, 0, &fresh) != 0)
+        for (int i = 0; i < m; i++)
+            res.spare[res.n_spare++] = (struct spare){ src[i].size, src[i].h, 1 };
 }
 
 /* Maps unit u's regions and copies its bytes in on `stream`; room made. When the device
@@ -1302,7 +1313,6 @@ static void load_copies(int u, cudaStream_t stream, uint64_t t2)
         res.region_loads++;
     }
     timing_load_end(u, stream);
-    res.held_bytes += un->extra;
     res.ns_map += now_ns() - t2 - (res.ns_copy - copy0);
     ev.record(un->ready, stream);
     un->ready_recorded = 1;
@@ -1785,11 +1795,9 @@ int res_forget(vmm_t *v)
     }
     res_region_t *r = engine_phase() == PHASE_STREAMING ? res_find(v->va) : NULL;
     if (r != NULL) {
-        res_unit_t *un = &res.units[r->unit];
-        mapped = un->loaded;
+        mapped = res.units[r->unit].loaded;
         if (mapped)
-            res.held_bytes -= r->len + un->extra;
-        un->extra = 0; /* counted with its first region freed */
+            res.held_bytes -= r->len;
         r->va = r->size = 0;
         host_store_free(r->host);
         r->host = NULL;
@@ -1852,8 +1860,6 @@ int res_make_resident(int u)
     if (!un->loaded || un->partial || (un->ready_recorded && ev.sync(un->ready) != cudaSuccess))
         return -1;
     res.loaded -= !un->pinned;
-    res.held_bytes -= un->extra; /* the rest of its pieces' allocation stays its own */
-    un->extra = 0;
     for (int k = 0; k < un->n; k++) {
         res_region_t *r = &res.regions[un->first + k];
         if (r->size != 0)

@@ -243,13 +243,15 @@ done
 calls=$(sed -nE 's/.*in cuMemUnmap \(([0-9]+) call\(s\) for ([0-9]+) region.*/\1 \2/p' "$WORK/one-seg-0.err")
 set -- $calls
 [ $# = 2 ] && [ "$1" -gt 0 ] && [ $(($1 * 4)) -le "$2" ] || fail "one-seg: ${1:-no} cuMemUnmap call(s) for ${2:-no} regions, a run of pieces a call wanted"
-# A load maps a run of a unit's pieces from one physical allocation, in one cuMemMap
-# (the driver's mapping calls cost per mapping: 53 mappings of a unit took 3 ms a move
-# on the H100), taking the leaving unit's allocations from their starts: one call a
-# piece before (937 for 937 regions here).
+# A load maps a run of a unit's pieces from few physical allocations, each mapped whole
+# (the H100's driver maps no part of one, and the simulator refuses it as it does): the
+# driver's mapping calls cost per mapping (53 mappings of a unit took 3 ms a move on
+# the H100). A hand-over's incoming unit takes the leaving unit's allocations that fit
+# it whole, and new memory for the rest: one call a piece before (937 for 937 regions
+# here), about 2 a load now.
 calls=$(sed -nE 's/.*in cuMemMap \(([0-9]+) call\(s\)\).*for ([0-9]+) region\(s\)\).*/\1 \2/p' "$WORK/one-seg-0.err")
 set -- $calls
-[ $# = 2 ] && [ "$1" -gt 0 ] && [ $(($1 * 4)) -le "$2" ] || fail "one-seg: ${1:-no} cuMemMap call(s) for ${2:-no} regions loaded, a run of pieces a call wanted"
+[ $# = 2 ] && [ "$1" -gt 0 ] && [ $(($1 * 3)) -le "$2" ] || fail "one-seg: ${1:-no} cuMemMap call(s) for ${2:-no} regions loaded, a run of pieces a call wanted"
 compare_run one-seg-unmap-one --layers 8 --dim 2048 --segments 136 -- FTSIM_VMM_UNMAP_ONE=1 FT_GPU_MEM_LIMIT=64MiB
 expect_grep 'residency: cuMemUnmap refused a range of [0-9]+ adjacent regions \(1\): one call per mapping from now on' \
     "$WORK/one-seg-unmap-one.err" "one-seg, one mapping a cuMemUnmap"

@@ -1138,6 +1138,10 @@ SIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset
             r = CUDA_ERROR_INVALID_VALUE;
         } else if (rs_overlaps(&g_maps, va, size)) {
             r = CUDA_ERROR_INVALID_VALUE;  /* as measured on the H200 */
+        } else if (offset != 0 || size != ph->size) {
+            /* An allocation is mapped whole: the H100's driver (580) refuses a part of
+             * one, at offset 0 or past it (bench/map_cost.c). */
+            r = CUDA_ERROR_NOT_SUPPORTED;
         } else {
             void *m = mmap((void *)va, size, PROT_NONE, MAP_FIXED | MAP_SHARED,
                            g_heap[ph->dev->ordinal].fd, (off_t)(ph->offset + offset));

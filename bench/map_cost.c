@@ -186,6 +186,63 @@ static void pieces(CUdevice dev, int n)
     free(h);
 }
 
+/* What the driver takes of one physical allocation mapped in parts, as residency.c maps
+ * a run of a unit's pieces (phys.c): each call's result, then the cost of one mapping
+ * of n granules against n mappings of one. */
+static void one_allocation(CUdevice dev, int n)
+{
+    size_t g;
+    CUmemAllocationProp prop = device_prop(dev, &g);
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    CK(cuMemCreate(&h, (size_t)n * g, &prop, 0));
+    CK(cuMemAddressReserve(&va, (size_t)n * g, 0, 0, 0));
+    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    struct { const char *what; size_t at, off, len; } t[] = {
+        { "whole", 0, 0, (size_t)n * g },
+        { "first half, offset 0", 0, 0, (size_t)(n / 2) * g },
+        { "second half at its offset", (size_t)(n / 2) * g, (size_t)(n / 2) * g, (size_t)(n - n / 2) * g },
+        { "one granule at offset 1", 0, g, g },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        CUresult m = cuMemMap(va + t[i].at, t[i].len, t[i].off, h, 0);
+        CUresult a = m == CUDA_SUCCESS ? cuMemSetAccess(va + t[i].at, t[i].len, &acc, 1) : m;
+        CUresult w = a == CUDA_SUCCESS ? cuMemsetD8(va + t[i].at, 1, t[i].len) : a;
+        if (w == CUDA_SUCCESS)
+            w = cuCtxSynchronize();
+        CUresult u = m == CUDA_SUCCESS ? cuMemUnmap(va + t[i].at, t[i].len) : m;
+        printf("one allocation of %d granules, map %s: map %d, access %d, write %d, unmap %d\n", n, t[i].what,
+               (int)m, (int)a, (int)w, (int)u);
+    }
+    /* Two mappings of it side by side, unmapped in one call. */
+    CUresult m1 = cuMemMap(va, (size_t)(n / 2) * g, 0, h, 0);
+    CUresult m2 = cuMemMap(va + (size_t)(n / 2) * g, (size_t)(n - n / 2) * g, (size_t)(n / 2) * g, h, 0);
+    CUresult a = m1 == CUDA_SUCCESS && m2 == CUDA_SUCCESS ? cuMemSetAccess(va, (size_t)n * g, &acc, 1) : m1;
+    CUresult u = cuMemUnmap(va, (size_t)n * g);
+    printf("one allocation, two mappings side by side: map %d %d, access over both %d, unmap over both %d\n", (int)m1,
+           (int)m2, (int)a, (int)u);
+    double map[ROUNDS], set[ROUNDS], unmap[ROUNDS];
+    for (int i = 0; i < ROUNDS; i++) {
+        double t0 = now_us();
+        CK(cuMemMap(va, (size_t)n * g, 0, h, 0));
+        double t1 = now_us();
+        CK(cuMemSetAccess(va, (size_t)n * g, &acc, 1));
+        double t2 = now_us();
+        CK(cuMemUnmap(va, (size_t)n * g));
+        double t3 = now_us();
+        map[i] = t1 - t0;
+        set[i] = t2 - t1;
+        unmap[i] = t3 - t2;
+    }
+    qsort(map, ROUNDS, sizeof *map, cmp);
+    qsort(set, ROUNDS, sizeof *set, cmp);
+    qsort(unmap, ROUNDS, sizeof *unmap, cmp);
+    printf("one allocation of %d granules in one mapping: map %.1f  set_access %.1f  unmap %.1f us (medians)\n", n,
+           map[ROUNDS / 2], set[ROUNDS / 2], unmap[ROUNDS / 2]);
+    CK(cuMemAddressFree(va, (size_t)n * g));
+    CK(cuMemRelease(h));
+}
+
 /* --- launches beside mapping ------------------------------------------------------- */
 
 #define LAUNCHES 20000
@@ -275,6 +332,7 @@ int main(int argc, char **argv)
     CK(cuCtxSetCurrent(ctx));
     main_ctx = ctx;
     pieces(dev, 53);
+    one_allocation(dev, 53);
     size_t sizes[] = { 2u << 20, 32u << 20, 196u << 20 };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         measure(dev, sizes[i], "alone");

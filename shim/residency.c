@@ -1481,6 +1481,38 @@ static uint64_t unit_host_ref(const res_unit_t *un)
  * one for the unit: already holding its bytes (checked; nothing is copied), or filled
  * here. 0 on success; -1 when it stays resident (nothing evictable, no host memory).
  * *moved and *shared add up bytes for the report. */
+static int by_va(const void *a, const void *b)
+{
+    uint64_t x = ((const res_region_t *)a)->va, y = ((const res_region_t *)b)->va;
+    return x < y ? -1 : x > y;
+}
+
+/* Unit un's pieces in address order, in the places its pieces hold in res.regions (its
+ * whole regions stay where they are): a layer's tensors lie in the allocation in the
+ * checkpoint's order, not the pass's, and a run of adjacent pieces is one run to map
+ * (map_pieces), to set access to and to unmap. In the pass's order the units of
+ * pretrained_device_map on the H100 were five runs each. Without memory for it, the
+ * order stays (more calls, nothing wrong). */
+static void sort_pieces(res_unit_t *un)
+{
+    int *at = malloc((size_t)un->n * sizeof *at), m = 0;
+    res_region_t *p = malloc((size_t)un->n * sizeof *p);
+    for (int k = 0; at != NULL && p != NULL && k < un->n; k++)
+        if (piece_of(&res.regions[un->first + k]) != NULL) {
+            at[m] = un->first + k;
+            p[m++] = res.regions[un->first + k];
+        }
+    if (m > 1) {
+        qsort(p, (size_t)m, sizeof *p, by_va);
+        for (int j = 0; j < m; j++) {
+            res.regions[at[j]] = p[j];
+            res.by_id[p[j].id] = at[j];
+        }
+    }
+    free(at);
+    free(p);
+}
+
 int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
 {
     const ft_disc_unit_t *u = ft_disc_unit(disc, i);
@@ -1509,6 +1541,7 @@ int evict_unit(size_t i, uint64_t *moved, uint64_t *shared_resident)
         spilled_in_unit |= v->spilled; /* FT_SPILL: its host copy becomes the unit's */
     }
     un->n = res.n_regions - first;
+    sort_pieces(un);
     int how = un->n > 0 ? unit_host(i) : -1;
     if (how < 0) {
         FT_WARN("residency: %s stays resident (%s)", u->name,

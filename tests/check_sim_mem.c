@@ -265,11 +265,11 @@ START_TEST(test_vmm_validation_and_granularity)
     ck_assert_uint_eq(va % g, 0);
     ck_assert_int_eq(cuMemMap(va + 4096, g, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  /* misaligned */
     /* A part of an allocation: refused, as by the H100's driver. */
-    CUmemGenericAllocationHandle h2;
-    CU_OK(cuMemCreate(&h2, 2 * g, &prop, 0));
-    ck_assert_int_eq(cuMemMap(va, g, 0, h2, 0), CUDA_ERROR_NOT_SUPPORTED);
-    ck_assert_int_eq(cuMemMap(va, g, g, h2, 0), CUDA_ERROR_NOT_SUPPORTED);
-    CU_OK(cuMemRelease(h2));
+    CUmemGenericAllocationHandle two;
+    CU_OK(cuMemCreate(&two, 2 * g, &prop, 0));
+    ck_assert_int_eq(cuMemMap(va, g, 0, two, 0), CUDA_ERROR_NOT_SUPPORTED);
+    ck_assert_int_eq(cuMemMap(va, g, g, two, 0), CUDA_ERROR_NOT_SUPPORTED);
+    CU_OK(cuMemRelease(two));
     CU_OK(cuMemMap(va, g, 0, h, 0));
     ck_assert_int_eq(cuMemMap(va, g, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  /* already mapped */
     CUdeviceptr base;

@@ -162,6 +162,10 @@
  *                 on the H200); the output depends on that room's content
  *   --room-first  with --room-from: in the first forward too (generate's prefill, before
  *                 the decode steps)
+ *   --segment-kib N  as --segments, in KiB
+ *   --room-low N  with --room-from: the room starts 2 MiB higher, and from forward N
+ *                 on it is the 2 MiB below (what a caching allocator handed out first
+ *                 lies above what it hands out later: tied's split regions on the H100)
  *   --room-pair   with --room-from: first, each layer mixes the room of the layer
  *                 half the model away into a second room just past it, and back, by
  *                 launches that reach that segment at two pointers, both past its
@@ -432,6 +436,7 @@ static size_t seg_end[4096]; /* each segment's bytes in use, at its end */
 static long room_from = -1;  /* --room-from N */
 static int room_first;       /* --room-first */
 static int room_pair;        /* --room-pair */
+static int room_low = -1;    /* --room-low: from this forward on, the room 2 MiB lower */
 static uint32_t **room_of;   /* --room-from: per layer, the free room past its segment's weights */
 
 /* --drv-alloc: the driver's allocation and free, resolved once. */
@@ -970,6 +975,8 @@ static void find_rooms(void)
                 /* at the next 2 MiB past the weights, as a caching allocator's block
                  * of its own would start */
                 size_t at = (seg_end[k] + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+                if (room_low >= 0)
+                    at += 2u << 20; /* the higher room first */
                 if (at + want > segment_bytes) {
                     fprintf(stderr, "model: --room-from: segment %d has no %zu bytes of room past 2 MiB "
                                     "boundaries after its weights\n", k, want);
@@ -977,6 +984,8 @@ static void find_rooms(void)
                 }
                 room_of[l] = (uint32_t *)(segs[k] + at);
                 CHECK(cudaMemset(room_of[l], 0, want));
+                if (room_low >= 0)
+                    CHECK(cudaMemset(segs[k] + at - (2u << 20), 0, want));
             }
     CHECK(cudaDeviceSynchronize());
 }
@@ -1383,6 +1392,13 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
                 meta.tail[k] = (uint64_t)(l * 6 + k);
             bump(b, meta, stream);
         }
+        if (room_low >= 0 && cur_iter == room_low && l == 0)
+            for (int m = 0; m < layers; m++)
+                if (room_of[m] != NULL) {
+                    /* the room moves down 2 MiB, as a caching allocator hands out
+                     * the lower block next (zeroed with the higher one) */
+                    room_of[m] -= (2u << 20) / sizeof *room_of[m];
+                }
         if (room_from >= 0 && (cur_iter >= room_from || (room_first && cur_iter == 0)) && room_of[l] != NULL) {
             if (room_pair) {
                 /* a far layer's: room2 = mix(room2, room), then room = mix(room, room2) */
@@ -1857,6 +1873,8 @@ int main(int argc, char **argv)
             far_new = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--segments") == 0 && i + 1 < argc)
             segment_bytes = (size_t)parse_int(a, argv[++i], 1, 1024) << 20;
+        else if (strcmp(a, "--segment-kib") == 0 && i + 1 < argc)
+            segment_bytes = (size_t)parse_int(a, argv[++i], 1, 1 << 20) << 10;
         else if (strcmp(a, "--stale-new") == 0 && i + 1 < argc)
             stale_new = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--shared") == 0)
@@ -1893,6 +1911,8 @@ int main(int argc, char **argv)
             room_first = 1;
         else if (strcmp(a, "--room-pair") == 0)
             room_pair = 1;
+        else if (strcmp(a, "--room-low") == 0 && i + 1 < argc)
+            room_low = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--tail-layers") == 0 && i + 1 < argc)
             tail_layers = atoi(argv[++i]);
         else if (strcmp(a, "--hf-warmup") == 0 && i + 1 < argc)
@@ -1984,7 +2004,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N [--room-from N [--room-first] [--room-pair]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

@@ -124,10 +124,15 @@ typedef struct {
     int sum_ok;
     uint64_t sum;
     /* A streamed region split (res_split_tail): from tail_off on, physical memory of its
-     * own (tail_h), mapped for good; `handle` maps the part before it, the unit's. 0:
-     * not split. */
+     * own, mapped for good; `handle` maps the part before it, the unit's. 0: not split.
+     * A split moved down later maps the part it adds with an allocation of its own:
+     * tail_h[i] is mapped from tail_at[i] to tail_at[i - 1] (the region's end for i =
+     * 0); tail_off is tail_at[n_tails - 1]. */
     uint64_t tail_off;
-    CUmemGenericAllocationHandle tail_h;
+#define TAILS 4
+    CUmemGenericAllocationHandle tail_h[TAILS];
+    uint64_t tail_at[TAILS];
+    int n_tails;
     /* One piece of an allocation served in pieces (vmm_alloc's `pieced`): `pieces` on
      * the first is how many, 0 on the others. FT_SPILL moves the allocation whole: a
      * kernel reads a tensor on past its piece. */

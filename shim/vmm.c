@@ -463,9 +463,11 @@ static void release_one(vmm_t *v, int (*forget)(vmm_t *v))
         rc = drv.unmap(v->va, v->piece ? (uint64_t)v->map_n * v->size : head);
     if (mapped && rc == CUDA_SUCCESS && phys_drop(v->handle))
         phys_release(v->handle);
-    if (rc == CUDA_SUCCESS && v->tail_off != 0 && (rc = drv.unmap(v->va + v->tail_off, v->size - v->tail_off)) ==
-        CUDA_SUCCESS)
-        drv.release(v->tail_h);
+    for (int i = 0; rc == CUDA_SUCCESS && i < v->n_tails; i++) {
+        uint64_t end = i == 0 ? v->size : v->tail_at[i - 1];
+        if ((rc = drv.unmap(v->va + v->tail_at[i], end - v->tail_at[i])) == CUDA_SUCCESS)
+            drv.release(v->tail_h[i]);
+    }
     if (rc != CUDA_SUCCESS)
         FT_DEBUG("vmm: unmapping the allocation at %#llx (%llu bytes) failed: %d", (unsigned long long)v->va,
                  (unsigned long long)v->size, (int)rc);

@@ -167,6 +167,18 @@ compare_run room-first --segments 12 --room-from 14 --room-first -- FT_SPILL=1 F
 expect_grep 'residency: 6 region\(s\) split: other data past their weights, 12\.0 MiB in all' \
     "$WORK/room-first.err" "room-first"
 expect_grep 'verdict: offloaded: 6 of 6 units stream' "$WORK/room-first.err" "room-first"
+# ... and other data found lower in the room after the split (a caching allocator
+# hands out the room's lower blocks later: on the H100, tied's unit.2, split at 18 MiB,
+# was written at 16 MiB, found changed three times and kept on the device over the
+# plan; prefill took 13.6x in one run of two). The split moves down: the part it adds
+# gets memory of its own, and no unit is found changed (12 of 12 before).
+compare_run room-low --segment-kib 8196 --room-from 3 --room-low 8 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=40MiB
+expect_grep 'residency: 12 region\(s\) split: other data past their weights, 48\.0 MiB in all' \
+    "$WORK/room-low.err" "room-low"
+expect_grep 'holds other data at 6\.0 MiB too, below its split: the split moves down, the 4\.0 MiB from 6\.0 MiB on stay' \
+    "$WORK/room-low.err" "room-low"
+expect_no_grep 'changed between loads' "$WORK/room-low.err" "room-low"
+expect_grep 'verdict: offloaded: 12 of 12 units stream' "$WORK/room-low.err" "room-low"
 # Weights in memory the program maps itself (PyTorch's expandable_segments): nothing
 # FlexTensor can find or move; the same output, and a verdict that says why.
 # Every tensor there, activations too (as on the H200: no launch touches a region

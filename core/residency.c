@@ -77,7 +77,10 @@ int ft_res_prefetch(const ft_res_unit_t *units, int n, int u, int slots, int *ou
     int ahead = slots - 1, k = 0;
     for (int step = 1; step < n && ahead > 0; step++) {
         int w = (u + step) % n;
-        if (!units[w].streamed)
+        /* A pinned unit on the device holds no slot and stays: no room in the window
+         * (one after another unit kept for stale argument words, the unit after it was
+         * missed in every pass on the H100). */
+        if (!units[w].streamed || (units[w].pinned && units[w].loaded))
             continue;
         ahead--;
         out[k++] = w;

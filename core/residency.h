@@ -65,7 +65,8 @@ ft_res_room_t ft_res_make_room(const ft_res_unit_t *units, int n, int loaded, in
 
 /* The units a prefetch at unit u's first launch loads, in the order it loads them: the
  * streamed units that follow u in the pass (wrapping round), as many as the other slots
- * hold (slots - 1), whether loaded now or not (a loaded one is kept, and still counts).
+ * hold (slots - 1), whether loaded now or not (a loaded one is kept, and still counts),
+ * but for a pinned one on the device (it holds no slot).
  * Written to out (room for n - 1); returns how many. */
 int ft_res_prefetch(const ft_res_unit_t *units, int n, int u, int slots, int *out);
 

@@ -14,6 +14,19 @@ __global__ void model_gemv(const uint32_t *w, const uint32_t *x, uint32_t *y, in
     y[r] = acc;
 }
 
+/* gemv's twin under another name: a prefill's GEMM is another kernel than decode's. */
+__global__ void model_gemv_wide(const uint32_t *w, const uint32_t *x, uint32_t *y, int n)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n)
+        return;
+    const uint32_t *row = w + (size_t)r * n;
+    uint32_t acc = 0;
+    for (int c = 0; c < n; c++)
+        acc += row[c] * x[c];
+    y[r] = acc;
+}
+
 __global__ void model_mix(uint32_t *y, const uint32_t *bias, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -96,6 +109,7 @@ extern "C" const void *model_kernel_fill(void) { return (const void *)model_fill
 extern "C" const void *model_kernel_bump(void) { return (const void *)model_bump; }
 extern "C" const void *model_kernel_mixp(void) { return (const void *)model_mixp; }
 extern "C" const void *model_kernel_gemv(void) { return (const void *)model_gemv; }
+extern "C" const void *model_kernel_gemv_wide(void) { return (const void *)model_gemv_wide; }
 extern "C" const void *model_kernel_mix(void) { return (const void *)model_mix; }
 extern "C" const void *model_kernel_scale(void) { return (const void *)model_scale; }
 

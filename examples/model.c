@@ -105,6 +105,9 @@
  *   --vary N      from forward N on, every other forward launches one more kernel per
  *                 layer (bump, touching only activations): passes of two lengths, as a
  *                 server alternating prefill and decode steps
+ *   --prefill-every N  every Nth forward is a prefill's: each layer's GEMM another
+ *                 kernel (gemv_wide, the same arithmetic) and half the --act-kernels, so
+ *                 that its launches follow no recorded pass and no pass begins there
  *   --act-kernels N  every layer ends with N more kernels touching activations only:
  *                 the k-th adds the layer's output to element k of a 2 MiB buffer
  *                 allocated before the weights (mix): N launches whose pointers differ
@@ -312,6 +315,7 @@ typedef struct {
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
            nvtx = 0, stale = 0, stale_rope = 0, stale_from = -1, stale_new = -1, far_new = -1, vary_from = -1, shared = 0;
 static int act_kernels = 0; /* --act-kernels */
+static int prefill_every = 0; /* --prefill-every */
 static uint32_t *act_pool;  /* its 2 MiB buffer, allocated before the weights */
 static uint32_t *rope_buf;  /* --stale-rope's own activation, allocated before the weights */
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
@@ -382,6 +386,12 @@ static int side_late;         /* --side-late: its buffer made at its first use *
 static int per_thread_stream; /* --per-thread-stream: workers run on cudaStreamPerThread */
 static uint32_t *side_buf;    /* its buffer, on that device */
 static __thread int cur_iter; /* the forward under way on this thread */
+
+/* --prefill-every N: this forward is a prefill's (every Nth). */
+static int prefill_pass(void)
+{
+    return prefill_every > 0 && cur_iter % prefill_every == prefill_every - 1;
+}
 static int usage;
 /* --control: after forward `after`, `action` (with `bytes` for limit=). */
 #define MODEL_MAX_CONTROLS 32
@@ -401,7 +411,7 @@ static int timing = 0;
 static int graph_replays = 0; /* --graph */
 static layer_t *model;
 static uint32_t *input;
-static cudaKernel_t k_gemv;
+static cudaKernel_t k_gemv, k_gemv_wide;
 static const void *k_mix;
 
 typedef struct {
@@ -1317,7 +1327,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         if (ptr_query)
             query_pointer(model[l].w);
         void *gemv_args[] = { &model[l].w, &a, &b, &dim };
-        CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, stream));
+        CHECK(__cudaLaunchKernel(prefill_pass() ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0, stream));
         /* Once a forward, early, a kernel discovery never saw whose unused tail holds a
          * far layer's weight (generate's reduce kernel on the GPU did this). */
         if (l == 0 && far_new >= 0 && cur_iter >= far_new)
@@ -1434,7 +1444,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
         if (l >= run_layers - tail_layers)
             bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
-        for (int k = 0; k < act_kernels; k++) {
+        for (int k = 0; k < (prefill_pass() ? act_kernels / 2 : act_kernels); k++) {
             uint32_t *y = act_pool + k;
             int n = dim - act_kernels;
             void *act_args[] = { &y, &b, &n };
@@ -1871,6 +1881,8 @@ int main(int argc, char **argv)
             stale_from = atoi(argv[++i]);
         else if (strcmp(a, "--far-new") == 0 && i + 1 < argc)
             far_new = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--prefill-every") == 0 && i + 1 < argc)
+            prefill_every = parse_int(a, argv[++i], 2, 1 << 20);
         else if (strcmp(a, "--segments") == 0 && i + 1 < argc)
             segment_bytes = (size_t)parse_int(a, argv[++i], 1, 1024) << 20;
         else if (strcmp(a, "--segment-kib") == 0 && i + 1 < argc)
@@ -2004,7 +2016,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -2070,6 +2082,7 @@ int main(int argc, char **argv)
     get_usage = (int (*)(ft_gpu_memory_usage_t *))dlsym(RTLD_DEFAULT, "ft_get_gpu_memory_usage");
     cudaKernel_t k_scale;
     CHECK(cudaGetKernel(&k_gemv, model_kernel_gemv()));
+    CHECK(cudaGetKernel(&k_gemv_wide, model_kernel_gemv_wide()));
     CHECK(cudaGetKernel(&k_scale, model_kernel_scale()));
     k_mix = model_kernel_mix();
     if (minblas_init((void *)k_scale) != 0)

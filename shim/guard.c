@@ -120,7 +120,10 @@ static int next_streamed(int u)
 {
     for (int step = 1; step < res.n_units; step++) {
         int w = (u + step) % res.n_units;
-        if (res.units[w].n > 0)
+        /* A pinned unit on the device is never loaded again, so it is never placed:
+         * the unit after it follows the one before (else the pass went unplaced from
+         * there, off the record: every unit after it a miss, as prefill on the H100). */
+        if (res.units[w].n > 0 && !(res.units[w].pinned && res.units[w].loaded))
             return w;
     }
     return u;

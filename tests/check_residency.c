@@ -217,6 +217,18 @@ START_TEST(prefetch_follows_the_pass_and_wraps)
     /* from a resident unit's first launch too */
     ck_assert_int_eq(ft_res_prefetch(u, 8, 4, 2, out), 1);
     ck_assert_int_eq(out[0], 5);
+    /* a pinned unit on the device holds no slot: skipped, not counted; one not loaded
+     * yet is loaded as any */
+    u[2].pinned = 1;
+    ck_assert_int_eq(ft_res_prefetch(u, 8, 1, 3, out), 2);
+    ck_assert_int_eq(out[0], 5);
+    ck_assert_int_eq(out[1], 6);
+    u[2].loaded = 0;
+    ck_assert_int_eq(ft_res_prefetch(u, 8, 1, 3, out), 2);
+    ck_assert_int_eq(out[0], 2);
+    ck_assert_int_eq(out[1], 5);
+    u[2].pinned = 0;
+    u[2].loaded = 1;
     /* one slot: nothing ahead */
     ck_assert_int_eq(ft_res_prefetch(u, 8, 1, 1, out), 0);
     /* more slots than streamed units: each once, never u itself */

@@ -297,10 +297,17 @@ static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *u
                 m->pos = lane_last_pos;
             }
             char where[96];
+            touch_where(r, p, where, sizeof where);
             FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: miss on %s (region %u%s)%s", res_kernel_name,
-                          ft_disc_unit(disc, (size_t)r->unit)->name, ids[i],
-                          touch_where(r, p, where, sizeof where),
+                          ft_disc_unit(disc, (size_t)r->unit)->name, ids[i], where,
                           v.stale != 0 ? ", outside its part of the pass" : "");
+            /* Every one at debug level (the capped line above stops at 8): with the
+             * pass and the launch, to tell where a run of misses starts. */
+            FT_DEBUG("residency: miss %llu: %s on %s (region %u%s)%s, pass %llu, launch %ld of it%s",
+                     (unsigned long long)res.misses, res_kernel_name, ft_disc_unit(disc, (size_t)r->unit)->name,
+                     ids[i], where, v.stale != 0 ? ", outside its part of the pass" : "",
+                     (unsigned long long)res.passes, lane_off_script ? at : pos,
+                     lane_off_script ? " (off the record)" : "");
             load_unit(r->unit, stream, -1);
         }
         /* The first touch of a unit after its load: what follows it in the learned

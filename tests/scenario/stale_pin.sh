@@ -51,4 +51,11 @@ cmp -s "$WORK/plain-p" "$WORK/shim-p" || fail "prefill: output differs from the 
 expect_grep 'unit\.8 was loaded 8 times .* stays on the device' "$WORK/err-p" "prefill: the pin"
 misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/err-p")
 [ -n "$misses" ] && [ "$misses" -le 14 ] || fail "prefill: ${misses:-no} misses, at most 14 wanted (the unit after the kept one missed in every pass)"
-pass "a unit loaded again and again for a kernel's stale argument words stays on the device, a resident unit streams instead, within the budget, same output (FT_SPILL on and off); with no resident unit left, it streams on within the budget; prefetch passes over the kept unit, passes off the record too"
+# At FT_LOG_LEVEL=debug every miss is said, with its pass and launch (the info line
+# stops at 8: on the H100 a debug run told nothing more of 134 misses).
+env FT_LOG_LEVEL=debug FT_ENABLED=1 FT_GPU_MEM_LIMIT=16MiB LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" \
+    "${P[@]}" >/dev/null 2>"$WORK/err-d" || fail "prefill, debug: model under the shim failed"
+said=$(grep -c 'residency: miss [0-9]*: .*, pass [0-9]*, launch [0-9-]* of it' "$WORK/err-d" || true)
+misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/err-d")
+[ -n "$misses" ] && [ "$misses" -gt 8 ] && [ "$said" = "$misses" ] || fail "debug: $said miss lines for ${misses:-no} misses"
+pass "a unit loaded again and again for a kernel's stale argument words stays on the device, a resident unit streams instead, within the budget, same output (FT_SPILL on and off); with no resident unit left, it streams on within the budget; prefetch passes over the kept unit, passes off the record too; every miss said at debug level"

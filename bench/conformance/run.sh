@@ -150,8 +150,9 @@ if [ ! -f /usr/include/ini.h ] && [ -d .devdeps ]; then
     MK=(SETUP=0 INIH_LIB="$PWD/.devdeps/libinih.a" CFLAGS="-O2 -g -I$PWD/.devdeps/include")
 fi
 t0=$SECONDS
+# ft-trace too: a case run again under FT_TRACE_FILE is read with it on the machine.
 if ! make -j"$(nproc)" "${MK[@]}" build/libflextensor.so build/libflextensor-nvtx.so build/bin/ft-run \
-        >"$LOGS/build.log" 2>&1; then
+        build/bin/ft-trace >"$LOGS/build.log" 2>&1; then
     echo "conformance: build failed" >&2
     tail -30 "$LOGS/build.log" >&2
     { echo "# FlexTensor conformance: the build failed"; echo; echo '```'; tail -30 "$LOGS/build.log"; echo '```'; } \

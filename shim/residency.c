@@ -37,7 +37,7 @@
  * so that no unload falls between a guard and its launch). Whether the engine runs is
  * the phase's (engine.c: PHASE_STREAMING, entered by engine_enter before
  * activate_locked; activate_locked's -1 sends it to PHASE_OFF), not res's. It calls
- * guard.c, spill.c, checksum.c, hoststore.c, vmm.c, device.c and cuda.c. */
+ * guard.c, spill.c, checksum.c, hoststore.c, vmm.c, phys.c, device.c and cuda.c. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

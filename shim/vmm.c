@@ -5,10 +5,10 @@
  * Owns: the vmm table (vmm_lock: allocations and frees come from any thread), the
  * address arena (vas_lock: a chunk's reservation is a driver call not to make under
  * res.lock), the granularity, vmm_pad (atomic) and the FT_VMM_* settings (written once
- * in ft_hooks_init). It calls hoststore.c, device.c, phys.c and cuda.c only, and takes no lock
- * of the engine's: what FT_SPILL decides of a new allocation (vmm_place_t) and what
- * the engine lets go of a freed one (vmm_free's `forget`) come from the caller, as
- * callbacks. */
+ * in ft_hooks_init). It calls hoststore.c, device.c, phys.c and cuda.c only, and takes
+ * no lock of the engine's: what FT_SPILL decides of a new allocation (vmm_place_t) and
+ * what the engine lets go of a freed one (vmm_free's `forget`) come from the caller,
+ * as callbacks. */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 

@@ -1103,7 +1103,15 @@ static void pieces_spans(ft_disc_t *d)
         for (j = i; j < n && v[j]->base < end; j++) {
             if (j > i && ((v[j]->flags & FT_REGION_PIECE_FIRST) || v[j - 1]->base + v[j - 1]->size != v[j]->base))
                 break;
-            if (v[j]->unit >= 0 && !v[j]->shared) {
+            /* A piece the copy ends in before any pointer of the pass into it holds no
+             * view of the copied storage, only its tail (a tensor running into the
+             * piece where another unit's tensors start, which pieces_overrun keeps on
+             * the device): not a sign of storage stacked over units. A segment filled
+             * from its end down ends each copy so (model --seg-down: every piece was
+             * kept on the device). */
+            int tail_only = j > i && !v[j]->pc_unsure && v[j]->pc_min != UINT64_MAX &&
+                            end - v[j]->base <= v[j]->pc_min;
+            if (v[j]->unit >= 0 && !v[j]->shared && !tail_only) {
                 mixed |= unit >= 0 && v[j]->unit != unit;
                 unit = v[j]->unit;
             }

@@ -165,6 +165,8 @@
  *                 on the H200); the output depends on that room's content
  *   --room-first  with --room-from: in the first forward too (generate's prefill, before
  *                 the decode steps)
+ *   --seg-down    with --segments: each segment filled from its end down (a tensor's
+ *                 copy ends in the piece where the next-placed layer's tensors start)
  *   --segment-kib N  as --segments, in KiB
  *   --room-low N  with --room-from: the room starts 2 MiB higher, and from forward N
  *                 on it is the 2 MiB below (what a caching allocator handed out first
@@ -439,6 +441,7 @@ static uint64_t fnv1a(const void *data, size_t len)
 /* --segments N: the weights are carved, one after another, out of allocations of N
  * MiB (a caching allocator's segments, each holding tensors of neighbouring layers). */
 static size_t segment_bytes;
+static int seg_down; /* --seg-down: each segment filled from its end down */
 static char *segs[4096];
 static int n_segs;
 static size_t seg_used;
@@ -658,7 +661,7 @@ static uint32_t *segment_place(size_t bytes)
         CHECK(cudaMalloc((void **)&segs[n_segs++], segment_bytes));
         seg_used = 0;
     }
-    uint32_t *dev = (uint32_t *)(segs[n_segs - 1] + seg_used);
+    uint32_t *dev = (uint32_t *)(segs[n_segs - 1] + (seg_down ? segment_bytes - seg_used - bytes : seg_used));
     seg_used += bytes;
     seg_end[n_segs - 1] = seg_used;
     return dev;
@@ -1919,6 +1922,8 @@ int main(int argc, char **argv)
             init_refill = 1;
         else if (strcmp(a, "--room-from") == 0 && i + 1 < argc)
             room_from = atol(argv[++i]);
+        else if (strcmp(a, "--seg-down") == 0)
+            seg_down = 1;
         else if (strcmp(a, "--room-first") == 0)
             room_first = 1;
         else if (strcmp(a, "--room-pair") == 0)
@@ -2016,7 +2021,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -2025,6 +2030,10 @@ int main(int argc, char **argv)
 
     if (act_kernels >= dim || (act_kernels > 0 && (threads > 1 || grow_cache || dim > (128 << 10)))) {
         fprintf(stderr, "model: --act-kernels needs fewer kernels than --dim, one thread, no --grow-cache, --dim <= 128Ki\n");
+        return 2;
+    }
+    if (seg_down && (segment_bytes == 0 || room_from >= 0)) {
+        fprintf(stderr, "model: --seg-down needs --segments, and not --room-from\n");
         return 2;
     }
     if (room_from >= 0 && (segment_bytes == 0 || threads > 1)) {

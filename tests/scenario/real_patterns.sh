@@ -268,6 +268,13 @@ compare_run one-seg-unmap-one --layers 8 --dim 2048 --segments 136 -- FTSIM_VMM_
 expect_grep 'residency: cuMemUnmap refused a range of [0-9]+ adjacent regions \(1\): one call per mapping from now on' \
     "$WORK/one-seg-unmap-one.err" "one-seg, one mapping a cuMemUnmap"
 expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-unmap-one.err" "one-seg, one mapping a cuMemUnmap"
+# ... and a segment filled from its end down (--seg-down): each tensor's copy ends in the
+# piece where the next-placed layer's tensors start. Every piece was kept on the device
+# (a copy seemed to span two units' pieces); a piece the copy ends in before any pointer
+# into it only holds the copied tensor's tail (kept on the device as a boundary piece).
+compare_run one-seg-down --layers 8 --dim 2048 --segments 136 --seg-down -- FT_SPILL=0 FT_GPU_MEM_LIMIT=64MiB
+expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-down.err" "one-seg, filled from its end down"
+expect_grep 'residency: 14\.0 MiB of weights used by several units' "$WORK/one-seg-down.err" "one-seg-down: the boundary pieces"
 # ... and two threads running the model on streams of their own; and a captured
 # forward replayed as a CUDA graph, whose guard loads the units of the tensors' bodies
 # too (before: an illegal address in the replay).

@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include "kernels.h"
 
-__global__ void model_gemv(const uint32_t *w, const uint32_t *x, uint32_t *y, int n)
+static __device__ void gemv_body(const uint32_t *w, const uint32_t *x, uint32_t *y, int n)
 {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n)
@@ -14,17 +14,15 @@ __global__ void model_gemv(const uint32_t *w, const uint32_t *x, uint32_t *y, in
     y[r] = acc;
 }
 
+__global__ void model_gemv(const uint32_t *w, const uint32_t *x, uint32_t *y, int n)
+{
+    gemv_body(w, x, y, n);
+}
+
 /* gemv's twin under another name: a prefill's GEMM is another kernel than decode's. */
 __global__ void model_gemv_wide(const uint32_t *w, const uint32_t *x, uint32_t *y, int n)
 {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= n)
-        return;
-    const uint32_t *row = w + (size_t)r * n;
-    uint32_t acc = 0;
-    for (int c = 0; c < n; c++)
-        acc += row[c] * x[c];
-    y[r] = acc;
+    gemv_body(w, x, y, n);
 }
 
 __global__ void model_mix(uint32_t *y, const uint32_t *bias, int n)

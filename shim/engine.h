@@ -141,10 +141,9 @@ typedef struct {
     /* A piece: the furthest end of the copies into the allocation that began in it
      * (atomic; vmm_note_copy), 0 none: discovery's extents of the tensors there. */
     uint64_t copy_end;
-    /* A piece: its memory is `handle`'s from phys_off on (phys.c: one allocation may
-     * back a run of pieces), and the driver mapping that begins at it covers map_n
-     * pieces (0: it lies inside an earlier piece's mapping; unmapped with it). */
-    uint64_t phys_off;
+    /* A piece: the driver mapping that begins at it covers map_n pieces, all of
+     * `handle`'s allocation (phys.c: one may back a run of pieces); 0: it lies inside
+     * an earlier piece's mapping, and is unmapped with it. */
     uint32_t map_n;
     UT_hash_handle hh;
 } vmm_t;
@@ -893,7 +892,6 @@ size_t phys_size(CUmemGenericAllocationHandle h);
 void phys_hold(CUmemGenericAllocationHandle h);
 int phys_drop(CUmemGenericAllocationHandle h);
 CUresult phys_release(CUmemGenericAllocationHandle h);
-void phys_count(uint64_t *n, uint64_t *bytes);
 
 /* The application thread a call comes from: discovery and profiling follow each
  * thread's passes on their own. */

@@ -1,10 +1,11 @@
 /* phys.c - physical allocations that back several pieces of an allocation served in
  * pieces (vmm.c's alloc_pieces): the residency engine maps a run of a unit's adjacent
- * pieces from one cuMemCreate, in one cuMemMap, because the driver's mapping calls cost
- * per mapping, not per call (docs/residency.md, "One physical allocation a run").
+ * pieces from few allocations, each mapped whole in one cuMemMap, because the driver's
+ * mapping calls cost per mapping, not per call (docs/residency.md, "One physical
+ * allocation a run").
  *
  * Each piece mapped from such an allocation holds one reference to it: its vmm_t's
- * `handle`, at `phys_off`. A hand-over adds the incoming unit's references before the
+ * `handle`. A hand-over adds the incoming unit's references before the
  * leaving unit's tail drops its own; the last reference let go releases the allocation
  * (phys_release) or keeps it for the next load (residency.c's spares). An allocation
  * that is not in this table is held by the one region mapping it (vmm.c's own, and
@@ -113,15 +114,4 @@ CUresult phys_release(CUmemGenericAllocationHandle h)
     }
     pthread_mutex_unlock(&phys_lock);
     return drv.release(h);
-}
-
-/* The allocations the table holds, and their bytes (the exit report's leak check). */
-void phys_count(uint64_t *n, uint64_t *bytes)
-{
-    pthread_mutex_lock(&phys_lock);
-    *n = HASH_COUNT(table);
-    *bytes = 0;
-    for (phys_t *p = table; p != NULL; p = p->hh.next)
-        *bytes += p->size;
-    pthread_mutex_unlock(&phys_lock);
 }

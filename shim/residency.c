@@ -198,7 +198,6 @@ static int map_pieces(res_unit_t *un, CUdevice dev, const phys_src_t *src, int n
                 res_region_t *q = &res.regions[un->first + j];
                 vmm_t *w = piece_of(q);
                 w->handle = h;
-                w->phys_off = q->va - va;
                 w->map_n = j == at ? (uint32_t)(stop - at) : 0;
                 q->mapping = 1;
                 phys_hold(h);

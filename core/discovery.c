@@ -181,6 +181,17 @@ typedef struct {
  * more is not taken for the start. */
 #define TRACK_UNITS 64
 
+/* A weight's touch in the recorded pass, by kernel and pointer (resync_find). */
+struct resync_key {
+    uint64_t kernel;          /* kinfo_t.idx */
+    uint64_t where;           /* the pointer; without one, the region id | 1 << 63 */
+};
+struct resync {
+    struct resync_key key;
+    long pos;                 /* its position in the recorded pass; -1: more than one */
+    UT_hash_handle hh;
+};
+
 struct ft_disc {
     pthread_mutex_t lock;     /* launches arrive from every application thread */
     ft_regions_t *regions;
@@ -262,6 +273,13 @@ struct ft_disc {
     size_t n_track_units;
     int track_lost_warned;    /* the pass start has not recurred: said once */
     uint64_t track_starts;    /* passes started after DONE, all lanes */
+    /* After DONE: the recorded pass's touches of weights by (kernel, pointer), each with
+     * its position, or -1 where the pair recurs in the pass (resync_find). Built from
+     * `last` whose gen is resync_gen, at the first launch that needs it. */
+    struct resync *resync;
+    uint64_t resync_gen;
+    int resync_built;
+    uint64_t track_resyncs;   /* launches off the record that put their lane back on it */
     unsigned track_misses;    /* launches of the start's kernel that did not start a pass */
     int adopted;              /* DONE by ft_disc_adopt (a saved profile): kernels not seen
                                  yet wait in kmap under SAVED_KEY keys for their handles */
@@ -453,6 +471,7 @@ void ft_disc_free(ft_disc_t *d)
     FT_HASH_RELEASE_ALL(d->ranges, range_free);
     free(d->range_v);
     rec_free(&d->last);
+    FT_HASH_RELEASE_ALL(d->resync, free);
     free(d->units);
     free(d->unit_ids);
     pthread_mutex_destroy(&d->lock);
@@ -2320,6 +2339,78 @@ static void debug_start_miss(ft_disc_t *d, const uint32_t *ids, size_t n)
              "a pointer array)", d->kv[l->kernel]->name, n ? now : " none", l->n_ids ? then : " none");
 }
 
+/* A launch off the record (another kernel at its position: a launch added or left out
+ * since discovery, a kernel chosen by shape; or the same kernel, a launch or more
+ * away) is put back on it at the next launch that touches a weight as only one launch
+ * of the recorded pass did: that kernel at that pointer (at that region when the
+ * record has no pointers: a saved profile's). Weights are read once a pass, each by its
+ * own launch, so such a touch says where the pass is; positions then follow the record
+ * again (the guard's prefetch, checksums and offload timing go by them). A region
+ * alone would seldom do: a caching allocator's segment holds a layer's several
+ * weights, read by one GEMM kernel each. */
+static struct resync_key resync_key(const ft_disc_t *d, uint32_t kernel, uint32_t id, uint64_t ptr)
+{
+    struct resync_key key;
+    memset(&key, 0, sizeof key); /* hashed as bytes */
+    key.kernel = kernel;
+    key.where = !d->last.no_ptrs && ptr != 0 ? ptr : (uint64_t)(id & ~ID_INDIRECT) | 1ull << 63;
+    return key;
+}
+
+/* The table for `last`, (re)built when `last` changed since (d->lock held, DONE). Out of
+ * memory, the table stays partial: a pair missing only puts no launch back on the
+ * record. Positions 0 and the track start are left out: a pass begins only there, by
+ * the start's own rule. */
+static void resync_build(ft_disc_t *d)
+{
+    if (d->resync_built && d->resync_gen == d->last.gen)
+        return;
+    FT_HASH_RELEASE_ALL(d->resync, free);
+    d->resync_gen = d->last.gen;
+    d->resync_built = 1;
+    for (size_t p = 1; p < d->last.n; p++) {
+        const launch_t *l = &d->last.l[p];
+        if (d->track_set && p == d->track_start)
+            continue;
+        for (uint32_t i = 0; i < l->n_ids; i++) {
+            uint32_t id = d->last.ids[l->first_id + i];
+            rinfo_t *r = rinfo_get(d, id);
+            if ((id & ID_INDIRECT) || r == NULL || r->unit < 0)
+                continue;
+            struct resync_key key = resync_key(d, l->kernel, id, d->last.no_ptrs ? 0 : d->last.ptrs[l->first_id + i]);
+            struct resync *e;
+            HASH_FIND(hh, d->resync, &key, sizeof key, e);
+            if (e != NULL) {
+                e->pos = e->pos == (long)p ? e->pos : -1;
+                continue;
+            }
+            if ((e = malloc(sizeof *e)) == NULL)
+                return;
+            e->key = key;
+            e->pos = (long)p;
+            HASH_ADD(hh, d->resync, key, sizeof key, e);
+        }
+    }
+}
+
+/* Where the recorded pass touched one of ids (at ptrs; n, sure touches) with kernel k
+ * as only one of its launches did; -1 when none did. */
+static long resync_find(ft_disc_t *d, const kinfo_t *k, const uint32_t *ids, const uint64_t *ptrs, size_t n)
+{
+    resync_build(d);
+    for (size_t i = 0; i < n; i++) {
+        rinfo_t *r = rinfo_get(d, ids[i]);
+        if ((ids[i] & ID_INDIRECT) || r == NULL || r->unit < 0)
+            continue;
+        struct resync_key key = resync_key(d, k->idx, ids[i], ptrs[i]);
+        struct resync *e;
+        HASH_FIND(hh, d->resync, &key, sizeof key, e);
+        if (e != NULL && e->pos >= 0)
+            return e->pos;
+    }
+    return -1;
+}
+
 long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set,
                    int *expected, int *weightless)
 {
@@ -2390,8 +2481,18 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
         }
         ln->track_mark = 0;
         pos = ln->track_pos;
+        int on = pos >= 0 && (size_t)pos < d->last.n && k != NULL && d->last.l[pos].kernel == k->idx;
+        /* Within a pass, the position this launch's weight says, where it says another
+         * (the same kernel at a position shifted by a launch added is no proof). */
+        long back = !start && pos >= 0 && k != NULL && n > 0 ? resync_find(d, k, ids, ptrs, n) : -1;
+        if (back >= 0 && back == pos)
+            back = -1;
+        if (back >= 0) {
+            ln->track_pos = pos = back;
+            d->track_resyncs++;
+        }
         if (expected != NULL)
-            *expected = pos >= 0 && (size_t)pos < d->last.n && k != NULL && d->last.l[pos].kernel == k->idx;
+            *expected = back >= 0 ? 2 : on;
         launch_ids_free(&li);
     }
     pthread_mutex_unlock(&d->lock);
@@ -2597,6 +2698,8 @@ void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out)
     out->reloads = d->reloads;
     out->launches = d->launches_total;
     out->marker_hits = d->marker_hits;
+    out->track_starts = d->track_starts;
+    out->track_resyncs = d->track_resyncs;
     pthread_mutex_unlock(&d->lock);
 }
 

@@ -142,6 +142,8 @@ typedef struct {
     int iterations, iters_wanted, restarts;
     int reloads;                /* ft_disc_reload's discoveries from scratch */
     uint64_t launches, marker_hits;
+    /* After DONE: passes begun, and launches off the record put back on it. */
+    uint64_t track_starts, track_resyncs;
 } ft_disc_status_t;
 void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out);
 
@@ -151,7 +153,9 @@ void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out);
  * before a pass began. Positions are those of the units' first_launch / last_launch.
  * *expected (may be NULL) is set to 1 when the recorded pass launched this kernel at
  * that position: a pass whose launches differ (a prefill where discovery saw decode
- * steps) can be told from one that follows the record. Touches flagged unsure in set
+ * steps) can be told from one that follows the record; to 2 when the lane was off the
+ * record and this launch put it back (it touched a weight as only the recorded pass's
+ * launch at the returned position did: that kernel on that region). Touches flagged unsure in set
  * are left out. *weightless (may be NULL) is set to 1 when the kernel ran in the
  * recorded pass and touched no weight there through its own arguments: a weight address
  * in its arguments later is a stale one (PyTorch's cat kernel in every layer, whose

@@ -120,7 +120,7 @@ int ft_res_far(long at, ft_res_range_t range, const ft_res_pass_t *pass)
 
 long ft_res_lane_pos(int *off_script, long tracked, int expected)
 {
-    if (tracked == 0)
+    if (tracked == 0 || expected == 2)
         *off_script = 0;
     if (tracked >= 0 && !*off_script && !expected)
         *off_script = 1;

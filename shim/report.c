@@ -330,6 +330,13 @@ void ft_hooks_report(void)
     FT_INFO("discovery: %s, %d iteration(s), %zu units, %.1f MiB of weights",
             state[ft_disc_state(disc)], ft_disc_iterations(disc), ft_disc_unit_count(disc),
             (double)ft_disc_weight_bytes(disc) / 1048576.0);
+    ft_disc_status_t st;
+    ft_disc_status(disc, &st);
+    if (st.track_starts > 0)
+        FT_INFO("discovery: %llu pass(es) followed since; %llu time(s) a launch's weight put its pass "
+                "back on the record (launches added or left out since the recorded pass shift "
+                "positions)",
+                (unsigned long long)st.track_starts, (unsigned long long)st.track_resyncs);
 }
 
 /* Why the plan streams nothing, into buf (plan.rc == 0). */

@@ -75,9 +75,15 @@ static int large_embedding; /* after discovery, the embedding is another kernel 
 static int syncs;         /* the host synchronises after every forward */
 static int stale_start;   /* the embedding carries a stale address of a layer's weight in
                              discovery (not after, when tracking) */
-/* After discovery: launches go to ft_disc_track, their positions to track_log. */
+static int extra_cat;      /* when tracking: a launch the recorded pass did not have, after
+                             layer 1's q projection (a launch added after discovery) */
+static int packed_qkv;    /* each layer's q, k and v in one region (a caching allocator's
+                             segment), read by the same GEMM kernel */
+/* After discovery: launches go to ft_disc_track, their positions to track_log, and
+ * whether each is the recorded pass's launch there (expected) to track_exp. */
 static int tracking;
 static long track_log[1024];
+static int track_exp[1024];
 static size_t n_track;
 
 static void setup(void)
@@ -88,6 +94,8 @@ static void setup(void)
     stale_start = 0;
     large_embedding = 0;
     tracking = 0;
+    extra_cat = 0;
+    packed_qkv = 0;
     n_track = 0;
     lazy_layers = 0;
     shared_norms = 0;
@@ -128,9 +136,12 @@ static int launch(ft_disc_t *d, uint64_t lane, const char *name, uint64_t writte
         version[id_of(written)]++;
     /* The kernel's identity: its name's address is stable for string literals. */
     if (tracking) {
-        long pos = ft_disc_track(d, lane, (uint64_t)(uintptr_t)name, &set, NULL, NULL);
-        if (n_track < sizeof track_log / sizeof *track_log)
+        int expected;
+        long pos = ft_disc_track(d, lane, (uint64_t)(uintptr_t)name, &set, &expected, NULL);
+        if (n_track < sizeof track_log / sizeof *track_log) {
+            track_exp[n_track] = expected;
             track_log[n_track++] = pos;
+        }
         return pos == 0;
     }
     return ft_disc_launch(d, lane, (uint64_t)(uintptr_t)name, name, &set);
@@ -149,9 +160,9 @@ static void llama_alloc(llama_t *m, int layers)
     uint64_t norms = shared_norms ? alloc_region(2 * MIB) : 0;
     for (int l = 0; l < layers; l++) {
         m->ln1[l] = shared_norms ? norms + (uint64_t)l * 16 * KIB : alloc_region(8 * KIB);
-        m->q[l] = alloc_region(32 * MIB);
-        m->k[l] = alloc_region(8 * MIB);
-        m->v[l] = alloc_region(8 * MIB);
+        m->q[l] = alloc_region(packed_qkv ? 48 * MIB : 32 * MIB);
+        m->k[l] = packed_qkv ? m->q[l] + 32 * MIB : alloc_region(8 * MIB);
+        m->v[l] = packed_qkv ? m->q[l] + 40 * MIB : alloc_region(8 * MIB);
         m->o[l] = alloc_region(32 * MIB);
         m->ln2[l] = shared_norms ? norms + (uint64_t)l * 16 * KIB + 8 * KIB : alloc_region(8 * KIB);
         m->gate[l] = alloc_region(112 * MIB);
@@ -205,6 +216,8 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
             ft_disc_range_push(d, lane, name);
         launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->ln1[l], m->act2);
         launch(d, lane, "gemm", m->act, 3, m->act2, m->q[l], m->act);
+        if (tracking && extra_cat && l == 1)
+            launch(d, lane, "cat", m->act, 2, m->act2, m->act);
         launch(d, lane, "gemm", m->act, 3, m->act2, m->k[l], m->act);
         launch(d, lane, "gemm", m->act, 3, m->act2, m->v[l], m->act);
         if (alternate_small)
@@ -991,6 +1004,55 @@ START_TEST(pass_start_survives_a_stale_address_seen_in_discovery)
 }
 END_TEST
 
+/* A launch the recorded pass did not have (after layer 1's q projection) takes the
+ * lane off the record; the next launch touching a weight as only one launch of the
+ * recorded pass did (the same GEMM kernel at layer 1's k weight, in the region that
+ * holds its q and v too) puts it back there, and every later launch has its recorded
+ * position again (on the H100, a transformers model's decode steps went off the record
+ * for good at their first such launch). */
+START_TEST(a_weight_touch_puts_a_lane_back_on_the_record)
+{
+    packed_qkv = 1;
+    llama_t m;
+    llama_alloc(&m, 4);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 4; it++)
+        llama_forward(d, 1, &m, 4);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    size_t n = ft_disc_pass_length(d);
+    tracking = 1;
+    llama_forward(d, 1, &m, 4);
+    ck_assert_uint_eq(n_track, n);
+    long plain[1024];
+    memcpy(plain, track_log, n * sizeof *plain);
+    extra_cat = 1;
+    for (int f = 0; f < 2; f++) {
+        n_track = 0;
+        llama_forward(d, 1, &m, 4);
+        ck_assert_uint_eq(n_track, n + 1);
+        /* after layer 1's q projection: the embedding, layer 0's 13, a norm, q */
+        size_t cat = 1 + 13 + 2;
+        for (size_t i = 0; i < cat; i++) {
+            ck_assert_int_eq(track_log[i], plain[i]);
+            ck_assert_int_eq(track_exp[i], 1);
+        }
+        ck_assert_int_eq(track_exp[cat], 0);        /* the cat: off the record */
+        ck_assert_int_eq(track_log[cat + 1], plain[cat]); /* k's gemm: back on it */
+        ck_assert_int_eq(track_exp[cat + 1], 2);
+        for (size_t i = cat + 2; i < n + 1; i++) {
+            ck_assert_int_eq(track_log[i], plain[i - 1]);
+            ck_assert_int_eq(track_exp[i], 1);
+        }
+    }
+    ft_disc_status_t st;
+    ft_disc_status(d, &st);
+    ck_assert_uint_eq(st.track_resyncs, 2);
+    ck_assert_uint_eq(st.track_starts, 3);
+    ft_disc_free(d);
+}
+END_TEST
+
 /* A launch added after discovery that reads the start's weight (the embedding) with
  * another layer's does not start a pass; the next forward's embedding does. */
 START_TEST(a_launch_reading_the_start_weight_and_another_does_not_start_a_pass)
@@ -1506,6 +1568,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, weights_copied_after_other_kernels_are_found);
     tcase_add_test(tc, small_copies_after_other_kernels_start_nothing_over);
     tcase_add_test(tc, pass_start_survives_a_moved_input);
+    tcase_add_test(tc, a_weight_touch_puts_a_lane_back_on_the_record);
     tcase_add_test(tc, pass_start_before_the_first_weight_survives_a_moved_input);
     tcase_add_test(tc, pass_start_survives_a_stale_address_seen_in_discovery);
     tcase_add_test(tc, pass_start_survives_another_embedding_kernel);

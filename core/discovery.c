@@ -2482,17 +2482,16 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
         ln->track_mark = 0;
         pos = ln->track_pos;
         int on = pos >= 0 && (size_t)pos < d->last.n && k != NULL && d->last.l[pos].kernel == k->idx;
-        /* Within a pass, the position this launch's weight says, where it says another
-         * (the same kernel at a position shifted by a launch added is no proof). */
-        long back = !start && pos >= 0 && k != NULL && n > 0 ? resync_find(d, k, ids, ptrs, n) : -1;
-        if (back >= 0 && back == pos)
-            back = -1;
-        if (back >= 0) {
-            ln->track_pos = pos = back;
+        /* Within a pass, the position this launch's weight says: where it says another,
+         * the lane moves there (the same kernel at a position shifted by a launch added
+         * is no proof); either way the position is sure. */
+        long at = !start && pos >= 0 && k != NULL && n > 0 ? resync_find(d, k, ids, ptrs, n) : -1;
+        if (at >= 0 && at != pos) {
+            ln->track_pos = pos = at;
             d->track_resyncs++;
         }
         if (expected != NULL)
-            *expected = back >= 0 ? 2 : on;
+            *expected = at >= 0 ? 2 : on;
         launch_ids_free(&li);
     }
     pthread_mutex_unlock(&d->lock);
@@ -2555,6 +2554,15 @@ int ft_disc_region_off_max(ft_disc_t *d, uint32_t id, uint64_t *off)
 size_t ft_disc_pass_length(ft_disc_t *d)
 {
     return d->last.n;
+}
+
+const char *ft_disc_pass_kernel(ft_disc_t *d, long pos)
+{
+    pthread_mutex_lock(&d->lock);
+    const char *name = d->state == FT_DISC_DONE && pos >= 0 && (size_t)pos < d->last.n
+                       ? d->kv[d->last.l[pos].kernel]->name : NULL;
+    pthread_mutex_unlock(&d->lock);
+    return name;
 }
 
 uint32_t ft_disc_track_start(ft_disc_t *d)

@@ -153,9 +153,9 @@ void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out);
  * before a pass began. Positions are those of the units' first_launch / last_launch.
  * *expected (may be NULL) is set to 1 when the recorded pass launched this kernel at
  * that position: a pass whose launches differ (a prefill where discovery saw decode
- * steps) can be told from one that follows the record; to 2 when the lane was off the
- * record and this launch put it back (it touched a weight as only the recorded pass's
- * launch at the returned position did: that kernel on that region). Touches flagged unsure in set
+ * steps) can be told from one that follows the record; to 2 when this launch touched a
+ * weight as only the recorded pass's launch at the returned position did (that kernel
+ * at that pointer): its position is sure, the lane's moved there when it was elsewhere. Touches flagged unsure in set
  * are left out. *weightless (may be NULL) is set to 1 when the kernel ran in the
  * recorded pass and touched no weight there through its own arguments: a weight address
  * in its arguments later is a stale one (PyTorch's cat kernel in every layer, whose
@@ -187,6 +187,8 @@ int ft_disc_region_indirect_only(ft_disc_t *d, uint32_t id);
 
 /* Launches in the recorded pass. */
 size_t ft_disc_pass_length(ft_disc_t *d);
+/* After DONE: the name of the kernel the recorded pass launched at pos; NULL past it. */
+const char *ft_disc_pass_kernel(ft_disc_t *d, long pos);
 /* After DONE: the recorded position at which followed passes begin (ft_disc_track's
  * position 0 of a pass is this one; positions wrap at the pass length). */
 uint32_t ft_disc_track_start(ft_disc_t *d);

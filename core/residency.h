@@ -91,9 +91,10 @@ int ft_res_far(long at, ft_res_range_t range, const ft_res_pass_t *pass);
 
 /* The position a launch is judged by, on a lane that keeps *off_script: tracked is
  * ft_disc_track's position (-1: none), expected whether the launch is the one the
- * record has there (2: the launch that put the lane back on the record). Position 0
- * begins a pass on the record again, and so does a launch put back on it; a launch off
- * the record takes the lane off it until then, and is then judged by no position (-1). */
+ * record has there (2: a launch whose weight made its position sure). Position 0
+ * begins a pass on the record again, and a position made sure puts the lane back on it;
+ * a launch off the record takes the lane off it until then, and is then judged by no
+ * position (-1). */
 long ft_res_lane_pos(int *off_script, long tracked, int expected);
 
 /* The repeat rule. Weights are grouped into units so that each is read in one range of

@@ -57,6 +57,7 @@ struct model_gather {
 const void *model_kernel_gemv(void);
 const void *model_kernel_gemv_wide(void); /* gemv under another name (--prefill-every) */
 const void *model_kernel_mix(void);
+const void *model_kernel_mix_alt(void); /* mix under another name (--act-twin) */
 const void *model_kernel_scale(void);
 const void *model_kernel_mixp(void);
 const void *model_kernel_bump(void);

@@ -108,6 +108,10 @@
  *   --prefill-every N  every Nth forward is a prefill's: each layer's GEMM another
  *                 kernel (gemv_wide, the same arithmetic) and half the --act-kernels, so
  *                 that its launches follow no recorded pass and no pass begins there
+ *   --act-twin N  from forward N on, each layer's first --act-kernels launch is mix's
+ *                 twin (mix_alt, the same arithmetic): a kernel chosen by shape, as the
+ *                 attention kernel cuDNN picks once a decode's KV cache has grown, so
+ *                 that passes leave the record there and their next weight puts them back
  *   --act-kernels N  every layer ends with N more kernels touching activations only:
  *                 the k-th adds the layer's output to element k of a 2 MiB buffer
  *                 allocated before the weights (mix): N launches whose pointers differ
@@ -317,6 +321,7 @@ typedef struct {
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
            nvtx = 0, stale = 0, stale_rope = 0, stale_from = -1, stale_new = -1, far_new = -1, vary_from = -1, shared = 0;
 static int act_kernels = 0; /* --act-kernels */
+static int act_twin = -1;   /* --act-twin */
 static int prefill_every = 0; /* --prefill-every */
 static uint32_t *act_pool;  /* its 2 MiB buffer, allocated before the weights */
 static uint32_t *rope_buf;  /* --stale-rope's own activation, allocated before the weights */
@@ -414,7 +419,7 @@ static int graph_replays = 0; /* --graph */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
-static const void *k_mix;
+static const void *k_mix, *k_mix_alt;
 
 typedef struct {
     int id;
@@ -1451,7 +1456,8 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             uint32_t *y = act_pool + k;
             int n = dim - act_kernels;
             void *act_args[] = { &y, &b, &n };
-            CHECK(cudaLaunchKernel(k_mix, grid, block, act_args, 0, stream));
+            CHECK(cudaLaunchKernel(k == 0 && act_twin >= 0 && cur_iter >= act_twin ? k_mix_alt : k_mix, grid,
+                                   block, act_args, 0, stream));
         }
         uint32_t *t = a;
         a = b;
@@ -1987,6 +1993,8 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(a, "--vary") == 0 && i + 1 < argc)
             vary_from = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--act-twin") == 0 && i + 1 < argc)
+            act_twin = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--act-kernels") == 0 && i + 1 < argc)
             act_kernels = parse_int(a, argv[++i], 0, 1 << 10);
         else if (strcmp(a, "--grow-cache") == 0)
@@ -2021,7 +2029,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -2094,6 +2102,7 @@ int main(int argc, char **argv)
     CHECK(cudaGetKernel(&k_gemv_wide, model_kernel_gemv_wide()));
     CHECK(cudaGetKernel(&k_scale, model_kernel_scale()));
     k_mix = model_kernel_mix();
+    k_mix_alt = model_kernel_mix_alt();
     if (minblas_init((void *)k_scale) != 0)
         return 1;
 

@@ -522,6 +522,19 @@ static void note_over(const char *what, uint64_t over0)
                    plan.in.budget_bytes > 0 ? human_bytes(plan.in.budget_bytes, c, sizeof c) : "none");
 }
 
+/* The lane's pass has left the record at this launch of kernel `name`, at position
+ * tracked (res.lock held): counted for the exit report, and said at debug level with
+ * what the record has there (the first 16 times). */
+static void left_record(const char *name, long tracked)
+{
+    res.off_record++;
+    if (res.off_record > 16 || !FT_LOG_ENABLED(FT_LOG_DEBUG))
+        return;
+    const char *rec = ft_disc_pass_kernel(disc, tracked);
+    FT_DEBUG("residency: pass %llu leaves the record at launch %ld: %s, where the recorded pass has %s",
+             (unsigned long long)res.passes, tracked, name, rec != NULL ? rec : "no launch (it ended before)");
+}
+
 /* The guard of a launch of kernel `key` (`name`, for messages) whose arguments hold the
  * regions of `set` (res.lock held): pass tracking sees the touches the kernel is sure
  * to make; the guard all. */
@@ -531,7 +544,10 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     long tracked = ft_disc_track(disc, lane_id(), key, set, &expected, &weightless);
     if (tracked == 0)
         step_mark(stream);
+    int was_off = lane_off_script;
     long pos = ft_res_lane_pos(&lane_off_script, tracked, expected);
+    if (lane_off_script && !was_off)
+        left_record(name, tracked);
     res_kernel_name = name;
     lane_launches++;
     uint64_t over0 = res.over_loads;
@@ -543,6 +559,13 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     }
     /* Offload timing: the unit that begins here, its stall timed across the waits. */
     int begins = timing_on() && pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1;
+    /* FT_LOG_LEVEL=trace: each launch of the first two passes after the switch, as the
+     * guard places it. */
+    if (res.passes <= 2 && FT_LOG_ENABLED(FT_LOG_TRACE))
+        FT_TRACE("residency: pass %llu, launch %ld (%s), %s: position %ld, unit %d begins, unit %d ends",
+                 (unsigned long long)res.passes, tracked,
+                 expected == 2 ? "sure by its weight" : expected ? "as recorded" : "not as recorded", name, pos,
+                 pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1, pos >= 0 ? unit_bound_at((uint32_t)pos, 1) : -1);
     if (begins >= 0)
         timing_unit_wait(begins, stream);
     res_touch(set->id, set->lo, set->unsure, set->n, stream, pos, weightless, key, tracked);

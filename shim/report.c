@@ -252,6 +252,11 @@ void ft_hooks_report(void)
         FT_INFO("residency: %llu unit(s) kept on the device after %d loads each for stale argument words "
                 "(resident units made to stream instead, to hold the budget)",
                 (unsigned long long)res.stale_pins, STALE_MISSES_PIN);
+    if (streaming && res.off_record > 0)
+        FT_INFO("residency: passes left the record %llu time(s) (a launch other than the recorded pass's at "
+                "its position; until the pass's end, or a launch's weight puts it back, prefetch goes by "
+                "the units touched, not by position; FT_LOG_LEVEL=debug says where)",
+                (unsigned long long)res.off_record);
     if (streaming && res.splits > 0)
         FT_INFO("residency: %llu region(s) split: other data past their weights, %.1f MiB in all, stays on the "
                 "device; their units stream the rest", (unsigned long long)res.splits,

@@ -303,7 +303,7 @@ START_TEST(lane_leaves_the_record_until_its_next_pass)
     /* a pass that begins off the record */
     ck_assert_int_eq(ft_res_lane_pos(&off, 0, 0), -1);
     ck_assert_int_eq(off, 1);
-    /* a launch that puts the lane back on the record (discovery's weight touch) */
+    /* a launch whose weight makes its position sure puts the lane back on the record */
     ck_assert_int_eq(ft_res_lane_pos(&off, 9, 2), 9);
     ck_assert_int_eq(off, 0);
     ck_assert_int_eq(ft_res_lane_pos(&off, 10, 1), 10);

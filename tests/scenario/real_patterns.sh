@@ -191,6 +191,17 @@ expect_grep 'holds other data at 6\.0 MiB too, below its split: the split moves 
     "$WORK/room-low.err" "room-low"
 expect_no_grep 'changed between loads' "$WORK/room-low.err" "room-low"
 expect_grep 'verdict: offloaded: 12 of 12 units stream' "$WORK/room-low.err" "room-low"
+# A kernel chosen by shape (on the H100, the attention kernel cuDNN picked once the
+# decode's KV cache had grown, at the same position as the recorded one): every pass
+# left the record at each layer's first activation kernel and, its later launches being
+# the recorded ones, never came back (only unit.0's compute was timed, no checksum was
+# issued after a unit's last launch). The next weight's launch now makes the position
+# sure again.
+compare_run act-twin --act-kernels 8 --act-twin 12 --iters 30 -- FT_GPU_MEM_LIMIT=16MiB FT_OFFLOAD_TIMING=on \
+    FT_LOG_LEVEL=info
+expect_grep 'residency: passes left the record [1-9][0-9]* time\(s\)' "$WORK/act-twin.err" "act-twin"
+timed=$(awk '/^flextensor:   unit\.[0-9]+ / && $10 + 0 > 0 { n++ } END { print n + 0 }' "$WORK/act-twin.err")
+[ "$timed" = 12 ] || fail "act-twin: $timed of 12 units' compute timed"
 # Weights in memory the program maps itself (PyTorch's expandable_segments): nothing
 # FlexTensor can find or move; the same output, and a verdict that says why.
 # Every tensor there, activations too (as on the H200: no launch touches a region

@@ -522,6 +522,11 @@ static void note_over(const char *what, uint64_t over0)
                    plan.in.budget_bytes > 0 ? human_bytes(plan.in.budget_bytes, c, sizeof c) : "none");
 }
 
+/* FT_LOG_LEVEL=trace's clock of the first passes (the application thread's): the pass's
+ * start, the traced launch's entry into the guard, and its hook's time to the end of
+ * res_call_done. */
+static __thread uint64_t trace_pass_t0, trace_hook_t0, trace_hook_ns;
+
 /* The lane's pass has left the record at this launch of kernel `name`, at position
  * tracked (res.lock held): counted for the exit report, and said at debug level with
  * what the record has there (the first 16 times). */
@@ -540,6 +545,7 @@ static void left_record(const char *name, long tracked)
  * to make; the guard all. */
 void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream)
 {
+    uint64_t guard_t0 = FT_LOG_ENABLED(FT_LOG_TRACE) ? now_ns() : 0;
     int expected, weightless;
     long tracked = ft_disc_track(disc, lane_id(), key, set, &expected, &weightless);
     if (tracked == 0)
@@ -559,13 +565,21 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     }
     /* Offload timing: the unit that begins here, its stall timed across the waits. */
     int begins = timing_on() && pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1;
-    /* FT_LOG_LEVEL=trace: each launch of the first two passes after the switch, as the
-     * guard places it. */
-    if (res.passes <= 2 && FT_LOG_ENABLED(FT_LOG_TRACE))
-        FT_TRACE("residency: pass %llu, launch %ld (%s), %s: position %ld, unit %d begins, unit %d ends",
+    /* FT_LOG_LEVEL=trace: each launch of the first four passes after the switch, as the
+     * guard places it, with the host clock since the pass began and what the launch
+     * before took in FlexTensor and the real call (a host that stalls shows here). */
+    if (res.passes <= 4 && FT_LOG_ENABLED(FT_LOG_TRACE)) {
+        uint64_t t = now_ns();
+        if (tracked == 0)
+            trace_pass_t0 = t;
+        FT_TRACE("residency: pass %llu, launch %ld (%s), %s: position %ld, unit %d begins, unit %d ends; "
+                 "+%.0f us, the launch before %.0f us in the hook",
                  (unsigned long long)res.passes, tracked,
                  expected == 2 ? "sure by its weight" : expected ? "as recorded" : "not as recorded", name, pos,
-                 pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1, pos >= 0 ? unit_bound_at((uint32_t)pos, 1) : -1);
+                 pos >= 0 ? unit_bound_at((uint32_t)pos, 0) : -1, pos >= 0 ? unit_bound_at((uint32_t)pos, 1) : -1,
+                 (double)(t - trace_pass_t0) / 1e3, (double)trace_hook_ns / 1e3);
+        trace_hook_t0 = guard_t0;
+    }
     if (begins >= 0)
         timing_unit_wait(begins, stream);
     res_touch(set->id, set->lo, set->unsure, set->n, stream, pos, weightless, key, tracked);
@@ -815,6 +829,10 @@ void res_call_done(void)
         prefetch_after = -1;
     } else {
         mover_pump(); /* the next move of a prefetch under way, once the last is over */
+    }
+    if (trace_hook_t0 != 0) {
+        trace_hook_ns = now_ns() - trace_hook_t0;
+        trace_hook_t0 = 0;
     }
 }
 

@@ -2340,9 +2340,8 @@ static void debug_start_miss(ft_disc_t *d, const uint32_t *ids, size_t n)
 }
 
 /* A launch off the record (another kernel at its position: a launch added or left out
- * since discovery, a kernel chosen by shape; or the same kernel, a launch or more
- * away) is put back on it at the next launch that touches a weight as only one launch
- * of the recorded pass did: that kernel at that pointer (at that region when the
+ * since discovery, a kernel chosen by shape) is put back on it at the next launch that
+ * touches a weight as only one launch of the recorded pass did: that kernel at that pointer (at that region when the
  * record has no pointers: a saved profile's). Weights are read once a pass, each by its
  * own launch, so such a touch says where the pass is; positions then follow the record
  * again (the guard's prefetch, checksums and offload timing go by them). A region
@@ -2393,9 +2392,13 @@ static void resync_build(ft_disc_t *d)
     }
 }
 
-/* Where the recorded pass touched one of ids (at ptrs; n, sure touches) with kernel k
- * as only one of its launches did; -1 when none did. */
-static long resync_find(ft_disc_t *d, const kinfo_t *k, const uint32_t *ids, const uint64_t *ptrs, size_t n)
+/* What the recorded pass says of a launch of kernel k touching ids (at ptrs; n, sure
+ * touches): RESYNC_AT (*pos set) where one of its launches, and only one, touched one of
+ * those weights so; RESYNC_UNSAID otherwise (no weight touched, a weight the record
+ * never had read so, or one it read so more than once). */
+enum { RESYNC_AT, RESYNC_UNSAID };
+static int resync_find(ft_disc_t *d, const kinfo_t *k, const uint32_t *ids, const uint64_t *ptrs, size_t n,
+                       long *pos)
 {
     resync_build(d);
     for (size_t i = 0; i < n; i++) {
@@ -2405,10 +2408,12 @@ static long resync_find(ft_disc_t *d, const kinfo_t *k, const uint32_t *ids, con
         struct resync_key key = resync_key(d, k->idx, ids[i], ptrs[i]);
         struct resync *e;
         HASH_FIND(hh, d->resync, &key, sizeof key, e);
-        if (e != NULL && e->pos >= 0)
-            return e->pos;
+        if (e != NULL && e->pos >= 0) {
+            *pos = e->pos;
+            return RESYNC_AT;
+        }
     }
-    return -1;
+    return RESYNC_UNSAID;
 }
 
 long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_set_t *set,
@@ -2482,16 +2487,21 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
         ln->track_mark = 0;
         pos = ln->track_pos;
         int on = pos >= 0 && (size_t)pos < d->last.n && k != NULL && d->last.l[pos].kernel == k->idx;
-        /* Within a pass, the position this launch's weight says: where it says another,
-         * the lane moves there (the same kernel at a position shifted by a launch added
-         * is no proof); either way the position is sure. */
-        long at = !start && pos >= 0 && k != NULL && n > 0 ? resync_find(d, k, ids, ptrs, n) : -1;
-        if (at >= 0 && at != pos) {
+        /* Within a pass, the position this launch's weight says. Where it is the count's,
+         * the position is sure; where the record has another kernel at the count, the
+         * lane moves to it (a launch added or left out before); where the record has
+         * this kernel at the count but the weight says another position, the count
+         * stands: the same kernel on another slice of one weight (an expert the router
+         * picked instead of the record's, in a fused experts tensor) is no shift. */
+        long at = -1;
+        int said = !start && pos >= 0 && k != NULL && n > 0 ? resync_find(d, k, ids, ptrs, n, &at) : RESYNC_UNSAID;
+        int sure = said == RESYNC_AT && (at == pos || !on);
+        if (sure && at != pos) {
             ln->track_pos = pos = at;
             d->track_resyncs++;
         }
         if (expected != NULL)
-            *expected = at >= 0 ? 2 : on;
+            *expected = sure ? 2 : on;
         launch_ids_free(&li);
     }
     pthread_mutex_unlock(&d->lock);

@@ -155,7 +155,8 @@ void ft_disc_status(ft_disc_t *d, ft_disc_status_t *out);
  * that position: a pass whose launches differ (a prefill where discovery saw decode
  * steps) can be told from one that follows the record; to 2 when this launch touched a
  * weight as only the recorded pass's launch at the returned position did (that kernel
- * at that pointer): its position is sure, the lane's moved there when it was elsewhere. Touches flagged unsure in set
+ * at that pointer) and either that position is the count's or the record has another
+ * kernel at the count (the lane then moves there): its position is sure. Touches flagged unsure in set
  * are left out. *weightless (may be NULL) is set to 1 when the kernel ran in the
  * recorded pass and touched no weight there through its own arguments: a weight address
  * in its arguments later is a stale one (PyTorch's cat kernel in every layer, whose

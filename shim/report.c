@@ -338,9 +338,8 @@ void ft_hooks_report(void)
     ft_disc_status_t st;
     ft_disc_status(disc, &st);
     if (st.track_starts > 0)
-        FT_INFO("discovery: %llu pass(es) followed since; %llu time(s) a launch's weight put its pass "
-                "back on the record (launches added or left out since the recorded pass shift "
-                "positions)",
+        FT_INFO("discovery: %llu pass(es) followed since; %llu time(s) a launch's weight moved its pass "
+                "to where the recorded pass read it (launches added or left out since shift positions)",
                 (unsigned long long)st.track_starts, (unsigned long long)st.track_resyncs);
 }
 

@@ -79,6 +79,8 @@ static int extra_cat;      /* when tracking: a launch the recorded pass did not 
                              layer 1's q projection (a launch added after discovery) */
 static int packed_qkv;    /* each layer's q, k and v in one region (a caching allocator's
                              segment), read by the same GEMM kernel */
+static int swap_kv;       /* when tracking: layer 1 reads v before k (the same kernel on
+                             other slices, as a router picking other experts) */
 /* After discovery: launches go to ft_disc_track, their positions to track_log, and
  * whether each is the recorded pass's launch there (expected) to track_exp. */
 static int tracking;
@@ -96,6 +98,7 @@ static void setup(void)
     tracking = 0;
     extra_cat = 0;
     packed_qkv = 0;
+    swap_kv = 0;
     n_track = 0;
     lazy_layers = 0;
     shared_norms = 0;
@@ -218,8 +221,9 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         launch(d, lane, "gemm", m->act, 3, m->act2, m->q[l], m->act);
         if (tracking && extra_cat && l == 1)
             launch(d, lane, "cat", m->act, 2, m->act2, m->act);
-        launch(d, lane, "gemm", m->act, 3, m->act2, m->k[l], m->act);
-        launch(d, lane, "gemm", m->act, 3, m->act2, m->v[l], m->act);
+        int swap = tracking && swap_kv && l == 1;
+        launch(d, lane, "gemm", m->act, 3, m->act2, swap ? m->v[l] : m->k[l], m->act);
+        launch(d, lane, "gemm", m->act, 3, m->act2, swap ? m->k[l] : m->v[l], m->act);
         if (alternate_small)
             launch(d, lane, "rope", m->small, 2, m->act, small);
         else if (stale_rope) /* 38 MiB and 3 bytes into layer 1's gate, every time */
@@ -1005,11 +1009,14 @@ START_TEST(pass_start_survives_a_stale_address_seen_in_discovery)
 END_TEST
 
 /* A launch the recorded pass did not have (after layer 1's q projection) takes the
- * lane off the record; the next launch touching a weight as only one launch of the
- * recorded pass did (the same GEMM kernel at layer 1's k weight, in the region that
- * holds its q and v too) puts it back there, and every later launch has its recorded
- * position again (on the H100, a transformers model's decode steps went off the record
- * for good at their first such launch). */
+ * lane off the record. The next, the GEMM kernel at layer 1's k weight (in the region
+ * that holds its q and v too), finds the same kernel at its count (v's): the count
+ * stands. The one after, at v's weight where the record has another kernel, puts the
+ * lane back where the record read v, and every later launch has its recorded position
+ * again (on the H100, a transformers model's decode steps went off the record for good
+ * at their first such launch). The same kernel on another slice of one weight at the
+ * count (k and v read in the other order, as a router picking other experts of a fused
+ * tensor) moves nothing. */
 START_TEST(a_weight_touch_puts_a_lane_back_on_the_record)
 {
     packed_qkv = 1;
@@ -1039,17 +1046,28 @@ START_TEST(a_weight_touch_puts_a_lane_back_on_the_record)
         }
         ck_assert_int_eq(track_exp[cat - 1], 2); /* q's gemm */
         ck_assert_int_eq(track_exp[cat], 0);        /* the cat: off the record */
-        ck_assert_int_eq(track_log[cat + 1], plain[cat]); /* k's gemm: back on it */
-        ck_assert_int_eq(track_exp[cat + 1], 2);
-        for (size_t i = cat + 2; i < n + 1; i++) {
+        ck_assert_int_eq(track_log[cat + 1], plain[cat + 1]); /* k's gemm: the count */
+        ck_assert_int_eq(track_exp[cat + 1], 1);
+        ck_assert_int_eq(track_log[cat + 2], plain[cat + 1]); /* v's gemm: back on it */
+        ck_assert_int_eq(track_exp[cat + 2], 2);
+        for (size_t i = cat + 3; i < n + 1; i++) {
             ck_assert_int_eq(track_log[i], plain[i - 1]);
             ck_assert_int_ne(track_exp[i], 0);
         }
     }
+    extra_cat = 0;
+    swap_kv = 1;
+    n_track = 0;
+    llama_forward(d, 1, &m, 4);
+    ck_assert_uint_eq(n_track, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(track_log[i], plain[i]);
+        ck_assert_int_ne(track_exp[i], 0);
+    }
     ft_disc_status_t st;
     ft_disc_status(d, &st);
     ck_assert_uint_eq(st.track_resyncs, 2);
-    ck_assert_uint_eq(st.track_starts, 3);
+    ck_assert_uint_eq(st.track_starts, 4);
     ft_disc_free(d);
 }
 END_TEST

@@ -181,7 +181,7 @@ compare_run room-low --segment-kib 8196 --room-from 3 --room-low 8 -- FT_SPILL=1
     FT_OFFLOAD_TIMING=on FT_TRACE_FILE="$WORK/room-low.trace" FT_LOG_LEVEL=info
 "$BUILD/bin/ft-trace" "$WORK/room-low.trace" > "$WORK/room-low.ftt" 2>&1 || {
     sed 's/^/    | /' "$WORK/room-low.ftt" >&2; fail "room-low: ft-trace refused the trace"; }
-expect_grep 'discovery: [0-9]+ pass\(es\) followed since; [1-9][0-9]* time\(s\) a launch.s weight put its pass back on the record' \
+expect_grep 'discovery: [0-9]+ pass\(es\) followed since; [1-9][0-9]* time\(s\) a launch.s weight moved its pass to where the recorded pass read it' \
     "$WORK/room-low.err" "room-low"
 timed=$(awk '/^flextensor:   unit\.[0-9]+ / && $10 + 0 > 0 { n++ } END { print n + 0 }' "$WORK/room-low.err")
 [ "$timed" = 12 ] || fail "room-low: $timed of 12 units' compute timed"

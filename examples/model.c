@@ -364,12 +364,8 @@ static int gather_from = -1; /* from this forward on, each forward ends with a g
 static int gather_until = -1; /* the last forward that does (-1: every one from gather_from) */
 /* --moe E,K: each layer has E experts (dim x dim words each) and every forward routes to
  * K of them, chosen per forward and layer by a seeded generator (a router's choice):
- * each expert's weight is read by the forwards that route to it, not by the others.
- * --moe-fused: a layer's experts are slices of one allocation (transformers 5's fused
- * experts tensor), so every forward touches the same regions and only the pointers
- * into them change with the routing. */
+ * each expert's weight is read by the forwards that route to it, not by the others. */
 static int moe_experts, moe_k;
-static int moe_fused; /* --moe-fused: a layer's experts are slices of one allocation */
 /* --static-rt: the runtime's launch as a library with its own copy of the runtime
  * makes it (the simulator's simcudaStaticLaunchKernel), or NULL. */
 typedef cudaError_t (*static_launch_fn)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
@@ -950,19 +946,9 @@ static void upload_layers(uint32_t *host)
         model[l].s = up(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
         if (ptr_arrays)
             model[l].pv = upload(0x94d049bb133111ebull * (uint64_t)(l + 1), big_tables ? n * n : n, host);
-        for (int e = 0; e < moe_experts; e++) {
-            uint64_t seed = 0xbf58476d1ce4e5b9ull * (uint64_t)(l + 1) + 0x94d049bb133111ebull * (uint64_t)e;
-            if (!moe_fused) {
-                model[l].ex[e] = upload(seed, n * n, host);
-            } else if (e == 0) { /* room for every expert, the others copied in after it */
-                model[l].ex[0] = upload_padded(seed, n * n, host, (size_t)(moe_experts - 1) * n * n * sizeof *host);
-            } else {
-                model[l].ex[e] = model[l].ex[0] + (size_t)e * n * n;
-                for (size_t i = 0; i < n * n; i++)
-                    host[i] = (uint32_t)xorshift(&seed);
-                CHECK(cudaMemcpy(model[l].ex[e], host, n * n * sizeof *host, cudaMemcpyHostToDevice));
-            }
-        }
+        for (int e = 0; e < moe_experts; e++)
+            model[l].ex[e] = upload(0xbf58476d1ce4e5b9ull * (uint64_t)(l + 1) + 0x94d049bb133111ebull * (uint64_t)e,
+                                    n * n, host);
     }
 }
 
@@ -975,7 +961,7 @@ static void reload_weights(void)
         free_weight(model[l].w);
         free_weight(model[l].bias);
         free_weight(model[l].s);
-        for (int e = 0; e < (moe_fused ? 1 : moe_experts); e++)
+        for (int e = 0; e < moe_experts; e++)
             free_weight(model[l].ex[e]);
     }
     weight_seed = weight_seed * 0x2545f4914f6cdd1dull + 0x5851f42d4c957f2dull;
@@ -1998,8 +1984,6 @@ int main(int argc, char **argv)
             refill_after = parse_int(a, argv[++i], 0, 1000000);
         else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
             rewrite_from = parse_int(a, argv[++i], 0, 1 << 20);
-        else if (strcmp(a, "--moe-fused") == 0)
-            moe_fused = 1;
         else if (strcmp(a, "--moe") == 0 && i + 1 < argc) {
             const char *v2 = argv[++i];
             if (sscanf(v2, "%d,%d", &moe_experts, &moe_k) != 2 || moe_experts < 1 ||
@@ -2045,17 +2029,13 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K [--moe-fused]] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
     }
 
-    if (moe_fused && (moe_experts == 0 || init_kernel)) {
-        fprintf(stderr, "model: --moe-fused needs --moe E,K, and no --init-kernel\n");
-        return 2;
-    }
     if (act_kernels >= dim || (act_kernels > 0 && (threads > 1 || grow_cache || dim > (128 << 10)))) {
         fprintf(stderr, "model: --act-kernels needs fewer kernels than --dim, one thread, no --grow-cache, --dim <= 128Ki\n");
         return 2;

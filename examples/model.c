@@ -86,6 +86,8 @@
  *   --stale-new N  from forward N on, one more bump kernel per layer, a kernel discovery
  *                 never saw, whose tail holds the same layer's weight in every layer
  *                 (PyTorch's prefill cat kernels on the GPU did this)
+ *   --stale-off KIB  that address KIB KiB into the weight (an nvjet GEMM's word 2 MiB
+ *                 into a 22 MiB region of one layer, on the H100)
  *   --gather-from N  from forward N on, each forward ends with one gather kernel (a cat
  *                 of many inputs, as PyTorch's CatArrayBatchedCopy) whose by-value
  *                 argument holds every layer's bias, then its scale vector, then its
@@ -366,6 +368,7 @@ static int gather_until = -1; /* the last forward that does (-1: every one from 
  * K of them, chosen per forward and layer by a seeded generator (a router's choice):
  * each expert's weight is read by the forwards that route to it, not by the others. */
 static int moe_experts, moe_k;
+static size_t stale_off; /* --stale-off, bytes */
 /* --static-rt: the runtime's launch as a library with its own copy of the runtime
  * makes it (the simulator's simcudaStaticLaunchKernel), or NULL. */
 typedef cudaError_t (*static_launch_fn)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
@@ -1079,10 +1082,10 @@ static void bump(uint32_t *y, struct model_meta m, cudaStream_t stream)
 
 /* bump's meta, its tail left holding the weight of the layer two thirds in
  * (--stale-new, --far-new). */
-static struct model_meta far_weight_meta(void)
+static struct model_meta far_weight_meta(size_t off)
 {
     struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
-    meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w;
+    meta.tail[0] = (uint64_t)(uintptr_t)model[layers * 2 / 3].w + off;
     return meta;
 }
 
@@ -1339,7 +1342,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         /* Once a forward, early, a kernel discovery never saw whose unused tail holds a
          * far layer's weight (generate's reduce kernel on the GPU did this). */
         if (l == 0 && far_new >= 0 && cur_iter >= far_new)
-            bump(b, far_weight_meta(), stream);
+            bump(b, far_weight_meta(0), stream);
         if (cross_from >= 0 && cur_iter >= cross_from) {
             /* b = w . (the first row of a far layer's weight): one launch reads two
              * layers' weights, the second never seen with it in discovery. */
@@ -1393,7 +1396,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
             bump(b, meta, stream);
         }
         if (stale_new >= 0 && cur_iter >= stale_new)
-            bump(b, far_weight_meta(), stream);
+            bump(b, far_weight_meta(stale_off), stream);
         if (stale_rope) {
             struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
             meta.tail[0] = (uint64_t)(uintptr_t)model[1 % layers].w + (uint64_t)dim * (uint64_t)dim * 2 + 3;
@@ -1984,6 +1987,8 @@ int main(int argc, char **argv)
             refill_after = parse_int(a, argv[++i], 0, 1000000);
         else if (strcmp(a, "--rewrite") == 0 && i + 1 < argc)
             rewrite_from = parse_int(a, argv[++i], 0, 1 << 20);
+        else if (strcmp(a, "--stale-off") == 0 && i + 1 < argc)
+            stale_off = (size_t)parse_int(a, argv[++i], 0, 1 << 20) << 10;
         else if (strcmp(a, "--moe") == 0 && i + 1 < argc) {
             const char *v2 = argv[++i];
             if (sscanf(v2, "%d,%d", &moe_experts, &moe_k) != 2 || moe_experts < 1 ||
@@ -2029,7 +2034,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

@@ -149,10 +149,6 @@ static int demote_for(uint64_t size, const char *cause, uint64_t *committed, uin
     return view != NULL ? 0 : -2;
 }
 
-/* Unit u stays on the device from now on (pin_stale_unit): resident units are made to
- * stream until the budget holds again (res.lock held, never inside a stream capture:
- * making a unit stream synchronises the device). 0 when it holds; -1 when nothing
- * more can leave the device (the budget is then exceeded by what u holds). */
 /* The budget given up after the plan (res.lock), read by the exit report's verdict:
  * the allocations served past it (budget_over), and what FlexTensor itself kept on the
  * device past it (budget_kept_over: split regions' tails). */
@@ -168,9 +164,13 @@ const ft_budget_over_t *budget_kept_over(void)
     return &kept;
 }
 
-/* ... `record`: when nothing more can leave the device, what the process holds past
- * the budget is kept for the verdict, and said once (the caller keeps what it added:
- * a split region's tail, which the guard needs on the device). */
+/* The process holds more than before (a unit kept on the device, pin_stale_unit; a
+ * split region's tail): resident units are made to stream until the budget holds again
+ * (res.lock held, never inside a stream capture: making a unit stream synchronises the
+ * device). 0 when it holds; -1 when nothing more can leave the device. With `record`,
+ * what the process then holds past the budget is kept for the verdict, and said once
+ * (the caller keeps what it added: a split region's tail, which the guard needs on the
+ * device). */
 int budget_hold_locked(const char *cause, int record)
 {
     uint64_t committed = 0, weights = 0;
@@ -185,6 +185,16 @@ int budget_hold_locked(const char *cause, int record)
                 human_bytes(kept.most, b, sizeof b), human_bytes(kept.need, c, sizeof c), c);
     }
     return rc == 0 ? 0 : -1;
+}
+
+/* Room for `size` more bytes on the device, within the budget, before they are taken
+ * (res_split_stale): resident units are made to stream until they fit (res.lock held,
+ * never inside a stream capture). 0 when they fit; -1 when they cannot (the units made
+ * to stream on the way stream on). */
+int budget_room_locked(uint64_t size, const char *cause)
+{
+    uint64_t committed = 0, weights = 0;
+    return demote_for(size, cause, &committed, &weights) == 0 ? 0 : -1;
 }
 
 /* What budget_admit found for an allocation past the budget, kept for admit_done on

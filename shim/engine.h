@@ -300,6 +300,13 @@ typedef struct {
     int pinned;               /* changed too often, or loaded too often for stale
                                  addresses: never evicted once loaded again */
     int stale_misses;         /* loads (misses) for touches the guard judged stale */
+    /* Where those touches fell (guard.c): one region's id and the lowest pointer into
+     * it; stale_spread when they fell in several regions or at no known pointer. A
+     * unit's stale touches all in one region past its first granule split that region
+     * there instead of keeping the unit on the device (pin_stale_unit). */
+    uint32_t stale_region;
+    uint64_t stale_lo;
+    int stale_spread, stale_split_tried;
     int pin_refused;          /* pinning it for them found no resident unit to stream instead */
     int unstreamable;         /* resident, and demote_for found it cannot stream */
     int partial;              /* its last load could not map every region (load_unit) */
@@ -349,6 +356,7 @@ typedef struct {
      * within the slots (res_shed, load_unit). */
     uint64_t over_loads, over_calls, shed;
     uint64_t stale_pins;      /* units kept on the device for their stale touches (guard.c) */
+    uint64_t stale_splits;    /* regions split where their units' stale touches fell instead */
     uint64_t off_record;      /* times a lane's pass left the record (guard.c) */
     uint64_t splits, split_bytes; /* regions split, and the bytes kept on the device past
                                      their split (res_split_tail) */
@@ -442,6 +450,7 @@ void usage_now(ft_gpu_memory_usage_t *out);
 void budget_view(size_t *free_b, size_t *total_b);
 /* The allocations served past the budget after the plan (read at exit, by the verdict). */
 const ft_budget_over_t *budget_over(void);
+int budget_room_locked(uint64_t size, const char *cause); /* room for size: resident units stream; 0 or -1 */
 int budget_hold_locked(const char *cause, int record); /* resident units stream until the budget
                                                         * holds (record: else, the excess kept) */
 const ft_budget_over_t *budget_kept_over(void); /* what FlexTensor kept on the device past it */
@@ -807,6 +816,7 @@ int activate_locked(void);
 void res_unload_all(void);
 int res_make_resident(int u);
 int res_split_tail(res_region_t *r, uint64_t ptr);
+int res_split_stale(res_region_t *r, uint64_t ptr);
 /* reload.c: the plan's weights freed; every streamed unit back on the device and the
  * engine's state gone (res.lock held, the device synchronised). 0, or -1 when a unit
  * could not be loaded whole (the engine runs on, with the units it has). */

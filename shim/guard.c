@@ -158,6 +158,20 @@ static const char *touch_where(const res_region_t *r, uint64_t ptr, char *out, s
  * says why each rule) and carried out here: a miss loads the unit on the caller's
  * stream, a stale touch of a unit that is not loaded loads nothing and is counted, and
  * the call waits for the unit's copy and records its use. */
+/* Where unit un's stale touch fell: region id at pointer p (0: not known). */
+static void stale_where(res_unit_t *un, uint32_t id, uint64_t p)
+{
+    if (un->stale_misses == 0) {
+        un->stale_region = id;
+        un->stale_lo = p;
+        un->stale_spread = p == 0;
+    } else if (id != un->stale_region || p == 0) {
+        un->stale_spread = 1;
+    } else if (p < un->stale_lo) {
+        un->stale_lo = p;
+    }
+}
+
 static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
                        cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at);
 
@@ -285,9 +299,11 @@ static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *u
             v.act = FT_RES_USE;
         if (v.act == FT_RES_MISS) {
             res.misses++;
-            if (v.stale != 0 && !un->pinned && !un->pin_refused && ++un->stale_misses >= STALE_MISSES_PIN &&
-                pin_pending < 0)
-                pin_pending = r->unit;
+            if (v.stale != 0 && !un->pinned && !un->pin_refused) {
+                stale_where(un, ids[i], p);
+                if (++un->stale_misses >= STALE_MISSES_PIN && pin_pending < 0)
+                    pin_pending = r->unit;
+            }
             if (res.n_miss_log < MISS_LOG) {
                 struct miss *m = &res.miss_log[res.n_miss_log++];
                 snprintf(m->kernel, sizeof m->kernel, "%s", res_kernel_name);
@@ -758,6 +774,16 @@ static void pin_stale_unit(int u)
     res_unit_t *un = &res.units[u];
     if (un->pinned || capture_under_way())
         return;
+    /* All in one region past its first granule: that region's part from there stays,
+     * rather than the unit (res_split_stale), once; its touches there need no load. */
+    if (!un->stale_spread && !un->stale_split_tried && un->stale_region < res.n_ids &&
+        res.by_id[un->stale_region] >= 0) {
+        un->stale_split_tried = 1;
+        if (res_split_stale(&res.regions[res.by_id[un->stale_region]], un->stale_lo)) {
+            un->stale_misses = 0;
+            return;
+        }
+    }
     un->pinned = 1;
     if (un->loaded)
         res.loaded--;

@@ -252,6 +252,10 @@ void ft_hooks_report(void)
         FT_INFO("residency: %llu unit(s) kept on the device after %d loads each for stale argument words "
                 "(resident units made to stream instead, to hold the budget)",
                 (unsigned long long)res.stale_pins, STALE_MISSES_PIN);
+    if (streaming && res.stale_splits > 0)
+        FT_INFO("residency: %llu region(s) split where their units' stale argument words fell, rather than "
+                "the units kept on the device: the regions' parts from there stay on it",
+                (unsigned long long)res.stale_splits);
     if (streaming && res.off_record > 0)
         FT_INFO("residency: passes left the record %llu time(s) (a launch other than the recorded pass's at "
                 "its position; until the pass's end, or a launch's weight puts it back, prefetch goes by "

@@ -1915,42 +1915,18 @@ int res_make_resident(int u)
 
 /* --- a region split (guard.c) -------------------------------------------------------- */
 
-/* Region r of a streamed unit is touched at ptr, alone of the call's pointers into it,
- * in a granule past every pointer discovery saw into it (ft_disc_region_off_max): a
- * caching allocator's segment holds the unit's weights and the free room after them,
- * which the program's other data took (on the H200, likely prefill's activations in a
- * 20 MiB segment holding two 8 MiB parameters). From
- * the granule below ptr to its end, the region gets physical memory of its own, mapped
- * for good and holding what the region held there; the unit streams the part before.
- * Any split is safe: what stays mapped is never wrong, and a touch before the split
- * loads the unit as before. What it saves: the unit loaded for such touches, copied
- * back as changed, and at last kept on the device whole (model --room-from).
- * Done when the tail is at most half the region; not for a unit shared through FT_SHM
- * (its host layout is other processes' too) or pinned, one this call touched already,
- * or under a capture (the device is synchronised). res.lock held. 1 when split: the
- * touch needs no load. */
-int res_split_tail(res_region_t *r, uint64_t ptr)
+/* Splits region r at head (a granule boundary past its start): from head to its end
+ * the region gets physical memory of its own, mapped for good and holding what the
+ * region held there, and its unit streams the part before. The unit is unloaded first
+ * (the device synchronised), so that its bytes are all in its host store. 1 when split,
+ * 0 when not (nothing changed). res.lock held; the caller has checked the rest. */
+static int split_at(res_region_t *r, uint64_t head)
 {
-    mover_settle(1); /* the spares and the unit's slot may be in a move */
     res_unit_t *un = &res.units[r->unit];
-    size_t g = vmm_gran();
     vmm_t *v = vmm_find(r->va);
-    /* Split already: other data found below the tail moves it down (a caching
-     * allocator hands out the lower blocks of the room later: on the H100, tied's unit.2
-     * split at 18 MiB was then written at 16 MiB, found changed three times and kept on
-     * the device), with an allocation of its own for the part it adds. */
-    if (g == 0 || v == NULL || (v->n_tails > 0 && r->len != v->tail_off) || v->n_tails == TAILS || un->shared ||
-        un->pinned || r->size == 0 || r->host == NULL || ptr < r->va || ptr >= r->va + r->size ||
-        capture_under_way() || touched_by_this_call(r->unit))
-        return 0;
-    /* The head ends past every weight's start discovery saw (its bytes may run into the
-     * tail, which keeps them on the device: never wrong), and the tail is at most half
-     * the region. */
-    uint64_t head = (ptr - r->va) / g * g;
     CUdevice dev;
-    if (head <= r->seen || 2 * (v->size - head) > v->size || managed_cu_device(&dev) != 0)
+    if (v == NULL || managed_cu_device(&dev) != 0)
         return 0;
-    /* Unloaded, its bytes are all in its host store: copied back when changed. */
     REAL(cudaDeviceSynchronize)();
     if (un->loaded)
         evict_loaded(r->unit);
@@ -1965,18 +1941,6 @@ int res_split_tail(res_region_t *r, uint64_t ptr)
         drv.release(t);
         return 0;
     }
-    char a[32], b[32], c[32], d[32];
-    const char *name = ft_disc_unit(disc, (size_t)r->unit)->name;
-    human_bytes(v->size, a, sizeof a);
-    human_bytes(ptr - r->va, b, sizeof b);
-    human_bytes(v->size - head, c, sizeof c);
-    human_bytes(head, d, sizeof d);
-    if (v->n_tails == 0)
-        FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: region %u (%s) holds other data at %s, past its weights: "
-                      "the %s from %s on stay on the device, the unit streams the rest", name, r->id, a, b, c, d);
-    else
-        FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: region %u (%s) holds other data at %s too, below its split: "
-                      "the split moves down, the %s from %s on stay on the device", name, r->id, a, b, c, d);
     v->tail_at[v->n_tails] = head;
     v->tail_h[v->n_tails++] = t;
     v->tail_off = head;
@@ -1989,6 +1953,98 @@ int res_split_tail(res_region_t *r, uint64_t ptr)
      * stream here could take one this call reads), resident units stream until the
      * budget holds (guard.c, res_call_done). */
     res.split_hold = 1;
+    return 1;
+}
+
+/* Whether region r may be split at all now: a streamed region backed by virtual
+ * memory, whose split (if any) is its head's end, with room for another tail; not for
+ * a unit shared through FT_SHM (its host layout is other processes' too) or pinned, one
+ * this call touched already, or under a capture (the device is synchronised). */
+static int splittable(const res_region_t *r, uint64_t ptr)
+{
+    const res_unit_t *un = &res.units[r->unit];
+    const vmm_t *v = vmm_find(r->va);
+    return vmm_gran() != 0 && v != NULL && !(v->n_tails > 0 && r->len != v->tail_off) && v->n_tails < TAILS &&
+           !un->shared && !un->pinned && r->size != 0 && r->host != NULL && ptr >= r->va &&
+           ptr < r->va + r->size && !capture_under_way() && !touched_by_this_call(r->unit);
+}
+
+/* Region r of a streamed unit is touched at ptr, alone of the call's pointers into it,
+ * in a granule past every pointer discovery saw into it (ft_disc_region_off_max): a
+ * caching allocator's segment holds the unit's weights and the free room after them,
+ * which the program's other data took (on the H200, likely prefill's activations in a
+ * 20 MiB segment holding two 8 MiB parameters). From
+ * the granule below ptr to its end, the region stays on the device (split_at). Any
+ * split is safe: what stays mapped is never wrong, and a touch before the split
+ * loads the unit as before. What it saves: the unit loaded for such touches, copied
+ * back as changed, and at last kept on the device whole (model --room-from).
+ * Done when the tail is at most half the region; not for a unit shared through FT_SHM
+ * (its host layout is other processes' too) or pinned, one this call touched already,
+ * or under a capture (the device is synchronised). res.lock held. 1 when split: the
+ * touch needs no load. */
+int res_split_tail(res_region_t *r, uint64_t ptr)
+{
+    mover_settle(1); /* the spares and the unit's slot may be in a move */
+    if (!splittable(r, ptr))
+        return 0;
+    size_t g = vmm_gran();
+    const vmm_t *v = vmm_find(r->va);
+    /* The head ends past every weight's start discovery saw (its bytes may run into the
+     * tail, which keeps them on the device: never wrong), and the tail is at most half
+     * the region. Split already: other data found below the tail moves it down (a
+     * caching allocator hands out the lower blocks of the room later: on the H100,
+     * tied's unit.2 split at 18 MiB was then written at 16 MiB, found changed three
+     * times and kept on the device), with an allocation of its own for the part it
+     * adds. */
+    uint64_t head = (ptr - r->va) / g * g, size = v->size;
+    int moved_down = v->n_tails > 0;
+    if (head <= r->seen || 2 * (size - head) > size || !split_at(r, head))
+        return 0;
+    char a[32], b[32], c[32], d[32];
+    const char *name = ft_disc_unit(disc, (size_t)r->unit)->name;
+    human_bytes(size, a, sizeof a);
+    human_bytes(ptr - r->va, b, sizeof b);
+    human_bytes(size - head, c, sizeof c);
+    human_bytes(head, d, sizeof d);
+    if (!moved_down)
+        FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: region %u (%s) holds other data at %s, past its weights: "
+                      "the %s from %s on stay on the device, the unit streams the rest", name, r->id, a, b, c, d);
+    else
+        FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s: region %u (%s) holds other data at %s too, below its split: "
+                      "the split moves down, the %s from %s on stay on the device", name, r->id, a, b, c, d);
+    return 1;
+}
+
+/* Unit un was loaded STALE_MISSES_PIN times for touches judged stale, all in region r
+ * at ptr or past it, past its first granule (guard.c's pin_stale_unit): rather than
+ * the whole unit, the region's part from the granule below ptr stays on the device,
+ * weights and all, when that is less than the unit and the budget has room for it
+ * (resident units made to stream for it). On the H100, an nvjet GEMM kernel carried an
+ * address 2 MiB into a 22 MiB region of one 106 MiB unit in every layer; keeping the
+ * unit made another 106 MiB unit stream. Touches at that address or past it then need
+ * no load. res.lock held, the call enqueued. 1 when split. */
+int res_split_stale(res_region_t *r, uint64_t ptr)
+{
+    mover_settle(1);
+    if (!splittable(r, ptr))
+        return 0;
+    res_unit_t *un = &res.units[r->unit];
+    size_t g = vmm_gran();
+    const vmm_t *v = vmm_find(r->va);
+    uint64_t head = (ptr - r->va) / g * g, size = v->size, tail = r->len > head ? r->len - head : 0;
+    if (head < g || tail == 0 || tail >= un->bytes)
+        return 0;
+    const char *name = ft_disc_unit(disc, (size_t)r->unit)->name;
+    char cause[160], a[32], b[32], c[32], d[32];
+    snprintf(cause, sizeof cause, "keeping %s of %s's region %u on the device", human_bytes(tail, a, sizeof a), name,
+             r->id);
+    if (budget_room_locked(tail, cause) != 0 || !split_at(r, head))
+        return 0;
+    FT_WARN("residency: %s was loaded %d times for argument words %s into its region %u (%s), outside its part "
+            "of the pass (stale addresses the guard must honour): the region's %s from %s on stay on the device, "
+            "the unit streams the rest", name, un->stale_misses, human_bytes(ptr - r->va, a, sizeof a), r->id,
+            human_bytes(size, b, sizeof b), human_bytes(size - head, c, sizeof c), human_bytes(head, d, sizeof d));
+    res.stale_splits++;
     return 1;
 }
 

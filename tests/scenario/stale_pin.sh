@@ -58,4 +58,32 @@ env FT_LOG_LEVEL=debug FT_ENABLED=1 FT_GPU_MEM_LIMIT=16MiB LD_LIBRARY_PATH="$SIM
 said=$(grep -c 'residency: miss [0-9]*: .*, pass [0-9]*, launch [0-9-]* of it' "$WORK/err-d" || true)
 misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/err-d")
 [ -n "$misses" ] && [ "$misses" -gt 8 ] && [ "$said" = "$misses" ] || fail "debug: $said miss lines for ${misses:-no} misses"
-pass "a unit loaded again and again for a kernel's stale argument words stays on the device, a resident unit streams instead, within the budget, same output (FT_SPILL on and off); with no resident unit left, it streams on within the budget; prefetch passes over the kept unit, passes off the record too; every miss said at debug level"
+# The stale words all 2 MiB into one region of the unit (5 MiB segments: a layer's
+# weight and its vectors), with weights past them (on the H100, an nvjet GEMM's word 2
+# MiB into a 22 MiB region of a 106 MiB unit, in every layer): the region's part from
+# there stays on the device instead of the unit, and touches there need no load. At 18
+# MiB no resident unit is left to stream instead, so the unit could not be kept: with
+# the words at the weight's start (no granule below them to stream), it streams on and
+# misses wherever the word recurs (over 100 misses); 2 MiB in, the split holds the
+# budget and the misses stay at those before it.
+S=(--layers 12 --dim 1024 --iters 30 --quiet --stale-new 14 --usage --segment-kib 5120)
+for off in 2048 0; do
+    sim "$MODEL" "${S[@]}" --stale-off $off >"$WORK/plain-s$off" 2>/dev/null || fail "split $off: model without shim failed"
+    env FT_LOG_LEVEL=info FT_ENABLED=1 FT_GPU_MEM_LIMIT=18MiB LD_LIBRARY_PATH="$SIMLIB" LD_PRELOAD="$PRELOAD" "$MODEL" \
+        "${S[@]}" --stale-off $off >"$WORK/shim-s$off" 2>"$WORK/err-s$off" \
+        || { sed 's/^/    | /' "$WORK/err-s$off" >&2; fail "split $off: model under the shim failed"; }
+    cmp -s "$WORK/plain-s$off" "$WORK/shim-s$off" || fail "split $off: output differs from the run without the shim"
+    total=$(sed -n 's/^usage after 29: total \([0-9]*\) .* budget \([0-9]*\)$/\1 \2/p' "$WORK/err-s$off")
+    set -- $total
+    [ -n "${1:-}" ] && [ "$1" -le "$2" ] || fail "split $off: ${1:-?} bytes held after the last forward, over the budget ${2:-?}"
+done
+expect_grep 'unit\.8 was loaded 8 times for argument words 2\.0 MiB into its region [0-9]+ \(6\.0 MiB\), outside its part of the pass .*: the region.s 4\.0 MiB from 2\.0 MiB on stay on the device' \
+    "$WORK/err-s2048" "split: the warning"
+expect_grep 'residency: 1 region\(s\) split where their units. stale argument words fell' "$WORK/err-s2048" "split: the exit report"
+expect_no_grep 'streams on' "$WORK/err-s2048" "split"
+split=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/err-s2048")
+whole=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/err-s0")
+expect_grep 'unit\.8 was loaded 8 times .*no resident unit is left to stream instead of it, so it streams on' "$WORK/err-s0" "split 0"
+[ -n "$split" ] && [ "$split" -le 14 ] && [ -n "$whole" ] && [ "$whole" -gt 100 ] \
+    || fail "split: ${split:-no} misses with the words 2 MiB in (at most 14 wanted), ${whole:-no} at the weight's start (over 100 expected)"
+pass "a unit loaded again and again for a kernel's stale argument words stays on the device, a resident unit streams instead, within the budget, same output (FT_SPILL on and off); with no resident unit left, it streams on within the budget; prefetch passes over the kept unit, passes off the record too; every miss said at debug level; words in one region past its first granule split that region instead"

@@ -6,7 +6,8 @@
 # forward to the next, passes that lose their last layer, reads
 # and writes of an offloaded weight, a layer freed mid-run, a library's workspace from
 # the driver, address space reserved in large, small or per-allocation pieces
-# (FT_VMM_RESERVE), both pinning modes. Every
+# (FT_VMM_RESERVE), both pinning modes, stale words into a weight, activation kernels
+# with a twin chosen from a forward on. Every
 # case must print what a run without the shim prints. The cases come from a fixed
 # seed (FT_TEST_SEED overrides it, FT_TEST_CASES the count); a failure names the seed
 # and the case's command.
@@ -54,6 +55,9 @@ for ((i = 0; i < CASES; i++)); do
     mode=${modes[RANDOM % 2]}
     spill=$((RANDOM % 2)) # the default (1) holds the budget from the first allocation
     ((RANDOM % 5 == 0)) && extra+=(--alternate-acts) # a pass found two forwards long, folded
+    ((RANDOM % 3 == 0)) && extra+=(--stale-off $((RANDOM % 3072))) # --stale-new's word that far in
+    # a kernel chosen by shape from forward K on (passes leave the record and come back)
+    ((threads == 1 && RANDOM % 5 == 0)) && extra+=(--act-kernels $((2 + RANDOM % 6)) --act-twin $((3 + RANDOM % 8)))
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
     what="seed $SEED case $i: FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve model ${args[*]}"
     sim "$MODEL" "${args[@]}" >"$WORK/plain" || fail "$what: run without the shim failed"

@@ -356,7 +356,8 @@ typedef struct {
      * within the slots (res_shed, load_unit). */
     uint64_t over_loads, over_calls, shed;
     uint64_t stale_pins;      /* units kept on the device for their stale touches (guard.c) */
-    uint64_t stale_splits;    /* regions split where their units' stale touches fell instead */
+    uint64_t stale_splits, stale_split_bytes; /* regions split where their units' stale
+                                 touches fell instead, and the bytes kept so (guard.c) */
     uint64_t off_record;      /* times a lane's pass left the record (guard.c) */
     uint64_t splits, split_bytes; /* regions split, and the bytes kept on the device past
                                      their split (res_split_tail) */

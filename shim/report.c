@@ -254,8 +254,8 @@ void ft_hooks_report(void)
                 (unsigned long long)res.stale_pins, STALE_MISSES_PIN);
     if (streaming && res.stale_splits > 0)
         FT_INFO("residency: %llu region(s) split where their units' stale argument words fell, rather than "
-                "the units kept on the device: the regions' parts from there stay on it",
-                (unsigned long long)res.stale_splits);
+                "the units kept on the device: the regions' parts from there, %.1f MiB in all, stay on it",
+                (unsigned long long)res.stale_splits, (double)res.stale_split_bytes / 1048576.0);
     if (streaming && res.off_record > 0)
         FT_INFO("residency: passes left the record %llu time(s) (a launch other than the recorded pass's at "
                 "its position; until the pass's end, or a launch's weight puts it back, prefetch goes by "

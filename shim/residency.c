@@ -1945,8 +1945,6 @@ static int split_at(res_region_t *r, uint64_t head)
     v->tail_h[v->n_tails++] = t;
     v->tail_off = head;
     un->bytes -= r->len - head;
-    res.splits += v->n_tails == 1; /* a region once, however often its split moves down */
-    res.split_bytes += r->len - head;
     r->len = r->size = head;
     un->ref_valid = 0; /* the reference summed the whole region: the next unload copies back */
     /* The tail is resident now: once this call is enqueued (making a resident unit
@@ -1996,10 +1994,12 @@ int res_split_tail(res_region_t *r, uint64_t ptr)
      * tied's unit.2 split at 18 MiB was then written at 16 MiB, found changed three
      * times and kept on the device), with an allocation of its own for the part it
      * adds. */
-    uint64_t head = (ptr - r->va) / g * g, size = v->size;
+    uint64_t head = (ptr - r->va) / g * g, size = v->size, len = r->len;
     int moved_down = v->n_tails > 0;
     if (head <= r->seen || 2 * (size - head) > size || !split_at(r, head))
         return 0;
+    res.splits += !moved_down; /* a region once, however often its split moves down */
+    res.split_bytes += len - head;
     char a[32], b[32], c[32], d[32];
     const char *name = ft_disc_unit(disc, (size_t)r->unit)->name;
     human_bytes(size, a, sizeof a);
@@ -2040,11 +2040,12 @@ int res_split_stale(res_region_t *r, uint64_t ptr)
              r->id);
     if (budget_room_locked(tail, cause) != 0 || !split_at(r, head))
         return 0;
+    res.stale_splits++;
+    res.stale_split_bytes += tail;
     FT_WARN("residency: %s was loaded %d times for argument words %s into its region %u (%s), outside its part "
             "of the pass (stale addresses the guard must honour): the region's %s from %s on stay on the device, "
             "the unit streams the rest", name, un->stale_misses, human_bytes(ptr - r->va, a, sizeof a), r->id,
             human_bytes(size, b, sizeof b), human_bytes(size - head, c, sizeof c), human_bytes(head, d, sizeof d));
-    res.stale_splits++;
     return 1;
 }
 

@@ -279,7 +279,7 @@ struct ft_disc {
     struct resync *resync;
     uint64_t resync_gen;
     int resync_built;
-    uint64_t track_resyncs;   /* launches off the record that put their lane back on it */
+    uint64_t track_resyncs;   /* launches whose weight moved their lane's position */
     unsigned track_misses;    /* launches of the start's kernel that did not start a pass */
     int adopted;              /* DONE by ft_disc_adopt (a saved profile): kernels not seen
                                  yet wait in kmap under SAVED_KEY keys for their handles */
@@ -2341,12 +2341,12 @@ static void debug_start_miss(ft_disc_t *d, const uint32_t *ids, size_t n)
 
 /* A launch off the record (another kernel at its position: a launch added or left out
  * since discovery, a kernel chosen by shape) is put back on it at the next launch that
- * touches a weight as only one launch of the recorded pass did: that kernel at that pointer (at that region when the
- * record has no pointers: a saved profile's). Weights are read once a pass, each by its
- * own launch, so such a touch says where the pass is; positions then follow the record
- * again (the guard's prefetch, checksums and offload timing go by them). A region
- * alone would seldom do: a caching allocator's segment holds a layer's several
- * weights, read by one GEMM kernel each. */
+ * touches a weight as only one launch of the recorded pass did: that kernel at that
+ * pointer (at that region when the record has no pointers: a saved profile's). Weights
+ * are read once a pass, each by its own launch, so such a touch says where the pass
+ * is; positions then follow the record again (the guard's prefetch, checksums and
+ * offload timing go by them). A region alone would seldom do: a caching allocator's
+ * segment holds a layer's several weights, read by one GEMM kernel each. */
 static struct resync_key resync_key(const ft_disc_t *d, uint32_t kernel, uint32_t id, uint64_t ptr)
 {
     struct resync_key key;

@@ -563,6 +563,17 @@ void timing_report(void)
             "predicted; per unit (times are sums over the passes timed):", (unsigned long long)tm.passes,
             (unsigned long long)tm.lost, tm.passes ? (double)tm.step_ns_total / 1e3 / (double)tm.passes : 0.0,
             plan.out.step_us);
+    /* Where a pass's time went: waiting for copies, and the side stream's busy time
+     * (a step much longer than both: the host or the program's own kernels set it). */
+    if (tm.passes > 0 && tm.step_ns_total > 0) {
+        uint64_t copied = 0;
+        for (int i = 0; i < tm.n_units; i++)
+            copied += tm.unit[i].transfer_ns;
+        double step = (double)tm.step_ns_total, n = (double)tm.passes;
+        FT_INFO("offload timing: a pass: the program's stream waited %.1f us for copies (%.0f%% of its step), "
+                "the side stream copied for %.1f us (%.0f%%)", (double)tm.stall_ns_total / 1e3 / n,
+                100.0 * (double)tm.stall_ns_total / step, (double)copied / 1e3 / n, 100.0 * (double)copied / step);
+    }
     FT_INFO("  %-20s %6s %6s %6s %12s %8s %12s %12s %12s %12s", "unit", "loads", "hits", "misses", "bytes in",
             "copies", "transfer us", "overlap us", "compute us", "stall us");
     for (int i = 0; i < tm.n_units; i++) {

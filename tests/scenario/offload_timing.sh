@@ -15,6 +15,8 @@ COMMON=(FTSIM_TIME_SCALE=0.01 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=5MiB)
 
 compare_run on "${ARGS[@]}" -- "${COMMON[@]}" FT_OFFLOAD_TIMING=on FT_TRACE_FILE="$WORK/on.bin"
 expect_grep 'offload timing: [1-9][0-9]* pass\(es\) timed' "$WORK/on.err" "exit report: passes timed"
+expect_grep 'offload timing: a pass: the program.s stream waited [0-9.]+ us for copies \([0-9]+% of its step\), the side stream copied for [0-9.]*[1-9][0-9.]* us \([0-9]+%\)' \
+    "$WORK/on.err" "exit report: a pass's waits and copies"
 [ "$(grep -cE '^flextensor:   unit\.[0-9]+ ' "$WORK/on.err")" = 6 ] || { cat "$WORK/on.err" >&2; fail "exit report: want 6 unit rows"; }
 "$FT_TRACE" "$WORK/on.bin" >"$WORK/on.txt" || fail "ft-trace failed on a timed trace"
 [ "$(sed -n '/^offload timing/,/^$/p' "$WORK/on.txt" | grep -cE '^  unit\.[0-9]+ ')" = 6 ] \

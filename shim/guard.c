@@ -561,7 +561,7 @@ static void left_record(const char *name, long tracked)
  * to make; the guard all. */
 void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream)
 {
-    uint64_t guard_t0 = FT_LOG_ENABLED(FT_LOG_TRACE) ? now_ns() : 0;
+    uint64_t guard_t0 = res.passes <= 4 && FT_LOG_ENABLED(FT_LOG_TRACE) ? now_ns() : 0;
     int expected, weightless;
     long tracked = ft_disc_track(disc, lane_id(), key, set, &expected, &weightless);
     if (tracked == 0)
@@ -584,7 +584,7 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     /* FT_LOG_LEVEL=trace: each launch of the first four passes after the switch, as the
      * guard places it, with the host clock since the pass began and what the launch
      * before took in FlexTensor and the real call (a host that stalls shows here). */
-    if (res.passes <= 4 && FT_LOG_ENABLED(FT_LOG_TRACE)) {
+    if (guard_t0 != 0 && res.passes <= 4) {
         uint64_t t = now_ns();
         if (tracked == 0)
             trace_pass_t0 = t;

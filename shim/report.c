@@ -341,12 +341,13 @@ void ft_hooks_report(void)
             (double)ft_disc_weight_bytes(disc) / 1048576.0);
     ft_disc_status_t st;
     ft_disc_status(disc, &st);
-    if (st.track_starts > 0 && st.track_resyncs == 0)
-        FT_INFO("discovery: %llu pass(es) followed since", (unsigned long long)st.track_starts);
-    else if (st.track_starts > 0)
-        FT_INFO("discovery: %llu pass(es) followed since; %llu time(s) a launch's weight moved its pass "
-                "to where the recorded pass read it (launches added or left out since shift positions)",
-                (unsigned long long)st.track_starts, (unsigned long long)st.track_resyncs);
+    char moves[192] = "";
+    if (st.track_resyncs > 0)
+        snprintf(moves, sizeof moves, "; %llu time(s) a launch's weight moved its pass to where the recorded "
+                 "pass read it (launches added or left out since shift positions)",
+                 (unsigned long long)st.track_resyncs);
+    if (st.track_starts > 0)
+        FT_INFO("discovery: %llu pass(es) followed since%s", (unsigned long long)st.track_starts, moves);
 }
 
 /* Why the plan streams nothing, into buf (plan.rc == 0). */

@@ -1971,15 +1971,12 @@ static int splittable(const res_region_t *r, uint64_t ptr)
  * in a granule past every pointer discovery saw into it (ft_disc_region_off_max): a
  * caching allocator's segment holds the unit's weights and the free room after them,
  * which the program's other data took (on the H200, likely prefill's activations in a
- * 20 MiB segment holding two 8 MiB parameters). From
- * the granule below ptr to its end, the region stays on the device (split_at). Any
- * split is safe: what stays mapped is never wrong, and a touch before the split
- * loads the unit as before. What it saves: the unit loaded for such touches, copied
- * back as changed, and at last kept on the device whole (model --room-from).
- * Done when the tail is at most half the region; not for a unit shared through FT_SHM
- * (its host layout is other processes' too) or pinned, one this call touched already,
- * or under a capture (the device is synchronised). res.lock held. 1 when split: the
- * touch needs no load. */
+ * 20 MiB segment holding two 8 MiB parameters). From the granule below ptr to its
+ * end, the region stays on the device (split_at). Any split is safe: what stays mapped
+ * is never wrong, and a touch before the split loads the unit as before. What it
+ * saves: the unit loaded for such touches, copied back as changed, and at last kept on
+ * the device whole (model --room-from). Done when the tail is at most half the region
+ * and the region is splittable. res.lock held. 1 when split: the touch needs no load. */
 int res_split_tail(res_region_t *r, uint64_t ptr)
 {
     mover_settle(1); /* the spares and the unit's slot may be in a move */

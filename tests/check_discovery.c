@@ -1008,6 +1008,18 @@ START_TEST(pass_start_survives_a_stale_address_seen_in_discovery)
 }
 END_TEST
 
+/* A 4-layer Llama allocated into m and discovered from four forwards on lane 1. */
+static ft_disc_t *discovered_llama(llama_t *m)
+{
+    llama_alloc(m, 4);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 4; it++)
+        llama_forward(d, 1, m, 4);
+    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    return d;
+}
+
 /* A launch the recorded pass did not have (after layer 1's q projection) takes the
  * lane off the record. The next, the GEMM kernel at layer 1's k weight (in the region
  * that holds its q and v too), finds the same kernel at its count (v's): the count
@@ -1021,12 +1033,7 @@ START_TEST(a_weight_touch_puts_a_lane_back_on_the_record)
 {
     packed_qkv = 1;
     llama_t m;
-    llama_alloc(&m, 4);
-    ft_disc_params_t p = params(2);
-    ft_disc_t *d = ft_disc_new(regions, &p);
-    for (int it = 0; it < 4; it++)
-        llama_forward(d, 1, &m, 4);
-    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ft_disc_t *d = discovered_llama(&m);
     size_t n = ft_disc_pass_length(d);
     tracking = 1;
     llama_forward(d, 1, &m, 4);
@@ -1077,12 +1084,7 @@ END_TEST
 START_TEST(a_launch_reading_the_start_weight_and_another_does_not_start_a_pass)
 {
     llama_t m;
-    llama_alloc(&m, 4);
-    ft_disc_params_t p = params(2);
-    ft_disc_t *d = ft_disc_new(regions, &p);
-    for (int it = 0; it < 4; it++)
-        llama_forward(d, 1, &m, 4);
-    ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
+    ft_disc_t *d = discovered_llama(&m);
     size_t n = ft_disc_pass_length(d);
     tracking = 1;
     llama_forward(d, 1, &m, 4);

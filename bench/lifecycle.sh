@@ -138,7 +138,7 @@ for r in $RUNS; do
         cut -c1-240 | head -6 | sed "s/^/$r: /"
     # where the start-up's time went: the profile's checks, the switch, CUPTI's detach,
     # FT_SPILL's moves and copies, the host memory held
-    grep -ho "checked in [0-9.]* ms\|the switch to the plan took [0-9.]* ms\|CUPTI was detached (in [0-9.]* ms)\|FT_SPILL: .*\|host memory: .*" \
+    grep -ho "checked in [0-9.]* ms\|host store(s), .*\|the switch to the plan took [0-9.]* ms\|CUPTI was detached (in [0-9.]* ms)\|FT_SPILL: .*\|host memory: .*" \
         "$OUT/lifecycle-$r.log" 2>/dev/null | cut -c1-200 | sed "s/^/$r: /"
 done
 cat "$WORK/timeline.ft-trace.txt" 2>/dev/null | head -5

@@ -18,6 +18,7 @@
 #ifndef FT_CHECKSUM_H
 #define FT_CHECKSUM_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -54,5 +55,13 @@ static inline uint64_t ft_checksum_host(const void *p, uint64_t n_words, uint64_
 /* ft_checksum_host, a large buffer cut into parts summed by threads at once (core/
  * checksum.c): the sums add up, so the result is the same. */
 uint64_t ft_checksum_host_parallel(const void *p, uint64_t n_words, uint64_t salt);
+
+/* ft_checksum_host of each of n buffers into sums[i], the buffers' parts summed by
+ * threads at once. 0, or -1 when no memory (sums untouched). */
+typedef struct {
+    const void *p;
+    uint64_t words, salt;
+} ft_checksum_buf_t;
+int ft_checksum_host_many(const ft_checksum_buf_t *b, size_t n, uint64_t *sums);
 
 #endif

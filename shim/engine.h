@@ -623,6 +623,16 @@ void own_range_push(const char *what, int unit);
 void own_range_pop(void);
 
 void *host_store_alloc(size_t size);
+/* Host stores of these sizes made ahead, in this order, by threads (a saved profile's
+ * streamed weights, before the program allocates them); host_store_alloc takes them.
+ * _end: the threads stopped, what is left freed, the count said (why: the profile's
+ * fate). */
+void host_store_ahead(const size_t *sizes, uint32_t n);
+void host_store_ahead_end(const char *why);
+/* memcpy into a host store, a large one cut into parts copied by threads at once (a
+ * model's weights loaded into FT_SPILL's allocations in host memory: 9.3 GB of a
+ * second start's 13.5, copied on the program's thread). */
+void host_store_copy(void *dst, const void *src, size_t n);
 void host_store_switched(void);
 void host_store_free(void *p); /* a pointer into the shared segment is left alone */
 /* A unit as the shared segment lays it out: its streamed regions end to end, in order

@@ -11,6 +11,8 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
+#include <signal.h>
+
 typedef cudaError_t (*host_register_fn)(void *, size_t, unsigned int);
 typedef cudaError_t (*host_free_fn)(void *);
 
@@ -74,7 +76,8 @@ static void held_remove(void *p)
     free(h);
 }
 
-void *host_store_alloc(size_t size)
+/* A host store made now (host_store_alloc's, and the threads' that make them ahead). */
+static void *store_make(size_t size)
 {
     void *p = NULL;
     if (cfgp->pinned_memory && cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC) {
@@ -92,6 +95,218 @@ void *host_store_alloc(size_t size)
         return NULL;
     }
     return held_add(p, size);
+}
+
+/* --- host stores made ahead ------------------------------------------------------
+ * While a saved profile waits to be checked, each weight its plan streams starts in
+ * host memory (spill.c's placement), in a host store made when the program allocates
+ * the weight. Pinning is the slow part: on the H100, a second start's loading of a
+ * 13 GB model took 2.35 s longer than all resident, most of it cudaHostAlloc of 9.1 GB.
+ * Threads make those stores ahead, in the order the program will allocate the weights
+ * (savedprof.c gives the sizes, from the program's first allocation on, while it still
+ * loads its data); host_store_alloc takes a ready one of its size, waits for one being
+ * made, or makes its own. What is left when the profile is adopted or refused is
+ * freed (host_store_ahead_end). ahead.lock is a leaf: the threads take no other lock
+ * of FlexTensor's but held_lock, so a caller holding res.lock may wait on them. */
+enum { AHEAD_WAITING, AHEAD_MAKING, AHEAD_READY, AHEAD_DONE }; /* DONE: taken, or failed */
+#define AHEAD_THREADS 3
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t made;
+    struct {
+        size_t size;
+        void *p;
+        int state;
+    } *e;
+    uint32_t n, take_from, make_from; /* before take_from: every entry DONE; make_from: the threads' next */
+    int stop, active;                 /* active: atomic */
+    pthread_t tid[AHEAD_THREADS];
+    int started[AHEAD_THREADS];
+    uint64_t bytes_made, bytes_used, wait_ns;
+    uint32_t n_made, n_used;
+} ahead = { .lock = PTHREAD_MUTEX_INITIALIZER, .made = PTHREAD_COND_INITIALIZER };
+
+static void *ahead_main(void *arg)
+{
+    (void)arg;
+    managed_device_bind();
+    pthread_mutex_lock(&ahead.lock);
+    for (;;) {
+        while (ahead.make_from < ahead.n && ahead.e[ahead.make_from].state != AHEAD_WAITING)
+            ahead.make_from++;
+        if (ahead.stop || ahead.make_from >= ahead.n)
+            break;
+        uint32_t i = ahead.make_from++;
+        ahead.e[i].state = AHEAD_MAKING;
+        pthread_mutex_unlock(&ahead.lock);
+        void *p = store_make(ahead.e[i].size);
+        pthread_mutex_lock(&ahead.lock);
+        ahead.e[i].p = p;
+        ahead.e[i].state = p != NULL ? AHEAD_READY : AHEAD_DONE;
+        if (p != NULL) {
+            ahead.n_made++;
+            ahead.bytes_made += ahead.e[i].size;
+        } else
+            ahead.stop = 1; /* no more pinned memory: the program's own allocations say so */
+        pthread_cond_broadcast(&ahead.made);
+    }
+    pthread_mutex_unlock(&ahead.lock);
+    return NULL;
+}
+
+/* A ready store of exactly size bytes (made ahead), or NULL: the caller makes its own. */
+static void *ahead_take(size_t size)
+{
+    if (!__atomic_load_n(&ahead.active, __ATOMIC_ACQUIRE))
+        return NULL;
+    void *p = NULL;
+    pthread_mutex_lock(&ahead.lock);
+    uint32_t i = ahead.take_from;
+    while (i < ahead.n && (ahead.e[i].state == AHEAD_DONE || ahead.e[i].size != size))
+        i++;
+    if (i < ahead.n) {
+        if (ahead.e[i].state == AHEAD_MAKING) {
+            uint64_t t0 = now_ns();
+            while (ahead.e[i].state == AHEAD_MAKING)
+                pthread_cond_wait(&ahead.made, &ahead.lock);
+            ahead.wait_ns += now_ns() - t0;
+        }
+        if (ahead.e[i].state == AHEAD_READY) {
+            p = ahead.e[i].p;
+            ahead.n_used++;
+            ahead.bytes_used += size;
+        }
+        ahead.e[i].state = AHEAD_DONE; /* a WAITING one: the caller makes it */
+    }
+    while (ahead.take_from < ahead.n && ahead.e[ahead.take_from].state == AHEAD_DONE)
+        ahead.take_from++;
+    pthread_mutex_unlock(&ahead.lock);
+    return p;
+}
+
+/* The threads stop (a store being made is finished) and are joined. */
+static void ahead_stop(void)
+{
+    pthread_mutex_lock(&ahead.lock);
+    ahead.stop = 1;
+    __atomic_store_n(&ahead.active, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&ahead.lock);
+    for (int t = 0; t < AHEAD_THREADS; t++)
+        if (ahead.started[t]) {
+            pthread_join(ahead.tid[t], NULL);
+            ahead.started[t] = 0;
+        }
+}
+
+/* A child of fork has none of the threads, and no pinned memory of its parent's. */
+static void ahead_forked(void)
+{
+    __atomic_store_n(&ahead.active, 0, __ATOMIC_RELEASE);
+    for (int t = 0; t < AHEAD_THREADS; t++)
+        ahead.started[t] = 0;
+}
+
+void host_store_ahead(const size_t *sizes, uint32_t n)
+{
+    if (n == 0 || !cfgp->pinned_memory || cfgp->shm_enabled || __atomic_load_n(&ahead.active, __ATOMIC_ACQUIRE) ||
+        ahead.e != NULL || (ahead.e = calloc(n, sizeof *ahead.e)) == NULL)
+        return;
+    for (uint32_t i = 0; i < n; i++)
+        ahead.e[i].size = sizes[i];
+    ahead.n = n;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 1u << 20);
+    sigset_t all, old;
+    sigfillset(&all); /* signals go to the application's threads */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int any = 0;
+    for (int t = 0; t < AHEAD_THREADS; t++)
+        any |= ahead.started[t] = pthread_create(&ahead.tid[t], &a, ahead_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (!any) {
+        free(ahead.e);
+        ahead.e = NULL;
+        ahead.n = 0;
+        return;
+    }
+    __atomic_store_n(&ahead.active, 1, __ATOMIC_RELEASE);
+    atexit(ahead_stop); /* never a thread in cudaHostAlloc while the runtime tears down */
+    pthread_atfork(NULL, NULL, ahead_forked);
+}
+
+void host_store_ahead_end(const char *why)
+{
+    if (!__atomic_load_n(&ahead.active, __ATOMIC_ACQUIRE))
+        return;
+    ahead_stop();
+    /* A caller of ahead_take past its test of `active` finds no entry. */
+    pthread_mutex_lock(&ahead.lock);
+    uint64_t left = 0;
+    for (uint32_t i = 0; i < ahead.n; i++)
+        if (ahead.e[i].state == AHEAD_READY) {
+            left += ahead.e[i].size;
+            host_store_free(ahead.e[i].p);
+        }
+    free(ahead.e);
+    ahead.e = NULL;
+    ahead.n = ahead.take_from = ahead.make_from = 0;
+    pthread_mutex_unlock(&ahead.lock);
+    FT_INFO("saved profile: %u host store(s), %.1f MiB, made ahead of the weights that the saved plan streams; "
+            "%u (%.1f MiB) taken as the program allocated them, after %.1f ms of waits for ones being made; "
+            "%.1f MiB unused and freed (%s)", ahead.n_made, (double)ahead.bytes_made / 1048576.0, ahead.n_used,
+            (double)ahead.bytes_used / 1048576.0, (double)ahead.wait_ns / 1e6, (double)left / 1048576.0, why);
+}
+
+void *host_store_alloc(size_t size)
+{
+    void *p = ahead_take(size);
+    return p != NULL ? p : store_make(size);
+}
+
+/* host_store_copy's parts: a thread each but the caller's (the first). */
+#define COPY_THREADS 4
+#define COPY_PART_MIN (8u << 20)
+struct copy_part {
+    char *dst;
+    const char *src;
+    size_t n;
+};
+
+static void *copy_main(void *arg)
+{
+    struct copy_part *c = arg;
+    memcpy(c->dst, c->src, c->n);
+    return NULL;
+}
+
+void host_store_copy(void *dst, const void *src, size_t n)
+{
+    size_t parts = n / COPY_PART_MIN;
+    if (parts > COPY_THREADS)
+        parts = COPY_THREADS;
+    if (parts < 2) {
+        memcpy(dst, src, n);
+        return;
+    }
+    struct copy_part c[COPY_THREADS];
+    pthread_t tid[COPY_THREADS];
+    int started[COPY_THREADS] = { 0 };
+    size_t each = (n / parts + 4095) / 4096 * 4096; /* whole pages a part, the last takes the rest */
+    for (size_t i = 0; i < parts; i++) {
+        size_t off = i * each < n ? i * each : n;
+        c[i] = (struct copy_part){ (char *)dst + off, (const char *)src + off,
+                                   i + 1 < parts ? (off + each < n ? each : n - off) : n - off };
+        if (i > 0)
+            started[i] = pthread_create(&tid[i], NULL, copy_main, &c[i]) == 0;
+    }
+    for (size_t i = 0; i < parts; i++)
+        if (i == 0 || !started[i])
+            copy_main(&c[i]);
+    for (size_t i = 1; i < parts; i++)
+        if (started[i])
+            pthread_join(tid[i], NULL);
 }
 
 void host_store_free(void *p)

@@ -19,6 +19,7 @@
 #include "core/savedprof.h"
 
 #include <fnmatch.h>
+#include <unistd.h>
 
 #ifndef FT_VERSION
 #error "FT_VERSION comes from the Makefile (its one source)"
@@ -32,6 +33,7 @@ static struct {
     ft_savedprof_t p;
     char path[4096];
     int (*stand_down)(const char *why);
+    int ahead; /* host stores made ahead (stores_ahead) */
 } sp = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int state(void) { return __atomic_load_n(&sp.state, __ATOMIC_ACQUIRE); }
@@ -53,6 +55,7 @@ static void file_path(char *out, size_t len)
 static void reject(const char *why)
 {
     __atomic_store_n(&sp.state, SP_REJECTED, __ATOMIC_RELEASE);
+    host_store_ahead_end("the profile was ignored");
     if (cfgp->skip_discovery) {
         char msg[5120];
         snprintf(msg, sizeof msg, "FT_SKIP_DISCOVERY needs a matching saved profile in FT_PROFILE_DIR=%s, and %s: %s",
@@ -136,14 +139,49 @@ void savedprof_region(uint32_t id, uint64_t size)
  * moves nothing twice), 0 otherwise. Only with the budget the plan was made for; a
  * hint, never a promise: another thread's allocation may take the id first, and the
  * profile may still be refused (the allocation is then faulted in on use, as any). */
+/* The saved plan streams region r's weight (sp.lock held, or state not yet shared). */
+static int saved_streams(const ft_disc_saved_region_t *r)
+{
+    return sp.p.resident != NULL && r->unit >= 0 && (uint32_t)r->unit < sp.p.disc.n_units &&
+           sp.p.resident[r->unit] == 0 && sp.p.budget == spill_budget();
+}
+
+/* The program's first allocation while the profile waits (sp.lock held): the host
+ * stores of the weights the saved plan streams are made ahead, in their allocation
+ * order, each as vmm.c will ask (whole granules), those vmm.c serves whole only (an
+ * allocation over half the budget is served in pieces). Half the host's memory at
+ * most. */
+static void stores_ahead(void)
+{
+    const ft_disc_saved_t *s = &sp.p.disc;
+    size_t g = vmm_gran(), *sizes = malloc((s->n_regions ? s->n_regions : 1) * sizeof *sizes);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t room = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 0, total = 0;
+    uint32_t n = 0, next = ft_regions_next_id(regions);
+    for (uint32_t i = 0; sizes != NULL && g != 0 && i < s->n_regions; i++) {
+        const ft_disc_saved_region_t *r = &s->regions[i];
+        size_t len = (size_t)((r->size + g - 1) / g * g);
+        if (r->id < next || !saved_streams(r) || !vmm_serves((size_t)r->size) || r->size > sp.p.budget / 2 ||
+            total + len > room)
+            continue;
+        sizes[n++] = len;
+        total += len;
+    }
+    host_store_ahead(sizes, n);
+    free(sizes);
+}
+
 int savedprof_streams(void)
 {
     if (state() != SP_PENDING)
         return 0;
     pthread_mutex_lock(&sp.lock);
+    if (!sp.ahead && state() == SP_PENDING) {
+        sp.ahead = 1;
+        stores_ahead();
+    }
     const ft_disc_saved_region_t *r = state() == SP_PENDING ? saved_region(ft_regions_next_id(regions)) : NULL;
-    int streams = r != NULL && sp.p.resident != NULL && r->unit >= 0 && (uint32_t)r->unit < sp.p.disc.n_units &&
-                  sp.p.resident[r->unit] == 0 && sp.p.budget == spill_budget();
+    int streams = r != NULL && saved_streams(r);
     pthread_mutex_unlock(&sp.lock);
     return streams;
 }
@@ -188,13 +226,23 @@ static int pass_starts(const char *kname, const ft_scan_set_t *set, ft_region_t 
     return 0;
 }
 
-/* A weight's content sum, the same wherever it lies (salt 0, as FT_SHM's unit sums):
- * discovery's hashes are salted by the device address, which another run need not
- * give. On the device (checksum.c's content_sum_*), or on the host where FT_SPILL
- * holds the allocation. 0, or -1 when it cannot be taken (no checksum kernel, a size
- * not a whole number of words). The sums share dh's first slot with discovery's
- * snapshots in another thread: a sum spoiled that way only differs, and a profile
- * that differs is dropped, never used. */
+/* A weight's content sum on the device (salt 0, as FT_SHM's unit sums: discovery's
+ * hashes are salted by the device address, which another run need not give), by
+ * checksum.c's content_sum_*. 0, or -1 when it cannot be taken (no checksum kernel).
+ * The sums share dh's first slot with discovery's snapshots in another thread: a sum
+ * spoiled that way only differs, and a profile that differs is dropped, never used. */
+static int device_sum(uint64_t base, uint64_t size, uint64_t *out)
+{
+    /* Not checksum_available(): that sets up the residency engine's per-unit sums,
+     * before the units are known (content_sum_begin says when the kernel cannot run). */
+    int prev = managed_device_enter();
+    int rc = content_sum_begin() != 0 || content_sum_add(base, size / 8, 0) != 0 || content_sum_end(out) != 0;
+    managed_device_leave(prev);
+    return rc ? -1 : 0;
+}
+
+/* A weight's content sum, wherever it lies (the profile's save): 0, or -1 when it
+ * cannot be taken (also a size not a whole number of words). */
 static int weight_sum(uint64_t base, uint64_t size, uint64_t *out)
 {
     if (size % 8 != 0)
@@ -204,30 +252,61 @@ static int weight_sum(uint64_t base, uint64_t size, uint64_t *out)
         *out = ft_checksum_host_parallel((const char *)v->host + (base - v->va), size / 8, 0);
         return 0;
     }
-    /* Not checksum_available(): that sets up the residency engine's per-unit sums,
-     * before the units are known (content_sum_begin says when the kernel cannot run). */
-    int prev = managed_device_enter();
-    int rc = content_sum_begin() != 0 || content_sum_add(base, size / 8, 0) != 0 || content_sum_end(out) != 0;
-    managed_device_leave(prev);
-    return rc ? -1 : 0;
+    return device_sum(base, size, out);
 }
 
 /* The weights' content against the profile's checksums; 0, or -1 with the first
- * difference in why. */
+ * difference in why. Those FT_SPILL holds in host memory are summed there, all at
+ * once on several cores (one at a time, 162 allocations of 57 MB took 1.26 s on the
+ * H100, most of a second start's first step); the others on the device. */
 static int check_contents(ft_region_t *snap, long ns, char *why, size_t len)
 {
+    size_t m = ns > 0 ? (size_t)ns : 1;
+    ft_checksum_buf_t *hb = malloc(m * sizeof *hb);
+    long *of = malloc(m * sizeof *of); /* hb[k] is snap[of[k]]'s */
+    uint64_t *hsum = malloc(m * sizeof *hsum), *sum = calloc(m, sizeof *sum);
+    signed char *failed = calloc(m, 1);
+    int rc = 0;
+    if (hb == NULL || sum == NULL || of == NULL || failed == NULL || hsum == NULL) {
+        snprintf(why, len, "no memory to check the weights' content");
+        rc = -1;
+        goto out;
+    }
+    long nh = 0;
     for (long i = 0; i < ns; i++) {
+        if (saved_region(snap[i].id) == NULL)
+            continue;
+        vmm_t *v = snap[i].size % 8 == 0 ? spilled_at(snap[i].base) : NULL;
+        if (snap[i].size % 8 != 0)
+            failed[i] = 1; /* not a whole number of words */
+        else if (v != NULL) {
+            hb[nh] = (ft_checksum_buf_t){ (const char *)v->host + (snap[i].base - v->va), snap[i].size / 8, 0 };
+            of[nh++] = i;
+        } else
+            failed[i] = device_sum(snap[i].base, snap[i].size, &sum[i]) != 0;
+    }
+    if (nh > 0 && ft_checksum_host_many(hb, (size_t)nh, hsum) != 0)
+        for (long k = 0; k < nh; k++)
+            failed[of[k]] = 1;
+    else
+        for (long k = 0; k < nh; k++)
+            sum[of[k]] = hsum[k];
+    for (long i = 0; i < ns && rc == 0; i++) {
         const ft_disc_saved_region_t *r = saved_region(snap[i].id);
-        uint64_t sum = 0;
-        int failed = r != NULL && weight_sum(snap[i].base, snap[i].size, &sum) != 0;
-        if (r != NULL && (failed || sum != r->hash)) {
+        if (r != NULL && (failed[i] || sum[i] != r->hash)) {
             snprintf(why, len, "the content of allocation %u (a weight of %s, %llu bytes) %s: another model or "
                      "other weights", r->id, unit_name(r), (unsigned long long)r->size,
-                     failed ? "could not be summed" : "differs");
-            return -1;
+                     failed[i] ? "could not be summed" : "differs");
+            rc = -1;
         }
     }
-    return 0;
+out:
+    free(hb);
+    free(sum);
+    free(of);
+    free(failed);
+    free(hsum);
+    return rc;
 }
 
 /* A launch in discovery, before discovery sees it (observe.c). 1 when the saved
@@ -253,6 +332,7 @@ int savedprof_launch(const char *kname, const ft_scan_set_t *set)
             reject(why);
         } else {
             __atomic_store_n(&sp.state, SP_ADOPTED, __ATOMIC_RELEASE);
+            host_store_ahead_end("the profile matched: every weight is allocated");
             FT_INFO("saved profile %s matched (device %s, %u weights' sizes and contents, first launch of a "
                     "pass %s): discovery and profiling skipped, %u units; checked in %.1f ms",
                     sp.path, dev, sp.p.disc.n_regions, kname, sp.p.disc.n_units, (double)(now_ns() - t0) / 1e6);

@@ -402,7 +402,7 @@ int spill_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind ki
         return 0;
     if (REAL(cudaStreamSynchronize)(s) != cudaSuccess)
         return 0;
-    memcpy((char *)v->host + (d - v->va), src, n);
+    host_store_copy((char *)v->host + (d - v->va), src, n);
     v->sum_ok = 0;
     spill_host_copies++;
     spill_host_copied += n;

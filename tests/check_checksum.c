@@ -1,6 +1,7 @@
 /* check_checksum.c - core/checksum.c: the host sum cut into parts summed by threads
  * gives ft_checksum_host's value, whatever the number of parts and a length that does
- * not divide evenly; a changed word changes it. */
+ * not divide evenly; a changed word changes it; many buffers summed at once give each
+ * its own sum. */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,12 +26,42 @@ START_TEST(parallel_equals_serial)
 }
 END_TEST
 
+/* Several buffers at once: the empty one, one shorter than a part, one over two parts
+ * (the parts of many buffers shared among threads), each with its own salt. */
+START_TEST(many_equals_serial)
+{
+    uint64_t words = (150ull << 20) / 8 + 5;
+    uint64_t *buf = malloc(words * 8);
+    ck_assert_ptr_nonnull(buf);
+    for (uint64_t i = 0; i < words; i++)
+        buf[i] = i * 0x9e3779b97f4a7c15ull ^ (i >> 3);
+    ft_checksum_buf_t b[4] = {
+        { buf, 0, 5 },
+        { buf + 7, 1001, 7 },
+        { buf, words, 0x7f0000000000ull / 8 },
+        { buf + 3, (70ull << 20) / 8, 3 },
+    };
+    uint64_t sums[4];
+    ck_assert_int_eq(ft_checksum_host_many(b, 4, sums), 0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_uint_eq(sums[i], ft_checksum_host(b[i].p, b[i].words, b[i].salt));
+    ck_assert_uint_eq(sums[0], 0);
+    buf[words - 1] ^= 4;
+    uint64_t again[4];
+    ck_assert_int_eq(ft_checksum_host_many(b, 4, again), 0);
+    ck_assert_uint_ne(again[2], sums[2]);
+    ck_assert_uint_eq(again[3], sums[3]);
+    free(buf);
+}
+END_TEST
+
 Suite *checksum_suite(void)
 {
     Suite *s = suite_create("checksum");
     TCase *tc = tcase_create("host");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, parallel_equals_serial);
+    tcase_add_test(tc, many_equals_serial);
     suite_add_tcase(s, tc);
     return s;
 }

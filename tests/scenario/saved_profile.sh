@@ -100,12 +100,42 @@ read -r in2 out2 <<<"$(moved "$WORK/spill2.err")"
 [ "${in1:-0}" -ge 8 ] || fail "first start under FT_SPILL: expected moves, got '${in1:-none}'"
 [ "${in2:-0}" -le 1 ] && [ "${out2:-0}" -eq 0 ] || fail "second start under FT_SPILL moved ${in2:-0} in and ${out2:-0} out"
 pass "under FT_SPILL, the second start places the streamed weights in host memory and loads them there: ${in1}/${out1} moves, then ${in2:-0}/${out2:-0}, the same output"
+# Their host stores are made ahead by threads, from the program's first allocation on
+# (how many are ready when the program asks depends on the threads' pace): each one
+# made is taken by an allocation or freed when the profile is decided.
+ahead() {
+    sed -n 's/.*saved profile: \([0-9]*\) host store(s), \([0-9.]*\) MiB, made ahead.*; \([0-9]*\) (\([0-9.]*\) MiB) taken as .*; \([0-9.]*\) MiB unused and freed (\(.*\))$/\1 \2 \3 \4 \5 \6/p' "$1"
+}
+check_ahead() { # file, the reason expected
+    local n mib taken tmib left why
+    read -r n mib taken tmib left why <<<"$(ahead "$1")"
+    [ -n "$n" ] || fail "$1: no line on host stores made ahead"
+    [ "$why" = "$2" ] || fail "$1: host stores made ahead ended with '$why', expected '$2'"
+    [ "$taken" -le 8 ] && [ "$taken" -le "$n" ] || fail "$1: $taken of $n host stores made ahead taken by 8 allocations"
+    awk -v a="$mib" -v b="$tmib" -v c="$left" 'BEGIN { exit !(a == b + c) }' ||
+        fail "$1: $mib MiB made ahead, $tmib taken and $left freed"
+    echo "$taken of $n"
+}
+got=$(check_ahead "$WORK/spill2.err" "the profile matched: every weight is allocated")
+pass "the second start's host stores made ahead ($got taken), every one taken or freed"
 # Other weights of the same shapes: placed by the saved plan all the same (the sizes
 # match), then refused at the first pass; discovery runs on, the weights in host memory
 # are faulted in as usual, the same output.
 compare_run spillseed --seed 7 -- "${SPILLED[@]}" FT_PROFILE_READ_ONLY=1
 expect_grep "saved profile $FILE ignored: the content of allocation" "$WORK/spillseed.err" "other weights under FT_SPILL"
 expect_grep 'started in host memory because the saved profile.s plan streams them' "$WORK/spillseed.err" "placed before the refusal"
+got=$(check_ahead "$WORK/spillseed.err" "the profile was ignored")
+# 16 MiB weights: the copies that load them into host memory are cut among threads.
+mkdir -p "$WORK/big"
+L=(--layers 6 --dim 2048 --iters 6 --quiet)
+BIG=(FT_SPILL=1 FT_GPU_MEM_LIMIT=48MiB FT_PROFILE_DIR="$WORK/big")
+compare_run big1 -- "${BIG[@]}"
+compare_run big2 -- "${BIG[@]}"
+expect_grep 'FT_SPILL: before the plan, 6 copy\(ies\) from host memory \(96\.0 MiB\) into allocations in host memory served there' \
+    "$WORK/big2.err" "16 MiB weights loaded in host memory"
+got=$(check_ahead "$WORK/big2.err" "the profile matched: every weight is allocated")
+pass "16 MiB weights: loaded into host stores made ahead ($got taken) by copies cut among threads, the same output"
+L=(--layers 8 --dim 512 --iters 10 --quiet)
 pass "under FT_SPILL, other weights placed by a saved plan that is then refused: discovered, the same output"
 # One allocation holding every weight, served in pieces: the second start streams from
 # the profile. A saved profile keeps no pointers, so a pointer into a piece where two

@@ -12,8 +12,8 @@
 #include "shim/engine.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 
-typedef cudaError_t (*host_register_fn)(void *, size_t, unsigned int);
 typedef cudaError_t (*host_free_fn)(void *);
 
 const char *host_store_kind(void)
@@ -24,10 +24,13 @@ const char *host_store_kind(void)
          ? "pinned host memory (registered in place)" : "pinned host memory";
 }
 
-/* The host stores now held, for the exit report's count (held_lock). */
+/* The host stores now held, for the exit report's count and for how each is freed
+ * (held_lock). */
+enum { STORE_PAGEABLE, STORE_HOST_ALLOC, STORE_REGISTERED };
 typedef struct {
     void *p;
     size_t size;
+    int how; /* STORE_* */
     UT_hash_handle hh;
 } held_t;
 static held_t *held;
@@ -45,13 +48,14 @@ void host_store_switched(void)
     pthread_mutex_unlock(&held_lock);
 }
 
-static void *held_add(void *p, size_t size)
+static void *held_add(void *p, size_t size, int how)
 {
     held_t *h = p != NULL ? malloc(sizeof *h) : NULL;
     pthread_mutex_lock(&held_lock);
     if (h != NULL) {
         h->p = p;
         h->size = size;
+        h->how = how;
         HASH_ADD_PTR(held, p, h);
     }
     if (p != NULL) {
@@ -63,49 +67,75 @@ static void *held_add(void *p, size_t size)
     return p;
 }
 
-static void held_remove(void *p)
+/* How p was made (STORE_*), as the configuration says where it is not known. */
+static int held_remove(void *p)
 {
     held_t *h;
+    int how = !cfgp->pinned_memory ? STORE_PAGEABLE
+            : cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC ? STORE_HOST_ALLOC : STORE_REGISTERED;
     pthread_mutex_lock(&held_lock);
     HASH_FIND_PTR(held, &p, h);
     if (h != NULL) {
         HASH_DEL(held, h);
         held_bytes -= h->size;
+        how = h->how;
     }
     pthread_mutex_unlock(&held_lock);
     free(h);
+    return how;
 }
 
-/* A host store made now (host_store_alloc's, and the threads' that make them ahead). */
-static void *store_make(size_t size)
+/* Page-aligned memory registered in place; from 2 MiB on, 2 MiB aligned and advised
+ * to the kernel's huge pages. `fault`: its pages are touched first, outside the driver
+ * (the threads that make stores ahead). On the H100's host, 57 MiB stores: cudaHostAlloc
+ * 1.68 GB/s; faulting 4 KiB pages 1.78 GB/s, then registering them 23 GB/s; faulting
+ * huge pages 4.65 GB/s, registering them 41 GB/s (bench/pin_cost.c). */
+static void *store_register(size_t size, int fault)
 {
+    typedef cudaError_t (*host_register_fn)(void *, size_t, unsigned int);
+    size_t align = size >= (2u << 20) ? (2u << 20) : 4096, len = (size + align - 1) / align * align;
     void *p = NULL;
-    if (cfgp->pinned_memory && cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC) {
-        return held_add(own_host_alloc(&p, size) == cudaSuccess ? p : NULL, size);
-    }
-    size_t page = 4096;
-    if (posix_memalign(&p, page, (size + page - 1) / page * page) != 0)
+    if (posix_memalign(&p, align, len) != 0)
         return NULL;
-    if (!cfgp->pinned_memory)
-        return held_add(p, size);
+    if (align > 4096)
+        madvise(p, len, MADV_HUGEPAGE);
+    for (size_t off = 0; fault && off < len; off += 4096)
+        ((volatile char *)p)[off] = 0;
     host_register_fn reg = (host_register_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostRegister");
     cudaError_t pending = own_pending();
     if (reg == NULL || own_call(reg(p, size, cudaHostRegisterDefault), pending) != cudaSuccess) {
         free(p);
         return NULL;
     }
-    return held_add(p, size);
+    return held_add(p, size, STORE_REGISTERED);
+}
+
+/* A host store made now, as FT_PINNED_MEMORY and FT_PINNED_MEMORY_MODE say. */
+static void *store_make(size_t size)
+{
+    void *p = NULL;
+    if (!cfgp->pinned_memory) {
+        if (posix_memalign(&p, 4096, (size + 4095) / 4096 * 4096) != 0)
+            return NULL;
+        return held_add(p, size, STORE_PAGEABLE);
+    }
+    if (cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC)
+        return held_add(own_host_alloc(&p, size) == cudaSuccess ? p : NULL, size, STORE_HOST_ALLOC);
+    return store_register(size, 0);
 }
 
 /* --- host stores made ahead ------------------------------------------------------
  * While a saved profile waits to be checked, each weight its plan streams starts in
  * host memory (spill.c's placement), in a host store made when the program allocates
  * the weight. Pinning is the slow part: on the H100, a second start's loading of a
- * 13 GB model took 2.35 s longer than all resident, most of it cudaHostAlloc of 9.1 GB.
- * Threads make those stores ahead, in the order the program will allocate the weights
- * (savedprof.c gives the sizes, from the program's first allocation on, while it still
- * loads its data); host_store_alloc takes a ready one of its size, waits for one being
- * made, or makes its own. What is left when the profile is adopted or refused is
+ * 13 GB model took 2.35 s longer than all resident, most of it cudaHostAlloc of 9.1 GB
+ * (1.7 GB/s, as fast as faulting the pages in). Threads make those stores ahead, in the
+ * order the program will allocate the weights (savedprof.c gives the sizes, from the
+ * program's first allocation on, while it still loads its data), in huge pages they
+ * fault in themselves before registering them (store_register); host_store_alloc takes
+ * a ready one of its size, waits for one being made, or makes its own. (Made with
+ * cudaHostAlloc by the threads, the loading itself was no longer slow, but the
+ * program's set-up of its CUDA context beside them took 3.9 s longer.) What is left when the profile is adopted or refused is
  * freed (host_store_ahead_end). ahead.lock is a leaf: the threads take no other lock
  * of FlexTensor's but held_lock, so a caller holding res.lock may wait on them. */
 enum { AHEAD_WAITING, AHEAD_MAKING, AHEAD_READY, AHEAD_DONE }; /* DONE: taken, or failed */
@@ -139,7 +169,7 @@ static void *ahead_main(void *arg)
         uint32_t i = ahead.make_from++;
         ahead.e[i].state = AHEAD_MAKING;
         pthread_mutex_unlock(&ahead.lock);
-        void *p = store_make(ahead.e[i].size);
+        void *p = store_register(ahead.e[i].size, 1);
         pthread_mutex_lock(&ahead.lock);
         ahead.e[i].p = p;
         ahead.e[i].state = p != NULL ? AHEAD_READY : AHEAD_DONE;
@@ -313,14 +343,14 @@ void host_store_free(void *p)
 {
     if (p == NULL || shm_store_owns(p))
         return;
-    held_remove(p);
-    if (cfgp->pinned_memory && cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC) {
+    int how = held_remove(p);
+    if (how == STORE_HOST_ALLOC) {
         host_free_fn f = (host_free_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaFreeHost");
         if (f != NULL)
             f(p);
         return;
     }
-    if (cfgp->pinned_memory) {
+    if (how == STORE_REGISTERED) {
         host_free_fn unreg = (host_free_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostUnregister");
         if (unreg != NULL)
             unreg(p);

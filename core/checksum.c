@@ -4,16 +4,17 @@
  * buffers (a saved profile's check of the weights FT_SPILL holds in host memory, 8.5 GB
  * of a 13 GB model on the H200; FT_SHM's checks; discovery's snapshots of spilled
  * allocations) are cut into one part per thread, up to FT_CHECKSUM_THREADS: one core
- * sums about 8 GB/s. Many buffers at once (the saved profile's check: 162 allocations
- * of about 57 MB, each too small to be cut, took 1.26 s on one core on the H100) are
- * cut into parts of at most PART_MIN bytes that the threads take in turn. A thread that cannot be started has its part summed by the caller. */
+ * sums 4-5 GB/s. Many buffers at once (the saved profile's check: 162 allocations of
+ * about 57 MB, each too small to be cut, took 1.26 s on one core on the H100; 0.3-0.4 s
+ * on 8) are cut into parts of at most PART_MIN bytes that the threads take in turn. A
+ * thread that cannot be started has its part summed by the caller. */
 #include "core/checksum.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#define FT_CHECKSUM_THREADS 8
+#define FT_CHECKSUM_THREADS 16
 #define PART_MIN (64ull << 20) /* bytes a thread: below two of these, one thread */
 
 struct part {

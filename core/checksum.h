@@ -40,16 +40,36 @@ static inline uint64_t ft_checksum_mix(uint64_t w, uint64_t index)
     return m;
 }
 
+/* The index's product carried from word to word by an addition, four words a turn
+ * (independent mixes): about twice as fast on a core as the plain loop. */
 static inline uint64_t ft_checksum_host(const void *p, uint64_t n_words, uint64_t salt)
 {
+    const uint64_t k = 0x9e3779b97f4a7c15ull;
     const unsigned char *b = (const unsigned char *)p;
-    uint64_t sum = 0;
-    for (uint64_t i = 0; i < n_words; i++) {
-        uint64_t w;
-        memcpy(&w, b + i * 8, 8);
-        sum += ft_checksum_mix(w, salt + i);
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, x = salt * k, i = 0;
+    for (; i + 4 <= n_words; i += 4, x += 4 * k) {
+        uint64_t w[4];
+        memcpy(w, b + i * 8, 32);
+        uint64_t m0 = w[0] ^ x, m1 = w[1] ^ (x + k), m2 = w[2] ^ (x + 2 * k), m3 = w[3] ^ (x + 3 * k);
+        m0 ^= m0 >> 31;
+        m1 ^= m1 >> 31;
+        m2 ^= m2 >> 31;
+        m3 ^= m3 >> 31;
+        m0 *= 0xbf58476d1ce4e5b9ull;
+        m1 *= 0xbf58476d1ce4e5b9ull;
+        m2 *= 0xbf58476d1ce4e5b9ull;
+        m3 *= 0xbf58476d1ce4e5b9ull;
+        s0 += m0 ^ (m0 >> 29);
+        s1 += m1 ^ (m1 >> 29);
+        s2 += m2 ^ (m2 >> 29);
+        s3 += m3 ^ (m3 >> 29);
     }
-    return sum;
+    for (const unsigned char *q = b + i * 8; i < n_words; i++, q += 8) {
+        uint64_t w;
+        memcpy(&w, q, 8);
+        s0 += ft_checksum_mix(w, salt + i);
+    }
+    return s0 + s1 + s2 + s3;
 }
 
 /* ft_checksum_host, a large buffer cut into parts summed by threads at once (core/

@@ -26,6 +26,23 @@ START_TEST(parallel_equals_serial)
 }
 END_TEST
 
+/* The host sum, four words a turn with the index's product carried by additions, is
+ * the reference's: the plain sum of per-word mixes, for lengths that leave 0 to 3
+ * words after the turns, at a salt whose product wraps. */
+START_TEST(host_equals_reference)
+{
+    uint64_t buf[1031];
+    for (uint64_t i = 0; i < 1031; i++)
+        buf[i] = i * 0xd1b54a32d192ed03ull + 17;
+    for (uint64_t n = 0; n <= 1031; n += n < 12 ? 1 : 97) {
+        uint64_t salt = 0xfffffffffffffff0ull + n, ref = 0;
+        for (uint64_t i = 0; i < n; i++)
+            ref += ft_checksum_mix(buf[i], salt + i);
+        ck_assert_uint_eq(ft_checksum_host(buf, n, salt), ref);
+    }
+}
+END_TEST
+
 /* Several buffers at once: the empty one, one shorter than a part, one over two parts
  * (the parts of many buffers shared among threads), each with its own salt. */
 START_TEST(many_equals_serial)
@@ -60,6 +77,7 @@ Suite *checksum_suite(void)
     Suite *s = suite_create("checksum");
     TCase *tc = tcase_create("host");
     tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, host_equals_reference);
     tcase_add_test(tc, parallel_equals_serial);
     tcase_add_test(tc, many_equals_serial);
     suite_add_tcase(s, tc);

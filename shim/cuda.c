@@ -57,24 +57,34 @@ void resolve_driver(void)
  * unless the application had one pending already. */
 typedef cudaError_t (*last_error_fn)(void);
 
+/* The runtime's entry `name`, looked up at the first call through *fn; any thread may
+ * make it (FlexTensor's own threads too), and each stores the same value. */
+static void *lazy_sym(void **fn, const char *name)
+{
+    void *f = __atomic_load_n(fn, __ATOMIC_ACQUIRE);
+    if (f == NULL) {
+        f = ft_shim_real_dlsym(RTLD_NEXT, name);
+        __atomic_store_n(fn, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
 cudaError_t own_pending(void)
 {
-    static last_error_fn peek;
-    if (peek == NULL)
-        peek = (last_error_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaPeekAtLastError");
-    return peek != NULL ? peek() : cudaSuccess;
+    static void *peek;
+    last_error_fn f = (last_error_fn)lazy_sym(&peek, "cudaPeekAtLastError");
+    return f != NULL ? f() : cudaSuccess;
 }
 
 /* rc: what the own call returned; pending: own_pending() before it. */
 cudaError_t own_call(cudaError_t rc, cudaError_t pending)
 {
-    static last_error_fn take;
+    static void *take;
     if (rc == cudaSuccess || pending != cudaSuccess)
         return rc;
-    if (take == NULL)
-        take = (last_error_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetLastError");
-    if (take != NULL)
-        take();
+    last_error_fn f = (last_error_fn)lazy_sym(&take, "cudaGetLastError");
+    if (f != NULL)
+        f();
     return rc;
 }
 

@@ -172,13 +172,19 @@ static struct {
     cudaError_t (*get)(int *);
     cudaError_t (*set)(int);
 } cur_dev;
+static pthread_once_t cur_dev_once = PTHREAD_ONCE_INIT;
 
+static void cur_dev_lookup(void)
+{
+    cur_dev.set = (cudaError_t(*)(int))ft_shim_real_dlsym(RTLD_NEXT, "cudaSetDevice");
+    cur_dev.get = (cudaError_t(*)(int *))ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
+}
+
+/* Once, whatever threads ask first (the application's, the prefetching thread, the
+ * threads making host stores ahead). */
 static void cur_dev_resolve(void)
 {
-    if (cur_dev.get == NULL) {
-        cur_dev.set = (cudaError_t(*)(int))ft_shim_real_dlsym(RTLD_NEXT, "cudaSetDevice");
-        cur_dev.get = (cudaError_t(*)(int *))ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
-    }
+    pthread_once(&cur_dev_once, cur_dev_lookup);
 }
 
 int managed_device_enter(void)

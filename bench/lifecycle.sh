@@ -15,6 +15,9 @@
 #
 #   OUT=/some/dir bash bench/lifecycle.sh
 #   BUDGET=4.5GiB LAYERS=32 HIDDEN=4096 STEPS=12 bash bench/lifecycle.sh   (the defaults)
+#   RUNS="plain first second plain2 second2 plain3 second3" bash bench/lifecycle.sh
+#             the start-up target on medians: plainN and secondN repeat plain and second
+#             (without the sleep/wake cycle)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}
@@ -69,7 +72,7 @@ run() {
     while [ "$1" != -- ]; do envs+=("$1"); shift; done
     shift
     local cmd=(python3 bench/lifecycle.py "$WORK/$name.json" "${COMMON[@]}" "$@")
-    [ "$name" != plain ] && cmd=("$FT_RUN" --gpu-mem "$BUDGET" "${cmd[@]}")
+    [ "${name%%[0-9]*}" != plain ] && cmd=("$FT_RUN" --gpu-mem "$BUDGET" "${cmd[@]}")
     local t=$SECONDS
     env LIFECYCLE_LABEL="$name" "${envs[@]}" timeout "${PROC_TIMEOUT:-200}" "${cmd[@]}" \
         >"$OUT/lifecycle-$name.log" 2>&1
@@ -79,9 +82,10 @@ run() {
 
 for r in $RUNS; do
     case $r in
-        plain) run plain -- ;;
+        plain*) run "$r" -- ;;
         first) run first FT_PROFILE_DIR="$WORK/profiles" -- ;;
         second) run second FT_PROFILE_DIR="$WORK/profiles" -- --sleep ;;
+        second*) run "$r" FT_PROFILE_DIR="$WORK/profiles" -- ;;
         timeline)
             run timeline FT_PROFILE_DIR="$WORK/profiles" FT_OFFLOAD_TIMING=on \
                 FT_TRACE_FILE="$WORK/timeline.bin" -- --timing
@@ -129,6 +133,21 @@ if p and s and s.get("first_streamed_end_s") is not None:
     want = p["first_step_end_s"] - p["imports_s"] + 2 * s["steady_ms"] / 1000
     print(f"from the end of the imports ({s['imports_s']} s; plain's {p['imports_s']} s): {got:.3f} s against "
           f"{want:.3f} s: {'met' if got <= want else 'NOT met'}")
+# Runs repeated (RUNS="plain first second plain2 second2 plain3 second3"): medians.
+def med(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+ps = [d for r, d in rows.items() if r.startswith("plain")]
+ss = [d for r, d in rows.items() if r.startswith("second") and d.get("first_streamed_end_s") is not None]
+if len(ps) > 1 and len(ss) > 1:
+    steady = med([d["steady_ms"] for d in ss]) / 1000
+    a = med([d["first_streamed_end_s"] for d in ss])
+    b = med([d["first_step_end_s"] for d in ps]) + 2 * steady
+    c = med([d["first_streamed_end_s"] - d["imports_s"] for d in ss])
+    e = med([d["first_step_end_s"] - d["imports_s"] for d in ps]) + 2 * steady
+    print(f"medians of {len(ss)} second starts and {len(ps)} plain ones: from the process start {a:.3f} s against "
+          f"{b:.3f} s: {'met' if a <= b else 'NOT met'}; from the end of the imports {c:.3f} s against {e:.3f} s: "
+          f"{'met' if c <= e else 'NOT met'}")
 if s and s.get("sleep"):
     z = s["sleep"]
     print("sleep/wake:", json.dumps({k: z.get(k) for k in (

@@ -135,9 +135,10 @@ static void *store_make(size_t size)
  * fault in themselves before registering them (store_register); host_store_alloc takes
  * a ready one of its size, waits for one being made, or makes its own. (Made with
  * cudaHostAlloc by the threads, the loading itself was no longer slow, but the
- * program's set-up of its CUDA context beside them took 3.9 s longer.) What is left when the profile is adopted or refused is
- * freed (host_store_ahead_end). ahead.lock is a leaf: the threads take no other lock
- * of FlexTensor's but held_lock, so a caller holding res.lock may wait on them. */
+ * program's set-up of its CUDA context beside them took 3.9 s longer.) What is left
+ * when the profile is adopted or refused is freed (host_store_ahead_end). ahead.lock
+ * is a leaf: the threads take no other lock of FlexTensor's but held_lock, so a caller
+ * holding res.lock may wait on them. */
 enum { AHEAD_WAITING, AHEAD_MAKING, AHEAD_READY, AHEAD_DONE }; /* DONE: taken, or failed */
 #define AHEAD_THREADS 3
 static struct {
@@ -262,7 +263,7 @@ void host_store_ahead(const size_t *sizes, uint32_t n)
         return;
     }
     __atomic_store_n(&ahead.active, 1, __ATOMIC_RELEASE);
-    atexit(ahead_stop); /* never a thread in cudaHostAlloc while the runtime tears down */
+    atexit(ahead_stop); /* no thread pinning while the runtime tears down */
     pthread_atfork(NULL, NULL, ahead_forked);
 }
 

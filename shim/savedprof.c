@@ -132,13 +132,6 @@ void savedprof_region(uint32_t id, uint64_t size)
     pthread_mutex_unlock(&sp.lock);
 }
 
-/* Where FT_SPILL should place the allocation about to be tracked (the region table's
- * next id), while a saved profile waits to be checked: 1 when it is a weight that the
- * saved plan streams
- * (it starts in host memory, where the plan will keep it, so that loading the model
- * moves nothing twice), 0 otherwise. Only with the budget the plan was made for; a
- * hint, never a promise: another thread's allocation may take the id first, and the
- * profile may still be refused (the allocation is then faulted in on use, as any). */
 /* The saved plan streams region r's weight (sp.lock held, or state not yet shared). */
 static int saved_streams(const ft_disc_saved_region_t *r)
 {
@@ -171,6 +164,13 @@ static void stores_ahead(void)
     free(sizes);
 }
 
+/* Where FT_SPILL should place the allocation about to be tracked (the region table's
+ * next id), while a saved profile waits to be checked: 1 when it is a weight that the
+ * saved plan streams (it starts in host memory, where the plan will keep it, so that
+ * loading the model moves nothing twice), 0 otherwise. Only with the budget the plan
+ * was made for; a hint, never a promise: another thread's allocation may take the id
+ * first, and the profile may still be refused (the allocation is then faulted in on
+ * use, as any). The first call starts making the host stores ahead (stores_ahead). */
 int savedprof_streams(void)
 {
     if (state() != SP_PENDING)

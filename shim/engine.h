@@ -307,6 +307,12 @@ typedef struct {
     uint32_t stale_region;
     uint64_t stale_lo;
     int stale_spread, stale_split_tried;
+    /* For the warning when it is kept: the regions they fell in (the first 4 apart), how
+     * many at no known pointer, the first one's offset into its region and kernel. */
+    uint32_t stale_ids[4];
+    int stale_n_ids, stale_unknown;
+    uint64_t stale_first_off;
+    char stale_kernel[64];
     int pin_refused;          /* pinning it for them found no resident unit to stream instead */
     int unstreamable;         /* resident, and demote_for found it cannot stream */
     int partial;              /* its last load could not map every region (load_unit) */

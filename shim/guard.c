@@ -158,18 +158,42 @@ static const char *touch_where(const res_region_t *r, uint64_t ptr, char *out, s
  * says why each rule) and carried out here: a miss loads the unit on the caller's
  * stream, a stale touch of a unit that is not loaded loads nothing and is counted, and
  * the call waits for the unit's copy and records its use. */
-/* Where unit un's stale touch fell: region id at pointer p (0: not known). */
-static void stale_where(res_unit_t *un, uint32_t id, uint64_t p)
+/* Where unit un's stale touch fell: region id (starting at base) at pointer p (0: not
+ * known), by the call's kernel (res_kernel_name). */
+static void stale_where(res_unit_t *un, uint32_t id, uint64_t base, uint64_t p)
 {
     if (un->stale_misses == 0) {
         un->stale_region = id;
         un->stale_lo = p;
         un->stale_spread = p == 0;
+        un->stale_n_ids = un->stale_unknown = 0;
+        un->stale_first_off = p != 0 && p >= base ? p - base : 0;
+        snprintf(un->stale_kernel, sizeof un->stale_kernel, "%s", res_kernel_name);
     } else if (id != un->stale_region || p == 0) {
         un->stale_spread = 1;
     } else if (p < un->stale_lo) {
         un->stale_lo = p;
     }
+    un->stale_unknown += p == 0;
+    int seen = 0;
+    for (int k = 0; k < un->stale_n_ids && k < 4; k++)
+        seen |= un->stale_ids[k] == id;
+    if (!seen) {
+        if (un->stale_n_ids < 4)
+            un->stale_ids[un->stale_n_ids] = id;
+        un->stale_n_ids++;
+    }
+}
+
+/* Where unit un's stale touches fell, for the warnings that keep it or not. */
+static const char *stale_text(const res_unit_t *un, char *out, size_t len)
+{
+    char a[32];
+    int n = snprintf(out, len, "in %d region(s), the first region %u, %s into it, by %s", un->stale_n_ids,
+                     un->stale_ids[0], human_bytes(un->stale_first_off, a, sizeof a), un->stale_kernel);
+    if (un->stale_unknown > 0 && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, "; %d at no known pointer", un->stale_unknown);
+    return out;
 }
 
 static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
@@ -300,7 +324,7 @@ static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *u
         if (v.act == FT_RES_MISS) {
             res.misses++;
             if (v.stale != 0 && !un->pinned && !un->pin_refused) {
-                stale_where(un, ids[i], p);
+                stale_where(un, ids[i], r->va, p);
                 if (++un->stale_misses >= STALE_MISSES_PIN && pin_pending < 0)
                     pin_pending = r->unit;
             }
@@ -787,7 +811,7 @@ static void pin_stale_unit(int u)
     un->pinned = 1;
     if (un->loaded)
         res.loaded--;
-    char a[32], cause[160];
+    char a[32], cause[160], where[256];
     const char *name = ft_disc_unit(disc, (size_t)u)->name;
     snprintf(cause, sizeof cause, "keeping %s on the device", name);
     if (budget_hold_locked(cause, 0) != 0) {
@@ -798,14 +822,14 @@ static void pin_stale_unit(int u)
         un->pin_refused = 1;
         if (un->loaded)
             res.loaded++;
-        FT_WARN("residency: %s was loaded %d times for argument words outside its part of the pass (stale "
-                "addresses the guard must honour); no resident unit is left to stream instead of it, so "
-                "it streams on, within the budget", name, un->stale_misses);
+        FT_WARN("residency: %s was loaded %d times for argument words outside its part of the pass (%s; "
+                "stale addresses the guard must honour); no resident unit is left to stream instead of it, so "
+                "it streams on, within the budget", name, un->stale_misses, stale_text(un, where, sizeof where));
         return;
     }
-    FT_WARN("residency: %s was loaded %d times for argument words outside its part of the pass "
-            "(stale addresses the guard must honour): it stays on the device from now on (%s)",
-            name, un->stale_misses, human_bytes(un->bytes, a, sizeof a));
+    FT_WARN("residency: %s was loaded %d times for argument words outside its part of the pass (%s; stale "
+            "addresses the guard must honour): it stays on the device from now on (%s)",
+            name, un->stale_misses, stale_text(un, where, sizeof where), human_bytes(un->bytes, a, sizeof a));
     res.stale_pins++;
 }
 

@@ -174,7 +174,7 @@ START_TEST(defaults_from_empty_environment)
     ck_assert(!ft_config_enabled_requested(&cfg));
     ck_assert_int_eq(cfg.gpu_device, -1); /* the first allocation's device */
     ck_assert(cfg.pinned_memory);
-    ck_assert_int_eq(cfg.pinned_memory_mode, FT_PINNED_MEMORY_MODE_ALLOC);
+    ck_assert_int_eq(cfg.pinned_memory_mode, FT_PINNED_MEMORY_MODE_HOST_REGISTER);
     ck_assert(!cfg.shm_enabled);
     ck_assert_str_eq(cfg.shm_namespace, "");
     ck_assert_int_eq(cfg.discovery_iters, 1);

@@ -43,7 +43,7 @@ E=$WORK/sleep.err
 expect_grep '^control after 7: release0 -> -1$' "$E" "ft_release(0)"
 expect_grep 'warning: control: ft_release\(0\) refused: not supported' "$E" "ft_release(0) says why"
 expect_grep '^control after 8: release -> 0$' "$E" "ft_release(1)"
-expect_grep 'control: ft_release: 12 of 12 units \(48\.0 MiB\) in pinned host memory now, 7 of them resident until now; 0\.1 MiB of weights stay on the device' "$E" "release moved every unit"
+expect_grep 'control: ft_release: 12 of 12 units \(48\.0 MiB\) in pinned host memory \(registered in place\) now, 7 of them resident until now; 0\.1 MiB of weights stay on the device' "$E" "release moved every unit"
 expect_grep '^control after 8: release -> -1$' "$E" "a second release"
 expect_grep 'ft_release refused: released already' "$E" "a second release says why"
 held=$(grep '^usage after control 8: ' "$E" | head -1 | sed -E 's/.* total ([0-9]+).*/\1/')
@@ -65,7 +65,7 @@ compare_run off --iters 15 --control 7:release,7:resume,9:release,10:resume,11:l
     FT_SPILL=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=1GiB
 E=$WORK/off.err
 expect_grep 'plan \(memory mode, knapsack\): 0 of 12 units streamed' "$E" "off: nothing streamed at first"
-[ "$(grep -cE 'control: ft_release: 12 of 12 units \(48\.0 MiB\) in pinned host memory now, 12 of them resident until now' "$E")" = 2 ] \
+[ "$(grep -cE 'control: ft_release: 12 of 12 units \(48\.0 MiB\) in pinned host memory \(registered in place\) now, 12 of them resident until now' "$E")" = 2 ] \
     || fail "off: two releases of every unit"
 [ "$(grep -cE 'control: ft_resume: 12 unit\(s\) resident again' "$E")" = 2 ] || fail "off: two resumes"
 expect_grep 'control: new budget \(FT_GPU_MEM_LIMIT 16\.0 MiB\): 11 of 12 units stream' "$E" "off: a smaller budget streams"

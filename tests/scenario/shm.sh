@@ -62,9 +62,11 @@ sim "$MODEL" "${ARGS[@]}" --peek 9 >"$WORK/peek.plain" || fail "model --peek 9 w
 
 # --- three processes, one namespace: one copy --------------------------------------------
 # measure SHM: three at once, held after their forwards; prints the KiB they hold.
+# Private copies in cudaHostAlloc's memory (FT_PINNED_MEMORY_MODE=alloc), which the
+# simulator names in /proc (held_kib); the default registers heap memory, unnamed.
 measure() {
     local shm=$1 total=0
-    for i in 1 2 3; do start "m$shm$i" FT_SHM_ENABLED=$shm -- --hold "$WORK/go$shm$i"; done
+    for i in 1 2 3; do start "m$shm$i" FT_SHM_ENABLED=$shm FT_PINNED_MEMORY_MODE=alloc -- --hold "$WORK/go$shm$i"; done
     for i in 1 2 3; do until_file "$WORK/go$shm$i.held"; done
     for i in 1 2 3; do
         local p="pid_m$shm$i"

@@ -132,7 +132,8 @@ static void *store_make(size_t size)
  * (1.7 GB/s, as fast as faulting the pages in). Threads make those stores ahead, in the
  * order the program will allocate the weights (savedprof.c gives the sizes, from the
  * program's first allocation on, while it still loads its data), in huge pages they
- * fault in themselves before registering them (store_register); host_store_alloc takes
+ * fault in themselves before registering them (store_register; with
+ * FT_PINNED_MEMORY_MODE=alloc, by cudaHostAlloc as asked); host_store_alloc takes
  * a ready one of its size, waits for one being made, or makes its own. (Made with
  * cudaHostAlloc by the threads, the loading itself was no longer slow, but the
  * program's set-up of its CUDA context beside them took 3.9 s longer.) What is left
@@ -170,7 +171,8 @@ static void *ahead_main(void *arg)
         uint32_t i = ahead.make_from++;
         ahead.e[i].state = AHEAD_MAKING;
         pthread_mutex_unlock(&ahead.lock);
-        void *p = store_register(ahead.e[i].size, 1);
+        void *p = cfgp->pinned_memory_mode == FT_PINNED_MEMORY_MODE_ALLOC ? store_make(ahead.e[i].size)
+                                                                         : store_register(ahead.e[i].size, 1);
         pthread_mutex_lock(&ahead.lock);
         ahead.e[i].p = p;
         ahead.e[i].state = p != NULL ? AHEAD_READY : AHEAD_DONE;

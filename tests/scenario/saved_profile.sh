@@ -134,7 +134,9 @@ compare_run big2 -- "${BIG[@]}"
 expect_grep 'FT_SPILL: before the plan, 6 copy\(ies\) from host memory \(96\.0 MiB\) into allocations in host memory served there' \
     "$WORK/big2.err" "16 MiB weights loaded in host memory"
 got=$(check_ahead "$WORK/big2.err" "the profile matched: every weight is allocated")
-pass "16 MiB weights: loaded into host stores made ahead ($got taken) by copies cut among threads, the same output"
+compare_run big3 -- "${BIG[@]}" FT_PINNED_MEMORY_MODE=alloc
+got3=$(check_ahead "$WORK/big3.err" "the profile matched: every weight is allocated")
+pass "16 MiB weights: loaded into host stores made ahead ($got taken; $got3 with FT_PINNED_MEMORY_MODE=alloc) by copies cut among threads, the same output"
 L=(--layers 8 --dim 512 --iters 10 --quiet)
 pass "under FT_SPILL, other weights placed by a saved plan that is then refused: discovered, the same output"
 # One allocation holding every weight, served in pieces: the second start streams from

@@ -8,14 +8,21 @@
 
 #include "core/checksum.h"
 
-START_TEST(parallel_equals_serial)
+/* words of a pattern: word i is i * mul ^ (i >> shift). */
+static uint64_t *patterned(uint64_t words, uint64_t mul, int shift)
 {
-    /* 200 MiB and 3 words: three parts, the last one longer */
-    uint64_t words = (200ull << 20) / 8 + 3;
     uint64_t *buf = malloc(words * 8);
     ck_assert_ptr_nonnull(buf);
     for (uint64_t i = 0; i < words; i++)
-        buf[i] = i * 0x2545f4914f6cdd1dull ^ (i >> 7);
+        buf[i] = i * mul ^ (i >> shift);
+    return buf;
+}
+
+START_TEST(parallel_equals_serial)
+{
+    /* 200 MiB and 3 words: four parts, the last 3 words */
+    uint64_t words = (200ull << 20) / 8 + 3;
+    uint64_t *buf = patterned(words, 0x2545f4914f6cdd1dull, 7);
     uint64_t salt = 0x7f0000000000ull / 8;
     uint64_t serial = ft_checksum_host(buf, words, salt);
     ck_assert_uint_eq(ft_checksum_host_parallel(buf, words, salt), serial);
@@ -48,10 +55,7 @@ END_TEST
 START_TEST(many_equals_serial)
 {
     uint64_t words = (150ull << 20) / 8 + 5;
-    uint64_t *buf = malloc(words * 8);
-    ck_assert_ptr_nonnull(buf);
-    for (uint64_t i = 0; i < words; i++)
-        buf[i] = i * 0x9e3779b97f4a7c15ull ^ (i >> 3);
+    uint64_t *buf = patterned(words, 0x9e3779b97f4a7c15ull, 3);
     ft_checksum_buf_t b[4] = {
         { buf, 0, 5 },
         { buf + 7, 1001, 7 },

@@ -259,6 +259,9 @@
  *                 first clears a 2 MiB workspace allocated before the forwards
  *                 (cuBLAS's workspace memset) and a 2 MiB buffer it allocates during
  *                 the capture in relaxed mode (PyTorch's graph pool). One thread.
+ *                 The graph is destroyed once instantiated, as torch.cuda.graph does.
+ *   --graph-update  with --graph: after the first replay, capture the forward again and
+ *                 update the executable graph from it (cudaGraphExecUpdate)
  *   --profile-from N  from forward N on, the program profiles itself with CUPTI as
  *                 torch.profiler does (subscribe, kernel and copy records, driver
  *                 callbacks) and prints what it recorded at the end (profiler.c; one
@@ -419,6 +422,7 @@ static int zero_after = -1;
 static int (*get_usage)(ft_gpu_memory_usage_t *);
 static int timing = 0;
 static int graph_replays = 0; /* --graph */
+static int graph_update = 0;  /* --graph-update */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -1657,6 +1661,16 @@ static void write_weights(int it)
 
 /* --graph: one forward captured on a stream of its own, then replayed. Nothing in the
  * capture synchronises: the host reads `out` after each replay's stream sync. */
+static void capture_forward(cudaStream_t gs, cudaGraph_t *graph, uint32_t *a, uint32_t *b, uint32_t *out,
+                            void *workspace, void *pool_buf, size_t ws_bytes)
+{
+    CHECK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMemsetAsync(workspace, 0, ws_bytes, gs));
+    CHECK(cudaMemsetAsync(pool_buf, 0, ws_bytes, gs));
+    forward(gs, a, b, out);
+    CHECK(cudaStreamEndCapture(gs, graph));
+}
+
 static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, size_t ws_bytes)
 {
     cudaStream_t gs;
@@ -1681,14 +1695,24 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
     forward(gs, a, b, out);
     CHECK(cudaStreamEndCapture(gs, &graph));
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    /* The graph goes once instantiated, as torch.cuda.graph's does. */
+    CHECK(cudaGraphDestroy(graph));
     for (int r = 0; r < graph_replays; r++) {
         CHECK(cudaGraphLaunch(exec, gs));
         CHECK(cudaStreamSynchronize(gs));
         CHECK(cudaGetLastError());
         printf("graph replay %d checksum %016" PRIx64 "\n", r, fnv1a(out, (size_t)dim * sizeof *out));
+        /* --graph-update: the forward captured again, the executable graph updated
+         * from it (cudaGraphExecUpdate) after the first replay. */
+        if (r == 0 && graph_update) {
+            cudaGraph_t again;
+            cudaGraphExecUpdateResultInfo info;
+            capture_forward(gs, &again, a, b, out, workspace, pool_buf, ws_bytes);
+            CHECK(cudaGraphExecUpdate(exec, again, &info));
+            CHECK(cudaGraphDestroy(again));
+        }
     }
     CHECK(cudaGraphExecDestroy(exec));
-    CHECK(cudaGraphDestroy(graph));
     CHECK(cudaFree(pool_buf));
     CHECK(cudaStreamDestroy(gs));
     input = saved;
@@ -2020,6 +2044,8 @@ int main(int argc, char **argv)
             parse_controls(v), i++;
         else if (strcmp(a, "--graph") == 0)
             graph_replays = parse_int(a, v, 1, 1 << 20), i++;
+        else if (strcmp(a, "--graph-update") == 0)
+            graph_update = 1;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--reload") == 0)
@@ -2063,6 +2089,10 @@ int main(int argc, char **argv)
     }
     if (refill_after >= 0 && (segment_bytes == 0 || layers < 2)) {
         fprintf(stderr, "model: --refill needs --segments and two layers\n");
+        return 2;
+    }
+    if (graph_update && graph_replays == 0) {
+        fprintf(stderr, "model: --graph-update needs --graph\n");
         return 2;
     }
     if (profile_from >= 0 && threads > 1) {

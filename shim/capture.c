@@ -20,6 +20,22 @@
  * graph's allocations in and waits for the graph. A graph FlexTensor did not see
  * captured (built node by node) may touch anything: every streamed unit is loaded.
  *
+ * A graph that reads more streamed units than the slots hold is cut instead (FT_GRAPH_CUT,
+ * docs/residency.md "CUDA graphs"): each captured call's node is asked for as it is
+ * captured (cuStreamGetCaptureInfo: the node the stream's next one would follow), and at
+ * instantiation, when every node of the graph is one of them, a clone of the graph is
+ * kept. Capture order is an order of the graph's dependencies, so the calls cut where a
+ * call first touches a streamed unit its segment has not (a layer's weights) give
+ * segments that run one after another on the launch stream: each segment is the clone
+ * with every node of the others destroyed, instantiated once per plan. A launch of the
+ * graph launches the segments in order, each guarded as an eager call touching its units
+ * (loaded or waited for, their use recorded behind it), the prefetch of the units that
+ * follow issued after it: the graph streams as eager launches do, its kernels replayed.
+ * A launch on another stream than the last one first waits for the last one's end, as
+ * CUDA orders launches of one executable graph. The application changing an executable
+ * graph (cudaGraphExecUpdate, a node's parameters) makes its touches unknown: every
+ * streamed unit is loaded for it from then on.
+ *
  * Owns: the captures under way, the graphs and the executable graphs (cap_lock, a
  * mutex: begin, end, instantiation, destruction and graph launches are rare; captured
  * calls add to their capture under it), the count of captures under way (atomic: every
@@ -36,10 +52,48 @@ typedef struct {
     int all;
 } touches_t;
 
+/* A captured call in capture order: the graph node it made (NULL: not known) and its
+ * regions, ids[first .. first + n) of its owner's calls_t. */
+typedef struct {
+    CUgraphNode node;
+    size_t first, n;
+} call_t;
+
+typedef struct {
+    call_t *v;
+    size_t n, cap;
+    uint32_t *ids;
+    size_t n_ids, cap_ids;
+    int broken; /* a call not kept (no memory, no node): the graph is not cut */
+} calls_t;
+
+/* A segment of a cut graph: its executable graph (FlexTensor's), the regions its calls
+ * touch, and its place in the pass (res_guard_segment's begins and ends). */
+typedef struct {
+    CUgraphExec exec;
+    uint32_t *ids;
+    size_t n;
+    int begins, ends;
+} seg_t;
+
 /* A capture under way (by its CUDA id), a graph or an executable graph (by handle). */
 typedef struct touch_owner {
     uint64_t key;
     touches_t t;
+    calls_t calls;            /* a capture's and a graph's calls; an exec's, its clone's nodes */
+    /* An executable graph that can be cut: the graph it was instantiated from, cloned
+     * (NULL: none), its instantiation flags, its segments for plan seg_plan
+     * (res.switches; n_seg 0: none, uncut, or not needed), and why it is not cut. */
+    CUgraph clone;
+    unsigned long long flags;
+    seg_t *seg;
+    int n_seg;
+    uint64_t seg_plan;
+    int cut_said;
+    /* The end of its last segmented launch, on last_stream (done_set: recorded). */
+    cudaEvent_t done;
+    cudaStream_t last_stream;
+    int done_set;
     struct touch_owner *next;
 } owner_t;
 
@@ -47,6 +101,14 @@ static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
 static owner_t *captures, *graphs, *execs;
 static int under_way; /* captures under way: atomic, read without cap_lock */
 static uint64_t graph_launches, graph_units_loaded; /* cap_lock, for the exit report */
+static uint64_t cut_launches, cut_segments, cut_graphs; /* cap_lock: launches of cut graphs, ... */
+
+/* The thread's captured call whose node is still to be asked for (capture_call_done):
+ * its capture, its index in the capture's calls, its stream. Thread-local, as the call. */
+__thread int capture_pending;
+static __thread uint64_t pend_cap;
+static __thread size_t pend_idx;
+static __thread cudaStream_t pend_stream;
 
 int capture_under_way(void)
 {
@@ -112,6 +174,68 @@ static int touches_copy(touches_t *to, const touches_t *from)
     return 0;
 }
 
+static void calls_free(calls_t *c)
+{
+    free(c->v);
+    free(c->ids);
+    memset(c, 0, sizeof *c);
+}
+
+/* Appends a call touching the regions ids[0..n) (cap_lock held); its index, or -1 (out
+ * of memory: the calls are broken, the graph will not be cut). */
+static long calls_add(calls_t *c, const uint32_t *ids, size_t n)
+{
+    if (c->broken)
+        return -1;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 256;
+        call_t *v = realloc(c->v, cap * sizeof *v);
+        if (v == NULL)
+            return c->broken = 1, -1;
+        c->v = v;
+        c->cap = cap;
+    }
+    if (c->n_ids + n > c->cap_ids) {
+        size_t cap = c->cap_ids ? 2 * c->cap_ids : 1024;
+        while (cap < c->n_ids + n)
+            cap *= 2;
+        uint32_t *i = realloc(c->ids, cap * sizeof *i);
+        if (i == NULL)
+            return c->broken = 1, -1;
+        c->ids = i;
+        c->cap_ids = cap;
+    }
+    memcpy(c->ids + c->n_ids, ids, n * sizeof *ids);
+    c->v[c->n] = (call_t){ .node = NULL, .first = c->n_ids, .n = n };
+    c->n_ids += n;
+    return (long)c->n++;
+}
+
+static void segs_free(owner_t *x)
+{
+    for (int k = 0; k < x->n_seg; k++) {
+        /* An executable graph still running is freed when it completes (CUDA). */
+        if (x->seg[k].exec != NULL && drv.graph_exec_destroy != NULL)
+            drv.graph_exec_destroy(x->seg[k].exec);
+        free(x->seg[k].ids);
+    }
+    free(x->seg);
+    x->seg = NULL;
+    x->n_seg = 0;
+}
+
+static void owner_free(owner_t *o)
+{
+    touches_free(&o->t);
+    calls_free(&o->calls);
+    segs_free(o);
+    if (o->clone != NULL && drv.graph_destroy != NULL)
+        drv.graph_destroy(o->clone);
+    if (o->done != NULL)
+        own_event_destroy(o->done);
+    free(o);
+}
+
 /* The capture stream s belongs to (its CUDA id), 0 when it captures nothing. Only
  * asked while a capture is under way: the driver's query costs a call. */
 uint64_t capture_of(cudaStream_t s)
@@ -127,8 +251,9 @@ uint64_t capture_of(cudaStream_t s)
     return st == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : id;
 }
 
-/* A captured call touches the regions of `set` (every region when it lost some). */
-void capture_note(uint64_t id, const ft_scan_set_t *set)
+/* A captured call on `stream` touches the regions of `set` (every region when it lost
+ * some); its node is asked for once it is captured (capture_call_done). */
+void capture_note(uint64_t id, cudaStream_t stream, const ft_scan_set_t *set)
 {
     pthread_mutex_lock(&cap_lock);
     owner_t *c = *find(&captures, id);
@@ -136,12 +261,45 @@ void capture_note(uint64_t id, const ft_scan_set_t *set)
         for (size_t i = 0; i < set->n; i++)
             touches_add(&c->t, set->id[i], set->ptr[i]);
         c->t.all |= set->dropped > 0;
+        long at = calls_add(&c->calls, set->id, set->n);
+        if (at >= 0) {
+            capture_pending = 1;
+            pend_cap = id;
+            pend_idx = (size_t)at;
+            pend_stream = stream;
+        }
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+/* The call noted last on this thread has been captured (or refused): the node it made
+ * is the one the stream's next node would follow. Asked of the driver only while
+ * capturing, the query CUDA allows then. A call that made no node (refused, or nothing
+ * to do) names the node before it: the two are one call when the graph is cut. */
+void capture_call_done(void)
+{
+    capture_pending = 0;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    const CUgraphNode *deps = NULL;
+    size_t nd = 0;
+    int ok = drv.capture_info != NULL &&
+             drv.capture_info((CUstream)pend_stream, &st, &id, NULL, &deps, NULL, &nd) == CUDA_SUCCESS &&
+             st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == pend_cap && nd == 1 && deps != NULL;
+    pthread_mutex_lock(&cap_lock);
+    owner_t *c = *find(&captures, pend_cap);
+    if (c != NULL && pend_idx < c->calls.n) {
+        if (ok)
+            c->calls.v[pend_idx].node = deps[0];
+        else
+            c->calls.broken = 1;
     }
     pthread_mutex_unlock(&cap_lock);
 }
 
 /* A captured copy or set touches dst and src (NULL: none). */
-void capture_note_copy(uint64_t id, const void *dst, const void *src, size_t dspan, size_t sspan)
+void capture_note_copy(uint64_t id, cudaStream_t stream, const void *dst, const void *src, size_t dspan,
+                       size_t sspan)
 {
     ft_scan_set_t set;
     ft_scan_set_clear(&set);
@@ -159,7 +317,7 @@ void capture_note_copy(uint64_t id, const void *dst, const void *src, size_t dsp
         for (; r.base + r.size < end && piece_after(&r, &q); r = q)
             ft_scan_set_add(&set, q.id, q.base); /* out of memory: counted in `dropped`, every unit */
     }
-    capture_note(id, &set);
+    capture_note(id, stream, &set);
     ft_scan_set_free(&set);
 }
 
@@ -246,10 +404,8 @@ static void ended(cudaStream_t s, uint64_t id, int ok, uint64_t graph)
             c = NULL;
         }
     }
-    if (c != NULL) {
-        touches_free(&c->t);
-        free(c);
-    }
+    if (c != NULL)
+        owner_free(c);
     __atomic_sub_fetch(&under_way, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&cap_lock);
 }
@@ -355,8 +511,51 @@ CUresult ft_hook_drv_end_capture(cuStreamEndCapture_fn_t real, CUstream s, CUgra
 
 /* --- instantiation and destruction -------------------------------------------------------- */
 
-/* exec was instantiated from graph: it touches what the graph does. */
-static void instantiated(uint64_t exec, uint64_t graph)
+static int cmp_node(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const CUgraphNode *)a, y = (uintptr_t)*(const CUgraphNode *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether the graph's nodes are the nodes of its captured calls, every one (a node the
+ * application added, or a call whose node was not had, leaves the graph uncut): 1, or
+ * 0 with why. Calls that name one node (a call that made none names the one before)
+ * are one: their regions all touched by it. */
+static int nodes_known(CUgraph graph, const calls_t *calls, char *why, size_t len)
+{
+    size_t n = 0;
+    if (drv.graph_get_nodes(graph, NULL, &n) != CUDA_SUCCESS) {
+        snprintf(why, len, "its nodes could not be listed");
+        return 0;
+    }
+    CUgraphNode *have = malloc((n + 1) * sizeof *have), *seen = malloc((calls->n + 1) * sizeof *seen);
+    int ok = have != NULL && seen != NULL && drv.graph_get_nodes(graph, have, &n) == CUDA_SUCCESS;
+    size_t m = 0;
+    for (size_t i = 0; ok && i < calls->n; i++)
+        if (calls->v[i].node != NULL)
+            seen[m++] = calls->v[i].node;
+    if (ok) {
+        qsort(have, n, sizeof *have, cmp_node);
+        qsort(seen, m, sizeof *seen, cmp_node);
+        size_t u = 0;
+        for (size_t i = 0; i < m; i++)
+            if (u == 0 || seen[u - 1] != seen[i])
+                seen[u++] = seen[i];
+        ok = u == n && memcmp(have, seen, n * sizeof *have) == 0;
+        if (!ok)
+            snprintf(why, len, "%zu of its %zu node(s) were not seen captured", n > u ? n - u : n, n);
+    } else {
+        snprintf(why, len, "no memory to list its nodes");
+    }
+    free(have);
+    free(seen);
+    return ok;
+}
+
+/* exec was instantiated from graph with `flags`: it touches what the graph does, and is
+ * kept for cutting (its clone, the calls' nodes found in it) when it may need cutting:
+ * every node known, more than one call, nothing touched unknown. */
+static void instantiated(uint64_t exec, uint64_t graph, unsigned long long flags)
 {
     owner_t *x = calloc(1, sizeof *x);
     if (x == NULL)
@@ -367,12 +566,65 @@ static void instantiated(uint64_t exec, uint64_t graph)
         touches_copy(&x->t, &g->t);
     else
         x->t.all = 1;
-    owner_t **old = find(&execs, exec); /* a handle reused after a destroy we missed */
+    calls_t calls;
+    memset(&calls, 0, sizeof calls);
+    int cut = cfgp->graph_cut && g != NULL && !g->t.all && !g->calls.broken && g->calls.n > 1 &&
+              !(flags & cudaGraphInstantiateFlagDeviceLaunch) && drv.graph_clone != NULL &&
+              drv.graph_get_nodes != NULL && drv.graph_find_in_clone != NULL &&
+              drv.graph_destroy_node != NULL && drv.graph_instantiate != NULL;
+    if (cut) {
+        calls = g->calls; /* copied below, outside the lock */
+        call_t *v = malloc(calls.n * sizeof *v);
+        uint32_t *ids = malloc((calls.n_ids + 1) * sizeof *ids);
+        if (v == NULL || ids == NULL) {
+            free(v);
+            free(ids);
+            cut = 0;
+            memset(&calls, 0, sizeof calls);
+        } else {
+            memcpy(v, g->calls.v, calls.n * sizeof *v);
+            memcpy(ids, g->calls.ids, calls.n_ids * sizeof *ids);
+            calls.v = v;
+            calls.ids = ids;
+            calls.cap = calls.n;
+            calls.cap_ids = calls.n_ids;
+        }
+    }
+    pthread_mutex_unlock(&cap_lock);
+    /* The clone: the graph may be destroyed once instantiated (torch.cuda.graph does),
+     * and the cut is made later, at a launch under a plan. */
+    char why[128] = "";
+    if (cut && nodes_known((CUgraph)(uintptr_t)graph, &calls, why, sizeof why) &&
+        drv.graph_clone(&x->clone, (CUgraph)(uintptr_t)graph) == CUDA_SUCCESS) {
+        for (size_t i = 0; i < calls.n; i++)
+            if (drv.graph_find_in_clone(&calls.v[i].node, calls.v[i].node, x->clone) != CUDA_SUCCESS) {
+                snprintf(why, sizeof why, "its clone lacks a node");
+                break;
+            }
+        if (why[0] == '\0') {
+            x->calls = calls;
+            x->flags = flags;
+            memset(&calls, 0, sizeof calls);
+        } else {
+            drv.graph_destroy(x->clone);
+            x->clone = NULL;
+        }
+    }
+    calls_free(&calls);
+    if (why[0] != '\0')
+        FT_DEBUG("CUDA graphs: graph %#llx cannot be cut into segments: %s", (unsigned long long)graph, why);
+    pthread_mutex_lock(&cap_lock);
+    /* An update (exec_updated), or a handle reused after a destroy we missed: the end
+     * of its last segmented launch stays its own, for the next launch's order. */
+    owner_t **old = find(&execs, exec);
     if (*old != NULL) {
         owner_t *o = *old;
         *old = o->next;
-        touches_free(&o->t);
-        free(o);
+        x->done = o->done;
+        x->done_set = o->done_set;
+        x->last_stream = o->last_stream;
+        o->done = NULL;
+        owner_free(o);
     }
     x->key = exec;
     x->next = execs;
@@ -386,8 +638,21 @@ static void forget(owner_t **list, uint64_t key)
     owner_t **p = find(list, key), *o = *p;
     if (o != NULL) {
         *p = o->next;
-        touches_free(&o->t);
-        free(o);
+        owner_free(o);
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void capture_exec_changed(uint64_t exec)
+{
+    pthread_mutex_lock(&cap_lock);
+    owner_t *x = *find(&execs, exec);
+    if (x != NULL && !x->t.all) {
+        x->t.all = 1;
+        segs_free(x);
+        calls_free(&x->calls);
+        FT_INFO("CUDA graphs: the program changed executable graph %#llx after its instantiation: every "
+                "streamed unit is loaded before its launches from now on", (unsigned long long)exec);
     }
     pthread_mutex_unlock(&cap_lock);
 }
@@ -397,7 +662,7 @@ cudaError_t ft_hook_rt_graph_instantiate(cudaGraphInstantiate_fn_t real, cudaGra
 {
     cudaError_t rc = real(exec, graph, flags);
     if (rc == cudaSuccess && exec != NULL)
-        instantiated((uint64_t)(uintptr_t)*exec, (uint64_t)(uintptr_t)graph);
+        instantiated((uint64_t)(uintptr_t)*exec, (uint64_t)(uintptr_t)graph, flags);
     return rc;
 }
 
@@ -406,7 +671,7 @@ CUresult ft_hook_drv_graph_instantiate(cuGraphInstantiateWithFlags_fn_t real, CU
 {
     CUresult rc = real(exec, graph, flags);
     if (rc == CUDA_SUCCESS && exec != NULL)
-        instantiated((uint64_t)(uintptr_t)*exec, (uint64_t)(uintptr_t)graph);
+        instantiated((uint64_t)(uintptr_t)*exec, (uint64_t)(uintptr_t)graph, flags);
     return rc;
 }
 
@@ -434,6 +699,241 @@ CUresult ft_hook_drv_graph_destroy(cuGraphDestroy_fn_t real, CUgraph graph)
     return real(graph);
 }
 
+/* The application changed an executable graph: by a whole graph (cudaGraphExecUpdate,
+ * which makes exec what `graph` would instantiate to: taken as its instantiation, with
+ * the flags it had), or a node's parameters (capture_exec_changed). */
+static void exec_updated(uint64_t exec, uint64_t graph)
+{
+    pthread_mutex_lock(&cap_lock);
+    owner_t *x = *find(&execs, exec);
+    unsigned long long flags = x != NULL ? x->flags : 0;
+    pthread_mutex_unlock(&cap_lock);
+    instantiated(exec, graph, flags);
+    FT_DEBUG("CUDA graphs: executable graph %#llx updated from graph %#llx", (unsigned long long)exec,
+             (unsigned long long)graph);
+}
+
+cudaError_t ft_hook_rt_graph_exec_update(cudaGraphExecUpdate_fn_t real, cudaGraphExec_t x, cudaGraph_t g,
+                                         cudaGraphExecUpdateResultInfo *info)
+{
+    cudaError_t rc = real(x, g, info);
+    if (rc == cudaSuccess)
+        exec_updated((uint64_t)(uintptr_t)x, (uint64_t)(uintptr_t)g);
+    return rc;
+}
+
+CUresult ft_hook_drv_graph_exec_update(cuGraphExecUpdate_v2_fn_t real, CUgraphExec x, CUgraph g,
+                                       CUgraphExecUpdateResultInfo *info)
+{
+    CUresult rc = real(x, g, info);
+    if (rc == CUDA_SUCCESS)
+        exec_updated((uint64_t)(uintptr_t)x, (uint64_t)(uintptr_t)g);
+    return rc;
+}
+
+/* A node of exec changed (whatever the call's result: a failed one may have changed
+ * it too, and the cost of thinking so is loads, never a fault). */
+#define NODE_CHANGE(ret, hook, fn_t, params, ...)                         \
+    ret ft_hook_##hook(fn_t real, UNPAREN params)                          \
+    {                                                                      \
+        ret rc = real(__VA_ARGS__);                                        \
+        capture_exec_changed((uint64_t)(uintptr_t)x);                      \
+        return rc;                                                         \
+    }
+#define UNPAREN(...) __VA_ARGS__
+NODE_CHANGE(cudaError_t, rt_graph_exec_kernel_params, cudaGraphExecKernelNodeSetParams_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaKernelNodeParams *p), x, n, p)
+NODE_CHANGE(cudaError_t, rt_graph_exec_node_params, cudaGraphExecNodeSetParams_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, struct cudaGraphNodeParams *p), x, n, p)
+NODE_CHANGE(cudaError_t, rt_graph_node_enabled, cudaGraphNodeSetEnabled_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, unsigned int on), x, n, on)
+NODE_CHANGE(cudaError_t, rt_graph_exec_memcpy_params, cudaGraphExecMemcpyNodeSetParams_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaMemcpy3DParms *p), x, n, p)
+NODE_CHANGE(cudaError_t, rt_graph_exec_memcpy_1d, cudaGraphExecMemcpyNodeSetParams1D_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),
+            x, n, dst, src, count, kind)
+NODE_CHANGE(cudaError_t, rt_graph_exec_memset_params, cudaGraphExecMemsetNodeSetParams_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaMemsetParams *p), x, n, p)
+NODE_CHANGE(cudaError_t, rt_graph_exec_child_params, cudaGraphExecChildGraphNodeSetParams_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, cudaGraph_t child), x, n, child)
+NODE_CHANGE(CUresult, drv_graph_exec_kernel_params, cuGraphExecKernelNodeSetParams_v2_fn_t,
+            (CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p), x, n, p)
+NODE_CHANGE(CUresult, drv_graph_exec_node_params, cuGraphExecNodeSetParams_fn_t,
+            (CUgraphExec x, CUgraphNode n, CUgraphNodeParams *p), x, n, p)
+NODE_CHANGE(CUresult, drv_graph_node_enabled, cuGraphNodeSetEnabled_fn_t,
+            (CUgraphExec x, CUgraphNode n, unsigned int on), x, n, on)
+NODE_CHANGE(CUresult, drv_graph_exec_memcpy_params, cuGraphExecMemcpyNodeSetParams_fn_t,
+            (CUgraphExec x, CUgraphNode n, const CUDA_MEMCPY3D *p, CUcontext ctx), x, n, p, ctx)
+NODE_CHANGE(CUresult, drv_graph_exec_memset_params, cuGraphExecMemsetNodeSetParams_fn_t,
+            (CUgraphExec x, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx), x, n, p, ctx)
+NODE_CHANGE(CUresult, drv_graph_exec_child_params, cuGraphExecChildGraphNodeSetParams_fn_t,
+            (CUgraphExec x, CUgraphNode n, CUgraph child), x, n, child)
+#undef NODE_CHANGE
+#undef UNPAREN
+
+/* --- cutting a graph ------------------------------------------------------------------------ */
+
+/* The segment each of x's calls falls in (seg_of), by the plan's units: a call that
+ * first touches a streamed unit the segment under way has not touched begins the next
+ * (when that one touched any). Returns the count, and each unit's last segment. */
+static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
+{
+    int k = 0, any = 0;
+    for (int u = 0; u < res.n_units; u++)
+        mark[u] = last[u] = -1;
+    for (size_t i = 0; i < x->calls.n; i++) {
+        const call_t *c = &x->calls.v[i];
+        int fresh = 0;
+        for (size_t j = 0; j < c->n; j++) {
+            int u = res_unit_of(x->calls.ids[c->first + j]);
+            fresh |= u >= 0 && mark[u] != k;
+        }
+        if (fresh && any) {
+            k++;
+            any = 0;
+        }
+        for (size_t j = 0; j < c->n; j++) {
+            int u = res_unit_of(x->calls.ids[c->first + j]);
+            if (u >= 0) {
+                mark[u] = last[u] = k;
+                any = 1;
+            }
+        }
+        seg_of[i] = k;
+    }
+    return k + 1;
+}
+
+/* Segment k: the clone less every node of the other segments, instantiated. */
+static CUresult seg_instantiate(const owner_t *x, const int *seg_of, int k, CUgraphExec *out)
+{
+    CUgraph g = NULL;
+    CUresult rc = drv.graph_clone(&g, x->clone);
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < x->calls.n; i++) {
+        if (seg_of[i] == k)
+            continue;
+        /* Calls that name one node: destroyed once (the later finds it gone). */
+        CUgraphNode n = NULL;
+        if (drv.graph_find_in_clone(&n, x->calls.v[i].node, g) == CUDA_SUCCESS)
+            rc = drv.graph_destroy_node(n);
+    }
+    if (rc == CUDA_SUCCESS)
+        rc = drv.graph_instantiate(out, g, x->flags);
+    if (g != NULL)
+        drv.graph_destroy(g);
+    return rc;
+}
+
+/* x's segments for the plan now (cap_lock and res.lock held): made once per plan.
+ * Returns how many (0: launched whole: no clone, not needed, or it failed, said once). */
+static int segments(owner_t *x, uint64_t exec)
+{
+    if (x->clone == NULL || x->t.all)
+        return 0;
+    if (x->seg_plan == res.switches)
+        return x->n_seg;
+    segs_free(x);
+    x->seg_plan = res.switches;
+    int *seg_of = malloc((x->calls.n + 1) * sizeof *seg_of);
+    int *mark = malloc(((size_t)res.n_units + 1) * sizeof *mark), *last = malloc(((size_t)res.n_units + 1) * sizeof *last);
+    int n = 0, units = 0;
+    const char *why = NULL;
+    CUresult rc = CUDA_SUCCESS;
+    if (seg_of == NULL || mark == NULL || last == NULL) {
+        why = "no memory";
+    } else {
+        n = cut_points(x, seg_of, mark, last);
+        for (int u = 0; u < res.n_units; u++)
+            units += last[u] >= 0;
+    }
+    /* Cut only where it streams: the graph's units do not fit the slots together. */
+    if (why == NULL && (n < 2 || units <= res.slots))
+        n = 0;
+    if (why == NULL && n > 0 && (x->seg = calloc((size_t)n, sizeof *x->seg)) == NULL)
+        why = "no memory";
+    uint64_t t0 = now_ns();
+    for (int k = 0; why == NULL && k < n; k++) {
+        seg_t *sg = &x->seg[k];
+        x->n_seg = k + 1;
+        sg->begins = sg->ends = -1;
+        size_t m = 0;
+        for (size_t i = 0; i < x->calls.n; i++)
+            if (seg_of[i] == k)
+                m += x->calls.v[i].n;
+        sg->ids = malloc((m + 1) * sizeof *sg->ids);
+        if (sg->ids == NULL) {
+            why = "no memory";
+            break;
+        }
+        for (size_t i = 0; i < x->calls.n; i++) {
+            if (seg_of[i] != k)
+                continue;
+            const call_t *c = &x->calls.v[i];
+            for (size_t j = 0; j < c->n; j++) {
+                uint32_t id = x->calls.ids[c->first + j];
+                int u = res_unit_of(id), dup = 0;
+                for (size_t q = 0; q < sg->n && !dup; q++)
+                    dup = sg->ids[q] == id;
+                if (!dup)
+                    sg->ids[sg->n++] = id;
+                if (u >= 0 && sg->begins < 0)
+                    sg->begins = u;
+                if (u >= 0 && last[u] == k && sg->ends < 0)
+                    sg->ends = u;
+            }
+        }
+        if ((rc = seg_instantiate(x, seg_of, k, &sg->exec)) != CUDA_SUCCESS)
+            why = "a segment could not be made";
+    }
+    free(seg_of);
+    free(mark);
+    free(last);
+    if (why != NULL) {
+        segs_free(x);
+        FT_WARN("CUDA graphs: graph %#llx cannot be cut into segments (%s, CUresult %d): its streamed units "
+                "are loaded before each of its launches, over the slots", (unsigned long long)exec, why, (int)rc);
+        return 0;
+    }
+    if (x->n_seg > 0) {
+        cut_graphs++;
+        FT_INFO("CUDA graphs: graph %#llx reads %d streamed unit(s), more than the %d slot(s) hold: cut into %d "
+                "segment(s) at its units' first launches (%.1f ms), launched one after another with the units "
+                "streamed between them", (unsigned long long)exec, units, res.slots, x->n_seg,
+                (double)(now_ns() - t0) / 1e6);
+    }
+    return x->n_seg;
+}
+
+/* Launches x's segments in order on stream (cap_lock and res.lock held): each guarded
+ * as a call touching its regions, the calls before the last one completed here (the
+ * last one's by engine_leave, as a launch's). */
+static void launch_segments(owner_t *x, uint64_t exec, cudaStream_t stream, graph_launch_t *how)
+{
+    char name[64];
+    how->launched = 1;
+    how->rc = 0;
+    if (x->done_set && x->last_stream != stream)
+        ev.wait(stream, x->done, 0);
+    for (int k = 0; k < x->n_seg; k++) {
+        seg_t *sg = &x->seg[k];
+        snprintf(name, sizeof name, "graph %#llx segment %d", (unsigned long long)exec, k);
+        graph_units_loaded += (uint64_t)res_guard_segment(name, sg->ids, sg->n, k == 0, sg->begins, sg->ends, stream);
+        int rc = how->fn(how->real, (uint64_t)(uintptr_t)sg->exec, stream);
+        if (rc != 0) {
+            how->rc = rc;
+            return;
+        }
+        if (k + 1 < x->n_seg)
+            res_call_done();
+    }
+    if (x->done == NULL && ev.create(&x->done, cudaEventDisableTiming) != cudaSuccess)
+        x->done = NULL;
+    x->done_set = x->done != NULL && ev.record(x->done, stream) == cudaSuccess;
+    x->last_stream = stream;
+    cut_launches++;
+    cut_segments += (uint64_t)x->n_seg;
+}
+
 /* --- launch --------------------------------------------------------------------------------- */
 
 /* Before the plan, with FT_SPILL holding allocations in host memory: the graph's are
@@ -448,8 +948,9 @@ static void spill_for_graph(const touches_t *t, cudaStream_t stream)
 /* Before the graph of `exec` is launched on `stream` (the engine entered; res.lock held
  * when guarded): what it touches is brought in. Returns 1 when the caller must wait
  * for the graph after launching it (FT_SPILL's moves). */
-int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held)
+int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held, graph_launch_t *how)
 {
+    how->launched = 0;
     if (!held)
         return 0;
     unsigned s = engine_state();
@@ -465,12 +966,17 @@ int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held)
     }
     pthread_mutex_lock(&cap_lock);
     owner_t *x = *find(&execs, exec);
+    graph_launches++;
+    if (streaming && x != NULL && segments(x, exec) > 0) {
+        launch_segments(x, exec, stream, how);
+        pthread_mutex_unlock(&cap_lock);
+        return 0;
+    }
     touches_t t;
     if (x != NULL)
         touches_copy(&t, &x->t);
     else
         memset(&t, 0, sizeof t), t.all = 1;
-    graph_launches++;
     pthread_mutex_unlock(&cap_lock);
     int wait = 0;
     if (spill) {
@@ -491,9 +997,12 @@ int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held)
 void capture_report(void)
 {
     pthread_mutex_lock(&cap_lock);
-    uint64_t n = graph_launches, u = graph_units_loaded;
+    uint64_t n = graph_launches, u = graph_units_loaded, cl = cut_launches, cs = cut_segments, cg = cut_graphs;
     pthread_mutex_unlock(&cap_lock);
     if (n > 0)
         FT_INFO("CUDA graphs: %llu launch(es) guarded, %llu streamed unit(s) loaded for them",
                 (unsigned long long)n, (unsigned long long)u);
+    if (cg > 0)
+        FT_INFO("CUDA graphs: %llu graph(s) cut into segments; %llu launch(es) of them streamed, %llu segment "
+                "launch(es) in all", (unsigned long long)cg, (unsigned long long)cl, (unsigned long long)cs);
 }

@@ -36,6 +36,13 @@ static void resolve(void)
     drv.device_total_mem = ft_shim_driver_proc("cuDeviceTotalMem", 3020);
     drv.capture_info = ft_shim_driver_proc("cuStreamGetCaptureInfo", 12030);
     drv.exchange_mode = ft_shim_driver_proc("cuThreadExchangeStreamCaptureMode", 10010);
+    drv.graph_get_nodes = ft_shim_driver_proc("cuGraphGetNodes", 10000);
+    drv.graph_clone = ft_shim_driver_proc("cuGraphClone", 10000);
+    drv.graph_find_in_clone = ft_shim_driver_proc("cuGraphNodeFindInClone", 10000);
+    drv.graph_destroy_node = ft_shim_driver_proc("cuGraphDestroyNode", 10000);
+    drv.graph_destroy = ft_shim_driver_proc("cuGraphDestroy", 10000);
+    drv.graph_instantiate = ft_shim_driver_proc("cuGraphInstantiateWithFlags", 11040);
+    drv.graph_exec_destroy = ft_shim_driver_proc("cuGraphExecDestroy", 10000);
     drv.get_kernel = (get_kernel_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetKernel");
 }
 

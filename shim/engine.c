@@ -304,6 +304,8 @@ static int enter(int launch)
 
 void engine_leave(int held)
 {
+    if (capture_pending)
+        capture_call_done();
     if (tag_pushed) {
         tag_pushed = 0;
         ft_cupti_tag_pop();

@@ -105,6 +105,14 @@ typedef struct {
     CUresult (*capture_info)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *, const CUgraphNode **,
                              const CUgraphEdgeData **, size_t *);
     CUresult (*exchange_mode)(CUstreamCaptureMode *);
+    /* Cutting a captured graph into segments (capture.c). */
+    CUresult (*graph_get_nodes)(CUgraph, CUgraphNode *, size_t *);
+    CUresult (*graph_clone)(CUgraph *, CUgraph);
+    CUresult (*graph_find_in_clone)(CUgraphNode *, CUgraphNode, CUgraph);
+    CUresult (*graph_destroy_node)(CUgraphNode);
+    CUresult (*graph_destroy)(CUgraph);
+    CUresult (*graph_instantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*graph_exec_destroy)(CUgraphExec);
 } drv_fns_t;
 
 /* A virtual-memory backed allocation. */
@@ -347,6 +355,7 @@ typedef struct {
     res_follow_t *follow;     /* by region id, n_ids of them; NULL: no piece has one */
     res_unit_t *units;
     int n_units, slots, loaded;
+    uint64_t switches;        /* plans switched to: a cut graph's segments are a plan's */
     uint64_t clock;
     uint64_t loads, unloads, copied_in_bytes, prefetches, misses;
     uint64_t moves;           /* prefetch loads the prefetching thread made (mover.c) */
@@ -497,11 +506,27 @@ void spill_sum(vmm_t *v);
  * the count of captures under way: atomic. */
 int capture_under_way(void);
 uint64_t capture_of(cudaStream_t s);     /* the capture s belongs to, 0: none */
-void capture_note(uint64_t id, const ft_scan_set_t *set);
-void capture_note_copy(uint64_t id, const void *dst, const void *src, size_t dspan, size_t sspan);
+void capture_note(uint64_t id, cudaStream_t stream, const ft_scan_set_t *set);
+void capture_note_copy(uint64_t id, cudaStream_t stream, const void *dst, const void *src, size_t dspan,
+                       size_t sspan);
+/* The thread's captured call just made (capture_note): its graph node is asked for. */
+extern __thread int capture_pending;
+void capture_call_done(void);
 int capture_relax(void);                 /* the thread's own work in relaxed mode */
 void capture_restore(int relaxed);
-int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held);
+/* A graph launch's real call, for a graph cut into segments: each segment's
+ * executable graph launched with the hook's real function (rt or driver, per-thread
+ * stream or not, as the application called it); 0 on success, else the error. */
+typedef struct {
+    int (*fn)(void *real, uint64_t exec, cudaStream_t stream);
+    void *real;
+    int launched; /* the segments were launched instead of the graph */
+    int rc;       /* their first error, 0: none */
+} graph_launch_t;
+int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held, graph_launch_t *how);
+/* The application changed an executable graph (cudaGraphExecUpdate, a node's
+ * parameters): what it touches is no longer known. */
+void capture_exec_changed(uint64_t exec);
 void capture_report(void);
 
 /* cuda.c: FlexTensor's own CUDA calls. drv and ev are written once (resolve_driver,
@@ -820,6 +845,14 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
 /* dspan, sspan: the bytes the copy reaches from dst and src (0: not known). */
 void res_guard_copy(const void *dst, const void *src, size_t dspan, size_t sspan, cudaStream_t stream);
 int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cudaStream_t stream);
+/* A segment of a cut graph (capture.c), as res_guard_graph, and a pass's position: the
+ * first segment begins a pass, `begins` (-1: none) is the streamed unit whose units
+ * after it are prefetched once the segment is enqueued, `ends` the unit whose checksum
+ * follows it. */
+int res_guard_segment(const char *name, const uint32_t *ids, size_t n, int first, int begins, int ends,
+                      cudaStream_t stream);
+/* The streamed unit region id belongs to, -1: none (resident, or not a weight). */
+int res_unit_of(uint32_t id);
 void res_call_done(void);
 double step_median_us(uint64_t *n);
 

@@ -753,6 +753,7 @@ int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cu
                 continue;
             if (!un->loaded) {
                 res.misses++;
+                FT_DEBUG("residency: %s: miss on %s", name, ft_disc_unit(disc, (size_t)u)->name);
                 load_unit(u, stream, -1);
                 loads++;
             }
@@ -774,6 +775,38 @@ int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cu
         free(xlo);
         free(xunsure);
     }
+    return loads;
+}
+
+int res_unit_of(uint32_t id)
+{
+    if (id >= res.n_ids || res.by_id[id] < 0)
+        return -1;
+    int u = res.regions[res.by_id[id]].unit;
+    const res_unit_t *un = &res.units[u];
+    return un->n > 0 && !(un->pinned && un->loaded) ? u : -1;
+}
+
+int res_guard_segment(const char *name, const uint32_t *ids, size_t n, int first, int begins, int ends,
+                      cudaStream_t stream)
+{
+    if (!guarding())
+        return 0;
+    if (first)
+        step_mark(stream);
+    /* A unit the prefetching thread is moving is its until the move ends; one it is
+     * about to load, it loads now (mover_catch), as for an eager launch's touch. */
+    for (size_t i = 0; i < n; i++) {
+        int u = res_unit_of(ids[i]);
+        if (u >= 0 && res.units[u].moving)
+            mover_settle_unit(u);
+        else if (u >= 0 && !res.units[u].loaded)
+            mover_catch(u);
+    }
+    int loads = res_guard_graph(name, ids, n, 0, stream);
+    if (begins >= 0)
+        prefetch_after = lane_placed = begins;
+    checksum_after = ends;
     return loads;
 }
 

@@ -57,7 +57,7 @@ static int copy_enter(const copy_t *c)
          * FlexTensor's own work done in relaxed capture mode (capture.c). */
         uint64_t cap = capture_of(c->stream);
         if (cap != 0) {
-            capture_note_copy(cap, c->dst, c->src, c->dspan, c->sspan);
+            capture_note_copy(cap, c->stream, c->dst, c->src, c->dspan, c->sspan);
             return held;
         }
         int relaxed = capture_relax();

@@ -155,14 +155,16 @@ cudaError_t ft_hook_rt_launch_ex(cudaLaunchKernelExC_fn_t real, const cudaLaunch
 }
 
 /* A graph launch: its kernels never pass through the launch wrappers, so what its
- * captured calls touch is brought in before it (capture.c). With FT_SPILL's moves, the
+ * captured calls touch is brought in before it (capture.c), or the graph, cut into
+ * segments, is launched a segment at a time with its units streamed between them (the
+ * real function then launches the segments, not the graph). With FT_SPILL's moves, the
  * graph is waited for before anything can move its memory out again. */
 /* Before a graph launch (*held: engine_enter's); 1 when it must be waited for. */
-static int graph_launch_enter(uint64_t exec, cudaStream_t stream, int *held)
+static int graph_launch_enter(uint64_t exec, cudaStream_t stream, int *held, graph_launch_t *how)
 {
     *held = engine_enter();
     int relaxed = capture_relax();
-    int wait = capture_graph_launch(exec, stream, *held);
+    int wait = capture_graph_launch(exec, stream, *held, how);
     capture_restore(relaxed);
     return wait;
 }
@@ -175,18 +177,30 @@ static void graph_launch_leave(int wait, int ok, cudaStream_t stream, int held)
     engine_leave(held);
 }
 
+static int rt_segment_launch(void *real, uint64_t exec, cudaStream_t stream)
+{
+    return (int)((cudaGraphLaunch_fn_t)real)((cudaGraphExec_t)(uintptr_t)exec, stream);
+}
+
+static int drv_segment_launch(void *real, uint64_t exec, cudaStream_t stream)
+{
+    return (int)((cuGraphLaunch_fn_t)real)((CUgraphExec)(uintptr_t)exec, (CUstream)stream);
+}
+
 cudaError_t ft_hook_rt_graph_launch(cudaGraphLaunch_fn_t real, cudaGraphExec_t exec, cudaStream_t stream)
 {
-    int held, wait = graph_launch_enter((uint64_t)(uintptr_t)exec, stream, &held);
-    cudaError_t r_ = real(exec, stream);
+    graph_launch_t how = { rt_segment_launch, (void *)real, 0, 0 };
+    int held, wait = graph_launch_enter((uint64_t)(uintptr_t)exec, stream, &held, &how);
+    cudaError_t r_ = how.launched ? (cudaError_t)how.rc : real(exec, stream);
     graph_launch_leave(wait, r_ == cudaSuccess, stream, held);
     return r_;
 }
 
 CUresult ft_hook_drv_graph_launch(cuGraphLaunch_fn_t real, CUgraphExec exec, CUstream stream)
 {
-    int held, wait = graph_launch_enter((uint64_t)(uintptr_t)exec, (cudaStream_t)stream, &held);
-    CUresult r_ = real(exec, stream);
+    graph_launch_t how = { drv_segment_launch, (void *)real, 0, 0 };
+    int held, wait = graph_launch_enter((uint64_t)(uintptr_t)exec, (cudaStream_t)stream, &held, &how);
+    CUresult r_ = how.launched ? (CUresult)how.rc : real(exec, stream);
     graph_launch_leave(wait, r_ == CUDA_SUCCESS, (cudaStream_t)stream, held);
     return r_;
 }

@@ -422,7 +422,7 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     if (cap != 0) {
         /* Every region it may reach, unsure words included: its graph's launches load
          * them (a word that held garbage in discovery may be a pointer now). */
-        capture_note(cap, &set);
+        capture_note(cap, stream, &set);
         ft_scan_set_free(&set);
         return;
     }

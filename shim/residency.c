@@ -1713,6 +1713,7 @@ int activate_locked(void)
     switch_descs = NULL;
     res.n_units = (int)n;
     res.slots = slots;
+    res.switches++;
     FT_INFO("residency: %d unit(s), %.1f MiB, moved to %s; copied in ahead of use (on demand "
             "after a miss), at most %d at once", evicted_units, (double)moved / 1048576.0,
             host_store_kind(), slots);

@@ -65,6 +65,109 @@ START_TEST(test_capture_then_replay_in_order)
 }
 END_TEST
 
+/* Captures launch_log(first .. first + n - 1) on s; node[i] is the node each made, as
+ * cuStreamGetCaptureInfo tells it right after the launch. */
+static cudaGraph_t capture_logs(cudaStream_t s, int first, int n, CUgraphNode *node)
+{
+    RT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < n; i++) {
+        RT_OK(launch_log(first + i, s));
+        CUstreamCaptureStatus st;
+        const CUgraphNode *deps = NULL;
+        size_t nd = 0;
+        ck_assert_int_eq(cuStreamGetCaptureInfo((CUstream)s, &st, NULL, NULL, &deps, NULL, &nd), CUDA_SUCCESS);
+        ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+        ck_assert_uint_eq(nd, 1);
+        node[i] = deps[0];
+        for (int j = 0; j < i; j++)
+            ck_assert_ptr_ne(node[i], node[j]);
+    }
+    cudaGraph_t g;
+    RT_OK(cudaStreamEndCapture(s, &g));
+    return g;
+}
+
+/* What cutting a graph needs (FlexTensor's FT_GRAPH_CUT): each captured call's node,
+ * the graph's nodes and their kinds, a clone whose nodes are found from the
+ * original's, nodes destroyed in the clone (the rest run in their order), and an
+ * executable graph updated from another graph of the same shape. */
+START_TEST(test_graph_nodes_clone_and_update)
+{
+    sim_test_register();
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUgraphNode node[4], other[4];
+    cudaGraph_t g = capture_logs(s, 1, 4, node);
+    CUgraphNode have[8];
+    size_t n = 0;
+    ck_assert_int_eq(cuGraphGetNodes((CUgraph)g, NULL, &n), CUDA_SUCCESS);
+    ck_assert_uint_eq(n, 4);
+    n = 8;
+    ck_assert_int_eq(cuGraphGetNodes((CUgraph)g, have, &n), CUDA_SUCCESS);
+    ck_assert_uint_eq(n, 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert_ptr_eq(have[i], node[i]);
+    CUgraphNodeType t;
+    ck_assert_int_eq(cuGraphNodeGetType(node[2], &t), CUDA_SUCCESS);
+    ck_assert_int_eq(t, CU_GRAPH_NODE_TYPE_KERNEL);
+
+    CUgraph c;
+    ck_assert_int_eq(cuGraphClone(&c, (CUgraph)g), CUDA_SUCCESS);
+    CUgraphNode in_clone[4];
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(cuGraphNodeFindInClone(&in_clone[i], node[i], c), CUDA_SUCCESS);
+        ck_assert_ptr_ne(in_clone[i], node[i]);
+    }
+    ck_assert_int_eq(cuGraphDestroyNode(in_clone[1]), CUDA_SUCCESS);
+    ck_assert_int_eq(cuGraphDestroyNode(in_clone[3]), CUDA_SUCCESS);
+    CUgraphNode gone;
+    ck_assert_int_eq(cuGraphNodeFindInClone(&gone, node[1], c), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuGraphGetNodes(c, NULL, &n), CUDA_SUCCESS);
+    ck_assert_uint_eq(n, 2);
+    n = 4;
+    ck_assert_int_eq(cuGraphGetNodes((CUgraph)g, NULL, &n), CUDA_SUCCESS);
+    ck_assert_uint_eq(n, 4); /* the original keeps its own */
+    cudaGraphExec_t half, whole;
+    RT_OK(cudaGraphInstantiate(&half, (cudaGraph_t)c, 0));
+    RT_OK(cudaGraphInstantiate(&whole, g, 0));
+    ck_assert_int_eq(cuGraphDestroy(c), CUDA_SUCCESS);
+    g_nlog = 0;
+    RT_OK(cudaGraphLaunch(half, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_int_eq(g_nlog, 2);
+    ck_assert_int_eq(g_log[0], 1);
+    ck_assert_int_eq(g_log[1], 3);
+
+    /* The same shape captured again, other work: the update takes it. */
+    cudaGraph_t g2 = capture_logs(s, 5, 4, other);
+    cudaGraphExecUpdateResultInfo info;
+    RT_OK(cudaGraphExecUpdate(whole, g2, &info));
+    ck_assert_int_eq(info.result, cudaGraphExecUpdateSuccess);
+    g_nlog = 0;
+    RT_OK(cudaGraphLaunch(whole, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_int_eq(g_nlog, 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(g_log[i], 5 + i);
+    /* Another shape: refused, the executable graph as it was. */
+    cudaGraph_t g3 = capture_logs(s, 9, 3, other);
+    ck_assert_int_eq(cudaGraphExecUpdate(whole, g3, &info), cudaErrorGraphExecUpdateFailure);
+    ck_assert_int_eq(info.result, cudaGraphExecUpdateErrorTopologyChanged);
+    (void)cudaGetLastError();
+    g_nlog = 0;
+    RT_OK(cudaGraphLaunch(whole, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_int_eq(g_nlog, 4);
+    ck_assert_int_eq(g_log[0], 5);
+    RT_OK(cudaGraphExecDestroy(half));
+    RT_OK(cudaGraphExecDestroy(whole));
+    RT_OK(cudaGraphDestroy(g));
+    RT_OK(cudaGraphDestroy(g2));
+    RT_OK(cudaGraphDestroy(g3));
+    RT_OK(cudaStreamDestroy(s));
+}
+END_TEST
+
 /* A captured copy reads its source when the graph runs, not at capture. */
 START_TEST(test_captured_copy_runs_at_replay)
 {
@@ -323,6 +426,7 @@ Suite *sim_graph_suite(void)
     tcase_add_test(tc, test_fork_and_join);
     tcase_add_test(tc, test_wait_on_uncaptured_event_invalidates);
     tcase_add_test(tc, test_begin_and_end_rules);
+    tcase_add_test(tc, test_graph_nodes_clone_and_update);
     suite_add_tcase(s, tc);
     return s;
 }

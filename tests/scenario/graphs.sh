@@ -5,8 +5,10 @@
 # at a budget of a third of the weights and with every weight fitting. The simulator
 # enforces CUDA's capture rules (a synchronisation, a query, a captured event queried,
 # an unsafe call all invalidate the capture, and the model then fails), and the
-# replays' checksums must equal those of the run without the shim: after the plan,
-# the streamed units a graph reads are loaded before each of its launches.
+# replays' checksums must equal those of the run without the shim: after the plan, a
+# graph that reads more streamed units than the slots hold is cut into segments and
+# streamed between them (FT_GRAPH_CUT); without the cut, the units it reads are
+# loaded before each of its launches.
 . "$(dirname "$0")/lib.sh"
 L=(--layers 12 --dim 1024 --quiet --graph 3)
 
@@ -28,13 +30,31 @@ for spill in 1 0; do
         expect_grep 'stream capture [0-9]+ began during profiling' "$WORK/prof-$spill-$budget.err" "prof-$spill-$budget"
         run plan-$spill-$budget --iters 12 -- FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget
     done
-    # At a third of the weights the plan streams, and the graph's units are loaded at
-    # its launches (more than the slots: over them, said once).
-    expect_grep 'verdict: offloaded' "$WORK/plan-$spill-16MiB.err" "plan-$spill-16MiB"
-    expect_grep 'CUDA graphs: 3 launch\(es\) guarded, [1-9][0-9]* streamed unit\(s\) loaded' \
-        "$WORK/plan-$spill-16MiB.err" "plan-$spill-16MiB"
-    expect_grep 'graph 0x[0-9a-f]+ reads 11 streamed unit\(s\)' "$WORK/plan-$spill-16MiB.err" "plan-$spill-16MiB"
+    # At a third of the weights the plan streams. The graph reads 11 streamed units,
+    # more than the 2 slots: it is cut into a segment per unit (the graph itself was
+    # destroyed once instantiated, as torch.cuda.graph does: the cut is made from a
+    # clone), and each replay streams the units between the segments, within the
+    # slots: no call reads more than they hold, and none misses.
+    e=$WORK/plan-$spill-16MiB.err
+    expect_grep 'verdict: offloaded' "$e" "plan-$spill-16MiB"
+    expect_grep 'CUDA graphs: graph 0x[0-9a-f]+ reads 11 streamed unit\(s\), more than the 2 slot\(s\) hold: cut into 11 segment' \
+        "$e" "plan-$spill-16MiB"
+    expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 3 launch\(es\) of them streamed, 33 segment launch' "$e" "plan-$spill-16MiB"
+    expect_no_grep 'read more streamed units than the' "$e" "plan-$spill-16MiB"
+    expect_grep 'at most 8.0 MiB of streamed units held at once' "$e" "plan-$spill-16MiB"
 done
+# FT_GRAPH_CUT=false: the graph's 11 units are loaded before each launch, over the
+# slots (said once).
+run nocut --iters 12 -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB FT_GRAPH_CUT=false
+expect_grep 'graph 0x[0-9a-f]+ reads 11 streamed unit\(s\), 44.0 MiB, more than the 2 slot\(s\) hold: they are loaded over' \
+    "$WORK/nocut.err" nocut
+expect_no_grep 'cut into' "$WORK/nocut.err" nocut
+# The program updates the executable graph from a second capture of the forward
+# (cudaGraphExecUpdate) after the first replay: the update is taken as an
+# instantiation from that graph, cut again, and the replays stay equal.
+run update --iters 12 --graph-update -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'CUDA graphs: 2 graph\(s\) cut into segments; 3 launch\(es\) of them streamed' "$WORK/update.err" update
+expect_no_grep 'read more streamed units than the' "$WORK/update.err" update
 # Before the plan, FT_SPILL holds allocations in host memory, the captured forward's
 # workspace among them (the model allocates it before its forwards and clears it first
 # in the capture, as cuBLAS does): a captured memset of it cannot become a node (the
@@ -45,4 +65,4 @@ for c in disc prof; do
         "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
     expect_grep 'verdict: .*FT_SPILL stopped when a stream capture began before the plan' "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
 done
-pass "CUDA graph capture during discovery, profiling and streaming, FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict"
+pass "CUDA graph capture during discovery, profiling and streaming, FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict; at 1/3 after the plan the graph is cut and streams within the slots, also after cudaGraphExecUpdate"

@@ -154,6 +154,7 @@ static int capture_add_stream(sim_capture_t *c, struct CUstream_st *s)
     c->streams[c->nstreams++] = s;
     s->cap = c;
     s->cap_tip = s->cap_joined = 0;
+    s->cap_last = NULL;
     return 0;
 }
 
@@ -166,6 +167,7 @@ CUresult sim_capture_event_record(struct CUevent_st *e, struct CUstream_st *s)
     e->cap = s->cap;
     e->cap_stream = s;
     e->cap_tip = s->cap_tip;
+    e->cap_node = s->cap_last;
     return CUDA_SUCCESS;
 }
 
@@ -179,6 +181,8 @@ CUresult sim_capture_event_wait(struct CUstream_st *s, struct CUevent_st *e, uns
                 return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
             if (e->cap_stream != s && e->cap_tip > e->cap_stream->cap_joined)
                 e->cap_stream->cap_joined = e->cap_tip;
+            if (e->cap_stream != s && e->cap_node != NULL)
+                s->cap_last = e->cap_node; /* CUDA lists both nodes; the simulator keeps the event's */
             return SIM_CAPTURED;
         }
         if (s->cap) {
@@ -193,7 +197,10 @@ CUresult sim_capture_event_wait(struct CUstream_st *s, struct CUevent_st *e, uns
         if (e->cap->invalid)
             return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         /* A fork: s joins the capture, its next nodes after the event's. */
-        return capture_add_stream(e->cap, s) == 0 ? SIM_CAPTURED : CUDA_ERROR_OUT_OF_MEMORY;
+        if (capture_add_stream(e->cap, s) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        s->cap_last = e->cap_node;
+        return SIM_CAPTURED;
     }
     if (s->cap) {
         if (s->cap->invalid)
@@ -236,6 +243,7 @@ void sim_capture_node(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t 
     list_append(&g->head, &g->tail, op);
     g->nnodes++;
     s->cap_tip++;
+    s->cap_last = op;
 }
 
 /* A copy of node op, to run once (a replay) or to keep (an instantiation). */
@@ -448,12 +456,13 @@ static CUresult capture_status(CUstream h, CUstreamCaptureStatus *st, cuuint64_t
                 *id = c->id;
             if (graph)
                 *graph = (CUgraph)c->graph;
+            /* The stream's last node: a pointer valid until its next captured call. */
             if (deps)
-                *deps = NULL;
+                *deps = s->cap_last != NULL ? (const CUgraphNode *)&s->cap_last : NULL;
             if (edges)
                 *edges = NULL;
             if (ndeps)
-                *ndeps = 0;
+                *ndeps = s->cap_last != NULL;
         }
     }
     pthread_mutex_unlock(&g_sim.lock);
@@ -628,6 +637,234 @@ SIM_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
             r = CUDA_ERROR_INVALID_VALUE; /* a graph being captured into is the capture's */
         else
             graph_free_locked(g);
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* ------------------------------------------------------------------ graph surgery
+ *
+ * A node handle is the node itself (a sim_op_t in its graph's list). A clone's nodes
+ * remember the node each copies (orig), for cuGraphNodeFindInClone. Destroying a node
+ * takes it out of its graph; the order of the rest, which a replay follows, stays. */
+
+/* The live graph whose list holds node n (lock held), with the node before it. */
+static struct CUgraph_st *graph_holding(const sim_op_t *n, sim_op_t **prev)
+{
+    for (struct CUgraph_st *g = g_sim.live_graphs; g; g = g->hh.next) {
+        sim_op_t *p = NULL;
+        for (sim_op_t *op = g->head; op; p = op, op = op->next)
+            if (op == n) {
+                *prev = p;
+                return g;
+            }
+    }
+    return NULL;
+}
+
+static int graph_captured_into(const struct CUgraph_st *g)
+{
+    for (sim_capture_t *cap = g_sim.captures; cap; cap = cap->next)
+        if (cap->graph == g)
+            return 1;
+    return 0;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    cuGraphClone_params p = {phGraphClone, originalGraph};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphClone, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && !phGraphClone)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        struct CUgraph_st *g = graph_of(originalGraph), *x = NULL;
+        if (!g || graph_captured_into(g))
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (!(x = graph_new_locked()))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        for (sim_op_t *op = g && x ? g->head : NULL; r == CUDA_SUCCESS && op; op = op->next) {
+            sim_op_t *n = node_clone(op);
+            if (!n) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                break;
+            }
+            n->orig = op;
+            list_append(&x->head, &x->tail, n);
+            x->nnodes++;
+        }
+        if (r == CUDA_SUCCESS)
+            *phGraphClone = (CUgraph)x;
+        else if (x)
+            graph_free_locked(x);
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode,
+                                                   CUgraph hClonedGraph)
+{
+    cuGraphNodeFindInClone_params p = {phNode, hOriginalNode, hClonedGraph};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphNodeFindInClone, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && (!phNode || !hOriginalNode))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        struct CUgraph_st *g = graph_of(hClonedGraph);
+        sim_op_t *found = NULL;
+        for (sim_op_t *op = g ? g->head : NULL; op && !found; op = op->next)
+            if (op->orig == (const sim_op_t *)hOriginalNode)
+                found = op;
+        if (found)
+            *phNode = (CUgraphNode)found;
+        else
+            r = CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    cuGraphGetNodes_params p = {hGraph, nodes, numNodes};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphGetNodes, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && !numNodes)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        struct CUgraph_st *g = graph_of(hGraph);
+        if (!g) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            /* As CUDA: with nodes, up to *numNodes written and *numNodes the count
+             * written; without, *numNodes the count. */
+            size_t k = 0;
+            for (sim_op_t *op = g->head; op; op = op->next, k++)
+                if (nodes && k < *numNodes)
+                    nodes[k] = (CUgraphNode)op;
+            *numNodes = nodes && *numNodes < k ? *numNodes : k;
+        }
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    cuGraphNodeGetType_params p = {hNode, type};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphNodeGetType, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && (!hNode || !type))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *prev;
+        const sim_op_t *n = (const sim_op_t *)hNode;
+        if (!graph_holding(n, &prev))
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            *type = n->kind == SIM_OP_KERNEL ? CU_GRAPH_NODE_TYPE_KERNEL
+                  : n->kind == SIM_OP_COPY   ? CU_GRAPH_NODE_TYPE_MEMCPY
+                  : n->kind == SIM_OP_MEMSET ? CU_GRAPH_NODE_TYPE_MEMSET
+                  : n->kind == SIM_OP_HOSTFN ? CU_GRAPH_NODE_TYPE_HOST
+                                             : CU_GRAPH_NODE_TYPE_EMPTY;
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode)
+{
+    cuGraphDestroyNode_params p = {hNode};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphDestroyNode, &p, &r, 0);
+    if (r == CUDA_SUCCESS && !hNode)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *prev = NULL, *n = (sim_op_t *)hNode;
+        struct CUgraph_st *g = graph_holding(n, &prev);
+        if (!g || graph_captured_into(g)) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            if (prev)
+                prev->next = n->next;
+            else
+                g->head = n->next;
+            if (g->tail == n)
+                g->tail = prev;
+            g->nnodes--;
+            n->next = NULL;
+            nodes_free(n);
+        }
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* The graph's nodes become the executable graph's (their parameters updated). CUDA
+ * refuses a graph of another topology; the simulator's graphs are lists, so the same
+ * count of nodes of the same kinds in the same order. */
+SIM_EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                                 CUgraphExecUpdateResultInfo *resultInfo)
+{
+    cuGraphExecUpdate_v2_params p = {hGraphExec, hGraph, resultInfo};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphExecUpdate_v2, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        struct CUgraphExec_st *x = exec_of(hGraphExec);
+        struct CUgraph_st *g = graph_of(hGraph);
+        CUgraphExecUpdateResult how = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+        if (!x || !g) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            const sim_op_t *a = x->head, *b = g->head;
+            for (; a && b; a = a->next, b = b->next)
+                if (a->kind != b->kind)
+                    break;
+            if (a || b)
+                how = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        }
+        sim_op_t *head = NULL, *tail = NULL;
+        for (const sim_op_t *op = r == CUDA_SUCCESS && how == CU_GRAPH_EXEC_UPDATE_SUCCESS ? g->head : NULL; op;
+             op = op->next) {
+            sim_op_t *n = node_clone(op);
+            if (!n) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                break;
+            }
+            list_append(&head, &tail, n);
+        }
+        if (r == CUDA_SUCCESS && how == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+            nodes_free(x->head);
+            x->head = head;
+            x->tail = tail;
+        } else {
+            nodes_free(head);
+            if (r == CUDA_SUCCESS)
+                r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        }
+        if (resultInfo) {
+            memset(resultInfo, 0, sizeof *resultInfo);
+            resultInfo->result = how;
+        }
         pthread_mutex_unlock(&g_sim.lock);
     }
     sim_api_exit(&c);

@@ -131,6 +131,7 @@ typedef struct sim_op {
     uint32_t corr;
     int report;                         /* emit an activity record when done */
     uint64_t dur;                       /* a graph node's duration (drv_graph.c) */
+    const struct sim_op *orig;          /* a cloned graph's node: the node it copies */
     int async;                          /* enqueued by an ...Async call */
     union {
         struct {
@@ -183,6 +184,10 @@ struct CUstream_st {
      * a wait on an event recorded here joined back into another stream of the capture. */
     struct sim_capture *cap;
     uint64_t cap_tip, cap_joined;
+    /* The capture's node the stream's next node would depend on (its last, or the one
+     * an event it waited on was recorded after; NULL: none yet), as
+     * cuStreamGetCaptureInfo tells it. */
+    sim_op_t *cap_last;
     pthread_cond_t cv;
     struct CUstream_st *next_in_ctx;
     struct CUstream_st *next_retired;   /* g_sim.retired_streams, once destroyed */
@@ -205,6 +210,7 @@ struct CUevent_st {
     struct sim_capture *cap;
     struct CUstream_st *cap_stream;
     uint64_t cap_tip;
+    sim_op_t *cap_node;                 /* the recording stream's last node then */
     UT_hash_handle hh;
 };
 

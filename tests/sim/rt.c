@@ -85,6 +85,7 @@
     X(cuGraphLaunch, cuGraphLaunch)                                         \
     X(cuGraphExecDestroy, cuGraphExecDestroy)                               \
     X(cuGraphDestroy, cuGraphDestroy)                                       \
+    X(cuGraphExecUpdate, cuGraphExecUpdate_v2)                              \
     X(cuEventCreate, cuEventCreate)                                         \
     X(cuEventRecord, cuEventRecord)                                         \
     X(cuEventRecordWithFlags, cuEventRecordWithFlags)                       \
@@ -1107,6 +1108,20 @@ RT_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec, cudaS
     e = rt_enter(&c, RT_CBID(cudaGraphLaunch_v10000), "cudaGraphLaunch", &p, NULL, &e, RT_CTX);
     if (e == cudaSuccess)
         e = from_cu(D.cuGraphLaunch((CUgraphExec)graphExec, (CUstream)stream));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph,
+                                                    cudaGraphExecUpdateResultInfo *resultInfo)
+{
+    cudaGraphExecUpdate_v10020_params p = {hGraphExec, hGraph, resultInfo};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphExecUpdate_v10020), "cudaGraphExecUpdate", &p, NULL, &e, RT_CTX);
+    /* The runtime's result info has the driver's layout. */
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphExecUpdate((CUgraphExec)hGraphExec, (CUgraph)hGraph,
+                                        (CUgraphExecUpdateResultInfo *)resultInfo));
     return rt_exit(&c, e);
 }
 

@@ -262,6 +262,8 @@
  *                 The graph is destroyed once instantiated, as torch.cuda.graph does.
  *   --graph-update  with --graph: after the first replay, capture the forward again and
  *                 update the executable graph from it (cudaGraphExecUpdate)
+ *   --graph-toggle  with --graph: after the first replay, turn the graph's last node off
+ *                 and on again in the executable graph (cudaGraphNodeSetEnabled)
  *   --profile-from N  from forward N on, the program profiles itself with CUPTI as
  *                 torch.profiler does (subscribe, kernel and copy records, driver
  *                 callbacks) and prints what it recorded at the end (profiler.c; one
@@ -423,6 +425,7 @@ static int (*get_usage)(ft_gpu_memory_usage_t *);
 static int timing = 0;
 static int graph_replays = 0; /* --graph */
 static int graph_update = 0;  /* --graph-update */
+static int graph_toggle = 0;  /* --graph-toggle */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -1695,8 +1698,10 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
     forward(gs, a, b, out);
     CHECK(cudaStreamEndCapture(gs, &graph));
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    /* The graph goes once instantiated, as torch.cuda.graph's does. */
-    CHECK(cudaGraphDestroy(graph));
+    /* The graph goes once instantiated, as torch.cuda.graph's does (--graph-toggle
+     * names its nodes: kept to the end). */
+    if (!graph_toggle)
+        CHECK(cudaGraphDestroy(graph));
     for (int r = 0; r < graph_replays; r++) {
         CHECK(cudaGraphLaunch(exec, gs));
         CHECK(cudaStreamSynchronize(gs));
@@ -1711,8 +1716,20 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
             CHECK(cudaGraphExecUpdate(exec, again, &info));
             CHECK(cudaGraphDestroy(again));
         }
+        /* --graph-toggle: the graph's last node turned off and on again in the
+         * executable graph (cudaGraphNodeSetEnabled): the same work, changed node by
+         * node after the instantiation. */
+        if (r == 0 && graph_toggle) {
+            cudaGraphNode_t nodes[4096];
+            size_t n = sizeof nodes / sizeof nodes[0];
+            CHECK(cudaGraphGetNodes(graph, nodes, &n));
+            CHECK(cudaGraphNodeSetEnabled(exec, nodes[n - 1], 0));
+            CHECK(cudaGraphNodeSetEnabled(exec, nodes[n - 1], 1));
+        }
     }
     CHECK(cudaGraphExecDestroy(exec));
+    if (graph_toggle)
+        CHECK(cudaGraphDestroy(graph));
     CHECK(cudaFree(pool_buf));
     CHECK(cudaStreamDestroy(gs));
     input = saved;
@@ -2046,6 +2063,8 @@ int main(int argc, char **argv)
             graph_replays = parse_int(a, v, 1, 1 << 20), i++;
         else if (strcmp(a, "--graph-update") == 0)
             graph_update = 1;
+        else if (strcmp(a, "--graph-toggle") == 0)
+            graph_toggle = 1;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--reload") == 0)
@@ -2091,8 +2110,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "model: --refill needs --segments and two layers\n");
         return 2;
     }
-    if (graph_update && graph_replays == 0) {
-        fprintf(stderr, "model: --graph-update needs --graph\n");
+    if ((graph_update || graph_toggle) && graph_replays == 0) {
+        fprintf(stderr, "model: --graph-update and --graph-toggle need --graph\n");
         return 2;
     }
     if (profile_from >= 0 && threads > 1) {

@@ -90,6 +90,7 @@ typedef struct touch_owner {
     int n_seg;
     uint64_t seg_plan;
     int cut_said;
+    char why[96];             /* why it has no clone ("": none asked, or it has one) */
     /* The end of its last segmented launch, on last_stream (done_set: recorded). */
     cudaEvent_t done;
     cudaStream_t last_stream;
@@ -566,6 +567,14 @@ static void instantiated(uint64_t exec, uint64_t graph, unsigned long long flags
         touches_copy(&x->t, &g->t);
     else
         x->t.all = 1;
+    /* Why it will not be cut, where that may matter ("": it may be). */
+    const char *nocut = !cfgp->graph_cut                               ? ""
+                      : g == NULL                                      ? "FlexTensor did not see it captured"
+                      : g->calls.n < 2                                 ? ""
+                      : g->t.all                                       ? "a captured call's regions were not all kept"
+                      : g->calls.broken                                ? "a captured call's node was not had"
+                      : (flags & cudaGraphInstantiateFlagDeviceLaunch) ? "it is launched from the device"
+                                                                       : "";
     calls_t calls;
     memset(&calls, 0, sizeof calls);
     int cut = cfgp->graph_cut && g != NULL && !g->t.all && !g->calls.broken && g->calls.n > 1 &&
@@ -611,8 +620,10 @@ static void instantiated(uint64_t exec, uint64_t graph, unsigned long long flags
         }
     }
     calls_free(&calls);
-    if (why[0] != '\0')
-        FT_DEBUG("CUDA graphs: graph %#llx cannot be cut into segments: %s", (unsigned long long)graph, why);
+    if (cut && x->clone == NULL)
+        snprintf(x->why, sizeof x->why, "%s", why[0] != '\0' ? why : "it could not be cloned");
+    else if (!cut)
+        snprintf(x->why, sizeof x->why, "%s", nocut);
     pthread_mutex_lock(&cap_lock);
     /* An update (exec_updated), or a handle reused after a destroy we missed: the end
      * of its last segmented launch stays its own, for the next launch's order. */
@@ -977,6 +988,13 @@ int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held, graph_lau
         touches_copy(&t, &x->t);
     else
         memset(&t, 0, sizeof t), t.all = 1;
+    /* Why a graph that may read more than the slots is not cut: once, at its first
+     * launch under a plan. */
+    if (streaming && x != NULL && x->why[0] != '\0' && !x->cut_said) {
+        x->cut_said = 1;
+        FT_INFO("CUDA graphs: graph %#llx is not cut into segments (%s): its streamed units are loaded before "
+                "each of its launches", (unsigned long long)exec, x->why);
+    }
     pthread_mutex_unlock(&cap_lock);
     int wait = 0;
     if (spill) {

@@ -89,8 +89,9 @@ static cudaGraph_t capture_logs(cudaStream_t s, int first, int n, CUgraphNode *n
 
 /* What cutting a graph needs (FlexTensor's FT_GRAPH_CUT): each captured call's node,
  * the graph's nodes and their kinds, a clone whose nodes are found from the
- * original's, nodes destroyed in the clone (the rest run in their order), and an
- * executable graph updated from another graph of the same shape. */
+ * original's, nodes destroyed in the clone (the rest run in their order); and what
+ * changes an executable graph: an update from another graph of the same shape, a
+ * node turned off and on. */
 START_TEST(test_graph_nodes_clone_and_update)
 {
     sim_test_register();
@@ -159,6 +160,21 @@ START_TEST(test_graph_nodes_clone_and_update)
     RT_OK(cudaStreamSynchronize(s));
     ck_assert_int_eq(g_nlog, 4);
     ck_assert_int_eq(g_log[0], 5);
+    /* A node turned off does nothing at launches, and again when turned on. */
+    cudaGraphExec_t x4;
+    RT_OK(cudaGraphInstantiate(&x4, g, 0));
+    RT_OK(cudaGraphNodeSetEnabled(x4, (cudaGraphNode_t)node[2], 0));
+    g_nlog = 0;
+    RT_OK(cudaGraphLaunch(x4, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_int_eq(g_nlog, 3);
+    ck_assert_int_eq(g_log[2], 4);
+    RT_OK(cudaGraphNodeSetEnabled(x4, (cudaGraphNode_t)node[2], 1));
+    g_nlog = 0;
+    RT_OK(cudaGraphLaunch(x4, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_int_eq(g_nlog, 4);
+    RT_OK(cudaGraphExecDestroy(x4));
     RT_OK(cudaGraphExecDestroy(half));
     RT_OK(cudaGraphExecDestroy(whole));
     RT_OK(cudaGraphDestroy(g));

@@ -124,16 +124,16 @@ done
 pass "three threads: shrink, release, resume, grow and re-profile; same output"
 
 # A CUDA graph captured and replayed while released (a budget set meanwhile waits for a
-# resume that never comes): each replay loads what it reads; released at exit.
+# resume that never comes): the graph reads all 12 units, released, more than the
+# slots hold: it is cut into a segment per unit and each replay streams them between
+# the segments, within the slots; released at exit.
 compare_run graph --iters 12 --graph 3 --control 11:release,11:limit=20M -- FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=40MiB
 expect_grep 'control: ft_set_gpu_mem_limit\(20\.0 MiB\): the plan is made again and the units move at ft_resume' "$WORK/graph.err" "graph: the budget waits for the resume"
-# 12 units at the first replay at least; the prefetching thread's timing decides whether
-# a prefetch between two replays brings the units back within the slots, so that the
-# next replay loads them again (22 in half the runs).
-n=$(sed -nE 's/.*CUDA graphs: 3 launch\(es\) guarded, ([0-9]+) streamed unit\(s\) loaded for them.*/\1/p' "$WORK/graph.err")
-[ -n "$n" ] && [ "$n" -ge 12 ] || fail "graph: replays load the released units (${n:-no} loaded for them, 12 at least wanted)"
+expect_grep 'CUDA graphs: graph 0x[0-9a-f]+ reads 12 streamed unit\(s\), more than the 2 slot\(s\) hold: cut into 12 segment' "$WORK/graph.err" "graph: cut"
+expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 3 launch\(es\) of them streamed, 36 segment launch' "$WORK/graph.err" "graph: replays streamed"
+expect_grep 'at most 8.0 MiB of streamed units held at once' "$WORK/graph.err" "graph: within the slots"
 expect_grep 'verdict: .*1 release\(s\), released at exit' "$WORK/graph.err" "graph: released at exit"
-pass "a graph captured and replayed while released loads what it reads; same output"
+pass "a graph captured and replayed while released is cut and streams what it reads within the slots; same output"
 
 # 8. FlexTensor off: every call is -1, and nothing is said.
 sim "$MODEL" "${L[@]}" --iters 6 >"$WORK/plain6.out"

@@ -55,6 +55,15 @@ expect_no_grep 'cut into' "$WORK/nocut.err" nocut
 run update --iters 12 --graph-update -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
 expect_grep 'CUDA graphs: 2 graph\(s\) cut into segments; 3 launch\(es\) of them streamed' "$WORK/update.err" update
 expect_no_grep 'read more streamed units than the' "$WORK/update.err" update
+# The program turns a node of the executable graph off and on again after the first
+# replay (cudaGraphNodeSetEnabled): what the graph touches is no longer known, so every
+# streamed unit is loaded before the later replays (over the slots, said), never a
+# segment that might now read another unit.
+run toggle --iters 12 --graph-toggle -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'CUDA graphs: the program changed executable graph 0x[0-9a-f]+ after its instantiation: every streamed unit is loaded' \
+    "$WORK/toggle.err" toggle
+expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 1 launch\(es\) of them streamed' "$WORK/toggle.err" toggle
+expect_grep 'reads 11 streamed unit\(s\), 44.0 MiB, more than the 2 slot\(s\) hold: they are loaded over' "$WORK/toggle.err" toggle
 # Before the plan, FT_SPILL holds allocations in host memory, the captured forward's
 # workspace among them (the model allocates it before its forwards and clears it first
 # in the capture, as cuBLAS does): a captured memset of it cannot become a node (the
@@ -65,4 +74,4 @@ for c in disc prof; do
         "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
     expect_grep 'verdict: .*FT_SPILL stopped when a stream capture began before the plan' "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
 done
-pass "CUDA graph capture during discovery, profiling and streaming, FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict; at 1/3 after the plan the graph is cut and streams within the slots, also after cudaGraphExecUpdate"
+pass "CUDA graph capture during discovery, profiling and streaming, FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict; at 1/3 after the plan the graph is cut and streams within the slots, also after cudaGraphExecUpdate; a node changed: every unit loaded"

@@ -546,6 +546,7 @@ SIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 break;
             }
+            n->orig = op; /* for the calls that name the graph's node (cuGraphNodeSetEnabled) */
             list_append(&x->head, &x->tail, n);
             x->nnodes++;
         }
@@ -581,6 +582,8 @@ SIM_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStre
         /* Each node runs as an operation of its own on s, in capture order; into a
          * capture (a child graph), its nodes join the capture's. */
         for (sim_op_t *op = r == CUDA_SUCCESS ? x->head : NULL; op; op = op->next) {
+            if (op->disabled)
+                continue;
             sim_op_t *n = node_clone(op);
             if (!n) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -865,6 +868,31 @@ SIM_EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph
             memset(resultInfo, 0, sizeof *resultInfo);
             resultInfo->result = how;
         }
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* Turns an executable graph's node (named by the graph's node it was instantiated
+ * from) off or on; a node turned off does nothing at launches. */
+SIM_EXPORT CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    cuGraphNodeSetEnabled_params p = {hGraphExec, hNode, isEnabled};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphNodeSetEnabled, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        struct CUgraphExec_st *x = exec_of(hGraphExec);
+        sim_op_t *found = NULL;
+        for (sim_op_t *op = x ? x->head : NULL; op && !found; op = op->next)
+            if (op->orig == (const sim_op_t *)hNode)
+                found = op;
+        if (!found)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            found->disabled = !isEnabled;
         pthread_mutex_unlock(&g_sim.lock);
     }
     sim_api_exit(&c);

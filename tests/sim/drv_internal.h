@@ -131,7 +131,9 @@ typedef struct sim_op {
     uint32_t corr;
     int report;                         /* emit an activity record when done */
     uint64_t dur;                       /* a graph node's duration (drv_graph.c) */
-    const struct sim_op *orig;          /* a cloned graph's node: the node it copies */
+    const struct sim_op *orig;          /* a cloned graph's or an executable graph's node:
+                                         * the node it copies */
+    int disabled;                       /* an executable graph's node, turned off */
     int async;                          /* enqueued by an ...Async call */
     union {
         struct {

@@ -86,6 +86,8 @@
     X(cuGraphExecDestroy, cuGraphExecDestroy)                               \
     X(cuGraphDestroy, cuGraphDestroy)                                       \
     X(cuGraphExecUpdate, cuGraphExecUpdate_v2)                              \
+    X(cuGraphNodeSetEnabled, cuGraphNodeSetEnabled)                         \
+    X(cuGraphGetNodes, cuGraphGetNodes)                                     \
     X(cuEventCreate, cuEventCreate)                                         \
     X(cuEventRecord, cuEventRecord)                                         \
     X(cuEventRecordWithFlags, cuEventRecordWithFlags)                       \
@@ -1122,6 +1124,29 @@ RT_EXPORT cudaError_t CUDARTAPI cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, 
     if (e == cudaSuccess)
         e = from_cu(D.cuGraphExecUpdate((CUgraphExec)hGraphExec, (CUgraph)hGraph,
                                         (CUgraphExecUpdateResultInfo *)resultInfo));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
+                                                        unsigned int isEnabled)
+{
+    cudaGraphNodeSetEnabled_v11060_params p = {hGraphExec, hNode, isEnabled};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphNodeSetEnabled_v11060), "cudaGraphNodeSetEnabled", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphNodeSetEnabled((CUgraphExec)hGraphExec, (CUgraphNode)hNode, isEnabled));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
+{
+    cudaGraphGetNodes_v10000_params p = {graph, nodes, numNodes};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphGetNodes_v10000), "cudaGraphGetNodes", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphGetNodes((CUgraph)graph, (CUgraphNode *)nodes, numNodes));
     return rt_exit(&c, e);
 }
 

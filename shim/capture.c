@@ -959,12 +959,22 @@ static void spill_for_graph(const touches_t *t, cudaStream_t stream)
 /* Before the graph of `exec` is launched on `stream` (the engine entered; res.lock held
  * when guarded): what it touches is brought in. Returns 1 when the caller must wait
  * for the graph after launching it (FT_SPILL's moves). */
+/* Graph launches in discovery or profiling (atomic): their kernels are not observed. */
+static uint64_t unobserved;
+
+uint64_t capture_unobserved(void)
+{
+    return __atomic_load_n(&unobserved, __ATOMIC_RELAXED);
+}
+
 int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held, graph_launch_t *how)
 {
     how->launched = 0;
+    unsigned s = engine_state();
+    if (state_phase(s) == PHASE_DISCOVERY || state_phase(s) == PHASE_PROFILING)
+        __atomic_add_fetch(&unobserved, 1, __ATOMIC_RELAXED);
     if (!held)
         return 0;
-    unsigned s = engine_state();
     int streaming = state_phase(s) == PHASE_STREAMING, spill = !streaming && state_spill(s);
     if (!streaming && !spill)
         return 0;

@@ -527,6 +527,8 @@ int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held, graph_lau
 /* The application changed an executable graph (cudaGraphExecUpdate, a node's
  * parameters): what it touches is no longer known. */
 void capture_exec_changed(uint64_t exec);
+/* Graph launches made in discovery or profiling, whose kernels are not observed. */
+uint64_t capture_unobserved(void);
 void capture_report(void);
 
 /* cuda.c: FlexTensor's own CUDA calls. drv and ev are written once (resolve_driver,

@@ -401,6 +401,13 @@ static void verdict_no_plan(char *buf, size_t len)
     } else {
         snprintf(buf, len, "profiling could not start (no CUDA events)");
     }
+    /* A program whose work runs as CUDA graph replays before any plan: discovery never
+     * sees those kernels (graphs captured early, torch.compile's reduce-overhead). */
+    uint64_t g = capture_unobserved();
+    size_t at = strlen(buf);
+    if (g > 0 && at < len)
+        snprintf(buf + at, len - at, "; %llu CUDA graph launch(es) before the plan, whose kernels discovery "
+                 "does not observe", (unsigned long long)g);
 }
 
 void ft_hooks_verdict(void)

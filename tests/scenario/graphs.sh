@@ -26,6 +26,9 @@ for spill in 1 0; do
     for budget in 16MiB 1GiB; do
         run disc-$spill-$budget --iters 1 -- FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget
         expect_grep 'stream capture [0-9]+ began during discovery' "$WORK/disc-$spill-$budget.err" "disc-$spill-$budget"
+        # The replays are not observed, and no plan is made: the verdict says why.
+        expect_grep 'verdict: no plan: .*; 3 CUDA graph launch\(es\) before the plan, whose kernels discovery does not observe' \
+            "$WORK/disc-$spill-$budget.err" "disc-$spill-$budget"
         run prof-$spill-$budget --iters 4 -- FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget
         expect_grep 'stream capture [0-9]+ began during profiling' "$WORK/prof-$spill-$budget.err" "prof-$spill-$budget"
         run plan-$spill-$budget --iters 12 -- FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget

@@ -639,6 +639,7 @@ extern const struct ft_config *cfgp;
 extern __thread int engine_held;
 int engine_enter(void);
 int engine_enter_launch(void);
+int engine_enter_copy(void);
 void engine_leave(int held);
 
 /* hooks_launch.c: the launch entry points and the per-launch clock. launch_did_once

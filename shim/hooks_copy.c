@@ -50,7 +50,7 @@ static int copy_enter(const copy_t *c)
     /* A copy into an allocation served in pieces: the extent of what it fills. */
     if (c->what != SET_1D)
         vmm_note_copy(c->dst, c->dspan);
-    int held = engine_enter();
+    int held = engine_enter_copy();
     if (capture_under_way()) {
         /* A captured copy or set runs at its graph's launches, which load what it
          * touches; one outside the capture is guarded, FT_SPILL's moves aside, and

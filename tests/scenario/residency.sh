@@ -154,8 +154,11 @@ run_pair drop --iters 14 --drop 11
 pass "the application frees a streamed layer mid-run: same output"
 # The guessing guard (FT_STRICT_GUARD=0; the default loads every unit an address
 # reaches, stale or not, since a wrong guess is an illegal address):
+# One miss, the rest prefetched (29 or 30 loads: the prefetch after the last pass may
+# be left undone at exit, as the final copy out no longer waits for the prefetching
+# thread's move).
 FT_STRICT_GUARD=0 run_pair stale --stale
-expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/stale.err" "stale: prefetched"
+expect_grep 'residency: (29|30) load\(s\), (28|29) of them prefetched and 1 on demand' "$WORK/stale.err" "stale: prefetched"
 expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were taken for stale pointers and loaded nothing: [1-9][0-9]* found only at argument words that held garbage' \
     "$WORK/stale.err" "stale: skipped touches"
 FT_STRICT_GUARD=1 run_pair strict --stale
@@ -180,7 +183,7 @@ pass "stale weight addresses in a struct's unused tail: units unchanged; with FT
 # layers: in a pass that follows the recorded one, that unit is touched outside its
 # range of positions).
 FT_STRICT_GUARD=0 run_pair stale_late --stale-from 6
-expect_grep 'residency: 30 load\(s\), 29 of them prefetched and 1 on demand' "$WORK/stale_late.err" "stale_late: prefetched"
+expect_grep 'residency: (29|30) load\(s\), (28|29) of them prefetched and 1 on demand' "$WORK/stale_late.err" "stale_late: prefetched"
 expect_grep 'residency: [1-9][0-9]* touch\(es\) of units not loaded were taken for stale pointers and loaded nothing: [1-9][0-9]* found only at argument words that held garbage, or never a device address, in discovery; [1-9][0-9]* from a kernel that touched no weight in the recorded pass or at a position outside their unit.s range' \
     "$WORK/stale_late.err" "stale_late: skipped touches"
 pass "stale weight addresses first seen after discovery, in words that held NULL or an activation's address: with FT_STRICT_GUARD=0 nothing loaded for them, same output"

@@ -1744,9 +1744,13 @@ static char *host_store_at(uint64_t dev, size_t n, cudaStream_t s, res_unit_t **
     res_region_t *r = &res.regions[res.by_id[reg.id]];
     res_unit_t *un = &res.units[r->unit];
     /* A unit the prefetching thread moves is its until the move ends: its host store
-     * is being copied in, or copied back into (engine_enter_copy waits for no move). */
+     * is being copied in, or copied back into (engine_enter_copy waits for no move);
+     * one it is about to load, it loads now (mover_catch), as for a launch's touch: the
+     * copy then goes to the device, as it did when copies waited for every move. */
     if (un->moving)
         mover_settle_unit(r->unit);
+    else if (!un->loaded)
+        mover_catch(r->unit);
     if (un->loaded || r->host == NULL || dev < r->va || dev + n > r->va + r->size)
         return NULL;
     if (REAL(cudaStreamSynchronize)(s) != cudaSuccess)

@@ -759,8 +759,9 @@ static inline int checksum_current(const res_unit_t *un)
 /* mover.c: the prefetching thread (FT_PREFETCH_THREAD). While a move is under way, the
  * mover owns the units it moves and what loads and unloads change beside them (the
  * spares, the counts of loaded units and held bytes, the load counters): every other
- * user of res waits for the move first (mover_settle, res_lock), and a launch does so
- * only when it touches a moving unit. Lock order: res.lock, then the mover's. */
+ * user of res waits for the move first (mover_settle, res_lock), and a launch, copy or
+ * set does so only when it touches a moving unit. Lock order: res.lock, then the
+ * mover's. */
 void mover_start(void);            /* at the switch, res.lock held */
 int mover_request(int u);          /* res.lock: 1 when the mover takes the prefetch after u */
 void mover_pump(void);             /* res.lock: the request's next move, when none is under way */

@@ -226,8 +226,8 @@ void ft_hooks_report(void)
                 res.handovers > 0 ? (double)res.ns_tail / 1e3 / (double)res.handovers : 0.0);
     if (streaming && res.moves > 0)
         FT_INFO("residency: the application's threads waited for the prefetching thread: %.1f ms for units in a "
-                "move (%llu time(s)), %.1f ms for units it was about to load (%llu), %.1f ms in other calls, "
-                "copies and sets among them (%llu), %.1f ms for hand-overs' tails (%llu)",
+                "move (%llu time(s)), %.1f ms for units it was about to load (%llu), %.1f ms in other calls "
+                "(allocations, graph launches; %llu), %.1f ms for hand-overs' tails (%llu)",
                 (double)res.ns_mover_wait[MOVER_WAIT_UNIT] / 1e6, (unsigned long long)res.mover_waits[MOVER_WAIT_UNIT],
                 (double)res.ns_mover_wait[MOVER_WAIT_CATCH] / 1e6, (unsigned long long)res.mover_waits[MOVER_WAIT_CATCH],
                 (double)res.ns_mover_wait[MOVER_WAIT_ALL] / 1e6, (unsigned long long)res.mover_waits[MOVER_WAIT_ALL],

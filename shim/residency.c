@@ -1827,6 +1827,13 @@ int res_forget(vmm_t *v)
     /* Read under the lock: FT_SPILL may be moving v out now (spill_make_room picked it
      * before vmm_free took it out of the table), and then unmaps it itself. */
     res_lock();
+    /* The move the lock waited for may have enqueued work after vmm_free's device
+     * synchronisation: a leaving unit's copy back reads its addresses on the side
+     * stream, and v is unmapped once this returns. On the simulator, 1 run in 30 of
+     * residency.sh's strict run faulted there when the program's last copy no longer
+     * waited for the move. */
+    if (mover_running())
+        REAL(cudaDeviceSynchronize)();
     int mapped = !v->spilled;
     if (v->spilled)
         spill_bytes -= v->size;

@@ -26,9 +26,11 @@ expect_grep "saved profile $FILE matched .*12 weights' sizes and contents.*disco
 expect_no_grep 'discovery: [0-9]+ iteration\(s\) of|profiling:|copy bandwidth' "$WORK/second.err" "second start"
 [ "$(plan_json "$WORK/first.bin")" = "$(plan_json "$WORK/second.bin")" ] || fail "the second start's plan differs"
 # Streaming from the first pass: each of the 10 passes loads the 4 units (the first start
-# streamed only in the passes left after discovery and profiling).
-expect_grep 'residency: 40 load\(s\)' "$WORK/second.err" "second start streams every pass"
-pass "second start: profile matched, no discovery or profiling, the same plan, the same output, 40 loads"
+# streamed only in the passes left after discovery and profiling); the run's last
+# load, a move of the prefetching thread that no later call ended, may go uncounted
+# (the program's last copy out does not wait for it).
+expect_grep 'residency: (39|40) load\(s\)' "$WORK/second.err" "second start streams every pass"
+pass "second start: profile matched, no discovery or profiling, the same plan, the same output, every pass streamed"
 
 # FT_PROFILE_READ_ONLY with another model: refused, discovered, the folder unchanged.
 before=$(ls -l --time-style=full-iso "$DIR"; sha256sum "$FILE")

@@ -815,13 +815,40 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
     return k + 1;
 }
 
+/* The segment each call's node runs in (home): that of the first call naming the
+ * node. A call that made no node names the one before it, which may lie in the
+ * segment before: the node stays there, and no segment destroys it twice over. */
+static int cmp_call_node(const void *a, const void *b, void *arg)
+{
+    const call_t *v = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    uintptr_t x = (uintptr_t)v[i].node, y = (uintptr_t)v[j].node;
+    return x != y ? (x > y) - (x < y) : (i > j) - (i < j);
+}
+
+static int node_homes(const owner_t *x, const int *seg_of, int *home)
+{
+    size_t n = x->calls.n, *by = malloc((n + 1) * sizeof *by);
+    if (by == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        by[i] = i;
+    qsort_r(by, n, sizeof *by, cmp_call_node, x->calls.v);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = by[k], first = k > 0 && x->calls.v[by[k - 1]].node == x->calls.v[i].node ? by[k - 1] : i;
+        home[i] = first == i ? seg_of[i] : home[first];
+    }
+    free(by);
+    return 0;
+}
+
 /* Segment k: the clone less every node of the other segments, instantiated. */
-static CUresult seg_instantiate(const owner_t *x, const int *seg_of, int k, CUgraphExec *out)
+static CUresult seg_instantiate(const owner_t *x, const int *home, int k, CUgraphExec *out)
 {
     CUgraph g = NULL;
     CUresult rc = drv.graph_clone(&g, x->clone);
     for (size_t i = 0; rc == CUDA_SUCCESS && i < x->calls.n; i++) {
-        if (seg_of[i] == k)
+        if (home[i] == k)
             continue;
         /* Calls that name one node: destroyed once (the later finds it gone). */
         CUgraphNode n = NULL;
@@ -845,15 +872,17 @@ static int segments(owner_t *x, uint64_t exec)
         return x->n_seg;
     segs_free(x);
     x->seg_plan = res.switches;
-    int *seg_of = malloc((x->calls.n + 1) * sizeof *seg_of);
+    int *seg_of = malloc((x->calls.n + 1) * sizeof *seg_of), *home = malloc((x->calls.n + 1) * sizeof *home);
     int *mark = malloc(((size_t)res.n_units + 1) * sizeof *mark), *last = malloc(((size_t)res.n_units + 1) * sizeof *last);
     int n = 0, units = 0;
     const char *why = NULL;
     CUresult rc = CUDA_SUCCESS;
-    if (seg_of == NULL || mark == NULL || last == NULL) {
+    if (seg_of == NULL || home == NULL || mark == NULL || last == NULL) {
         why = "no memory";
     } else {
         n = cut_points(x, seg_of, mark, last);
+        if (node_homes(x, seg_of, home) != 0)
+            why = "no memory";
         for (int u = 0; u < res.n_units; u++)
             units += last[u] >= 0;
     }
@@ -893,10 +922,11 @@ static int segments(owner_t *x, uint64_t exec)
                     sg->ends = u;
             }
         }
-        if ((rc = seg_instantiate(x, seg_of, k, &sg->exec)) != CUDA_SUCCESS)
+        if ((rc = seg_instantiate(x, home, k, &sg->exec)) != CUDA_SUCCESS)
             why = "a segment could not be made";
     }
     free(seg_of);
+    free(home);
     free(mark);
     free(last);
     if (why != NULL) {

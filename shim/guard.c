@@ -804,8 +804,10 @@ int res_guard_segment(const char *name, const uint32_t *ids, size_t n, int first
             mover_catch(u);
     }
     int loads = res_guard_graph(name, ids, n, 0, stream);
+    /* The eager lane's placement (lane_placed) is left as it is: a graph's segments do
+     * not tell where the thread's eager passes are. */
     if (begins >= 0)
-        prefetch_after = lane_placed = begins;
+        prefetch_after = begins;
     checksum_after = ends;
     return loads;
 }

@@ -264,6 +264,8 @@
  *                 update the executable graph from it (cudaGraphExecUpdate)
  *   --graph-toggle  with --graph: after the first replay, turn the graph's last node off
  *                 and on again in the executable graph (cudaGraphNodeSetEnabled)
+ *   --graph-old-update  with --graph: before the capture, ask the driver for
+ *                 cuGraphExecUpdate in its CUDA 11 form (cuGetProcAddress, version 11000)
  *   --profile-from N  from forward N on, the program profiles itself with CUPTI as
  *                 torch.profiler does (subscribe, kernel and copy records, driver
  *                 callbacks) and prints what it recorded at the end (profiler.c; one
@@ -426,6 +428,7 @@ static int timing = 0;
 static int graph_replays = 0; /* --graph */
 static int graph_update = 0;  /* --graph-update */
 static int graph_toggle = 0;  /* --graph-toggle */
+static int graph_old_update = 0; /* --graph-old-update */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -1685,6 +1688,21 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
     memcpy(pinned, input, (size_t)dim * sizeof *pinned);
     input = pinned;
     cur_iter = iters;
+    /* --graph-old-update: cuGraphExecUpdate asked of the driver in its CUDA 11 form, as
+     * a library built for CUDA 11 does (not called). */
+    if (graph_old_update) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+        CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+            cuda != NULL ? (CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
+                               dlsym(cuda, "cuGetProcAddress_v2")
+                         : NULL;
+        void *fn = NULL;
+        if (gpa == NULL || gpa("cuGraphExecUpdate", &fn, 11000, CU_GET_PROC_ADDRESS_DEFAULT, NULL) != CUDA_SUCCESS ||
+            fn == NULL) {
+            fprintf(stderr, "model: cuGraphExecUpdate not found\n");
+            exit(1);
+        }
+    }
     CHECK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeGlobal));
     CHECK(cudaMemsetAsync(workspace, 0, ws_bytes, gs));
     /* A buffer allocated during the capture, as PyTorch's graph pool does (cudaMalloc
@@ -2065,6 +2083,8 @@ int main(int argc, char **argv)
             graph_update = 1;
         else if (strcmp(a, "--graph-toggle") == 0)
             graph_toggle = 1;
+        else if (strcmp(a, "--graph-old-update") == 0)
+            graph_old_update = 1;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--reload") == 0)
@@ -2110,8 +2130,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "model: --refill needs --segments and two layers\n");
         return 2;
     }
-    if ((graph_update || graph_toggle) && graph_replays == 0) {
-        fprintf(stderr, "model: --graph-update and --graph-toggle need --graph\n");
+    if ((graph_update || graph_toggle || graph_old_update) && graph_replays == 0) {
+        fprintf(stderr, "model: --graph-update, --graph-toggle and --graph-old-update need --graph\n");
         return 2;
     }
     if (profile_from >= 0 && threads > 1) {

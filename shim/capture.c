@@ -779,8 +779,40 @@ NODE_CHANGE(CUresult, drv_graph_exec_memset_params, cuGraphExecMemsetNodeSetPara
             (CUgraphExec x, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx), x, n, p, ctx)
 NODE_CHANGE(CUresult, drv_graph_exec_child_params, cuGraphExecChildGraphNodeSetParams_fn_t,
             (CUgraphExec x, CUgraphNode n, CUgraph child), x, n, child)
+NODE_CHANGE(cudaError_t, rt_graph_exec_host_params, cudaGraphExecHostNodeSetParams_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaHostNodeParams *p), x, n, p)
+NODE_CHANGE(cudaError_t, rt_graph_exec_record_event, cudaGraphExecEventRecordNodeSetEvent_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, cudaEvent_t e), x, n, e)
+NODE_CHANGE(cudaError_t, rt_graph_exec_wait_event, cudaGraphExecEventWaitNodeSetEvent_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, cudaEvent_t e), x, n, e)
+NODE_CHANGE(cudaError_t, rt_graph_exec_sem_signal, cudaGraphExecExternalSemaphoresSignalNodeSetParams_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaExternalSemaphoreSignalNodeParams *p), x, n, p)
+NODE_CHANGE(cudaError_t, rt_graph_exec_sem_wait, cudaGraphExecExternalSemaphoresWaitNodeSetParams_fn_t,
+            (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaExternalSemaphoreWaitNodeParams *p), x, n, p)
+NODE_CHANGE(CUresult, drv_graph_exec_host_params, cuGraphExecHostNodeSetParams_fn_t,
+            (CUgraphExec x, CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p), x, n, p)
+NODE_CHANGE(CUresult, drv_graph_exec_record_event, cuGraphExecEventRecordNodeSetEvent_fn_t,
+            (CUgraphExec x, CUgraphNode n, CUevent e), x, n, e)
+NODE_CHANGE(CUresult, drv_graph_exec_wait_event, cuGraphExecEventWaitNodeSetEvent_fn_t,
+            (CUgraphExec x, CUgraphNode n, CUevent e), x, n, e)
+NODE_CHANGE(CUresult, drv_graph_exec_sem_signal, cuGraphExecExternalSemaphoresSignalNodeSetParams_fn_t,
+            (CUgraphExec x, CUgraphNode n, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p), x, n, p)
+NODE_CHANGE(CUresult, drv_graph_exec_sem_wait, cuGraphExecExternalSemaphoresWaitNodeSetParams_fn_t,
+            (CUgraphExec x, CUgraphNode n, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *p), x, n, p)
+NODE_CHANGE(CUresult, drv_graph_exec_batch_mem_op, cuGraphExecBatchMemOpNodeSetParams_fn_t,
+            (CUgraphExec x, CUgraphNode n, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p), x, n, p)
 #undef NODE_CHANGE
 #undef UNPAREN
+
+/* Why no graph may be cut any more (NULL: they may): the program was handed a way to
+ * change executable graphs that FlexTensor does not watch. Its segments would run what
+ * the graph was before the change. */
+static const char *cut_forbidden;
+
+void capture_cut_forbid(const char *why)
+{
+    __atomic_store_n(&cut_forbidden, why, __ATOMIC_RELEASE);
+}
 
 /* --- cutting a graph ------------------------------------------------------------------------ */
 
@@ -868,6 +900,15 @@ static int segments(owner_t *x, uint64_t exec)
 {
     if (x->clone == NULL || x->t.all)
         return 0;
+    const char *forbidden = __atomic_load_n(&cut_forbidden, __ATOMIC_ACQUIRE);
+    if (forbidden != NULL) {
+        if (x->n_seg > 0 || !x->cut_said)
+            FT_INFO("CUDA graphs: graph %#llx is not cut into segments: %s; its streamed units are loaded "
+                    "before each of its launches", (unsigned long long)exec, forbidden);
+        x->cut_said = 1;
+        segs_free(x);
+        return 0;
+    }
     if (x->seg_plan == res.switches)
         return x->n_seg;
     segs_free(x);

@@ -387,6 +387,14 @@ static void *substitute(const char *symbol, int version, cuuint64_t flags, void 
             atomic_store_explicit(&real_gpa_v2, (gpa_v2_fn_t)real, memory_order_relaxed);
         return (void *)cuGetProcAddress_v2;
     }
+    /* cuGraphExecUpdate's CUDA 11 form takes four arguments, the wrapper three: handed
+     * out as it is, and graphs are no longer cut (a segment would run what the graph
+     * was before an update FlexTensor cannot see). */
+    if (strcmp(symbol, "cuGraphExecUpdate") == 0 && version < 12000) {
+        capture_cut_forbid("the program asked for cuGraphExecUpdate's CUDA 11 form, whose updates FlexTensor "
+                           "does not see");
+        return real;
+    }
     void *w = ft_shim_wrap_driver_proc(symbol, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0,
                                        real);
     FT_TRACE("cuGetProcAddress(%s, %d, %#llx): %s", symbol, version, (unsigned long long)flags,

@@ -76,6 +76,9 @@ extern __thread int ft_driver_hook_depth;
  * address) asks for CUPTI by the call `by`, whose real function is `real`; unless the
  * caller is libcupti itself, FlexTensor hands CUPTI over before the call goes on. */
 void ft_hook_cupti_wanted(ft_shim_fn_t by, const void *caller, const void *real);
+/* capture.c: the program was handed a way to change executable graphs that FlexTensor
+ * does not watch (driver.c's cuGetProcAddress); graphs are no longer cut. */
+void capture_cut_forbid(const char *why);
 
 /* 1 once init.c found FT_ENABLED on and a valid configuration; read on every call,
  * written once before main (or at the first intercepted call). */

@@ -67,6 +67,14 @@ expect_grep 'CUDA graphs: the program changed executable graph 0x[0-9a-f]+ after
     "$WORK/toggle.err" toggle
 expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 1 launch\(es\) of them streamed' "$WORK/toggle.err" toggle
 expect_grep 'reads 11 streamed unit\(s\), 44.0 MiB, more than the 2 slot\(s\) hold: they are loaded over' "$WORK/toggle.err" toggle
+# The program asks the driver for cuGraphExecUpdate's CUDA 11 form (four arguments):
+# handed out unwrapped, so an update by it would go unseen and a segment would run the
+# graph as it was; no graph is cut from then on, and the units are loaded before each
+# launch instead.
+run oldupdate --iters 12 --graph-old-update -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'CUDA graphs: graph 0x[0-9a-f]+ is not cut into segments: the program asked for cuGraphExecUpdate.s CUDA 11 form' \
+    "$WORK/oldupdate.err" oldupdate
+expect_no_grep 'hold: cut into' "$WORK/oldupdate.err" oldupdate
 # Before the plan, FT_SPILL holds allocations in host memory, the captured forward's
 # workspace among them (the model allocates it before its forwards and clears it first
 # in the capture, as cuBLAS does): a captured memset of it cannot become a node (the
@@ -77,4 +85,4 @@ for c in disc prof; do
         "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
     expect_grep 'verdict: .*FT_SPILL stopped when a stream capture began before the plan' "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
 done
-pass "CUDA graph capture during discovery, profiling and streaming, FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict; at 1/3 after the plan the graph is cut and streams within the slots, also after cudaGraphExecUpdate; a node changed: every unit loaded"
+pass "CUDA graph capture during discovery, profiling and streaming, FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict; at 1/3 after the plan the graph is cut and streams within the slots, also after cudaGraphExecUpdate; a node changed, or cuGraphExecUpdate's CUDA 11 form handed out: every unit loaded"

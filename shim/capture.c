@@ -52,19 +52,30 @@ typedef struct {
     int all;
 } touches_t;
 
-/* A captured call in capture order: the graph node it made (NULL: not known) and its
- * regions, ids[first .. first + n) of its owner's calls_t. */
+/* A captured call in capture order: the graph node it made (NULL: not known), what it
+ * was (a kernel's key and name, as observe.c knows them; key 0: a copy or set, which
+ * writes its first `written` regions) and its regions, entry first .. first + n of its
+ * owner's calls_t. */
 typedef struct {
     CUgraphNode node;
-    size_t first, n;
+    uint64_t key;
+    const char *name;
+    size_t first, n, written;
 } call_t;
+
+/* Per region entry: its id, the pointer that led to it and the lowest one (as the scan
+ * set has them), and its flags (CALL_INDIRECT, CALL_UNSURE). */
+enum { CALL_INDIRECT = 1, CALL_UNSURE = 2 };
 
 typedef struct {
     call_t *v;
     size_t n, cap;
     uint32_t *ids;
+    uint64_t *ptr, *lo;
+    uint8_t *flags;
     size_t n_ids, cap_ids;
-    int broken; /* a call not kept (no memory, no node): the graph is not cut */
+    int broken; /* a call's node not had (or lost): the graph is not cut */
+    int lost;   /* a call not kept (no memory): its launches are not observed either */
 } calls_t;
 
 /* A segment of a cut graph: its executable graph (FlexTensor's), the regions its calls
@@ -91,6 +102,12 @@ typedef struct touch_owner {
     uint64_t seg_plan;
     int cut_said;
     char why[96];             /* why it has no clone ("": none asked, or it has one) */
+    /* Profiling's cut (its calls cut where a unit's time begins, as the profiled pass
+     * fell at its last launch): the first call of each of its p_n parts, their
+     * executable graphs, and how many times it was made. */
+    size_t *p_first;
+    CUgraphExec *p_exec;
+    int p_n, p_made;
     /* The end of its last segmented launch, on last_stream (done_set: recorded). */
     cudaEvent_t done;
     cudaStream_t last_stream;
@@ -179,37 +196,87 @@ static void calls_free(calls_t *c)
 {
     free(c->v);
     free(c->ids);
+    free(c->ptr);
+    free(c->lo);
+    free(c->flags);
     memset(c, 0, sizeof *c);
 }
 
-/* Appends a call touching the regions ids[0..n) (cap_lock held); its index, or -1 (out
- * of memory: the calls are broken, the graph will not be cut). */
-static long calls_add(calls_t *c, const uint32_t *ids, size_t n)
+/* Room for n more region entries (cap_lock held, or c private); 0, or -1 (out of memory:
+ * the calls are lost). */
+static int calls_room(calls_t *c, size_t n)
 {
-    if (c->broken)
+    if (c->n_ids + n <= c->cap_ids)
+        return 0;
+    size_t cap = c->cap_ids ? 2 * c->cap_ids : 1024;
+    while (cap < c->n_ids + n)
+        cap *= 2;
+    uint32_t *i = realloc(c->ids, cap * sizeof *i);
+    if (i != NULL)
+        c->ids = i;
+    uint64_t *p = i != NULL ? realloc(c->ptr, cap * sizeof *p) : NULL;
+    if (p != NULL)
+        c->ptr = p;
+    uint64_t *l = p != NULL ? realloc(c->lo, cap * sizeof *l) : NULL;
+    if (l != NULL)
+        c->lo = l;
+    uint8_t *f = l != NULL ? realloc(c->flags, cap) : NULL;
+    if (f == NULL)
+        return c->lost = c->broken = 1, -1;
+    c->flags = f;
+    c->cap_ids = cap;
+    return 0;
+}
+
+/* Appends a call of kernel `key` (0: a copy or set writing its first `written` regions)
+ * touching the regions of set (cap_lock held); its index, or -1 (out of memory: the
+ * calls are lost, the graph will not be cut nor its launches observed). */
+static long calls_add(calls_t *c, const ft_scan_set_t *set, uint64_t key, const char *name, size_t written)
+{
+    if (c->lost)
         return -1;
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 256;
         call_t *v = realloc(c->v, cap * sizeof *v);
         if (v == NULL)
-            return c->broken = 1, -1;
+            return c->lost = c->broken = 1, -1;
         c->v = v;
         c->cap = cap;
     }
-    if (c->n_ids + n > c->cap_ids) {
-        size_t cap = c->cap_ids ? 2 * c->cap_ids : 1024;
-        while (cap < c->n_ids + n)
-            cap *= 2;
-        uint32_t *i = realloc(c->ids, cap * sizeof *i);
-        if (i == NULL)
-            return c->broken = 1, -1;
-        c->ids = i;
-        c->cap_ids = cap;
+    if (calls_room(c, set->n) != 0)
+        return -1;
+    for (size_t j = 0; j < set->n; j++) {
+        c->ids[c->n_ids + j] = set->id[j];
+        c->ptr[c->n_ids + j] = set->ptr[j];
+        c->lo[c->n_ids + j] = set->lo[j];
+        c->flags[c->n_ids + j] = (uint8_t)((set->indirect[j] ? CALL_INDIRECT : 0) | (set->unsure[j] ? CALL_UNSURE : 0));
     }
-    memcpy(c->ids + c->n_ids, ids, n * sizeof *ids);
-    c->v[c->n] = (call_t){ .node = NULL, .first = c->n_ids, .n = n };
-    c->n_ids += n;
+    c->v[c->n] = (call_t){ .node = NULL, .key = key, .name = name, .first = c->n_ids, .n = set->n,
+                           .written = written };
+    c->n_ids += set->n;
     return (long)c->n++;
+}
+
+/* to = a copy of from (to's old content dropped); 0, or -1 (out of memory: to empty). */
+static int calls_copy(calls_t *to, const calls_t *from)
+{
+    memset(to, 0, sizeof *to);
+    to->broken = from->broken;
+    to->lost = from->lost;
+    to->v = malloc((from->n + 1) * sizeof *to->v);
+    if (to->v == NULL || calls_room(to, from->n_ids + 1) != 0) {
+        calls_free(to);
+        return -1;
+    }
+    to->cap = from->n + 1;
+    memcpy(to->v, from->v, from->n * sizeof *to->v);
+    memcpy(to->ids, from->ids, from->n_ids * sizeof *to->ids);
+    memcpy(to->ptr, from->ptr, from->n_ids * sizeof *to->ptr);
+    memcpy(to->lo, from->lo, from->n_ids * sizeof *to->lo);
+    memcpy(to->flags, from->flags, from->n_ids);
+    to->n = from->n;
+    to->n_ids = from->n_ids;
+    return 0;
 }
 
 static void segs_free(owner_t *x)
@@ -225,11 +292,24 @@ static void segs_free(owner_t *x)
     x->n_seg = 0;
 }
 
+static void parts_free(owner_t *x)
+{
+    for (int k = 0; k < x->p_n; k++)
+        if (x->p_exec[k] != NULL && drv.graph_exec_destroy != NULL)
+            drv.graph_exec_destroy(x->p_exec[k]);
+    free(x->p_exec);
+    free(x->p_first);
+    x->p_exec = NULL;
+    x->p_first = NULL;
+    x->p_n = 0;
+}
+
 static void owner_free(owner_t *o)
 {
     touches_free(&o->t);
     calls_free(&o->calls);
     segs_free(o);
+    parts_free(o);
     if (o->clone != NULL && drv.graph_destroy != NULL)
         drv.graph_destroy(o->clone);
     if (o->done != NULL)
@@ -252,9 +332,12 @@ uint64_t capture_of(cudaStream_t s)
     return st == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : id;
 }
 
-/* A captured call on `stream` touches the regions of `set` (every region when it lost
- * some); its node is asked for once it is captured (capture_call_done). */
-void capture_note(uint64_t id, cudaStream_t stream, const ft_scan_set_t *set)
+/* A captured call on `stream`, of kernel `key` named `name` (key 0: a copy or set
+ * writing the first `written` regions of set), touches the regions of `set` (every
+ * region when it lost some); its node is asked for once it is captured
+ * (capture_call_done). */
+void capture_note(uint64_t id, cudaStream_t stream, const ft_scan_set_t *set, uint64_t key, const char *name,
+                  size_t written)
 {
     pthread_mutex_lock(&cap_lock);
     owner_t *c = *find(&captures, id);
@@ -262,7 +345,7 @@ void capture_note(uint64_t id, cudaStream_t stream, const ft_scan_set_t *set)
         for (size_t i = 0; i < set->n; i++)
             touches_add(&c->t, set->id[i], set->ptr[i]);
         c->t.all |= set->dropped > 0;
-        long at = calls_add(&c->calls, set->id, set->n);
+        long at = calls_add(&c->calls, set, key, name, written);
         if (at >= 0) {
             capture_pending = 1;
             pend_cap = id;
@@ -305,8 +388,10 @@ void capture_note_copy(uint64_t id, cudaStream_t stream, const void *dst, const 
     ft_scan_set_t set;
     ft_scan_set_clear(&set);
     const void *p[2] = { dst, src };
-    size_t span[2] = { dspan, sspan };
+    size_t span[2] = { dspan, sspan }, written = 0;
     for (int i = 0; i < 2; i++) {
+        if (i == 1)
+            written = set.n; /* dst's regions come first */
         ft_region_t r;
         if (p[i] == NULL || !ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
             continue;
@@ -318,7 +403,7 @@ void capture_note_copy(uint64_t id, cudaStream_t stream, const void *dst, const 
         for (; r.base + r.size < end && piece_after(&r, &q); r = q)
             ft_scan_set_add(&set, q.id, q.base); /* out of memory: counted in `dropped`, every unit */
     }
-    capture_note(id, stream, &set);
+    capture_note(id, stream, &set, 0, NULL, written);
     ft_scan_set_free(&set);
 }
 
@@ -371,8 +456,8 @@ static void began(cudaStream_t s)
     __atomic_add_fetch(&under_way, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&cap_lock);
     if (engine_phase() == PHASE_DISCOVERY || engine_phase() == PHASE_PROFILING)
-        FT_LOG_CAPPED(FT_LOG_INFO, 4, "stream capture %llu began during %s: it stands still until the capture ends, and "
-                       "the graph's replays are not observed", (unsigned long long)id,
+        FT_LOG_CAPPED(FT_LOG_INFO, 4, "stream capture %llu began during %s: it stands still until the capture ends; "
+                       "the graph's launches are observed as the calls captured into it", (unsigned long long)id,
                        engine_phase() == PHASE_DISCOVERY ? "discovery" : "profiling");
 }
 
@@ -575,33 +660,20 @@ static void instantiated(uint64_t exec, uint64_t graph, unsigned long long flags
                       : g->calls.broken                                ? "a captured call's node was not had"
                       : (flags & cudaGraphInstantiateFlagDeviceLaunch) ? "it is launched from the device"
                                                                        : "";
+    /* Its calls, kept for discovery and profiling (observed at each of its launches)
+     * and for the cut. */
     calls_t calls;
     memset(&calls, 0, sizeof calls);
-    int cut = cfgp->graph_cut && g != NULL && !g->t.all && !g->calls.broken && g->calls.n > 1 &&
+    if (g != NULL && !g->t.all && !g->calls.lost && g->calls.n > 0)
+        calls_copy(&calls, &g->calls); /* out of memory: none, the launches are not observed */
+    int cut = cfgp->graph_cut && g != NULL && !g->t.all && !g->calls.broken && calls.n > 1 &&
               !(flags & cudaGraphInstantiateFlagDeviceLaunch) && drv.graph_clone != NULL &&
               drv.graph_get_nodes != NULL && drv.graph_find_in_clone != NULL &&
               drv.graph_destroy_node != NULL && drv.graph_instantiate != NULL;
-    if (cut) {
-        calls = g->calls; /* copied below, outside the lock */
-        call_t *v = malloc(calls.n * sizeof *v);
-        uint32_t *ids = malloc((calls.n_ids + 1) * sizeof *ids);
-        if (v == NULL || ids == NULL) {
-            free(v);
-            free(ids);
-            cut = 0;
-            memset(&calls, 0, sizeof calls);
-        } else {
-            memcpy(v, g->calls.v, calls.n * sizeof *v);
-            memcpy(ids, g->calls.ids, calls.n_ids * sizeof *ids);
-            calls.v = v;
-            calls.ids = ids;
-            calls.cap = calls.n;
-            calls.cap_ids = calls.n_ids;
-        }
-    }
     pthread_mutex_unlock(&cap_lock);
     /* The clone: the graph may be destroyed once instantiated (torch.cuda.graph does),
-     * and the cut is made later, at a launch under a plan. */
+     * and the cut is made later, at a launch under a plan. Its calls name the clone's
+     * nodes. */
     char why[128] = "";
     if (cut && nodes_known((CUgraph)(uintptr_t)graph, &calls, why, sizeof why) &&
         drv.graph_clone(&x->clone, (CUgraph)(uintptr_t)graph) == CUDA_SUCCESS) {
@@ -610,16 +682,16 @@ static void instantiated(uint64_t exec, uint64_t graph, unsigned long long flags
                 snprintf(why, sizeof why, "its clone lacks a node");
                 break;
             }
-        if (why[0] == '\0') {
-            x->calls = calls;
-            x->flags = flags;
-            memset(&calls, 0, sizeof calls);
-        } else {
+        if (why[0] != '\0') {
             drv.graph_destroy(x->clone);
             x->clone = NULL;
         }
     }
-    calls_free(&calls);
+    if (x->clone == NULL)
+        for (size_t i = 0; i < calls.n; i++)
+            calls.v[i].node = NULL; /* nodes of a graph that may be gone */
+    x->calls = calls;
+    x->flags = flags;
     if (cut && x->clone == NULL)
         snprintf(x->why, sizeof x->why, "%s", why[0] != '\0' ? why : "it could not be cloned");
     else if (!cut)
@@ -661,6 +733,7 @@ void capture_exec_changed(uint64_t exec)
     if (x != NULL && !x->t.all) {
         x->t.all = 1;
         segs_free(x);
+        parts_free(x);
         calls_free(&x->calls);
         FT_INFO("CUDA graphs: the program changed executable graph %#llx after its instantiation: every "
                 "streamed unit is loaded before its launches from now on", (unsigned long long)exec);
@@ -1016,6 +1089,175 @@ static void launch_segments(owner_t *x, uint64_t exec, cudaStream_t stream, grap
     cut_segments += (uint64_t)x->n_seg;
 }
 
+/* --- discovery and profiling of graph launches --------------------------------------------- */
+
+/* A graph's kernels never pass through the launch wrappers. In discovery and profiling
+ * each launch of a graph whose calls FlexTensor saw captured is observed as those calls,
+ * in capture order, on the launching thread's lane (observe_replayed): discovery finds
+ * the passes of a program whose work is graph replays (torch.compile's reduce-overhead,
+ * a serving engine that captures its decode at start-up) as it finds eager ones. Capture
+ * order is an order of the graph's dependencies, so it is an order the kernels may run
+ * in. The calls' sure regions are fed; a copy or set is a write of its destination. */
+
+/* Graph launches in discovery or profiling whose calls are not known (captured before
+ * FlexTensor saw it, changed since, lost, or launched during another capture): their
+ * kernels are not observed. Atomic. */
+static uint64_t unobserved;
+
+uint64_t capture_unobserved(void)
+{
+    return __atomic_load_n(&unobserved, __ATOMIC_RELAXED);
+}
+
+/* exec's calls fed to discovery or profiling (ph) before its launch, into *calls (a copy,
+ * the caller frees it); in profiling each kernel's position in the lane's pass into
+ * *pos (-1: none; the caller frees it). 1 when observed, 0 when its calls are not known. */
+static int replay_feed(uint64_t exec, int ph, calls_t *calls, long **pos)
+{
+    *pos = NULL;
+    pthread_mutex_lock(&cap_lock);
+    owner_t *x = *find(&execs, exec);
+    int ok = x != NULL && !x->t.all && x->calls.n > 0 && !x->calls.lost && calls_copy(calls, &x->calls) == 0;
+    pthread_mutex_unlock(&cap_lock);
+    if (!ok)
+        return 0;
+    long *p = ph == PHASE_PROFILING ? malloc(calls->n * sizeof *p) : NULL;
+    ft_scan_set_t set;
+    for (size_t i = 0; i < calls->n; i++) {
+        const call_t *c = &calls->v[i];
+        ft_scan_set_clear(&set);
+        for (size_t j = 0; j < c->n; j++) {
+            size_t e = c->first + j;
+            /* Unsure words are left out, as an eager launch's are (a copy has none). */
+            if ((calls->flags[e] & CALL_UNSURE) || !ft_scan_set_add(&set, calls->ids[e], calls->ptr[e]))
+                continue;
+            set.lo[set.n - 1] = calls->lo[e];
+            set.indirect[set.n - 1] = (calls->flags[e] & CALL_INDIRECT) != 0;
+        }
+        long r = observe_replayed(ph, c->key, c->name, &set, c->written);
+        ft_scan_set_free(&set);
+        if (p != NULL)
+            p[i] = r >= 0 ? r : -1;
+        if (r == -2) { /* observation is over (the phase moved on, or its bound) */
+            for (size_t k = i + 1; p != NULL && k < calls->n; k++)
+                p[k] = -1;
+            break;
+        }
+    }
+    *pos = p;
+    return 1;
+}
+
+/* This thread's profiling tag for its launch (profile_launch), popped. */
+static void tag_pop(void)
+{
+    if (tag_pushed) {
+        tag_pushed = 0;
+        ft_cupti_tag_pop();
+    }
+}
+
+/* Profiling's cut of x for the parts beginning at first[0..n) (cap_lock held): made, or
+ * kept from the last launch when the same. 1 when x has it, 0 when it cannot (no clone,
+ * no memory, remade too often: the pass's timing then goes without this launch). */
+#define PARTS_REMADE_MAX 4
+static int parts(owner_t *x, const size_t *first, int n)
+{
+    if (x->p_n == n && memcmp(x->p_first, first, (size_t)n * sizeof *first) == 0)
+        return 1;
+    if (x->clone == NULL || x->p_made >= PARTS_REMADE_MAX)
+        return 0;
+    parts_free(x);
+    x->p_made++;
+    int *seg_of = malloc((x->calls.n + 1) * sizeof *seg_of), *home = malloc((x->calls.n + 1) * sizeof *home);
+    x->p_first = malloc((size_t)n * sizeof *x->p_first);
+    x->p_exec = calloc((size_t)n, sizeof *x->p_exec);
+    int ok = seg_of != NULL && home != NULL && x->p_first != NULL && x->p_exec != NULL;
+    for (size_t i = 0, k = 0; ok && i < x->calls.n; i++) {
+        while (k + 1 < (size_t)n && first[k + 1] <= i)
+            k++;
+        seg_of[i] = (int)k;
+    }
+    ok = ok && node_homes(x, seg_of, home) == 0;
+    x->p_n = ok ? n : 0;
+    for (int k = 0; ok && k < n; k++)
+        ok = seg_instantiate(x, home, k, &x->p_exec[k]) == CUDA_SUCCESS;
+    free(seg_of);
+    free(home);
+    if (!ok) {
+        parts_free(x);
+        return 0;
+    }
+    memcpy(x->p_first, first, (size_t)n * sizeof *first);
+    FT_DEBUG("profiling: graph %#llx launched in %d part(s), cut where its units' times begin", (unsigned long long)x->key,
+             n);
+    return 1;
+}
+
+/* A graph launch in profiling, its calls at positions pos in the lane's pass: profiling
+ * times a unit from its first launch to the next unit's (CUDA events recorded between
+ * them, or CUPTI's kernel records tagged by unit), so the graph is launched in parts cut
+ * where a unit's time begins, each after profile_launch for its calls. A graph in which
+ * no unit begins is launched whole after them. Sets how->launched when it launched the
+ * parts. */
+static void replay_profiled(uint64_t exec, cudaStream_t stream, const calls_t *calls, const long *pos,
+                            graph_launch_t *how)
+{
+    uint64_t lane = lane_id();
+    size_t n = calls->n, *first = malloc((n + 1) * sizeof *first), nf = 0;
+    if (first == NULL)
+        return;
+    first[nf++] = 0;
+    for (size_t i = 1; i < n; i++)
+        if (calls->v[i].key != 0 && pos[i] >= 0 && profile_cut_at(pos[i]))
+            first[nf++] = i;
+    if (nf == 1) {
+        for (size_t i = 0; i < n; i++)
+            if (calls->v[i].key != 0) {
+                tag_pop();
+                profile_launch(lane, pos[i], stream); /* its tag popped after the launch (engine_leave) */
+            }
+        free(first);
+        return;
+    }
+    pthread_mutex_lock(&cap_lock);
+    owner_t *x = *find(&execs, exec);
+    if (x == NULL || x->t.all || !parts(x, first, (int)nf)) {
+        pthread_mutex_unlock(&cap_lock);
+        FT_LOG_CAPPED(FT_LOG_INFO, 2, "profiling: graph %#llx cannot be launched in parts between its units (%s): "
+                      "its launch is left out of the profiled pass", (unsigned long long)exec,
+                      x == NULL || x->t.all ? "its calls are no longer known"
+                      : x->clone == NULL    ? "it was not cloned"
+                                            : "its parts could not be made, or changed too often");
+        free(first);
+        return;
+    }
+    how->launched = 1;
+    how->rc = 0;
+    if (x->done_set && x->last_stream != stream)
+        ev.wait(stream, x->done, 0);
+    for (size_t k = 0; k < nf; k++) {
+        size_t end = k + 1 < nf ? first[k + 1] : n;
+        for (size_t i = first[k]; i < end; i++)
+            if (calls->v[i].key != 0) {
+                tag_pop();
+                profile_launch(lane, pos[i], stream);
+            }
+        int rc = how->fn(how->real, (uint64_t)(uintptr_t)x->p_exec[k], stream);
+        tag_pop();
+        if (rc != 0) {
+            how->rc = rc;
+            break;
+        }
+    }
+    if (x->done == NULL && ev.create(&x->done, cudaEventDisableTiming) != cudaSuccess)
+        x->done = NULL;
+    x->done_set = x->done != NULL && ev.record(x->done, stream) == cudaSuccess;
+    x->last_stream = stream;
+    pthread_mutex_unlock(&cap_lock);
+    free(first);
+}
+
 /* --- launch --------------------------------------------------------------------------------- */
 
 /* Before the plan, with FT_SPILL holding allocations in host memory: the graph's are
@@ -1027,25 +1269,11 @@ static void spill_for_graph(const touches_t *t, cudaStream_t stream)
     spill_touch(t->ptr, t->n, t->all, stream);
 }
 
-/* Before the graph of `exec` is launched on `stream` (the engine entered; res.lock held
- * when guarded): what it touches is brought in. Returns 1 when the caller must wait
- * for the graph after launching it (FT_SPILL's moves). */
-/* Graph launches in discovery or profiling (atomic): their kernels are not observed. */
-static uint64_t unobserved;
-
-uint64_t capture_unobserved(void)
+/* What the graph of `exec` touches, brought in before its launch on `stream` (FT_SPILL
+ * before the plan, the guard or the cut after it; res.lock held). Returns 1 when the
+ * caller must wait for the graph after launching it (FT_SPILL's moves). */
+static int graph_guard(uint64_t exec, cudaStream_t stream, unsigned s, graph_launch_t *how)
 {
-    return __atomic_load_n(&unobserved, __ATOMIC_RELAXED);
-}
-
-int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held, graph_launch_t *how)
-{
-    how->launched = 0;
-    unsigned s = engine_state();
-    if (state_phase(s) == PHASE_DISCOVERY || state_phase(s) == PHASE_PROFILING)
-        __atomic_add_fetch(&unobserved, 1, __ATOMIC_RELAXED);
-    if (!held)
-        return 0;
     int streaming = state_phase(s) == PHASE_STREAMING, spill = !streaming && state_spill(s);
     if (!streaming && !spill)
         return 0;
@@ -1090,6 +1318,32 @@ int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held, graph_lau
         pthread_mutex_unlock(&cap_lock);
     }
     touches_free(&t);
+    return wait;
+}
+
+/* Before the graph of `exec` is launched on `stream` (the engine entered; res.lock held
+ * when `held`): observed in discovery and profiling, what it touches brought in
+ * (graph_guard), and in profiling launched in parts (how). Returns 1 when the caller
+ * must wait for the graph after launching it. */
+int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held, graph_launch_t *how)
+{
+    how->launched = 0;
+    unsigned s = engine_state();
+    int ph = state_phase(s);
+    calls_t calls;
+    long *pos = NULL;
+    memset(&calls, 0, sizeof calls);
+    if (ph == PHASE_DISCOVERY || ph == PHASE_PROFILING) {
+        /* Not during another capture: discovery and profiling stand still then. */
+        if (capture_under_way() || !replay_feed(exec, ph, &calls, &pos))
+            __atomic_add_fetch(&unobserved, 1, __ATOMIC_RELAXED);
+        s = engine_state(); /* discovery may have ended at one of its calls */
+    }
+    int wait = held ? graph_guard(exec, stream, s, how) : 0;
+    if (pos != NULL && !how->launched && engine_phase() == PHASE_PROFILING)
+        replay_profiled(exec, stream, &calls, pos, how);
+    free(pos);
+    calls_free(&calls);
     return wait;
 }
 

@@ -506,7 +506,8 @@ void spill_sum(vmm_t *v);
  * the count of captures under way: atomic. */
 int capture_under_way(void);
 uint64_t capture_of(cudaStream_t s);     /* the capture s belongs to, 0: none */
-void capture_note(uint64_t id, cudaStream_t stream, const ft_scan_set_t *set);
+void capture_note(uint64_t id, cudaStream_t stream, const ft_scan_set_t *set, uint64_t key, const char *name,
+                  size_t written);
 void capture_note_copy(uint64_t id, cudaStream_t stream, const void *dst, const void *src, size_t dspan,
                        size_t sspan);
 /* The thread's captured call just made (capture_note): its graph node is asked for. */
@@ -527,7 +528,8 @@ int capture_graph_launch(uint64_t exec, cudaStream_t stream, int held, graph_lau
 /* The application changed an executable graph (cudaGraphExecUpdate, a node's
  * parameters): what it touches is no longer known. */
 void capture_exec_changed(uint64_t exec);
-/* Graph launches made in discovery or profiling, whose kernels are not observed. */
+/* Graph launches made in discovery or profiling whose kernels were not observed (their
+ * calls not known). */
 uint64_t capture_unobserved(void);
 void capture_report(void);
 
@@ -700,6 +702,12 @@ void shm_store_detach(void);
 /* observe.c: what a call touches, fed to discovery, FT_SPILL and the guard. */
 void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cudaStream_t stream);
 void observe_write(const void *dst);
+/* A graph launch's captured call, observed as the call it was captured from (capture.c):
+ * kernel `key` named `name` touching the sure regions of set, or (key 0) a copy or set
+ * writing set's first `written` regions. In profiling: the kernel's position in the
+ * lane's pass (-1: none); -1 in discovery; -2 once the phase `ph` is over or the
+ * observation's bound is reached. */
+long observe_replayed(int ph, uint64_t key, const char *name, ft_scan_set_t *set, size_t written);
 void observe_sync(void);
 int cupti_detached_after_first_pass(void);
 
@@ -724,6 +732,7 @@ uint64_t configured_budget(size_t total_b);
 const char *kept_by(void);
 int profile_overdue(uint64_t launches);
 void profile_launch(uint64_t lane, long pos, cudaStream_t stream);
+int profile_cut_at(long pos); /* 1: a unit's time begins at pos (a graph is cut there) */
 int profile_charging(void);
 void profile_charge_move(uint64_t ns);
 void profile_note_tracked(void);

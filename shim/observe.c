@@ -309,6 +309,8 @@ void observe_forget(void)
     __atomic_store_n(&prof_launches, 0, __ATOMIC_RELAXED);
 }
 
+static void discovery_launch(uint64_t key, const char *name, ft_scan_set_t *set);
+
 /* What the launch of kernel k (key) whose arguments hold the regions of `set` feeds to
  * FT_SPILL's faults, the guard, profiling and discovery: those that are on (as
  * observe_launch found them). */
@@ -338,16 +340,22 @@ static void observe_scanned(kinfo_t *k, uint64_t key, ft_scan_set_t *set, cudaSt
     }
     if (set->n > 0 && !spill_on) /* under FT_SPILL, peeked above */
         peek_pointer_arrays(k, set, stream);
+    discovery_launch(key, k->name, set);
+}
+
+/* A launch of kernel key (named name) seen by discovery, touching the sure regions of set. */
+static void discovery_launch(uint64_t key, const char *name, ft_scan_set_t *set)
+{
     /* The first launch of a pass that matches a saved profile: discovery took it, and
      * this launch is the pass's first for the tracking too. */
-    if (savedprof_launch(k->name, set)) {
-        ft_disc_bind_kernel(disc, key, k->name);
+    if (savedprof_launch(name, set)) {
+        ft_disc_bind_kernel(disc, key, name);
         ft_disc_track(disc, lane_id(), key, set, NULL, NULL);
         if (engine_to(PHASE_DISCOVERY, PHASE_PLANNING, NULL))
             savedprof_plan();
         return;
     }
-    int seen = ft_disc_launch(disc, lane_id(), key, k->name, set);
+    int seen = ft_disc_launch(disc, lane_id(), key, name, set);
     if (seen & FT_DISC_PASS_WORK)
         launch_did_once = 1; /* a pass's cost, reported apart (ft_disc_pass_work) */
     int waiting = CONFIRM_WAITING;
@@ -382,7 +390,7 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
      * relaxed capture mode), while discovery, profiling and FT_SPILL's synchronous
      * moves stand still until the capture ends (capture.c). */
     uint64_t cap = 0;
-    int relaxed = 0;
+    int relaxed = 0, learn = disc_on;
     if (capture_under_way()) {
         cap = capture_of(stream);
         if (cap == 0 && spill_on)
@@ -408,7 +416,10 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     /* Only the residency guard and FT_SPILL's faults act on unsure ids; discovery and
      * pass tracking drop them (below), and a scan that does not learn can then read
      * only the words that held region addresses in discovery. */
-    int scan = (disc_on ? FT_SCAN_LEARN : 0) | (!res_on && !spill_on && cap == 0 ? FT_SCAN_SURE : 0);
+    /* A captured launch in discovery learns too: discovery sees it at its graph's
+     * launches (capture.c). */
+    int scan = (disc_on || (cap != 0 && learn) ? FT_SCAN_LEARN : 0) |
+               (!res_on && !spill_on && cap == 0 ? FT_SCAN_SURE : 0);
     if (params != NULL && k->nparams > 0) {
         ft_scan_params_junk(regions, params, k->size, (size_t)k->nparams, &k->junk, scan, &set);
         for (int i = 0; first && i < k->nparams; i++)
@@ -422,7 +433,7 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     if (cap != 0) {
         /* Every region it may reach, unsure words included: its graph's launches load
          * them (a word that held garbage in discovery may be a pointer now). */
-        capture_note(cap, stream, &set);
+        capture_note(cap, stream, &set, key, k->name, 0);
         ft_scan_set_free(&set);
         return;
     }
@@ -431,6 +442,25 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     /* A launch reaching more regions than the set holds in itself grew it (a cat of
      * many inputs): every user needs them all (core/scan.h). */
     ft_scan_set_free(&set);
+}
+
+long observe_replayed(int ph, uint64_t key, const char *name, ft_scan_set_t *set, size_t written)
+{
+    if (engine_phase() != ph)
+        return -2;
+    if (key == 0) { /* a copy or set: what it writes is no weight */
+        if (ph == PHASE_DISCOVERY && written > 0) {
+            set->n = written < set->n ? written : set->n;
+            ft_disc_write(disc, set);
+        }
+        return -1;
+    }
+    if (observe_bound(ph))
+        return -2;
+    if (ph == PHASE_PROFILING)
+        return ft_disc_track(disc, lane_id(), key, set, NULL, NULL);
+    discovery_launch(key, name, set);
+    return -1;
 }
 
 /* A copy or set wrote [dst, dst+n): during discovery, the region is not a weight. */

@@ -587,6 +587,18 @@ void profile_launch(uint64_t lane, long pos, cudaStream_t stream)
     pthread_mutex_unlock(&prof.lock);
 }
 
+/* 1 when a profiled pass's timing changes units at position pos: a unit's first launch,
+ * or a pass's start (prof.first and prof.n are set before PROFILING). */
+int profile_cut_at(long pos)
+{
+    if (pos == 0)
+        return 1;
+    for (size_t i = 0; i < prof.n; i++)
+        if (prof.first[i] == (uint32_t)pos)
+            return 1;
+    return 0;
+}
+
 /* This thread runs a profiled pass of the profiled lane: FT_SPILL's moves are charged. */
 int profile_charging(void)
 {

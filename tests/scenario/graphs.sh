@@ -13,11 +13,11 @@
 L=(--layers 12 --dim 1024 --quiet --graph 3)
 
 # run NAME ARGS -- ENV...: lib.sh's compare_run; the capture holds and the graph
-# replays three times.
+# replays three times (REPLAYS times, with --graph REPLAYS among ARGS).
 run() {
     compare_run "$@"
     expect_no_grep 'simcuda: stream capture' "$WORK/$1.err" "$1"
-    [ "$(grep -c '^graph replay' "$WORK/$1.shim")" = 3 ] || fail "$1: not three replays"
+    [ "$(grep -c '^graph replay' "$WORK/$1.shim")" = "${REPLAYS:-3}" ] || fail "$1: not ${REPLAYS:-3} replays"
 }
 
 # The default FT_DISCOVERY_ITERS and FT_PROFILING_ITERS: after 1 forward discovery is
@@ -26,8 +26,9 @@ for spill in 1 0; do
     for budget in 16MiB 1GiB; do
         run disc-$spill-$budget --iters 1 -- FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget
         expect_grep 'stream capture [0-9]+ began during discovery' "$WORK/disc-$spill-$budget.err" "disc-$spill-$budget"
-        # The replays are not observed, and no plan is made: the verdict says why.
-        expect_grep 'verdict: no plan: .*; 3 CUDA graph launch\(es\) before the plan, whose kernels discovery does not observe' \
+        # The replays are observed as the calls captured into the graph: discovery
+        # ends at the second one, and the program ends during profiling.
+        expect_grep 'verdict: no plan: the program ended during profiling, after 0 of 3 pass' \
             "$WORK/disc-$spill-$budget.err" "disc-$spill-$budget"
         run prof-$spill-$budget --iters 4 -- FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget
         expect_grep 'stream capture [0-9]+ began during profiling' "$WORK/prof-$spill-$budget.err" "prof-$spill-$budget"
@@ -46,6 +47,26 @@ for spill in 1 0; do
     expect_no_grep 'read more streamed units than the' "$e" "plan-$spill-16MiB"
     expect_grep 'at most 8.0 MiB of streamed units held at once' "$e" "plan-$spill-16MiB"
 done
+# A program whose work is graph replays from its first forward on (torch.compile's
+# reduce-overhead, a serving engine that captures its decode at start-up): one eager
+# forward, then the replays. Discovery and profiling see each replay as the calls
+# captured into the graph (profiling launches it in parts cut where its units' times
+# begin), and the plan streams the graph cut into segments.
+for spill in 1 0; do
+    REPLAYS=12 run replays-$spill --iters 1 --graph 12 -- FT_SPILL=$spill FT_GPU_MEM_LIMIT=16MiB FT_LOG_LEVEL=debug
+    e=$WORK/replays-$spill.err
+    expect_grep 'discovery: 1 iteration\(s\) of 36 launches, 12 units' "$e" replays-$spill
+    expect_grep 'profiling: graph 0x[0-9a-f]+ launched in [0-9]+ part\(s\)' "$e" replays-$spill
+    expect_grep 'profiling: done, 3 pass' "$e" replays-$spill
+    expect_grep 'verdict: offloaded: 12 of 12 units stream' "$e" replays-$spill
+    expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments' "$e" replays-$spill
+    expect_no_grep 'read more streamed units than the' "$e" replays-$spill
+done
+# Changed after its first replay (a node turned off and on): what the graph touches is
+# no longer known, its later launches are not observed, and the verdict counts them.
+run toggle-disc --iters 1 --graph-toggle -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'verdict: no plan: .*; 2 CUDA graph launch\(es\) before the plan, whose kernels discovery does not observe' \
+    "$WORK/toggle-disc.err" toggle-disc
 # FT_GRAPH_CUT=false: the graph's 11 units are loaded before each launch, over the
 # slots (said once).
 run nocut --iters 12 -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB FT_GRAPH_CUT=false
@@ -85,4 +106,4 @@ for c in disc prof; do
         "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
     expect_grep 'verdict: .*FT_SPILL stopped when a stream capture began before the plan' "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
 done
-pass "CUDA graph capture during discovery, profiling and streaming, FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict; at 1/3 after the plan the graph is cut and streams within the slots, also after cudaGraphExecUpdate; a node changed, or cuGraphExecUpdate's CUDA 11 form handed out: every unit loaded"
+pass "CUDA graph capture during discovery, profiling and streaming; a program of graph replays from its first forward discovered, profiled and streamed from them; FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict; at 1/3 after the plan the graph is cut and streams within the slots, also after cudaGraphExecUpdate; a node changed, or cuGraphExecUpdate's CUDA 11 form handed out: every unit loaded"

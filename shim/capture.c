@@ -967,6 +967,42 @@ static CUresult seg_instantiate(const owner_t *x, const int *home, int k, CUgrap
     return rc;
 }
 
+/* Units that segments apart read (a unit read again after another's segment): each
+ * such unit is loaded again at every launch. Said once per cut, with the first few;
+ * FT_LOG_LEVEL=debug lists every segment's units. seen: scratch of res.n_units. */
+static void say_units_again(const owner_t *x, uint64_t exec, const int *seg_of, int *seen)
+{
+    char list[256] = "", dbg[1024] = "";
+    size_t len = 0, dlen = 0;
+    int again = 0, k = -1;
+    for (int u = 0; u < res.n_units; u++)
+        seen[u] = -1;
+    for (size_t i = 0; i < x->calls.n; i++) {
+        const call_t *c = &x->calls.v[i];
+        if (seg_of[i] != k && dlen < sizeof dbg)
+            dlen += (size_t)snprintf(dbg + dlen, sizeof dbg - dlen, "%s%d:", k < 0 ? "" : " | ", seg_of[i]);
+        k = seg_of[i];
+        for (size_t j = 0; j < c->n; j++) {
+            int u = res_unit_of(x->calls.ids[c->first + j]);
+            if (u < 0 || seen[u] == k)
+                continue;
+            if (dlen < sizeof dbg)
+                dlen += (size_t)snprintf(dbg + dlen, sizeof dbg - dlen, " %d", u);
+            if (seen[u] >= 0 && seen[u] < k - 1) {
+                again++;
+                if (len < sizeof list)
+                    len += (size_t)snprintf(list + len, sizeof list - len, "%s%s (segments %d and %d)",
+                                            again > 1 ? ", " : "", ft_disc_unit(disc, (size_t)u)->name, seen[u], k);
+            }
+            seen[u] = k;
+        }
+    }
+    FT_DEBUG("CUDA graphs: graph %#llx's segments and the units they read: %s", (unsigned long long)exec, dbg);
+    if (again > 0)
+        FT_INFO("CUDA graphs: graph %#llx reads %d unit(s) again after other units' segments, each loaded again at "
+                "every launch: %s", (unsigned long long)exec, again, list);
+}
+
 /* x's segments for the plan now (cap_lock and res.lock held): made once per plan.
  * Returns how many (0: launched whole: no clone, not needed, or it failed, said once). */
 static int segments(owner_t *x, uint64_t exec)
@@ -1003,6 +1039,8 @@ static int segments(owner_t *x, uint64_t exec)
     /* Cut only where it streams: the graph's units do not fit the slots together. */
     if (why == NULL && (n < 2 || units <= res.slots))
         n = 0;
+    if (why == NULL && n > 0)
+        say_units_again(x, exec, seg_of, mark);
     if (why == NULL && n > 0 && (x->seg = calloc((size_t)n, sizeof *x->seg)) == NULL)
         why = "no memory";
     uint64_t t0 = now_ns();

@@ -8,7 +8,8 @@
 # the driver, address space reserved in large, small or per-allocation pieces
 # (FT_VMM_RESERVE), both pinning modes, stale words into a weight, activation kernels
 # with a twin chosen from a forward on, the last forward captured into a CUDA graph and
-# replayed (cut into segments), its executable graph updated at times. Every
+# replayed (cut into segments), its executable graph updated at times, or from the
+# second forward on only replays (found from them). Every
 # case must print what a run without the shim prints. The cases come from a fixed
 # seed (FT_TEST_SEED overrides it, FT_TEST_CASES the count); a failure names the seed
 # and the case's command.
@@ -65,7 +66,9 @@ for ((i = 0; i < CASES; i++)); do
     if ((threads == 1 && RANDOM % 3 == 0)) && [[ " ${extra[*]} " != *" --swap-acts "* &&
         " ${extra[*]} " != *" --alternate-acts "* && " ${extra[*]} " != *" --drop "* &&
         " ${extra[*]} " != *" --drv-workspace "* ]]; then
-        extra+=(--graph 2)
+        # or, a third of the time, a program of replays from its second forward on
+        # (discovery and profiling from the replays, as torch.compile's reduce-overhead)
+        if ((RANDOM % 3 == 0)); then iters=$((1 + RANDOM % 2)); extra+=(--graph 10); else extra+=(--graph 2); fi
         ((RANDOM % 2 == 0)) && extra+=(--graph-update)
     fi
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")

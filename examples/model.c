@@ -79,6 +79,11 @@
  *                 RoPE multiplies on the H200: a stale word, off any tensor's alignment,
  *                 in every layer; once the activations are known to vary, it is the
  *                 only region in the three launches' keys)
+ *   --stale-graph  one more bump kernel per layer whose tail holds a small integer
+ *                 in the eager forwards and, in the forward captured by --graph, the
+ *                 address of layer 1's weight: garbage to discovery, a pointer in every
+ *                 layer of the graph (as a GEMM's stack-filled parameter word seen in
+ *                 torch.compile's reduce-overhead graphs on the H100)
  *   --stale-from N  one more bump kernel per layer whose tail holds, from forward N on,
  *                 another layer's weight, in a word that held NULL before (even
  *                 layers; PyTorch's cat metadata did this on the GPU) or the
@@ -328,7 +333,7 @@ typedef struct {
 } layer_t;
 
 static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_arrays = 0, mark = 0,
-           nvtx = 0, stale = 0, stale_rope = 0, stale_from = -1, stale_new = -1, far_new = -1, vary_from = -1, shared = 0;
+           nvtx = 0, stale = 0, stale_rope = 0, stale_graph = 0, in_capture = 0, stale_from = -1, stale_new = -1, far_new = -1, vary_from = -1, shared = 0;
 static int act_kernels = 0; /* --act-kernels */
 static int act_twin = -1;   /* --act-twin */
 static int prefill_every = 0; /* --prefill-every */
@@ -1407,6 +1412,11 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
         }
         if (stale_new >= 0 && cur_iter >= stale_new)
             bump(b, far_weight_meta(stale_off), stream);
+        if (stale_graph) {
+            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+            meta.tail[0] = in_capture ? (uint64_t)(uintptr_t)model[1 % layers].w + 4096 : (uint64_t)(l * 7 + 1);
+            bump(b, meta, stream);
+        }
         if (stale_rope) {
             struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
             meta.tail[0] = (uint64_t)(uintptr_t)model[1 % layers].w + (uint64_t)dim * (uint64_t)dim * 2 + 3;
@@ -1673,7 +1683,9 @@ static void capture_forward(cudaStream_t gs, cudaGraph_t *graph, uint32_t *a, ui
     CHECK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeGlobal));
     CHECK(cudaMemsetAsync(workspace, 0, ws_bytes, gs));
     CHECK(cudaMemsetAsync(pool_buf, 0, ws_bytes, gs));
+    in_capture = 1;
     forward(gs, a, b, out);
+    in_capture = 0;
     CHECK(cudaStreamEndCapture(gs, graph));
 }
 
@@ -1713,7 +1725,9 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
     CHECK(cudaMalloc(&pool_buf, ws_bytes));
     CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     CHECK(cudaMemsetAsync(pool_buf, 0, ws_bytes, gs));
+    in_capture = 1;
     forward(gs, a, b, out);
+    in_capture = 0;
     CHECK(cudaStreamEndCapture(gs, &graph));
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
     /* The graph goes once instantiated, as torch.cuda.graph's does (--graph-toggle
@@ -1948,6 +1962,8 @@ int main(int argc, char **argv)
             ptr_query = 1;
         else if (strcmp(a, "--stale-rope") == 0)
             stale_rope = 1;
+        else if (strcmp(a, "--stale-graph") == 0)
+            stale_graph = 1;
         else if (strcmp(a, "--stale-from") == 0 && i + 1 < argc)
             stale_from = atoi(argv[++i]);
         else if (strcmp(a, "--far-new") == 0 && i + 1 < argc)

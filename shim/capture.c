@@ -889,6 +889,14 @@ void capture_cut_forbid(const char *why)
 
 /* --- cutting a graph ------------------------------------------------------------------------ */
 
+/* The streamed unit of region id that a cut follows (-1: none): a unit kept on the
+ * device (pinned), loaded or not yet, costs no load past its first. */
+static int cut_unit(uint32_t id)
+{
+    int u = res_unit_of(id);
+    return u >= 0 && res.units[u].pinned ? -1 : u;
+}
+
 /* The segment each of x's calls falls in (seg_of), by the plan's units: a call that
  * first touches a streamed unit the segment under way has not touched begins the next
  * (when that one touched any). Returns the count, and each unit's last segment. */
@@ -901,7 +909,7 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
         const call_t *c = &x->calls.v[i];
         int fresh = 0;
         for (size_t j = 0; j < c->n; j++) {
-            int u = res_unit_of(x->calls.ids[c->first + j]);
+            int u = cut_unit(x->calls.ids[c->first + j]);
             fresh |= u >= 0 && mark[u] != k;
         }
         if (fresh && any) {
@@ -909,7 +917,7 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
             any = 0;
         }
         for (size_t j = 0; j < c->n; j++) {
-            int u = res_unit_of(x->calls.ids[c->first + j]);
+            int u = cut_unit(x->calls.ids[c->first + j]);
             if (u >= 0) {
                 mark[u] = last[u] = k;
                 any = 1;
@@ -967,11 +975,20 @@ static CUresult seg_instantiate(const owner_t *x, const int *home, int k, CUgrap
     return rc;
 }
 
+/* A unit read again after other units' segments this many times in one graph is read
+ * all over it (PyTorch's rotary frequencies in every layer's compiled kernel, seen with
+ * torch.compile's reduce-overhead): it is kept on the device rather than loaded that
+ * many times a launch. A unit read twice (a graph of two forwards) streams. */
+#define AGAIN_PIN 2
+
 /* Units that segments apart read (a unit read again after another's segment): each
- * such unit is loaded again at every launch. Said once per cut, with the first few;
- * FT_LOG_LEVEL=debug lists every segment's units. seen: scratch of res.n_units. */
-static void say_units_again(const owner_t *x, uint64_t exec, const int *seg_of, int *seen)
+ * such unit is loaded again at every launch. Those read again AGAIN_PIN times or more
+ * are kept on the device (res_pin_unit); 1 when one was (the cut is made again). The
+ * others are said once per cut, with the first few; FT_LOG_LEVEL=debug lists every
+ * segment's units. seen: scratch of res.n_units. */
+static int units_again(const owner_t *x, uint64_t exec, const int *seg_of, int *seen)
 {
+    int *count = calloc((size_t)res.n_units + 1, sizeof *count), pinned = 0;
     char list[256] = "", dbg[1024] = "";
     size_t len = 0, dlen = 0;
     int again = 0, k = -1;
@@ -983,13 +1000,15 @@ static void say_units_again(const owner_t *x, uint64_t exec, const int *seg_of, 
             dlen += (size_t)snprintf(dbg + dlen, sizeof dbg - dlen, "%s%d:", k < 0 ? "" : " | ", seg_of[i]);
         k = seg_of[i];
         for (size_t j = 0; j < c->n; j++) {
-            int u = res_unit_of(x->calls.ids[c->first + j]);
+            int u = cut_unit(x->calls.ids[c->first + j]);
             if (u < 0 || seen[u] == k)
                 continue;
             if (dlen < sizeof dbg)
                 dlen += (size_t)snprintf(dbg + dlen, sizeof dbg - dlen, " %d", u);
             if (seen[u] >= 0 && seen[u] < k - 1) {
                 again++;
+                if (count != NULL)
+                    count[u]++;
                 if (len < sizeof list)
                     len += (size_t)snprintf(list + len, sizeof list - len, "%s%s (segments %d and %d)",
                                             again > 1 ? ", " : "", ft_disc_unit(disc, (size_t)u)->name, seen[u], k);
@@ -998,9 +1017,19 @@ static void say_units_again(const owner_t *x, uint64_t exec, const int *seg_of, 
         }
     }
     FT_DEBUG("CUDA graphs: graph %#llx's segments and the units they read: %s", (unsigned long long)exec, dbg);
-    if (again > 0)
+    char why[128];
+    for (int u = 0; count != NULL && u < res.n_units; u++) {
+        if (count[u] < AGAIN_PIN)
+            continue;
+        snprintf(why, sizeof why, "CUDA graph %#llx reads it again after other units' segments %d times",
+                 (unsigned long long)exec, count[u]);
+        pinned |= res_pin_unit(u, why) == 0;
+    }
+    free(count);
+    if (again > 0 && !pinned)
         FT_INFO("CUDA graphs: graph %#llx reads %d unit(s) again after other units' segments, each loaded again at "
                 "every launch: %s", (unsigned long long)exec, again, list);
+    return pinned;
 }
 
 /* x's segments for the plan now (cap_lock and res.lock held): made once per plan.
@@ -1039,8 +1068,17 @@ static int segments(owner_t *x, uint64_t exec)
     /* Cut only where it streams: the graph's units do not fit the slots together. */
     if (why == NULL && (n < 2 || units <= res.slots))
         n = 0;
-    if (why == NULL && n > 0)
-        say_units_again(x, exec, seg_of, mark);
+    /* Units read all over the graph are kept on the device, and the cut made without them. */
+    if (why == NULL && n > 0 && units_again(x, exec, seg_of, mark)) {
+        n = cut_points(x, seg_of, mark, last);
+        units = 0;
+        for (int u = 0; u < res.n_units; u++)
+            units += last[u] >= 0;
+        if (node_homes(x, seg_of, home) != 0)
+            why = "no memory";
+        if (why == NULL && (n < 2 || units <= res.slots))
+            n = 0;
+    }
     if (why == NULL && n > 0 && (x->seg = calloc((size_t)n, sizeof *x->seg)) == NULL)
         why = "no memory";
     uint64_t t0 = now_ns();
@@ -1063,7 +1101,7 @@ static int segments(owner_t *x, uint64_t exec)
             const call_t *c = &x->calls.v[i];
             for (size_t j = 0; j < c->n; j++) {
                 uint32_t id = x->calls.ids[c->first + j];
-                int u = res_unit_of(id), dup = 0;
+                int u = cut_unit(id), dup = 0;
                 for (size_t q = 0; q < sg->n && !dup; q++)
                     dup = sg->ids[q] == id;
                 if (!dup)

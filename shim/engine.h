@@ -371,6 +371,7 @@ typedef struct {
      * within the slots (res_shed, load_unit). */
     uint64_t over_loads, over_calls, shed;
     uint64_t stale_pins;      /* units kept on the device for their stale touches (guard.c) */
+    uint64_t graph_pins;      /* units kept on the device for a graph reading them all over (capture.c) */
     uint64_t stale_splits, stale_split_bytes; /* regions split where their units' stale
                                  touches fell instead, and the bytes kept so (guard.c) */
     uint64_t off_record;      /* times a lane's pass left the record (guard.c) */
@@ -866,6 +867,7 @@ int res_guard_segment(const char *name, const uint32_t *ids, size_t n, int first
                       cudaStream_t stream);
 /* The streamed unit region id belongs to, -1: none (resident, or not a weight). */
 int res_unit_of(uint32_t id);
+int res_pin_unit(int u, const char *why);
 void res_call_done(void);
 double step_median_us(uint64_t *n);
 

@@ -868,6 +868,40 @@ static void pin_stale_unit(int u)
     res.stale_pins++;
 }
 
+/* Unit u stays on the device from now on, as pin_stale_unit keeps one, for `why` (a
+ * CUDA graph reads it in many places apart: capture.c). 0 when it does (or did
+ * already); -1 when it cannot: a capture is under way (making a unit stream
+ * synchronises the device), or no resident unit is left to stream instead of it (the
+ * budget is kept: u streams on, and is not tried again). res.lock held. */
+int res_pin_unit(int u, const char *why)
+{
+    mover_settle(1);
+    res_unit_t *un = &res.units[u];
+    if (un->pinned)
+        return 0;
+    if (un->pin_refused || capture_under_way())
+        return -1;
+    un->pinned = 1;
+    if (un->loaded)
+        res.loaded--;
+    char a[32], cause[160];
+    const char *name = ft_disc_unit(disc, (size_t)u)->name;
+    snprintf(cause, sizeof cause, "keeping %s on the device", name);
+    if (budget_hold_locked(cause, 0) != 0) {
+        un->pinned = 0;
+        un->pin_refused = 1;
+        if (un->loaded)
+            res.loaded++;
+        FT_INFO("residency: %s: %s; no resident unit is left to stream instead of it, so it streams on, within "
+                "the budget", name, why);
+        return -1;
+    }
+    FT_INFO("residency: %s: %s: it stays on the device from now on (%s)", name, why,
+            human_bytes(un->bytes, a, sizeof a));
+    res.graph_pins++;
+    return 0;
+}
+
 /* A guarded call is enqueued (res.lock held; the caller, engine_leave, releases it): the
  * units it touched record their use behind it, then the checksum and the prefetch it
  * asked for are issued. */

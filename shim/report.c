@@ -252,6 +252,9 @@ void ft_hooks_report(void)
         FT_INFO("residency: %llu unit(s) kept on the device after %d loads each for stale argument words "
                 "(resident units made to stream instead, to hold the budget)",
                 (unsigned long long)res.stale_pins, STALE_MISSES_PIN);
+    if (streaming && res.graph_pins > 0)
+        FT_INFO("residency: %llu unit(s) kept on the device because a CUDA graph reads them in many places apart "
+                "(resident units made to stream instead, to hold the budget)", (unsigned long long)res.graph_pins);
     if (streaming && res.stale_splits > 0)
         FT_INFO("residency: %llu region(s) split where their units' stale argument words fell, rather than "
                 "the units kept on the device: the regions' parts from there, %.1f MiB in all, stay on it",

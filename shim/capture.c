@@ -36,6 +36,11 @@
  * graph (cudaGraphExecUpdate, a node's parameters) makes its touches unknown: every
  * streamed unit is loaded for it from then on.
  *
+ * In discovery and profiling a graph's launches are observed as its captured calls, in
+ * capture order (each call's kernel, regions and pointers kept for it): a program whose
+ * work is graph replays is discovered and profiled from them; profiling launches the
+ * graph in parts cut where a unit's time begins, its events between them.
+ *
  * Owns: the captures under way, the graphs and the executable graphs (cap_lock, a
  * mutex: begin, end, instantiation, destruction and graph launches are rare; captured
  * calls add to their capture under it), the count of captures under way (atomic: every

@@ -265,6 +265,9 @@
  *                 (cuBLAS's workspace memset) and a 2 MiB buffer it allocates during
  *                 the capture in relaxed mode (PyTorch's graph pool). One thread.
  *                 The graph is destroyed once instantiated, as torch.cuda.graph does.
+ *   --graph-eager  with --graph: after each replay, one eager forward on the graph's
+ *                 stream, printing "graph eager R checksum ..." (a server's eager prefill
+ *                 between its decode graph's replays)
  *   --graph-update  with --graph: after the first replay, capture the forward again and
  *                 update the executable graph from it (cudaGraphExecUpdate)
  *   --graph-toggle  with --graph: after the first replay, turn the graph's last node off
@@ -432,6 +435,7 @@ static int (*get_usage)(ft_gpu_memory_usage_t *);
 static int timing = 0;
 static int graph_replays = 0; /* --graph */
 static int graph_update = 0;  /* --graph-update */
+static int graph_eager = 0;   /* --graph-eager */
 static int graph_toggle = 0;  /* --graph-toggle */
 static int graph_old_update = 0; /* --graph-old-update */
 static layer_t *model;
@@ -1739,6 +1743,12 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
         CHECK(cudaStreamSynchronize(gs));
         CHECK(cudaGetLastError());
         printf("graph replay %d checksum %016" PRIx64 "\n", r, fnv1a(out, (size_t)dim * sizeof *out));
+        if (graph_eager) {
+            forward(gs, a, b, out);
+            CHECK(cudaStreamSynchronize(gs));
+            CHECK(cudaGetLastError());
+            printf("graph eager %d checksum %016" PRIx64 "\n", r, fnv1a(out, (size_t)dim * sizeof *out));
+        }
         /* --graph-update: the forward captured again, the executable graph updated
          * from it (cudaGraphExecUpdate) after the first replay. */
         if (r == 0 && graph_update) {
@@ -2097,6 +2107,8 @@ int main(int argc, char **argv)
             graph_replays = parse_int(a, v, 1, 1 << 20), i++;
         else if (strcmp(a, "--graph-update") == 0)
             graph_update = 1;
+        else if (strcmp(a, "--graph-eager") == 0)
+            graph_eager = 1;
         else if (strcmp(a, "--graph-toggle") == 0)
             graph_toggle = 1;
         else if (strcmp(a, "--graph-old-update") == 0)
@@ -2116,7 +2128,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
-                            "[--graph N] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N [--graph-eager]] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
@@ -2146,8 +2158,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "model: --refill needs --segments and two layers\n");
         return 2;
     }
-    if ((graph_update || graph_toggle || graph_old_update) && graph_replays == 0) {
-        fprintf(stderr, "model: --graph-update, --graph-toggle and --graph-old-update need --graph\n");
+    if ((graph_update || graph_toggle || graph_old_update || graph_eager) && graph_replays == 0) {
+        fprintf(stderr, "model: --graph-update, --graph-toggle, --graph-old-update and --graph-eager need --graph\n");
         return 2;
     }
     if (profile_from >= 0 && threads > 1) {

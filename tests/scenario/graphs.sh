@@ -62,6 +62,15 @@ for spill in 1 0; do
     expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments' "$e" replays-$spill
     expect_no_grep 'read more streamed units than the' "$e" replays-$spill
 done
+# A server's pattern: after each replay of the decode graph, an eager forward on the
+# graph's stream (its prefill). The graph's segments and the eager launches stream
+# through the same slots; every replay and every eager forward equal.
+REPLAYS=12 run serve --iters 1 --graph 12 --graph-eager -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+e=$WORK/serve.err
+[ "$(grep -c '^graph eager' "$WORK/serve.shim")" = 12 ] || fail "serve: not 12 eager forwards"
+expect_grep 'verdict: offloaded: 12 of 12 units stream' "$e" serve
+expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments' "$e" serve
+expect_no_grep 'read more streamed units than the' "$e" serve
 # A word of one kernel in every layer holds garbage in the eager forward and layer 1's
 # weight in the captured one (a GEMM's stack-filled parameter word in torch.compile's
 # reduce-overhead graphs on the H100): discovery leaves it out (unsure), the cut may

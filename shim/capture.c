@@ -1055,6 +1055,7 @@ static int segments(owner_t *x, uint64_t exec)
     if (x->seg_plan == res.switches)
         return x->n_seg;
     segs_free(x);
+    parts_free(x); /* profiling's, done with */
     x->seg_plan = res.switches;
     int *seg_of = malloc((x->calls.n + 1) * sizeof *seg_of), *home = malloc((x->calls.n + 1) * sizeof *home);
     int *mark = malloc(((size_t)res.n_units + 1) * sizeof *mark), *last = malloc(((size_t)res.n_units + 1) * sizeof *last);

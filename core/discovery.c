@@ -941,6 +941,44 @@ static void cut_span(const uint64_t *ks, size_t lo, size_t hi, const touch_t *t,
  * positions within [lo, hi)): phased so that each period begins at a weight's first
  * touch; what precedes it in [lo, hi) and what follows it are cut the same way, each
  * for its own longest repetition (cut_span). */
+/* The parts a period of the repetition falls into, each as long as the others (h
+ * launches), when its weights' first touches repeat inside it: q parts whose touches
+ * have the same sizes in the same order, each touch h launches after its twin in the
+ * part before (the layers of a period that repeats every two of them: torch.compile's
+ * kernels alternate so between layers with Inductor's buffers, seen on the H100, and
+ * units of two layers made the smallest plan twice as large). The same parts in every
+ * whole period of the run; 1 when none (h = p). */
+static size_t period_parts(const touch_t *t, size_t m, size_t f, size_t p, size_t end, size_t *h_out)
+{
+    *h_out = p;
+    size_t best = 1;
+    for (size_t c = f; c + p <= end; c += p) {
+        size_t a = 0, b;
+        while (a < m && t[a].pos < c)
+            a++;
+        for (b = a; b < m && t[b].pos < c + p; b++)
+            ;
+        size_t w = b - a, q_found = 1;
+        for (size_t q = 2; q <= w && q <= p; q++) {
+            if (w % q != 0 || p % q != 0)
+                continue;
+            size_t h = p / q, n = w / q, ok = t[a].pos == c;
+            for (size_t j = a; ok && j + n < b; j++)
+                ok = t[j + n].sig == t[j].sig && t[j + n].pos == t[j].pos + h;
+            if (ok) {
+                q_found = q;
+                break;
+            }
+        }
+        if (c == f)
+            best = q_found;
+        else if (q_found != best)
+            return 1; /* the periods differ: whole periods */
+    }
+    *h_out = p / best;
+    return best;
+}
+
 static void cut_repetition(const uint64_t *ks, size_t hi, size_t lo, size_t p, size_t s, size_t run,
                            const touch_t *t, size_t m, size_t *lcut, size_t *nl, int depth)
 {
@@ -953,10 +991,12 @@ static void cut_repetition(const uint64_t *ks, size_t hi, size_t lo, size_t p, s
         }
     }
     cut_span(ks, lo, f, t, m, lcut, nl, depth + 1);
-    size_t c = f;
+    size_t c = f, h;
+    size_t q = period_parts(t, m, f, p, end, &h);
     for (; c + p <= end; c += p)
-        if (c > 0)
-            push_cut(lcut, nl, c);
+        for (size_t k = 0; k < q; k++)
+            if (c + k * h > 0)
+                push_cut(lcut, nl, c + k * h);
     if (c < hi)
         cut_span(ks, c, hi, t, m, lcut, nl, depth + 1);
 }

@@ -265,6 +265,9 @@
  *                 (cuBLAS's workspace memset) and a 2 MiB buffer it allocates during
  *                 the capture in relaxed mode (PyTorch's graph pool). One thread.
  *                 The graph is destroyed once instantiated, as torch.cuda.graph does.
+ *   --alt-odd     odd layers launch their mix kernel through a second handle of the
+ *                 same code: the pass repeats every two layers (torch.compile's
+ *                 Inductor kernels alternate so, with its buffers, on the H100)
  *   --graph-eager  with --graph: after each replay, one eager forward on the graph's
  *                 stream, printing "graph eager R checksum ..." (a server's eager prefill
  *                 between its decode graph's replays)
@@ -436,6 +439,7 @@ static int timing = 0;
 static int graph_replays = 0; /* --graph */
 static int graph_update = 0;  /* --graph-update */
 static int graph_eager = 0;   /* --graph-eager */
+static int alt_odd = 0;       /* --alt-odd */
 static int graph_toggle = 0;  /* --graph-toggle */
 static int graph_old_update = 0; /* --graph-old-update */
 static layer_t *model;
@@ -1382,7 +1386,7 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
                 exit(1);
             }
         } else {
-            CHECK(cudaLaunchKernelExC(&cfg, k_mix, mix_args));
+            CHECK(cudaLaunchKernelExC(&cfg, alt_odd && l % 2 == 1 ? k_mix_alt : k_mix, mix_args));
         }
 
         if (moe_experts > 0)
@@ -2109,6 +2113,8 @@ int main(int argc, char **argv)
             graph_update = 1;
         else if (strcmp(a, "--graph-eager") == 0)
             graph_eager = 1;
+        else if (strcmp(a, "--alt-odd") == 0)
+            alt_odd = 1;
         else if (strcmp(a, "--graph-toggle") == 0)
             graph_toggle = 1;
         else if (strcmp(a, "--graph-old-update") == 0)
@@ -2128,7 +2134,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
-                            "[--graph N [--graph-eager]] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N [--graph-eager]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }

@@ -123,3 +123,16 @@ u = json.load(sys.stdin)["units"]
 assert [x["name"] for x in u] == [f"layers.{i}" for i in range(6)], [x["name"] for x in u]' \
     || fail "units not named after the NVTX ranges"
 pass "units named after the enclosing NVTX ranges (layers.0 .. layers.5); a registered-string range inside each (as NCCL's) names nothing"
+
+# A pass that repeats every two layers (odd layers launch the same code through a
+# second kernel handle, as torch.compile's Inductor kernels alternate between layers on
+# the H100): each period's weights repeat at the half, so each layer is a unit, not
+# each pair; with the NVTX ranges, the units still follow layers.0 .. layers.5.
+FT_DISCOVERY_ITERS=2 ftrun "$BUILD/bin/ft-run" --sim --log-level warn --trace "$WORK/a.bin" -- \
+    "$MODEL" "${ARGS[@]}" --alt-odd --nvtx >"$WORK/a.out" 2>&1 || fail "--alt-odd run failed"
+"$BUILD/bin/ft-trace" --json "$WORK/a.bin" | python3 -c '
+import json, sys
+u = json.load(sys.stdin)["units"]
+assert [x["name"] for x in u] == [f"layers.{i}" for i in range(6)], [x["name"] for x in u]' \
+    || fail "--alt-odd: units not one a layer"
+pass "a pass repeating every two layers (kernels alternating between layers): one unit a layer"

@@ -453,17 +453,21 @@ void ft_hooks_verdict(void)
     } else if (engine_phase() != PHASE_STREAMING) {
         snprintf(why, sizeof why, "the program ended right after planning, before the first unit streamed");
     } else {
-        int streaming = 0, demoted = 0;
+        int streaming = 0, demoted = 0, pinned = 0;
         size_t kept = 0;
         for (int i = 0; i < res.n_units; i++) {
-            streaming += res.units[i].n > 0;
+            streaming += res.units[i].n > 0 && !res.units[i].pinned;
+            pinned += res.units[i].n > 0 && res.units[i].pinned;
             demoted += res.units[i].demoted;
             kept += plan.in.units[i].keep_resident != 0;
         }
-        char extra[160] = "";
+        char extra[224] = "";
         size_t at = 0;
         if (kept > 0)
             at += (size_t)snprintf(extra + at, sizeof extra - at, "; %zu kept resident by %s", kept, kept_by());
+        if (pinned > 0 && at < sizeof extra)
+            at += (size_t)snprintf(extra + at, sizeof extra - at, "; %d kept on the device after the plan (stale "
+                                   "argument words, or a CUDA graph reading it all over)", pinned);
         if (demoted > 0 && at < sizeof extra)
             snprintf(extra + at, sizeof extra - at, "; %d made to stream past the plan to hold the budget",
                      demoted);

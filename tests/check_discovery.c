@@ -58,6 +58,7 @@ static int lazy_layers; /* layers of the next forward that run extra one-time la
 static int stray_touch; /* layer 0 reaches the last layer's gate through a pointer array */
 static int stale_padding; /* every layer's add carries pointers to later layers' weights */
 static int stale_rope;    /* RoPE's three multiplies carry a misaligned stale address */
+static int alt_kernels;   /* odd layers' norms are another kernel (Inductor's alternate so) */
 static int nvtx;          /* the forward emits NVTX ranges (2: the outermost has no name) */
 static int alternate_small; /* the embedding and rope also use a small segment that
                                exists before the first launch, at places that alternate
@@ -106,6 +107,7 @@ static void setup(void)
     stray_touch = 0;
     stale_padding = 0;
     stale_rope = 0;
+    alt_kernels = 0;
     stale_ends = 0;
     nvtx = 0;
     regions = ft_regions_new();
@@ -217,7 +219,8 @@ static void llama_forward(ft_disc_t *d, uint64_t lane, llama_t *m, int layers)
         snprintf(name, sizeof name, "layers.%d", l);
         if (nvtx)
             ft_disc_range_push(d, lane, name);
-        launch(d, lane, "rmsnorm", m->act2, 3, m->act, m->ln1[l], m->act2);
+        launch(d, lane, alt_kernels && l % 2 == 1 ? "rmsnorm_odd" : "rmsnorm", m->act2, 3, m->act, m->ln1[l],
+               m->act2);
         launch(d, lane, "gemm", m->act, 3, m->act2, m->q[l], m->act);
         if (tracking && extra_cat && l == 1)
             launch(d, lane, "cat", m->act, 2, m->act2, m->act);
@@ -345,6 +348,23 @@ START_TEST(llama_units_by_wraparound)
     }
     ck_assert_int_eq(boundaries, 2);
     check_llama_units(d, &m, 4);
+    ft_disc_free(d);
+}
+END_TEST
+
+/* Kernels that alternate between layers (torch.compile's, with Inductor's buffers, on
+ * the H100): the launch sequence repeats every two layers, and each period's weights
+ * repeat at its half, so the units are still one a layer. */
+START_TEST(kernels_alternating_between_layers_still_give_a_unit_a_layer)
+{
+    llama_t m;
+    alt_kernels = 1;
+    llama_alloc(&m, 6);
+    ft_disc_params_t p = params(2);
+    ft_disc_t *d = ft_disc_new(regions, &p);
+    for (int it = 0; it < 4; it++)
+        llama_forward(d, 1, &m, 6);
+    check_llama_units(d, &m, 6);
     ft_disc_free(d);
 }
 END_TEST
@@ -1569,6 +1589,7 @@ Suite *discovery_suite(void)
     TCase *tc = tcase_create("engine");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, llama_units_by_wraparound);
+    tcase_add_test(tc, kernels_alternating_between_layers_still_give_a_unit_a_layer);
     tcase_add_test(tc, pieces_join_the_unit_of_the_tensor_they_hold);
     tcase_add_test(tc, a_copy_over_two_units_pieces_keeps_them_resident);
     tcase_add_test(tc, a_model_freed_after_done_and_another_discovered);

@@ -9,7 +9,9 @@
 # (FT_VMM_RESERVE), both pinning modes, stale words into a weight, activation kernels
 # with a twin chosen from a forward on, the last forward captured into a CUDA graph and
 # replayed (cut into segments), its executable graph updated at times, or from the
-# second forward on only replays (found from them). Every
+# second forward on only replays (found from them), with eager forwards between the
+# replays or a word pointing into layer 1 in the graph only; kernels alternating
+# between layers (a pass that repeats every two). Every
 # case must print what a run without the shim prints. The cases come from a fixed
 # seed (FT_TEST_SEED overrides it, FT_TEST_CASES the count); a failure names the seed
 # and the case's command.
@@ -57,6 +59,7 @@ for ((i = 0; i < CASES; i++)); do
     mode=${modes[RANDOM % 2]}
     spill=$((RANDOM % 2)) # the default (1) holds the budget from the first allocation
     ((RANDOM % 5 == 0)) && extra+=(--alternate-acts) # a pass found two forwards long, folded
+    ((RANDOM % 5 == 0)) && extra+=(--alt-odd) # kernels alternating between layers: a period of two
     ((RANDOM % 3 == 0)) && extra+=(--stale-off $((RANDOM % 3072))) # --stale-new's word that far in
     # a kernel chosen by shape from forward K on (passes leave the record and come back)
     ((threads == 1 && RANDOM % 5 == 0)) && extra+=(--act-kernels $((2 + RANDOM % 6)) --act-twin $((3 + RANDOM % 8)))
@@ -70,6 +73,8 @@ for ((i = 0; i < CASES; i++)); do
         # (discovery and profiling from the replays, as torch.compile's reduce-overhead)
         if ((RANDOM % 3 == 0)); then iters=$((1 + RANDOM % 2)); extra+=(--graph 10); else extra+=(--graph 2); fi
         ((RANDOM % 2 == 0)) && extra+=(--graph-update)
+        ((RANDOM % 3 == 0)) && extra+=(--stale-graph) # a word that points into layer 1 in the graph only
+        ((RANDOM % 3 == 0)) && extra+=(--graph-eager) # an eager forward after each replay
     fi
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
     what="seed $SEED case $i: FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve model ${args[*]}"

@@ -1065,25 +1065,21 @@ static int segments(owner_t *x, uint64_t exec)
     if (seg_of == NULL || home == NULL || mark == NULL || last == NULL) {
         why = "no memory";
     } else {
-        n = cut_points(x, seg_of, mark, last);
-        if (node_homes(x, seg_of, home) != 0)
+        /* Units read all over the graph are kept on the device (units_again), and the
+         * cut is made again without them. */
+        for (int again = 0;; again = 1) {
+            n = cut_points(x, seg_of, mark, last);
+            units = 0;
+            for (int u = 0; u < res.n_units; u++)
+                units += last[u] >= 0;
+            /* Cut only where it streams: the graph's units do not fit the slots together. */
+            if (n < 2 || units <= res.slots)
+                n = 0;
+            if (again || n == 0 || !units_again(x, exec, seg_of, mark))
+                break;
+        }
+        if (n > 0 && node_homes(x, seg_of, home) != 0)
             why = "no memory";
-        for (int u = 0; u < res.n_units; u++)
-            units += last[u] >= 0;
-    }
-    /* Cut only where it streams: the graph's units do not fit the slots together. */
-    if (why == NULL && (n < 2 || units <= res.slots))
-        n = 0;
-    /* Units read all over the graph are kept on the device, and the cut made without them. */
-    if (why == NULL && n > 0 && units_again(x, exec, seg_of, mark)) {
-        n = cut_points(x, seg_of, mark, last);
-        units = 0;
-        for (int u = 0; u < res.n_units; u++)
-            units += last[u] >= 0;
-        if (node_homes(x, seg_of, home) != 0)
-            why = "no memory";
-        if (why == NULL && (n < 2 || units <= res.slots))
-            n = 0;
     }
     if (why == NULL && n > 0 && (x->seg = calloc((size_t)n, sizeof *x->seg)) == NULL)
         why = "no memory";

@@ -819,6 +819,27 @@ static void call_used(int u)
     res.units[u].uses++;
 }
 
+/* Unit u is kept on the device (no slot: it leaves the slots' count if loaded), and
+ * resident units are made to stream until the budget holds (budget_hold_locked). 0;
+ * -1 when none is left to: the budget is kept, u streams on as planned, and is not tried
+ * again (each try synchronises the device). res.lock held, no capture under way. */
+static int pin_within_budget(int u)
+{
+    res_unit_t *un = &res.units[u];
+    char cause[160];
+    un->pinned = 1;
+    if (un->loaded)
+        res.loaded--;
+    snprintf(cause, sizeof cause, "keeping %s on the device", ft_disc_unit(disc, (size_t)u)->name);
+    if (budget_hold_locked(cause, 0) == 0)
+        return 0;
+    un->pinned = 0;
+    un->pin_refused = 1;
+    if (un->loaded)
+        res.loaded++;
+    return -1;
+}
+
 /* Unit u was loaded STALE_MISSES_PIN times for stale touches: it stays on the device
  * (no slot: it leaves the slots' count if loaded), and resident units are made to
  * stream until the budget holds (budget_hold_locked); when none is left to, u streams
@@ -843,20 +864,10 @@ static void pin_stale_unit(int u)
             return;
         }
     }
-    un->pinned = 1;
-    if (un->loaded)
-        res.loaded--;
-    char a[32], cause[160], where[256];
+    char a[32], where[256];
     const char *name = ft_disc_unit(disc, (size_t)u)->name;
-    snprintf(cause, sizeof cause, "keeping %s on the device", name);
-    if (budget_hold_locked(cause, 0) != 0) {
-        /* No resident unit left to stream instead: the budget is kept, the unit streams
-         * as planned (its stale loads cost time, never memory), and is not tried again
-         * (each try synchronises the device). */
-        un->pinned = 0;
-        un->pin_refused = 1;
-        if (un->loaded)
-            res.loaded++;
+    if (pin_within_budget(u) != 0) {
+        /* Its stale loads cost time, never memory. */
         FT_WARN("residency: %s was loaded %d times for argument words outside its part of the pass (%s; "
                 "stale addresses the guard must honour); no resident unit is left to stream instead of it, so "
                 "it streams on, within the budget", name, un->stale_misses, stale_text(un, where, sizeof where));
@@ -881,17 +892,9 @@ int res_pin_unit(int u, const char *why)
         return 0;
     if (un->pin_refused || capture_under_way())
         return -1;
-    un->pinned = 1;
-    if (un->loaded)
-        res.loaded--;
-    char a[32], cause[160];
+    char a[32];
     const char *name = ft_disc_unit(disc, (size_t)u)->name;
-    snprintf(cause, sizeof cause, "keeping %s on the device", name);
-    if (budget_hold_locked(cause, 0) != 0) {
-        un->pinned = 0;
-        un->pin_refused = 1;
-        if (un->loaded)
-            res.loaded++;
+    if (pin_within_budget(u) != 0) {
         FT_INFO("residency: %s: %s; no resident unit is left to stream instead of it, so it streams on, within "
                 "the budget", name, why);
         return -1;

@@ -427,6 +427,591 @@ START_TEST(test_begin_and_end_rules)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ graphs built node by node */
+
+/* A logk(id) kernel node of g after deps; id is the caller's local: the node keeps a
+ * copy of the argument's value. */
+static cudaGraphNode_t add_log(cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps, int id)
+{
+    void *args[] = {&id};
+    struct cudaKernelNodeParams kp = {(void *)&k_log, ONE, ONE, 0, args, NULL};
+    cudaGraphNode_t n;
+    RT_OK(cudaGraphAddKernelNode(&n, g, deps, ndeps, &kp));
+    return n;
+}
+
+/* A graph of logk(ids[0]) ... logk(ids[n - 1]), each after the one before. */
+static cudaGraph_t log_graph(const int *ids, int n)
+{
+    cudaGraph_t g;
+    RT_OK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t last = NULL;
+    for (int i = 0; i < n; i++)
+        last = add_log(g, last ? &last : NULL, last ? 1 : 0, ids[i]);
+    return g;
+}
+
+/* Launches x on s and checks the kernels it ran, in order. */
+static void expect_run(cudaGraphExec_t x, cudaStream_t s, const int *want, int n)
+{
+    g_nlog = 0;
+    RT_OK(cudaGraphLaunch(x, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_int_eq(g_nlog, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(g_log[i], want[i]);
+}
+
+/* The driver's function for base name `name` as a caller built for CUDA `version` asks. */
+static void *driver_proc(const char *name, int version)
+{
+    void *fn = NULL;
+    CU_OK(cuGetProcAddress(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, NULL));
+    ck_assert_ptr_nonnull(fn);
+    return fn;
+}
+
+/* As XLA builds a command buffer: a memset, a kernel after it, a copy to the host after
+ * that, then a child graph (a device copy and a kernel given a packed argument buffer);
+ * nothing runs until a launch, which runs them in order. Each node copied what it was
+ * given when it was added. */
+START_TEST(test_node_built_graph_runs)
+{
+    sim_test_register();
+    const size_t n = 64;
+    float *d, *d2, *h, back[64];
+    RT_OK(cudaMalloc((void **)&d, n * sizeof *d));
+    RT_OK(cudaMalloc((void **)&d2, n * sizeof *d2));
+    RT_OK(cudaMallocHost((void **)&h, n * sizeof *h));
+    RT_OK(cudaMemset(d, 0, n * sizeof *d));
+    RT_OK(cudaMemset(d2, 0, n * sizeof *d2));
+    memset(h, 0, n * sizeof *h);
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+    cudaGraph_t g, child;
+    cudaGraphNode_t set, fill, copy, sub, c1, c2;
+    RT_OK(cudaGraphCreate(&g, 0));
+    struct cudaMemsetParams mp = {d, 0, 0x3f800000u /* 1.0f */, 4, n, 1};
+    RT_OK(cudaGraphAddMemsetNode(&set, g, NULL, 0, &mp));
+    float v = 2.0f;
+    size_t half = n / 2;
+    void *args[] = {&d, &v, &half};
+    struct cudaKernelNodeParams kp = {(void *)&k_fill, ONE, ONE, 0, args, NULL};
+    RT_OK(cudaGraphAddKernelNode(&fill, g, &set, 1, &kp));
+    v = 9.0f;
+    half = n;
+    RT_OK(cudaGraphAddMemcpyNode1D(&copy, g, &fill, 1, h, d, n * sizeof *h, cudaMemcpyDeviceToHost));
+
+    RT_OK(cudaGraphCreate(&child, 0));
+    RT_OK(cudaGraphAddMemcpyNode1D(&c1, child, NULL, 0, d2, d, n * sizeof *d, cudaMemcpyDeviceToDevice));
+    cudaKernel_t kf;
+    RT_OK(cudaGetKernel(&kf, &k_fill));
+    struct { float *p; float v; size_t n; } packed = {d2, 3.0f, 8}; /* fill's parameter buffer */
+    size_t packed_size = sizeof packed;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+                     CU_LAUNCH_PARAM_END};
+    CUDA_KERNEL_NODE_PARAMS dp;
+    memset(&dp, 0, sizeof dp);
+    dp.kern = (CUkernel)kf;
+    dp.gridDimX = dp.gridDimY = dp.gridDimZ = dp.blockDimX = dp.blockDimY = dp.blockDimZ = 1;
+    dp.extra = extra;
+    CU_OK(cuGraphAddKernelNode(&c2, child, &c1, 1, &dp));
+    packed.v = 9.0f;
+    RT_OK(cudaGraphAddChildGraphNode(&sub, g, &copy, 1, child));
+    RT_OK(cudaGraphDestroy(child)); /* the node holds its own copy */
+
+    cudaGraphNode_t node[4] = {set, fill, copy, sub}, have[4];
+    CUgraphNodeType want[4] = {CU_GRAPH_NODE_TYPE_MEMSET, CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY,
+                               CU_GRAPH_NODE_TYPE_GRAPH};
+    size_t count = 4;
+    RT_OK(cudaGraphGetNodes(g, have, &count));
+    ck_assert_uint_eq(count, 4);
+    for (int i = 0; i < 4; i++) {
+        CUgraphNodeType t;
+        ck_assert_ptr_eq(have[i], node[i]);
+        CU_OK(cuGraphNodeGetType(node[i], &t));
+        ck_assert_int_eq(t, want[i]);
+    }
+    cudaGraphExec_t x;
+    RT_OK(cudaGraphInstantiate(&x, g, 0));
+    RT_OK(cudaDeviceSynchronize());
+    ck_assert(h[0] == 0.0f); /* built, not run */
+    for (int r = 0; r < 2; r++) {
+        RT_OK(cudaGraphLaunch(x, s));
+        RT_OK(cudaStreamSynchronize(s));
+        RT_OK(cudaMemcpy(back, d2, sizeof back, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) {
+            ck_assert(h[i] == (i < n / 2 ? 2.0f : 1.0f));
+            ck_assert(back[i] == (i < 8 ? 3.0f : i < n / 2 ? 2.0f : 1.0f));
+        }
+        memset(h, 0, n * sizeof *h);
+    }
+    RT_OK(cudaGraphExecDestroy(x));
+    RT_OK(cudaGraphDestroy(g));
+}
+END_TEST
+
+/* What CUDA refuses of a new node: dependencies that are not live nodes of its graph,
+ * no handle to write, a graph that is not one (or its own child); and parameters the
+ * simulator cannot run (several rows, CUDA arrays) are CUDA_ERROR_NOT_SUPPORTED. */
+START_TEST(test_node_dependencies_and_params_checked)
+{
+    sim_test_register();
+    cudaGraph_t g, other, bogus = (cudaGraph_t)&g;
+    cudaGraphNode_t a, b, o, n;
+    ck_assert_int_eq(cudaGraphCreate(NULL, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphCreate(&g, 1), cudaErrorInvalidValue);
+    RT_OK(cudaGraphCreate(&g, 0));
+    RT_OK(cudaGraphCreate(&other, 0));
+    RT_OK(cudaGraphAddEmptyNode(&a, g, NULL, 0));
+    RT_OK(cudaGraphAddEmptyNode(&o, other, NULL, 0));
+    ck_assert_int_eq(cudaGraphAddEmptyNode(&n, g, &o, 1), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphAddEmptyNode(&n, g, NULL, 1), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphAddEmptyNode(NULL, g, &a, 1), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphAddEmptyNode(&n, bogus, NULL, 0), cudaErrorInvalidValue);
+    RT_OK(cudaGraphAddEmptyNode(&b, g, &a, 1));
+    cudaGraphNode_t ab[] = {a, b};
+    RT_OK(cudaGraphAddEmptyNode(&n, g, ab, 2));
+    CU_OK(cuGraphDestroyNode(a));
+    ck_assert_int_eq(cudaGraphAddEmptyNode(&n, g, &a, 1), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphAddChildGraphNode(&n, g, NULL, 0, g), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphAddChildGraphNode(&n, g, NULL, 0, bogus), cudaErrorInvalidValue);
+    size_t count = 0;
+    RT_OK(cudaGraphGetNodes(g, NULL, &count));
+    ck_assert_uint_eq(count, 2); /* every refused node left the graph as it was */
+
+    int *d, host[4];
+    RT_OK(cudaMalloc((void **)&d, 4 * sizeof *d));
+    struct cudaMemsetParams mp = {d, 0, 0, 3, 4, 1};
+    ck_assert_int_eq(cudaGraphAddMemsetNode(&n, g, NULL, 0, &mp), cudaErrorInvalidValue);
+    mp.elementSize = 4;
+    mp.height = 2;
+    mp.pitch = 16;
+    ck_assert_int_eq(cudaGraphAddMemsetNode(&n, g, NULL, 0, &mp), cudaErrorNotSupported);
+    mp.height = 1;
+    mp.dst = host;
+    ck_assert_int_eq(cudaGraphAddMemsetNode(&n, g, NULL, 0, &mp), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphAddMemcpyNode1D(&n, g, NULL, 0, d, host, 0, cudaMemcpyHostToDevice),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphAddMemcpyNode1D(&n, g, NULL, 0, host, d, sizeof host, cudaMemcpyHostToDevice),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphAddMemcpyNode1D(&n, g, NULL, 0, host, d, sizeof host, (enum cudaMemcpyKind)9),
+                     cudaErrorInvalidMemcpyDirection);
+    CUcontext ctx;
+    CU_OK(cuCtxGetCurrent(&ctx));
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+    cp.srcHost = host;
+    cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.dstDevice = (CUdeviceptr)d;
+    cp.WidthInBytes = 8;
+    cp.Height = 2;
+    cp.Depth = 1;
+    cp.srcPitch = cp.dstPitch = 8;
+    ck_assert_int_eq(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, ctx), CUDA_ERROR_NOT_SUPPORTED);
+    cp.Height = 1;
+    ck_assert_int_eq(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    cp.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    ck_assert_int_eq(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, ctx), CUDA_ERROR_NOT_SUPPORTED);
+    cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+    CU_OK(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, ctx));
+
+    void *args[] = {&d};
+    struct cudaKernelNodeParams kp = {NULL, ONE, ONE, 0, args, NULL};
+    ck_assert_int_eq(cudaGraphAddKernelNode(&n, g, NULL, 0, &kp), cudaErrorInvalidDeviceFunction);
+    kp.func = (void *)&k_log;
+    kp.gridDim.x = 0;
+    ck_assert_int_eq(cudaGraphAddKernelNode(&n, g, NULL, 0, &kp), cudaErrorInvalidValue);
+    CUDA_KERNEL_NODE_PARAMS dp;
+    memset(&dp, 0, sizeof dp);
+    dp.gridDimX = dp.gridDimY = dp.gridDimZ = dp.blockDimX = dp.blockDimY = dp.blockDimZ = 1;
+    ck_assert_int_eq(cuGraphAddKernelNode(&n, g, NULL, 0, &dp), CUDA_ERROR_INVALID_VALUE);
+    RT_OK(cudaGraphGetNodes(g, NULL, &count));
+    ck_assert_uint_eq(count, 3);
+    (void)cudaGetLastError();
+    RT_OK(cudaGraphDestroy(g));
+    RT_OK(cudaGraphDestroy(other));
+}
+END_TEST
+
+/* A graph a capture records into is the capture's: no node is added to it, nor is it
+ * taken as a child or destroyed, until the capture ends. */
+START_TEST(test_add_to_graph_under_capture_refused)
+{
+    sim_test_register();
+    cudaGraph_t g, other, got = NULL;
+    cudaGraphNode_t a, n;
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    RT_OK(cudaGraphCreate(&g, 0));
+    RT_OK(cudaGraphCreate(&other, 0));
+    RT_OK(cudaGraphAddEmptyNode(&a, g, NULL, 0));
+    RT_OK(cudaStreamBeginCaptureToGraph(s, g, &a, NULL, 1, cudaStreamCaptureModeThreadLocal));
+    ck_assert_int_eq(cudaGraphAddEmptyNode(&n, g, NULL, 0), cudaErrorInvalidValue);
+    int id = 1;
+    void *args[] = {&id};
+    struct cudaKernelNodeParams kp = {(void *)&k_log, ONE, ONE, 0, args, NULL};
+    ck_assert_int_eq(cudaGraphAddKernelNode(&n, g, NULL, 0, &kp), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphAddChildGraphNode(&n, other, NULL, 0, g), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphDestroy(g), cudaErrorInvalidValue);
+    RT_OK(launch_log(1, s));
+    RT_OK(cudaStreamEndCapture(s, &got));
+    ck_assert_ptr_eq(got, g);
+    RT_OK(cudaGraphAddEmptyNode(&n, g, NULL, 0));
+    (void)cudaGetLastError();
+    RT_OK(cudaGraphDestroy(g));
+    RT_OK(cudaGraphDestroy(other));
+}
+END_TEST
+
+/* cuStreamBeginCaptureToGraph: the captured nodes come after the graph's own, the
+ * capture info names the graph and the last node, and the end gives the same graph
+ * back. An invalidated capture drops the captured nodes only. */
+START_TEST(test_capture_to_graph_appends)
+{
+    sim_test_register();
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int first[] = {1, 2};
+    cudaGraph_t g = log_graph(first, 2), other, got = NULL;
+    cudaGraphNode_t have[8], o;
+    size_t count = 8;
+    RT_OK(cudaGraphGetNodes(g, have, &count));
+    ck_assert_uint_eq(count, 2);
+    RT_OK(cudaGraphCreate(&other, 0));
+    RT_OK(cudaGraphAddEmptyNode(&o, other, NULL, 0));
+    ck_assert_int_eq(cudaStreamBeginCaptureToGraph(s, g, &o, NULL, 1, cudaStreamCaptureModeGlobal),
+                     cudaErrorInvalidValue);
+    cudaGraphEdgeData edge;
+    memset(&edge, 0, sizeof edge);
+    edge.type = cudaGraphDependencyTypeProgrammatic;
+    ck_assert_int_eq(cudaStreamBeginCaptureToGraph(s, g, &have[1], &edge, 1, cudaStreamCaptureModeGlobal),
+                     cudaErrorNotSupported);
+    ck_assert_int_eq(status_of(s), cudaStreamCaptureStatusNone);
+
+    edge.type = cudaGraphDependencyTypeDefault;
+    RT_OK(cudaStreamBeginCaptureToGraph(s, g, &have[1], &edge, 1, cudaStreamCaptureModeThreadLocal));
+    CUstreamCaptureStatus st;
+    CUgraph in = NULL;
+    const CUgraphNode *deps = NULL;
+    size_t nd = 0;
+    CU_OK(cuStreamGetCaptureInfo((CUstream)s, &st, NULL, &in, &deps, NULL, &nd));
+    ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    ck_assert_ptr_eq(in, g);
+    ck_assert_uint_eq(nd, 1);
+    ck_assert_ptr_eq(deps[0], have[1]);
+    RT_OK(launch_log(3, s));
+    RT_OK(launch_log(4, s));
+    CU_OK(cuStreamGetCaptureInfo((CUstream)s, &st, NULL, NULL, &deps, NULL, &nd));
+    CUgraphNode last = deps[0];
+    RT_OK(cudaStreamEndCapture(s, &got));
+    ck_assert_ptr_eq(got, g);
+    count = 8;
+    RT_OK(cudaGraphGetNodes(g, have, &count));
+    ck_assert_uint_eq(count, 4);
+    ck_assert_ptr_eq(have[3], last);
+    cudaGraphExec_t x;
+    RT_OK(cudaGraphInstantiate(&x, g, 0));
+    int want[] = {1, 2, 3, 4};
+    expect_run(x, s, want, 4);
+    RT_OK(cudaGraphExecDestroy(x));
+
+    RT_OK(cudaStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, cudaStreamCaptureModeRelaxed));
+    RT_OK(launch_log(5, s));
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaStreamEndCapture(s, &got), cudaErrorStreamCaptureInvalidated);
+    ck_assert_ptr_null(got);
+    count = 8;
+    RT_OK(cudaGraphGetNodes(g, have, &count));
+    ck_assert_uint_eq(count, 4);
+    ck_assert_ptr_eq(have[3], last);
+    RT_OK(cudaGraphAddEmptyNode(&o, g, &have[3], 1)); /* the graph's tail is its last node again */
+    RT_OK(cudaGraphInstantiate(&x, g, 0));
+    expect_run(x, s, want, 4);
+    (void)cudaGetLastError();
+    RT_OK(cudaGraphExecDestroy(x));
+    RT_OK(cudaGraphDestroy(g));
+    RT_OK(cudaGraphDestroy(other));
+}
+END_TEST
+
+/* An executable graph's kernel node takes new parameters (the argument values copied),
+ * named by the node of the graph it was made from; the graph keeps its own. */
+START_TEST(test_exec_kernel_node_setter)
+{
+    sim_test_register();
+    const size_t n = 16;
+    float *d, back[16];
+    RT_OK(cudaMalloc((void **)&d, n * sizeof *d));
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g, other;
+    cudaGraphNode_t fill, empty, o, late;
+    RT_OK(cudaGraphCreate(&g, 0));
+    RT_OK(cudaGraphCreate(&other, 0));
+    float v = 1.0f;
+    size_t count = n;
+    void *args[] = {&d, &v, &count};
+    struct cudaKernelNodeParams kp = {(void *)&k_fill, ONE, ONE, 0, args, NULL};
+    RT_OK(cudaGraphAddKernelNode(&fill, g, NULL, 0, &kp));
+    RT_OK(cudaGraphAddEmptyNode(&empty, g, &fill, 1));
+    RT_OK(cudaGraphAddKernelNode(&o, other, NULL, 0, &kp));
+    cudaGraphExec_t x, x2;
+    RT_OK(cudaGraphInstantiate(&x, g, 0));
+    RT_OK(cudaGraphAddEmptyNode(&late, g, &empty, 1));
+
+    v = 5.0f;
+    RT_OK(cudaGraphExecKernelNodeSetParams(x, fill, &kp));
+    v = 7.0f;
+    RT_OK(cudaGraphLaunch(x, s));
+    RT_OK(cudaStreamSynchronize(s));
+    RT_OK(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        ck_assert(back[i] == 5.0f);
+    RT_OK(cudaGraphInstantiate(&x2, g, 0));
+    RT_OK(cudaGraphLaunch(x2, s));
+    RT_OK(cudaStreamSynchronize(s));
+    RT_OK(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost));
+    ck_assert(back[0] == 1.0f);
+
+    /* The driver's forms: CUDA 12's (kern), and CUDA 11's, asked for by version. */
+    cudaKernel_t kf;
+    RT_OK(cudaGetKernel(&kf, &k_fill));
+    CUDA_KERNEL_NODE_PARAMS dp;
+    memset(&dp, 0, sizeof dp);
+    dp.kern = (CUkernel)kf;
+    dp.gridDimX = dp.gridDimY = dp.gridDimZ = dp.blockDimX = dp.blockDimY = dp.blockDimZ = 1;
+    dp.kernelParams = args;
+    v = 6.0f;
+    CU_OK(cuGraphExecKernelNodeSetParams(x, fill, &dp));
+    RT_OK(cudaGraphLaunch(x, s));
+    RT_OK(cudaStreamSynchronize(s));
+    RT_OK(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost));
+    ck_assert(back[n - 1] == 6.0f);
+    CUresult (*set_v1)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *) =
+        (CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *))driver_proc(
+            "cuGraphExecKernelNodeSetParams", 11080);
+    CUDA_KERNEL_NODE_PARAMS_v1 v1;
+    memset(&v1, 0, sizeof v1);
+    v1.func = (CUfunction)kf;
+    v1.gridDimX = v1.gridDimY = v1.gridDimZ = v1.blockDimX = v1.blockDimY = v1.blockDimZ = 1;
+    v1.kernelParams = args;
+    v = 8.0f;
+    CU_OK(set_v1(x, fill, &v1));
+    RT_OK(cudaGraphLaunch(x, s));
+    RT_OK(cudaStreamSynchronize(s));
+    RT_OK(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost));
+    ck_assert(back[0] == 8.0f);
+
+    /* Not a kernel node; a node of another graph; one added after the instantiation. */
+    ck_assert_int_eq(cudaGraphExecKernelNodeSetParams(x, empty, &kp), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphExecKernelNodeSetParams(x, o, &kp), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphExecKernelNodeSetParams(x, late, &kp), cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    RT_OK(cudaGraphExecDestroy(x));
+    RT_OK(cudaGraphExecDestroy(x2));
+    RT_OK(cudaGraphDestroy(g));
+    RT_OK(cudaGraphDestroy(other));
+}
+END_TEST
+
+/* A graph's kernel node takes new parameters: instantiations made after see them, the
+ * executable graphs made before keep theirs. */
+START_TEST(test_graph_kernel_node_setter)
+{
+    sim_test_register();
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    RT_OK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t node = add_log(g, NULL, 0, 1), empty;
+    RT_OK(cudaGraphAddEmptyNode(&empty, g, &node, 1));
+    cudaGraphExec_t x1, x2, x3;
+    RT_OK(cudaGraphInstantiate(&x1, g, 0));
+    int id = 5;
+    void *args[] = {&id};
+    struct cudaKernelNodeParams kp = {(void *)&k_log, ONE, ONE, 0, args, NULL};
+    RT_OK(cudaGraphKernelNodeSetParams(node, &kp));
+    id = 0;
+    RT_OK(cudaGraphInstantiate(&x2, g, 0));
+    int one[] = {1}, five[] = {5}, six[] = {6};
+    expect_run(x1, s, one, 1);
+    expect_run(x2, s, five, 1);
+
+    CUresult (*set_v1)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *) =
+        (CUresult(*)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *))driver_proc("cuGraphKernelNodeSetParams",
+                                                                                 11080);
+    cudaKernel_t kl;
+    RT_OK(cudaGetKernel(&kl, &k_log));
+    CUDA_KERNEL_NODE_PARAMS_v1 v1;
+    memset(&v1, 0, sizeof v1);
+    v1.func = (CUfunction)kl;
+    v1.gridDimX = v1.gridDimY = v1.gridDimZ = v1.blockDimX = v1.blockDimY = v1.blockDimZ = 1;
+    v1.kernelParams = args;
+    id = 6;
+    CU_OK(set_v1(node, &v1));
+    RT_OK(cudaGraphInstantiate(&x3, g, 0));
+    expect_run(x3, s, six, 1);
+
+    ck_assert_int_eq(cudaGraphKernelNodeSetParams(empty, &kp), cudaErrorInvalidValue);
+    RT_OK(cudaStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    ck_assert_int_eq(cudaGraphKernelNodeSetParams(node, &kp), cudaErrorInvalidValue);
+    cudaGraph_t got;
+    RT_OK(cudaStreamEndCapture(s, &got));
+    CU_OK(cuGraphDestroyNode(node));
+    ck_assert_int_eq(cudaGraphKernelNodeSetParams(node, &kp), cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    RT_OK(cudaGraphExecDestroy(x1));
+    RT_OK(cudaGraphExecDestroy(x2));
+    RT_OK(cudaGraphExecDestroy(x3));
+    RT_OK(cudaGraphDestroy(g));
+}
+END_TEST
+
+/* An executable graph's child graph node runs a copy of another child of the same
+ * topology from then on; a child of another topology is refused and changes nothing. */
+START_TEST(test_exec_child_node_setter)
+{
+    sim_test_register();
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int inner[] = {2, 3}, next[] = {7, 8}, fewer[] = {9};
+    cudaGraph_t g, child = log_graph(inner, 2), again = log_graph(next, 2), small = log_graph(fewer, 1), mixed;
+    RT_OK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t head = add_log(g, NULL, 0, 1), sub, e;
+    RT_OK(cudaGraphAddChildGraphNode(&sub, g, &head, 1, child));
+    RT_OK(cudaGraphCreate(&mixed, 0));
+    RT_OK(cudaGraphAddEmptyNode(&e, mixed, NULL, 0));
+    add_log(mixed, &e, 1, 10);
+    cudaGraphExec_t x, x2;
+    RT_OK(cudaGraphInstantiate(&x, g, 0));
+    int before[] = {1, 2, 3}, after[] = {1, 7, 8};
+    expect_run(x, s, before, 3);
+    RT_OK(cudaGraphExecChildGraphNodeSetParams(x, sub, again));
+    RT_OK(cudaGraphDestroy(again));
+    expect_run(x, s, after, 3);
+    ck_assert_int_eq(cudaGraphExecChildGraphNodeSetParams(x, sub, small), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphExecChildGraphNodeSetParams(x, sub, mixed), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphExecChildGraphNodeSetParams(x, head, child), cudaErrorInvalidValue);
+    expect_run(x, s, after, 3);
+    RT_OK(cudaGraphInstantiate(&x2, g, 0)); /* the graph's own child node is as it was added */
+    expect_run(x2, s, before, 3);
+    (void)cudaGetLastError();
+    RT_OK(cudaGraphExecDestroy(x));
+    RT_OK(cudaGraphExecDestroy(x2));
+    RT_OK(cudaGraphDestroy(g));
+    RT_OK(cudaGraphDestroy(child));
+    RT_OK(cudaGraphDestroy(small));
+    RT_OK(cudaGraphDestroy(mixed));
+}
+END_TEST
+
+/* An executable graph's memset and memcpy nodes take new 1-D ranges; a copy keeps its
+ * direction. */
+START_TEST(test_exec_memset_memcpy_setters)
+{
+    sim_test_register();
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    uint32_t *d, *e, *h;
+    const size_t n = 64;
+    RT_OK(cudaMalloc((void **)&d, n * sizeof *d));
+    RT_OK(cudaMalloc((void **)&e, n * sizeof *e));
+    RT_OK(cudaMallocHost((void **)&h, n * sizeof *h));
+    cudaGraph_t g;
+    cudaGraphNode_t set, copy, k;
+    RT_OK(cudaGraphCreate(&g, 0));
+    struct cudaMemsetParams mp = {d, 0, 1, 1, n * sizeof *d, 1};
+    RT_OK(cudaGraphAddMemsetNode(&set, g, NULL, 0, &mp));
+    RT_OK(cudaGraphAddMemcpyNode1D(&copy, g, &set, 1, h, d, n * sizeof *h, cudaMemcpyDeviceToHost));
+    k = add_log(g, &copy, 1, 1);
+    cudaGraphExec_t x;
+    RT_OK(cudaGraphInstantiate(&x, g, 0));
+    RT_OK(cudaGraphLaunch(x, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_uint_eq(h[n - 1], 0x01010101u);
+    struct cudaMemsetParams mp2 = {e, 0, 0x12345678u, 4, n, 1};
+    RT_OK(cudaGraphExecMemsetNodeSetParams(x, set, &mp2));
+    RT_OK(cudaGraphExecMemcpyNodeSetParams1D(x, copy, h, e, n * sizeof *h, cudaMemcpyDeviceToHost));
+    RT_OK(cudaGraphLaunch(x, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_uint_eq(h[0], 0x12345678u);
+    ck_assert_uint_eq(h[n - 1], 0x12345678u);
+    ck_assert_int_eq(cudaGraphExecMemcpyNodeSetParams1D(x, copy, e, h, n * sizeof *h, cudaMemcpyHostToDevice),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphExecMemsetNodeSetParams(x, k, &mp2), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphExecMemcpyNodeSetParams1D(x, set, h, e, n * sizeof *h, cudaMemcpyDeviceToHost),
+                     cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    RT_OK(cudaGraphExecDestroy(x));
+    RT_OK(cudaGraphDestroy(g));
+}
+END_TEST
+
+/* A clone copies a child graph node whole: it is found from the original's node, is a
+ * child graph node, and runs the child's nodes in its place. An update takes a graph
+ * whose child has the same topology, and the executable graph's nodes are still named
+ * by the original's after it. */
+START_TEST(test_clone_and_update_across_child)
+{
+    sim_test_register();
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int inner[] = {2, 3}, inner2[] = {12, 13}, inner3[] = {22, 23}, lone[] = {30};
+    cudaGraph_t child = log_graph(inner, 2), g;
+    RT_OK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t a = add_log(g, NULL, 0, 1), sub, b;
+    RT_OK(cudaGraphAddChildGraphNode(&sub, g, &a, 1, child));
+    b = add_log(g, &sub, 1, 4);
+    CUgraph c;
+    CU_OK(cuGraphClone(&c, g));
+    CUgraphNode ca, csub, cb;
+    CU_OK(cuGraphNodeFindInClone(&ca, a, c));
+    CU_OK(cuGraphNodeFindInClone(&csub, sub, c));
+    CU_OK(cuGraphNodeFindInClone(&cb, b, c));
+    ck_assert_ptr_ne(csub, sub);
+    CUgraphNodeType t;
+    CU_OK(cuGraphNodeGetType(csub, &t));
+    ck_assert_int_eq(t, CU_GRAPH_NODE_TYPE_GRAPH);
+    CU_OK(cuGraphDestroyNode(ca));
+    cudaGraphExec_t xc, x;
+    RT_OK(cudaGraphInstantiate(&xc, c, 0));
+    RT_OK(cudaGraphInstantiate(&x, g, 0));
+    CU_OK(cuGraphDestroy(c));
+    int clone_run[] = {2, 3, 4}, whole[] = {1, 2, 3, 4};
+    expect_run(xc, s, clone_run, 3);
+    expect_run(x, s, whole, 4);
+
+    /* The same shape with other work: the update takes it; a child of another shape
+     * is a topology change. */
+    cudaGraph_t child2 = log_graph(inner2, 2), child3 = log_graph(lone, 1), g2, g3;
+    RT_OK(cudaGraphCreate(&g2, 0));
+    RT_OK(cudaGraphCreate(&g3, 0));
+    cudaGraphNode_t n2 = add_log(g2, NULL, 0, 11), n3 = add_log(g3, NULL, 0, 11), sub2, sub3;
+    RT_OK(cudaGraphAddChildGraphNode(&sub2, g2, &n2, 1, child2));
+    RT_OK(cudaGraphAddChildGraphNode(&sub3, g3, &n3, 1, child3));
+    add_log(g2, &sub2, 1, 14);
+    add_log(g3, &sub3, 1, 14);
+    cudaGraphExecUpdateResultInfo info;
+    ck_assert_int_eq(cudaGraphExecUpdate(x, g3, &info), cudaErrorGraphExecUpdateFailure);
+    ck_assert_int_eq(info.result, cudaGraphExecUpdateErrorTopologyChanged);
+    RT_OK(cudaGraphExecUpdate(x, g2, &info));
+    int updated[] = {11, 12, 13, 14}, set[] = {11, 22, 23, 14};
+    expect_run(x, s, updated, 4);
+    cudaGraph_t child4 = log_graph(inner3, 2);
+    RT_OK(cudaGraphExecChildGraphNodeSetParams(x, sub, child4));
+    expect_run(x, s, set, 4);
+    (void)cudaGetLastError();
+    RT_OK(cudaGraphExecDestroy(xc));
+    RT_OK(cudaGraphExecDestroy(x));
+    cudaGraph_t all[] = {g, g2, g3, child, child2, child3, child4};
+    for (int i = 0; i < 7; i++)
+        RT_OK(cudaGraphDestroy(all[i]));
+}
+END_TEST
+
 Suite *sim_graph_suite(void)
 {
     Suite *s = suite_create("sim_graph");
@@ -443,6 +1028,15 @@ Suite *sim_graph_suite(void)
     tcase_add_test(tc, test_wait_on_uncaptured_event_invalidates);
     tcase_add_test(tc, test_begin_and_end_rules);
     tcase_add_test(tc, test_graph_nodes_clone_and_update);
+    tcase_add_test(tc, test_node_built_graph_runs);
+    tcase_add_test(tc, test_node_dependencies_and_params_checked);
+    tcase_add_test(tc, test_add_to_graph_under_capture_refused);
+    tcase_add_test(tc, test_capture_to_graph_appends);
+    tcase_add_test(tc, test_exec_kernel_node_setter);
+    tcase_add_test(tc, test_graph_kernel_node_setter);
+    tcase_add_test(tc, test_exec_child_node_setter);
+    tcase_add_test(tc, test_exec_memset_memcpy_setters);
+    tcase_add_test(tc, test_clone_and_update_across_child);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -405,8 +405,16 @@ START_TEST(test_get_proc_address_and_exports)
     ck_assert_int_eq(gpa(#base, &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st), CUDA_SUCCESS); \
     ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SUCCESS);                                       \
     ck_assert_ptr_eq(fn, dlsym(h, #sym));
+    /* An older ABI goes to a caller asking for a version before the current one's. */
+#define SIM_PROC_OLD(base, sym, below)                                                          \
+    fn = NULL;                                                                                  \
+    ck_assert_int_eq(gpa(#base, &fn, below - 1, CU_GET_PROC_ADDRESS_DEFAULT, &st), CUDA_SUCCESS); \
+    ck_assert_ptr_eq(fn, dlsym(h, #sym));                                                       \
+    ck_assert_int_eq(gpa(#base, &fn, below, CU_GET_PROC_ADDRESS_DEFAULT, &st), CUDA_SUCCESS);     \
+    ck_assert_ptr_ne(fn, dlsym(h, #sym));
 #include "drv_procs.def"
 #undef SIM_PROC
+#undef SIM_PROC_OLD
     CU_OK(gpa("cuMemAlloc", &fn, 13000, 0, &st));
     ck_assert_ptr_eq(fn, (void *)cuMemAlloc);  /* cuda.h maps cuMemAlloc to cuMemAlloc_v2 */
     CU_OK(gpa("cuLaunchKernelEx", &fn, 13000, 0, &st));
@@ -477,8 +485,10 @@ static int count_exports(const char *lib, name_ok_fn ok)
 static int driver_name_ok(const char *name)
 {
 #define SIM_PROC(base, sym) if (strcmp(name, #sym) == 0) return 1;
+#define SIM_PROC_OLD(base, sym, below) if (strcmp(name, #sym) == 0) return 1;
 #include "drv_procs.def"
 #undef SIM_PROC
+#undef SIM_PROC_OLD
     return strcmp(name, "simcudaVirtualNow") == 0 || strcmp(name, "simcudaHostNow") == 0 ||
            strcmp(name, "simcudaInjectFault") == 0 || strcmp(name, "simcudaDeviceMemUsed") == 0 ||
            strcmp(name, "simcudaUninterposed") == 0;
@@ -495,8 +505,10 @@ START_TEST(test_export_lists)
 {
     int nprocs = 0;
 #define SIM_PROC(base, sym) nprocs++;
+#define SIM_PROC_OLD(base, sym, below) nprocs++;
 #include "drv_procs.def"
 #undef SIM_PROC
+#undef SIM_PROC_OLD
     g_bad_export[0] = 0;
     ck_assert_int_eq(count_exports("libcuda.so.1", driver_name_ok), nprocs + 5);
     ck_assert_int_gt(count_exports("libcudart.so.13", runtime_name_ok), 60);

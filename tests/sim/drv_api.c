@@ -674,7 +674,7 @@ static CUresult primary_retain_locked(sim_dev_t *d, struct CUctx_st **out)
     return CUDA_SUCCESS;
 }
 
-static int ctx_valid(CUcontext ctx)
+int sim_ctx_valid(CUcontext ctx)
 {
     return ctx && ((struct CUctx_st *)ctx)->magic == SIM_MAGIC_CTX;
 }
@@ -809,7 +809,7 @@ SIM_EXPORT CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     CUresult r;
     r = DRV_ENTER(&c, cuCtxSetCurrent, &p, &r, 0);
     if (r == CUDA_SUCCESS) {
-        if (ctx && !ctx_valid(ctx))
+        if (ctx && !sim_ctx_valid(ctx))
             r = CUDA_ERROR_INVALID_CONTEXT;
         else
             t_ctx = (struct CUctx_st *)ctx;
@@ -825,7 +825,7 @@ SIM_EXPORT CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
     CUresult r;
     r = DRV_ENTER(&c, cuCtxPushCurrent_v2, &p, &r, 0);
     if (r == CUDA_SUCCESS) {
-        if (!ctx_valid(ctx))
+        if (!sim_ctx_valid(ctx))
             r = CUDA_ERROR_INVALID_CONTEXT;
         else if (t_ctx_depth >= (int)(sizeof t_ctx_stack / sizeof t_ctx_stack[0]))
             r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -885,7 +885,7 @@ SIM_EXPORT CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
         struct CUctx_st *x = ctx ? (struct CUctx_st *)ctx : t_ctx;
         if (!ctxId)
             r = CUDA_ERROR_INVALID_VALUE;
-        else if (!x || !ctx_valid((CUcontext)x))
+        else if (!x || !sim_ctx_valid((CUcontext)x))
             r = CUDA_ERROR_INVALID_CONTEXT;
         else
             *ctxId = x->id;
@@ -1190,7 +1190,7 @@ static int cupti_pop_external(uint32_t kind, uint64_t *id)
 
 static uint32_t cupti_ctx_id(CUcontext ctx)
 {
-    return ctx_valid(ctx) ? ((struct CUctx_st *)ctx)->id : 0;
+    return sim_ctx_valid(ctx) ? ((struct CUctx_st *)ctx)->id : 0;
 }
 
 static uint32_t cupti_stream_id(CUstream h)
@@ -1204,7 +1204,7 @@ static uint32_t cupti_stream_id(CUstream h)
 
 static uint32_t cupti_device_id(CUcontext ctx)
 {
-    return ctx_valid(ctx) ? (uint32_t)((struct CUctx_st *)ctx)->dev->ordinal : 0;
+    return sim_ctx_valid(ctx) ? (uint32_t)((struct CUctx_st *)ctx)->dev->ordinal : 0;
 }
 
 static const simcu_cupti_table_t g_cupti_table = {
@@ -1242,27 +1242,39 @@ SIM_EXPORT CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const C
 
 /* ------------------------------------------------------------------ cuGetProcAddress */
 
-typedef struct { const char *name; void *fn; } sim_proc_t;
+/* below: 0 for the current ABI, else the CUDA version from which on it is not handed out. */
+typedef struct { const char *name; void *fn; int below; } sim_proc_t;
 
-/* drv_procs.def lists every entry point: SIM_PROC(base name, exported symbol). */
-#define SIM_PROC(base, sym) {#base, (void *)sym},
+/* drv_procs.def lists every entry point: SIM_PROC(base name, exported symbol), and
+ * SIM_PROC_OLD(base name, exported symbol, version) for older ABIs. */
+#define SIM_PROC(base, sym) {#base, (void *)sym, 0},
+#define SIM_PROC_OLD(base, sym, below) {#base, (void *)sym, below},
 static const sim_proc_t g_procs[] = {
 #include "drv_procs.def"
 };
 #undef SIM_PROC
+#undef SIM_PROC_OLD
 
 static CUresult get_proc(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                          CUdriverProcAddressQueryResult *status)
 {
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
+    /* The current ABI, unless the caller's version predates it and an older one is
+     * listed. */
+    const sim_proc_t *hit = NULL;
     for (size_t i = 0; i < sizeof g_procs / sizeof g_procs[0]; i++) {
-        if (strcmp(g_procs[i].name, symbol) == 0) {
-            *pfn = g_procs[i].fn;
-            if (status)
-                *status = CU_GET_PROC_ADDRESS_SUCCESS;
-            return CUDA_SUCCESS;
-        }
+        const sim_proc_t *e = &g_procs[i];
+        if (strcmp(e->name, symbol) != 0 || (e->below != 0 && cudaVersion >= e->below))
+            continue;
+        if (!hit || e->below != 0)
+            hit = e;
+    }
+    if (hit) {
+        *pfn = hit->fn;
+        if (status)
+            *status = CU_GET_PROC_ADDRESS_SUCCESS;
+        return CUDA_SUCCESS;
     }
     *pfn = NULL;
     if (status)

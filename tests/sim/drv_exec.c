@@ -193,6 +193,11 @@ void sim_op_free(sim_op_t *op)
     }
     if (op->kind == SIM_OP_COPY)
         free(op->u.copy.snapshot);
+    if (op->kind == SIM_OP_GRAPH)
+        for (sim_op_t *n = op->u.child.head, *next; n; n = next) {
+            next = n->next;
+            sim_op_free(n);
+        }
     free(op->deps);
     free(op);
 }
@@ -1038,6 +1043,46 @@ static uint8_t mem_kind(const void *p, size_t n)
                                  : CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
 }
 
+/* A copy operation of `bytes` from src to dst, with what CUPTI reports of it (kinds)
+ * and the engine and time it takes; NULL when out of memory. For copies enqueued or
+ * captured, and a graph's memcpy nodes. */
+sim_op_t *sim_copy_op_new(void *dst, const void *src, size_t bytes, int *engine, uint64_t *dur)
+{
+    sim_op_t *op = sim_op_new(SIM_OP_COPY);
+    if (!op)
+        return NULL;
+    const sim_options_t *o = &g_sim.opt;
+    uint8_t sk = mem_kind(src, bytes), dk = mem_kind(dst, bytes);
+    int sdev = sk == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, ddev = dk == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    double bw;
+    uint8_t kind;
+    if (!sdev && ddev) {
+        kind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+        *engine = SIM_ENG_H2D;
+        bw = sk == CUPTI_ACTIVITY_MEMORY_KIND_PINNED ? o->H2D_GBPS : o->PAGEABLE_GBPS;
+    } else if (sdev && !ddev) {
+        kind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+        *engine = SIM_ENG_D2H;
+        bw = dk == CUPTI_ACTIVITY_MEMORY_KIND_PINNED ? o->D2H_GBPS : o->PAGEABLE_GBPS;
+    } else if (sdev && ddev) {
+        kind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
+        *engine = SIM_ENG_COMPUTE;
+        bw = o->D2D_GBPS;
+    } else {
+        kind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOH;
+        *engine = SIM_ENG_NONE;
+        bw = o->PAGEABLE_GBPS;
+    }
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.bytes = bytes;
+    op->u.copy.copy_kind = kind;
+    op->u.copy.src_kind = sk;
+    op->u.copy.dst_kind = dk;
+    *dur = sim_copy_duration(bytes, bw);
+    return op;
+}
+
 /* The one copy path. `sync`: the synchronous API (host waits, except D2D);
  * otherwise async on `h`, except that copies to pageable memory still block the host
  * and copies from pageable memory snapshot the source now, as the real driver
@@ -1080,43 +1125,20 @@ static CUresult copy(void *dst, const void *src, size_t bytes, CUstream h, int s
     if (r == CUDA_SUCCESS && sim_fault_hit(SIM_FAULT_KIND_COPY))
         r = CUDA_ERROR_UNKNOWN;
     sim_op_t *op = NULL;
-    if (r == CUDA_SUCCESS && !(op = sim_op_new(SIM_OP_COPY)))
+    int engine;
+    uint64_t dur;
+    if (r == CUDA_SUCCESS && !(op = sim_copy_op_new(dst, src, bytes, &engine, &dur)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r != CUDA_SUCCESS) {
         pthread_mutex_unlock(&g_sim.lock);
         return r;
     }
-    const sim_options_t *o = &g_sim.opt;
-    int engine, wait;
-    double bw;
-    uint8_t kind;
-    if (!sdev && ddev) {
-        kind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-        engine = SIM_ENG_H2D;
-        bw = sk == CUPTI_ACTIVITY_MEMORY_KIND_PINNED ? o->H2D_GBPS : o->PAGEABLE_GBPS;
-        wait = sync;
-    } else if (sdev && !ddev) {
-        kind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
-        engine = SIM_ENG_D2H;
-        bw = dk == CUPTI_ACTIVITY_MEMORY_KIND_PINNED ? o->D2H_GBPS : o->PAGEABLE_GBPS;
-        wait = sync || dk == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-    } else if (sdev && ddev) {
-        kind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
-        engine = SIM_ENG_COMPUTE;
-        bw = o->D2D_GBPS;
-        wait = 0;
-    } else {
-        kind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOH;
-        engine = SIM_ENG_NONE;
-        bw = o->PAGEABLE_GBPS;
-        wait = 1;
-    }
-    op->u.copy.dst = dst;
-    op->u.copy.src = src;
-    op->u.copy.bytes = bytes;
-    op->u.copy.copy_kind = kind;
-    op->u.copy.src_kind = sk;
-    op->u.copy.dst_kind = dk;
+    /* The host waits for a synchronous copy to or from the host, and for any copy to
+     * pageable memory, which the driver must see land. */
+    uint8_t kind = op->u.copy.copy_kind;
+    int wait = kind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? sync
+             : kind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? sync || dk == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE
+                                                       : kind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOH;
     op->async = !sync;
     if (how == SIM_CAPTURED) {
         r = sim_capture_check_mapped(s, sdev ? src : NULL);
@@ -1128,7 +1150,7 @@ static CUresult copy(void *dst, const void *src, size_t bytes, CUstream h, int s
             return r;
         }
         /* A node reads its source when a replay runs it. */
-        sim_capture_node(s, op, engine, sim_copy_duration(bytes, bw));
+        sim_capture_node(s, op, engine, dur);
         pthread_mutex_unlock(&g_sim.lock);
         return CUDA_SUCCESS;
     }
@@ -1149,7 +1171,7 @@ static CUresult copy(void *dst, const void *src, size_t bytes, CUstream h, int s
             return CUDA_ERROR_INVALID_HANDLE;
         }
     }
-    sim_enqueue_reported(s, op, engine, sim_copy_duration(bytes, bw));
+    sim_enqueue_reported(s, op, engine, dur);
     if (wait) {
         uint64_t seq = op->seq, vend = op->vend;  /* op is freed once done */
         sim_wait_seq(s, seq);

@@ -9,6 +9,14 @@
  * (its nodes copied) and launched: the nodes run in capture order on the launch
  * stream, which honours every dependency the capture saw.
  *
+ * A graph is also built node by node, as XLA builds its command buffers: cuGraphCreate,
+ * then kernel, memset, memcpy, empty and child graph nodes, each added after its
+ * dependencies (live nodes of the same graph), so that the order the nodes were made
+ * in, which a launch follows, honours them too. A child graph node holds its own copy
+ * of the child's nodes, which run in its place. cuStreamBeginCaptureToGraph captures
+ * into such a graph, after its nodes. Executable graphs take new parameters node by
+ * node (kernel, memset, memcpy, child graph), named by the graph's node.
+ *
  * The rules (CUDA programming guide, "Prohibited and Unhandled Operations" and
  * "Invalidation"; cuThreadExchangeStreamCaptureMode for the modes):
  *   - synchronizing or querying a capturing stream, or the context while one of its
@@ -234,17 +242,24 @@ static void list_append(sim_op_t **head, sim_op_t **tail, sim_op_t *op)
     *tail = op;
 }
 
-void sim_capture_node(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t dur)
+/* Appends op to g as a node of `dur` ns on `engine`. */
+static void graph_append(struct CUgraph_st *g, sim_op_t *op, int engine, uint64_t dur)
 {
-    struct CUgraph_st *g = s->cap->graph;
     op->engine = engine;
     op->dur = dur;
     op->corr = 0;
     list_append(&g->head, &g->tail, op);
     g->nnodes++;
+}
+
+void sim_capture_node(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t dur)
+{
+    graph_append(s->cap->graph, op, engine, dur);
     s->cap_tip++;
     s->cap_last = op;
 }
+
+static long nodes_copy(const sim_op_t *from, sim_op_t **head, sim_op_t **tail);
 
 /* A copy of node op, to run once (a replay) or to keep (an instantiation). */
 static sim_op_t *node_clone(const sim_op_t *op)
@@ -273,6 +288,10 @@ static sim_op_t *node_clone(const sim_op_t *op)
     }
     if (op->kind == SIM_OP_COPY)
         n->u.copy.snapshot = NULL; /* captured copies read their source when they run */
+    if (op->kind == SIM_OP_GRAPH && nodes_copy(op->u.child.head, &n->u.child.head, &n->u.child.tail) < 0) {
+        free(n);
+        return NULL;
+    }
     return n;
 }
 
@@ -283,6 +302,36 @@ static void nodes_free(sim_op_t *head)
         sim_op_free(head);
         head = next;
     }
+}
+
+/* Copies the list `from` (child graphs deep) into *head, *tail, each copy remembering
+ * the node it copies (orig). The number of nodes, or -1 when out of memory (nothing
+ * kept). */
+static long nodes_copy(const sim_op_t *from, sim_op_t **head, sim_op_t **tail)
+{
+    long k = 0;
+    *head = *tail = NULL;
+    for (const sim_op_t *op = from; op; op = op->next, k++) {
+        sim_op_t *n = node_clone(op);
+        if (!n) {
+            nodes_free(*head);
+            *head = *tail = NULL;
+            return -1;
+        }
+        n->orig = op;
+        list_append(head, tail, n);
+    }
+    return k;
+}
+
+/* Two lists of the same topology, as CUDA requires of an update: the simulator's
+ * graphs are lists, so the same kinds in the same order, child graphs alike. */
+static int same_shape(const sim_op_t *a, const sim_op_t *b)
+{
+    for (; a && b; a = a->next, b = b->next)
+        if (a->kind != b->kind || (a->kind == SIM_OP_GRAPH && !same_shape(a->u.child.head, b->u.child.head)))
+            return 0;
+    return !a && !b;
 }
 
 /* ------------------------------------------------------------------ handles */
@@ -320,6 +369,39 @@ static struct CUgraphExec_st *exec_of(CUgraphExec h)
     return x;
 }
 
+static int graph_captured_into(const struct CUgraph_st *g)
+{
+    for (sim_capture_t *cap = g_sim.captures; cap; cap = cap->next)
+        if (cap->graph == g)
+            return 1;
+    return 0;
+}
+
+/* deps (n of them) are live nodes of g, as CUDA requires of a new node's dependencies.
+ * Each is in g's list, which runs in creation order: they run before the new node. */
+static int deps_in_graph(const struct CUgraph_st *g, const CUgraphNode *deps, size_t n)
+{
+    if (n > 0 && !deps)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        const sim_op_t *op = g->head;
+        while (op && op != (const sim_op_t *)deps[i])
+            op = op->next;
+        if (!op)
+            return 0;
+    }
+    return 1;
+}
+
+/* The executable graph's node made from graph node n (top level, as CUDA names them). */
+static sim_op_t *exec_node(struct CUgraphExec_st *x, CUgraphNode n)
+{
+    for (sim_op_t *op = x ? x->head : NULL; op; op = op->next)
+        if (op->orig == (const sim_op_t *)n)
+            return op;
+    return NULL;
+}
+
 /* The capture is over (lock held): its streams leave it, its captured events stay
  * unusable for queries (cap_id) but no longer point at it. */
 static void capture_end_locked(sim_capture_t *c)
@@ -346,7 +428,10 @@ void sim_capture_stream_destroyed(struct CUstream_st *s)
 
 /* ------------------------------------------------------------------ capture API */
 
-static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode)
+/* A capture on h into a graph of its own, or (into) after the nodes of the caller's
+ * graph, its first node depending on deps (ndeps nodes of that graph). */
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, CUgraph into, const CUgraphNode *deps,
+                              size_t ndeps)
 {
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -358,11 +443,16 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode)
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot capture */
     if (r == CUDA_SUCCESS && s->cap)
         r = CUDA_ERROR_ILLEGAL_STATE;
+    struct CUgraph_st *g = NULL;
+    if (r == CUDA_SUCCESS && into &&
+        (!(g = graph_of(into)) || graph_captured_into(g) || !deps_in_graph(g, deps, ndeps)))
+        r = CUDA_ERROR_INVALID_VALUE;
     sim_capture_t *c = NULL;
-    if (r == CUDA_SUCCESS && (!(c = calloc(1, sizeof *c)) || !(c->graph = graph_new_locked())))
+    if (r == CUDA_SUCCESS && (!(c = calloc(1, sizeof *c)) || (!into && !(g = graph_new_locked()))))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && capture_add_stream(c, s) != 0) {
-        graph_free_locked(c->graph);
+        if (!into)
+            graph_free_locked(g);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (r == CUDA_SUCCESS) {
@@ -370,6 +460,12 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode)
         c->origin = s;
         c->mode = mode;
         c->thread = pthread_self();
+        c->graph = g;
+        c->into = into != NULL;
+        c->base = g->tail;
+        /* What the next node depends on, as cuStreamGetCaptureInfo tells it; CUDA lists
+         * every dependency, the simulator keeps the last. */
+        s->cap_last = ndeps > 0 ? (sim_op_t *)deps[ndeps - 1] : NULL;
         c->next = g_sim.captures;
         g_sim.captures = c;
     } else {
@@ -386,9 +482,57 @@ SIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCa
     CUresult r;
     r = DRV_ENTER(&c, cuStreamBeginCapture_v2, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS)
-        r = begin_capture(hStream, mode);
+        r = begin_capture(hStream, mode, NULL, NULL, 0);
     sim_api_exit(&c);
     return r;
+}
+
+/* Edge data the simulator has: none, or all default (no ports, no programmatic
+ * dependencies). */
+static int default_edges(const CUgraphEdgeData *edges, size_t n)
+{
+    static const CUgraphEdgeData none;
+    for (size_t i = 0; edges && i < n; i++)
+        if (memcmp(&edges[i], &none, sizeof none) != 0)
+            return 0;
+    return 1;
+}
+
+/* A capture into hGraph, which keeps its nodes: the captured ones come after them, and
+ * cuStreamEndCapture gives hGraph back. */
+SIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                                        const CUgraphNode *dependencies,
+                                                        const CUgraphEdgeData *dependencyData,
+                                                        size_t numDependencies, CUstreamCaptureMode mode)
+{
+    cuStreamBeginCaptureToGraph_params p = {hStream, hGraph, dependencies, dependencyData, numDependencies, mode};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuStreamBeginCaptureToGraph, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && !hGraph)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && !default_edges(dependencyData, numDependencies))
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS)
+        r = begin_capture(hStream, mode, hGraph, dependencies, numDependencies);
+    sim_api_exit(&c);
+    return r;
+}
+
+/* An invalidated capture into the caller's graph: the captured nodes go, the graph and
+ * its own nodes stay (CUDA destroys no graph it did not make). */
+static void drop_captured(sim_capture_t *c)
+{
+    struct CUgraph_st *g = c->graph;
+    sim_op_t *first = c->base ? c->base->next : g->head;
+    if (c->base)
+        c->base->next = NULL;
+    else
+        g->head = NULL;
+    g->tail = c->base;
+    for (const sim_op_t *op = first; op; op = op->next)
+        g->nnodes--;
+    nodes_free(first);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
@@ -424,7 +568,10 @@ SIM_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGrap
             if (r == CUDA_SUCCESS) {
                 *phGraph = (CUgraph)g;
             } else {
-                graph_free_locked(g);
+                if (cap->into)
+                    drop_captured(cap);
+                else
+                    graph_free_locked(g);
                 *phGraph = NULL;
             }
             capture_end_locked(cap);
@@ -536,33 +683,53 @@ SIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec
         pthread_mutex_lock(&g_sim.lock);
         struct CUgraph_st *g = graph_of(hGraph);
         struct CUgraphExec_st *x = NULL;
+        long n = 0;
         if (!g)
             r = CUDA_ERROR_INVALID_VALUE;
         else if (!(x = calloc(1, sizeof *x)))
             r = CUDA_ERROR_OUT_OF_MEMORY;
-        for (sim_op_t *op = g ? g->head : NULL; r == CUDA_SUCCESS && op; op = op->next) {
-            sim_op_t *n = node_clone(op);
-            if (!n) {
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-            n->orig = op; /* for the calls that name the graph's node (cuGraphNodeSetEnabled) */
-            list_append(&x->head, &x->tail, n);
-            x->nnodes++;
-        }
+        /* Each copy remembers its graph node (orig), for the calls that name it
+         * (cuGraphNodeSetEnabled, cuGraphExec*NodeSetParams). */
+        else if ((n = nodes_copy(g->head, &x->head, &x->tail)) < 0)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
+            x->nnodes = (size_t)n;
             x->magic = SIM_MAGIC_GEXEC;
             x->key = x;
             HASH_ADD(hh, g_sim.live_execs, key, sizeof(void *), x);
             *phGraphExec = (CUgraphExec)x;
-        } else if (x) {
-            nodes_free(x->head);
+        } else {
             free(x);
         }
         pthread_mutex_unlock(&g_sim.lock);
     }
     sim_api_exit(&c);
     return r;
+}
+
+/* Each node runs as an operation of its own on s, in order, a child graph's nodes in
+ * its place; into a capture (how: SIM_CAPTURED, a child graph), they join the
+ * capture's. Lock held. */
+static CUresult launch_nodes(struct CUstream_st *s, const sim_op_t *head, CUresult how)
+{
+    for (const sim_op_t *op = head; op; op = op->next) {
+        if (op->disabled)
+            continue;
+        if (op->kind == SIM_OP_GRAPH) {
+            CUresult r = launch_nodes(s, op->u.child.head, how);
+            if (r != CUDA_SUCCESS)
+                return r;
+            continue;
+        }
+        sim_op_t *n = node_clone(op);
+        if (!n)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (how == SIM_CAPTURED)
+            sim_capture_node(s, n, op->engine, op->dur);
+        else
+            sim_enqueue_reported(s, n, op->engine, op->dur);
+    }
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
@@ -579,21 +746,8 @@ SIM_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStre
         CUresult how = r == CUDA_SUCCESS ? sim_capture_enqueue_check(s) : r;
         if (how != CUDA_SUCCESS && how != SIM_CAPTURED)
             r = how;
-        /* Each node runs as an operation of its own on s, in capture order; into a
-         * capture (a child graph), its nodes join the capture's. */
-        for (sim_op_t *op = r == CUDA_SUCCESS ? x->head : NULL; op; op = op->next) {
-            if (op->disabled)
-                continue;
-            sim_op_t *n = node_clone(op);
-            if (!n) {
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-            if (how == SIM_CAPTURED)
-                sim_capture_node(s, n, op->engine, op->dur);
-            else
-                sim_enqueue_reported(s, n, op->engine, op->dur);
-        }
+        if (r == CUDA_SUCCESS)
+            r = launch_nodes(s, x->head, how);
         pthread_mutex_unlock(&g_sim.lock);
     }
     sim_api_exit(&c);
@@ -666,14 +820,6 @@ static struct CUgraph_st *graph_holding(const sim_op_t *n, sim_op_t **prev)
     return NULL;
 }
 
-static int graph_captured_into(const struct CUgraph_st *g)
-{
-    for (sim_capture_t *cap = g_sim.captures; cap; cap = cap->next)
-        if (cap->graph == g)
-            return 1;
-    return 0;
-}
-
 SIM_EXPORT CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
     cuGraphClone_params p = {phGraphClone, originalGraph};
@@ -685,24 +831,19 @@ SIM_EXPORT CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph original
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_sim.lock);
         struct CUgraph_st *g = graph_of(originalGraph), *x = NULL;
+        long n = 0;
         if (!g || graph_captured_into(g))
             r = CUDA_ERROR_INVALID_VALUE;
         else if (!(x = graph_new_locked()))
             r = CUDA_ERROR_OUT_OF_MEMORY;
-        for (sim_op_t *op = g && x ? g->head : NULL; r == CUDA_SUCCESS && op; op = op->next) {
-            sim_op_t *n = node_clone(op);
-            if (!n) {
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-            n->orig = op;
-            list_append(&x->head, &x->tail, n);
-            x->nnodes++;
-        }
-        if (r == CUDA_SUCCESS)
+        else if ((n = nodes_copy(g->head, &x->head, &x->tail)) < 0)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS) {
+            x->nnodes = (size_t)n;
             *phGraphClone = (CUgraph)x;
-        else if (x)
+        } else if (x) {
             graph_free_locked(x);
+        }
         pthread_mutex_unlock(&g_sim.lock);
     }
     sim_api_exit(&c);
@@ -782,6 +923,7 @@ SIM_EXPORT CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeTyp
                   : n->kind == SIM_OP_COPY   ? CU_GRAPH_NODE_TYPE_MEMCPY
                   : n->kind == SIM_OP_MEMSET ? CU_GRAPH_NODE_TYPE_MEMSET
                   : n->kind == SIM_OP_HOSTFN ? CU_GRAPH_NODE_TYPE_HOST
+                  : n->kind == SIM_OP_GRAPH  ? CU_GRAPH_NODE_TYPE_GRAPH
                                              : CU_GRAPH_NODE_TYPE_EMPTY;
         pthread_mutex_unlock(&g_sim.lock);
     }
@@ -820,9 +962,9 @@ SIM_EXPORT CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode)
     return r;
 }
 
-/* The graph's nodes become the executable graph's (their parameters updated). CUDA
- * refuses a graph of another topology; the simulator's graphs are lists, so the same
- * count of nodes of the same kinds in the same order. */
+/* The graph's nodes become the executable graph's (their parameters updated), each
+ * still named by the node the executable graph was instantiated from. CUDA refuses a
+ * graph of another topology (same_shape). */
 SIM_EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
                                                  CUgraphExecUpdateResultInfo *resultInfo)
 {
@@ -835,27 +977,16 @@ SIM_EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph
         struct CUgraphExec_st *x = exec_of(hGraphExec);
         struct CUgraph_st *g = graph_of(hGraph);
         CUgraphExecUpdateResult how = CU_GRAPH_EXEC_UPDATE_SUCCESS;
-        if (!x || !g) {
+        if (!x || !g)
             r = CUDA_ERROR_INVALID_VALUE;
-        } else {
-            const sim_op_t *a = x->head, *b = g->head;
-            for (; a && b; a = a->next, b = b->next)
-                if (a->kind != b->kind)
-                    break;
-            if (a || b)
-                how = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
-        }
+        else if (!same_shape(x->head, g->head))
+            how = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
         sim_op_t *head = NULL, *tail = NULL;
-        for (const sim_op_t *op = r == CUDA_SUCCESS && how == CU_GRAPH_EXEC_UPDATE_SUCCESS ? g->head : NULL; op;
-             op = op->next) {
-            sim_op_t *n = node_clone(op);
-            if (!n) {
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-            list_append(&head, &tail, n);
-        }
+        if (r == CUDA_SUCCESS && how == CU_GRAPH_EXEC_UPDATE_SUCCESS && nodes_copy(g->head, &head, &tail) < 0)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS && how == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+            for (sim_op_t *a = x->head, *b = head; b; a = a->next, b = b->next)
+                b->orig = a->orig;
             nodes_free(x->head);
             x->head = head;
             x->tail = tail;
@@ -884,15 +1015,505 @@ SIM_EXPORT CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgrap
     r = DRV_ENTER(&c, cuGraphNodeSetEnabled, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_sim.lock);
-        struct CUgraphExec_st *x = exec_of(hGraphExec);
-        sim_op_t *found = NULL;
-        for (sim_op_t *op = x ? x->head : NULL; op && !found; op = op->next)
-            if (op->orig == (const sim_op_t *)hNode)
-                found = op;
+        sim_op_t *found = exec_node(exec_of(hGraphExec), hNode);
         if (!found)
             r = CUDA_ERROR_INVALID_VALUE;
         else
             found->disabled = !isEnabled;
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* ------------------------------------------------------------------ graphs built node by node
+ *
+ * Each node is appended to its graph's list after checking that its dependencies are
+ * live nodes of that graph: they precede it, and a launch runs the list in order. Its
+ * parameters are copied when it is added, as CUDA copies them (a kernel's argument
+ * values, a child graph's nodes). */
+
+SIM_EXPORT CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    cuGraphCreate_params p = {phGraph, flags};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphCreate, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && (!phGraph || flags != 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        struct CUgraph_st *g = graph_new_locked();
+        if (g)
+            *phGraph = (CUgraph)g;
+        else
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* Adds op to graph h, a node of `dur` ns on `engine` after its dependencies: the end of
+ * every cuGraphAdd*Node (lock held). Takes op, freed on failure. A graph a capture
+ * records into is the capture's until it ends: nothing else is added to it. */
+static CUresult add_node_locked(CUgraphNode *node, CUgraph h, const CUgraphNode *deps, size_t ndeps, sim_op_t *op,
+                                int engine, uint64_t dur)
+{
+    struct CUgraph_st *g = graph_of(h);
+    if (!g || graph_captured_into(g) || !deps_in_graph(g, deps, ndeps)) {
+        sim_op_free(op);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    graph_append(g, op, engine, dur);
+    *node = (CUgraphNode)op;
+    return CUDA_SUCCESS;
+}
+
+/* A kernel node's parameters as a kernel operation (its arguments copied) and its
+ * duration: func, or kern when func is NULL, whose ctx the simulator only checks (its
+ * kernels run in any context). Without the lock. */
+static CUresult kernel_node_op(const CUDA_KERNEL_NODE_PARAMS *p, sim_op_t **op, uint64_t *cost)
+{
+    if (!p || (!p->func && !p->kern))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!p->func && p->ctx && !sim_ctx_valid(p->ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_launch_dims_t d = {{p->gridDimX, p->gridDimY, p->gridDimZ},
+                           {p->blockDimX, p->blockDimY, p->blockDimZ},
+                           p->sharedMemBytes};
+    CUresult r = sim_kernel_op_new(p->func ? p->func : (CUfunction)p->kern, &d, p->kernelParams, p->extra, op, cost);
+    if (r == CUDA_SUCCESS) {
+        /* Arguments naming memory the current device may not reach fault when the
+         * node runs, as a captured launch's do. */
+        pthread_mutex_lock(&g_sim.lock);
+        struct CUctx_st *ctx = sim_current_ctx();
+        if (ctx)
+            sim_kernel_op_check_peer(*op, ctx->dev);
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    return r;
+}
+
+/* The CUDA 11 parameters (no kern, no ctx) in the current layout; NULL stays NULL. */
+static const CUDA_KERNEL_NODE_PARAMS *kernel_params_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *p, CUDA_KERNEL_NODE_PARAMS *v2)
+{
+    if (!p)
+        return NULL;
+    memset(v2, 0, sizeof *v2);
+    v2->func = p->func;
+    v2->gridDimX = p->gridDimX;
+    v2->gridDimY = p->gridDimY;
+    v2->gridDimZ = p->gridDimZ;
+    v2->blockDimX = p->blockDimX;
+    v2->blockDimY = p->blockDimY;
+    v2->blockDimZ = p->blockDimZ;
+    v2->sharedMemBytes = p->sharedMemBytes;
+    v2->kernelParams = p->kernelParams;
+    v2->extra = p->extra;
+    return v2;
+}
+
+static CUresult add_kernel_node(CUgraphNode *node, CUgraph h, const CUgraphNode *deps, size_t ndeps,
+                                const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op_t *op;
+    uint64_t cost;
+    CUresult r = kernel_node_op(p, &op, &cost);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        r = add_node_locked(node, h, deps, ndeps, op, SIM_ENG_COMPUTE, cost);
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                    const CUgraphNode *dependencies, size_t numDependencies,
+                                                    const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    cuGraphAddKernelNode_v2_params p = {phGraphNode, hGraph, dependencies, numDependencies, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphAddKernelNode_v2, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                                 const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    cuGraphAddKernelNode_params p = {phGraphNode, hGraph, dependencies, numDependencies, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphAddKernelNode, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        CUDA_KERNEL_NODE_PARAMS v2;
+        r = add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, kernel_params_v2(nodeParams, &v2));
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* Kernel node n takes op's kernel, geometry, arguments and duration; op goes. */
+static void kernel_node_take(sim_op_t *n, sim_op_t *op, uint64_t cost)
+{
+    free(n->u.kern.argbuf);
+    free(n->u.kern.args);
+    n->u.kern = op->u.kern;
+    n->dur = cost;
+    op->u.kern.argbuf = NULL;
+    op->u.kern.args = NULL;
+    sim_op_free(op);
+}
+
+/* A graph's kernel node (x NULL), or the executable graph x's node made from it, takes
+ * new parameters. */
+static CUresult kernel_node_set(CUgraphExec x, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    sim_op_t *op;
+    uint64_t cost;
+    CUresult r = h ? kernel_node_op(p, &op, &cost) : CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_sim.lock);
+    sim_op_t *prev, *n = NULL;
+    if (x) {
+        n = exec_node(exec_of(x), h);
+    } else {
+        struct CUgraph_st *g = graph_holding((sim_op_t *)h, &prev);
+        n = g && !graph_captured_into(g) ? (sim_op_t *)h : NULL;
+    }
+    if (n && n->kind == SIM_OP_KERNEL) {
+        kernel_node_take(n, op, cost);
+    } else {
+        sim_op_free(op);
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    cuGraphKernelNodeSetParams_v2_params p = {hNode, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphKernelNodeSetParams_v2, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = kernel_node_set(NULL, hNode, nodeParams);
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    cuGraphKernelNodeSetParams_params p = {hNode, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphKernelNodeSetParams, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        CUDA_KERNEL_NODE_PARAMS v2;
+        r = kernel_node_set(NULL, hNode, kernel_params_v2(nodeParams, &v2));
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* CUDA wants the new function in the node's context; the simulator takes any kernel. */
+SIM_EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                              const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    cuGraphExecKernelNodeSetParams_v2_params p = {hGraphExec, hNode, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphExecKernelNodeSetParams_v2, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = hGraphExec ? kernel_node_set(hGraphExec, hNode, nodeParams) : CUDA_ERROR_INVALID_VALUE;
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                           const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    cuGraphExecKernelNodeSetParams_params p = {hGraphExec, hNode, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphExecKernelNodeSetParams, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        CUDA_KERNEL_NODE_PARAMS v2;
+        r = hGraphExec ? kernel_node_set(hGraphExec, hNode, kernel_params_v2(nodeParams, &v2))
+                       : CUDA_ERROR_INVALID_VALUE;
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* A memset node's parameters as an operation and its duration (lock held). The
+ * simulator sets 1-D ranges: a set of several rows is CUDA_ERROR_NOT_SUPPORTED. */
+static CUresult memset_node_op(const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx, sim_op_t **out, uint64_t *dur)
+{
+    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || p->width == 0 ||
+        p->height == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (p->height != 1)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    void *dst = (void *)(uintptr_t)p->dst;
+    size_t bytes = p->width * p->elementSize;
+    if (!sim_in_arena(dst, bytes) || p->dst % p->elementSize || !sim_mem_device_of(dst))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op_t *op = sim_op_new(SIM_OP_MEMSET);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.memset.dst = dst;
+    op->u.memset.value = p->value;
+    op->u.memset.elem = p->elementSize;
+    op->u.memset.count = p->width;
+    op->async = 1;
+    *dur = sim_copy_duration(bytes, g_sim.opt.D2D_GBPS);
+    *out = op;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                                 const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    cuGraphAddMemsetNode_params p = {phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphAddMemsetNode, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && !phGraphNode)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *op;
+        uint64_t dur;
+        r = memset_node_op(memsetParams, ctx, &op, &dur);
+        if (r == CUDA_SUCCESS)
+            r = add_node_locked(phGraphNode, hGraph, dependencies, numDependencies, op, SIM_ENG_COMPUTE, dur);
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* One end of a CUDA_MEMCPY3D copy of `bytes`: its address, the base plus the offsets
+ * as CUDA adds them, which its memory type must allow (lock held). Device memory is
+ * the arena's, with memory mapped; the simulator has no CUDA arrays. */
+static CUresult copy_end(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
+                         size_t pitch, size_t height, size_t bytes, void **out)
+{
+    if (type == CU_MEMORYTYPE_ARRAY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
+        return CUDA_ERROR_INVALID_VALUE;
+    const char *base = type == CU_MEMORYTYPE_HOST ? host : (const char *)(uintptr_t)dev;
+    if (!base)
+        return CUDA_ERROR_INVALID_VALUE;
+    char *p = (char *)base + (z * height + y) * pitch + x;
+    int device = sim_in_arena(p, bytes);
+    if ((type == CU_MEMORYTYPE_HOST && device) || (type == CU_MEMORYTYPE_DEVICE && !device) ||
+        (device && !sim_mem_device_of(p)))
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+/* A memcpy node's parameters as an operation, its engine and duration (lock held). The
+ * simulator copies 1-D ranges: several rows or planes are CUDA_ERROR_NOT_SUPPORTED. The
+ * node reads its source when it runs. */
+static CUresult copy_node_op(const CUDA_MEMCPY3D *p, CUcontext ctx, sim_op_t **out, int *engine, uint64_t *dur)
+{
+    if (!p || p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (p->Height != 1 || p->Depth != 1)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    void *src, *dst;
+    CUresult r = copy_end(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
+                          p->srcHeight, p->WidthInBytes, &src);
+    if (r == CUDA_SUCCESS)
+        r = copy_end(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
+                     p->dstHeight, p->WidthInBytes, &dst);
+    if (r == CUDA_SUCCESS && !(*out = sim_copy_op_new(dst, src, p->WidthInBytes, engine, dur)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS)
+        (*out)->async = 1;
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                                 const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    cuGraphAddMemcpyNode_params p = {phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphAddMemcpyNode, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && !phGraphNode)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *op;
+        int engine;
+        uint64_t dur;
+        r = copy_node_op(copyParams, ctx, &op, &engine, &dur);
+        if (r == CUDA_SUCCESS)
+            r = add_node_locked(phGraphNode, hGraph, dependencies, numDependencies, op, engine, dur);
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                const CUgraphNode *dependencies, size_t numDependencies)
+{
+    cuGraphAddEmptyNode_params p = {phGraphNode, hGraph, dependencies, numDependencies};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphAddEmptyNode, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && !phGraphNode)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *op = sim_op_new(SIM_OP_MARKER);
+        if (!op)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            r = add_node_locked(phGraphNode, hGraph, dependencies, numDependencies, op, SIM_ENG_NONE, 0);
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* The child graph h's nodes, copied for a child graph node (lock held): h must be a
+ * graph no capture is recording into. */
+static CUresult child_nodes(CUgraph h, sim_op_t **head, sim_op_t **tail)
+{
+    struct CUgraph_st *child = graph_of(h);
+    if (!child || graph_captured_into(child))
+        return CUDA_ERROR_INVALID_VALUE;
+    return nodes_copy(child->head, head, tail) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+/* The node holds its own copy of the child's nodes (CUDA clones the child): the child
+ * may change or go, the node stays as it was added. */
+SIM_EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                     const CUgraphNode *dependencies, size_t numDependencies,
+                                                     CUgraph childGraph)
+{
+    cuGraphAddChildGraphNode_params p = {phGraphNode, hGraph, dependencies, numDependencies, childGraph};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphAddChildGraphNode, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && (!phGraphNode || childGraph == hGraph))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *op = sim_op_new(SIM_OP_GRAPH);
+        if (!op)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            r = child_nodes(childGraph, &op->u.child.head, &op->u.child.tail);
+        if (r == CUDA_SUCCESS)
+            r = add_node_locked(phGraphNode, hGraph, dependencies, numDependencies, op, SIM_ENG_NONE, 0);
+        else
+            free(op);
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* The executable graph's child graph node made from hNode runs a copy of childGraph's
+ * nodes from now on. CUDA requires the child's topology to be the node's (same_shape). */
+SIM_EXPORT CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                               CUgraph childGraph)
+{
+    cuGraphExecChildGraphNodeSetParams_params p = {hGraphExec, hNode, childGraph};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphExecChildGraphNodeSetParams, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *n = exec_node(exec_of(hGraphExec), hNode), *head, *tail;
+        struct CUgraph_st *child = graph_of(childGraph);
+        if (!n || n->kind != SIM_OP_GRAPH || !child || !same_shape(n->u.child.head, child->head))
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            r = child_nodes(childGraph, &head, &tail);
+        if (r == CUDA_SUCCESS) {
+            nodes_free(n->u.child.head);
+            n->u.child.head = head;
+            n->u.child.tail = tail;
+        }
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* CUDA requires the same memory (contexts, 1-D) as the node's: the simulator checks
+ * the new range as a new node's. */
+SIM_EXPORT CUresult CUDAAPI cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                           const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    cuGraphExecMemsetNodeSetParams_params p = {hGraphExec, hNode, memsetParams, ctx};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphExecMemsetNodeSetParams, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *n = exec_node(exec_of(hGraphExec), hNode), *op;
+        uint64_t dur;
+        r = n && n->kind == SIM_OP_MEMSET ? memset_node_op(memsetParams, ctx, &op, &dur) : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS) {
+            n->u.memset = op->u.memset;
+            n->dur = dur;
+            sim_op_free(op);
+        }
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* As for the memset: and the copy keeps its direction (host to device stays one). */
+SIM_EXPORT CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                           const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    cuGraphExecMemcpyNodeSetParams_params p = {hGraphExec, hNode, copyParams, ctx};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphExecMemcpyNodeSetParams, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *n = exec_node(exec_of(hGraphExec), hNode), *op;
+        int engine;
+        uint64_t dur;
+        r = n && n->kind == SIM_OP_COPY ? copy_node_op(copyParams, ctx, &op, &engine, &dur) : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS && op->u.copy.copy_kind != n->u.copy.copy_kind) {
+            sim_op_free(op);
+            r = CUDA_ERROR_INVALID_VALUE;
+        }
+        if (r == CUDA_SUCCESS) {
+            n->u.copy = op->u.copy;
+            n->engine = engine;
+            n->dur = dur;
+            sim_op_free(op);
+        }
         pthread_mutex_unlock(&g_sim.lock);
     }
     sim_api_exit(&c);

@@ -114,8 +114,10 @@ struct CUctx_st {
 /* ---- streams, events, operations (drv_exec.c) ---- */
 typedef struct { struct CUstream_st *s; uint64_t seq; } sim_dep_t;
 
+/* SIM_OP_GRAPH is a graph's child graph node only, never enqueued: a launch runs its
+ * nodes in its place. */
 typedef enum { SIM_OP_KERNEL, SIM_OP_COPY, SIM_OP_MEMSET, SIM_OP_MARKER, SIM_OP_FREE,
-               SIM_OP_HOSTFN } sim_op_kind_t;
+               SIM_OP_HOSTFN, SIM_OP_GRAPH } sim_op_kind_t;
 
 struct sim_kernel;
 
@@ -165,6 +167,9 @@ typedef struct sim_op {
             CUhostFn fn;
             void *user;
         } hostfn;
+        struct {
+            struct sim_op *head, *tail;  /* its own copy of the child graph's nodes */
+        } child;
     } u;
 } sim_op_t;
 
@@ -224,13 +229,19 @@ typedef struct sim_capture {
     pthread_t thread;                   /* the thread that began it */
     int invalid;                        /* a rule was broken: EndCapture fails */
     struct CUgraph_st *graph;           /* what it captures into */
+    /* Begun by cuStreamBeginCaptureToGraph: the graph is the caller's, its nodes from
+     * before the capture end at base (NULL: it had none); an invalidated capture drops
+     * only the nodes after it. */
+    int into;
+    sim_op_t *base;
     struct CUstream_st **streams;       /* every stream in it, origin first */
     int nstreams, capstreams;
     struct sim_capture *next;           /* g_sim.captures */
 } sim_capture_t;
 
-/* A graph is its nodes in capture order: every node comes after the nodes it depends
- * on, so a replay runs them in that order on the launch stream. */
+/* A graph is its nodes in the order they were made (captured or added): every node
+ * comes after the nodes it depends on, so a replay runs them in that order on the
+ * launch stream. */
 struct CUgraph_st {
     uint32_t magic;
     void *key;
@@ -301,6 +312,7 @@ uint32_t sim_current_corr(void);         /* correlation id of the outermost call
 enum { SIM_FAULT_KIND_ALLOC, SIM_FAULT_KIND_HOST_ALLOC, SIM_FAULT_KIND_COPY, SIM_FAULT_KIND_N };
 int sim_fault_hit(int kind);             /* 1: this call must fail (injected) */
 CUresult sim_ctx_init(struct CUctx_st *ctx, sim_dev_t *dev);
+int sim_ctx_valid(CUcontext ctx);        /* a live context handle */
 
 /* ---- drv_mem.c ---- */
 int sim_mem_init(void);
@@ -329,6 +341,9 @@ void sim_enqueue_kernel(struct CUstream_st *s, sim_op_t *op, uint64_t cost);
 /* sim_enqueue, with the activity record decided now (as a GPU decides at launch). */
 void sim_enqueue_reported(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t dur);
 uint64_t sim_copy_duration(size_t bytes, double gbps);
+/* A copy operation from src to dst, its kinds set as CUPTI reports them, with the
+ * engine and virtual time it takes (lock held); NULL: out of memory. */
+sim_op_t *sim_copy_op_new(void *dst, const void *src, size_t bytes, int *engine, uint64_t *dur);
 
 /* ---- drv_graph.c: stream capture rules (lock held) ---- */
 /* What an enqueue on s must do: CUDA_SUCCESS (enqueue it), SIM_CAPTURED (s captures:
@@ -365,6 +380,21 @@ void sim_capture_stream_destroyed(struct CUstream_st *s);
 
 /* ---- drv_kernel.c ---- */
 sim_kernel_t *sim_kernel_from_handle(const void *h, int *is_func);  /* lock held */
+/* A launch's geometry. */
+typedef struct {
+    unsigned grid[3], block[3];
+    unsigned smem;
+} sim_launch_dims_t;
+/* A kernel operation of f (a CUkernel or CUfunction handle) with its arguments copied
+ * from kernelParams or from extra's packed buffer, and its virtual duration, for a
+ * launch or a graph's kernel node. Without the lock: the kernel's cost function is
+ * user code. CUDA_ERROR_INVALID_HANDLE for an unknown f, INVALID_VALUE for bad
+ * dimensions or arguments. */
+CUresult sim_kernel_op_new(CUfunction f, const sim_launch_dims_t *d, void **params, void **extra, sim_op_t **op,
+                           uint64_t *cost);
+/* Marks a kernel operation whose arguments name another device's memory that dev may
+ * not reach: it faults when it runs there (lock held). */
+void sim_kernel_op_check_peer(sim_op_t *op, const sim_dev_t *dev);
 int sim_register_kernel(const void *stub, const simcuda_kernel_desc_t *desc, const size_t *param_align);
 CUkernel sim_kernel_by_stub(const void *stub);
 const char *sim_kernel_name(const void *handle);

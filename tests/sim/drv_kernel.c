@@ -145,13 +145,8 @@ static sim_kernel_t *kernel_by_name(const char *name)
 
 /* ------------------------------------------------------------------ launch */
 
-typedef struct {
-    unsigned grid[3], block[3];
-    unsigned smem;
-    CUstream stream;
-} launch_dims_t;
-
-static CUresult launch(CUfunction f, const launch_dims_t *d, void **params, void **extra)
+CUresult sim_kernel_op_new(CUfunction f, const sim_launch_dims_t *d, void **params, void **extra, sim_op_t **out,
+                           uint64_t *cost)
 {
     pthread_mutex_lock(&g_sim.lock);
     sim_kernel_t *k = sim_kernel_from_handle(f, NULL);
@@ -219,31 +214,46 @@ static CUresult launch(CUfunction f, const launch_dims_t *d, void **params, void
         op->u.kern.dims.block[i] = d->block[i];
     }
     op->u.kern.dims.shared_mem = d->smem;
-    /* The cost function is user code: run it without the lock. */
-    uint64_t cost = k->desc.cost ? k->desc.cost(args, &op->u.kern.dims) : k->desc.cost_ns;
+    *cost = k->desc.cost ? k->desc.cost(args, &op->u.kern.dims) : k->desc.cost_ns;
+    *out = op;
+    return CUDA_SUCCESS;
+}
 
+/* A kernel given an address of another device's memory that this device was not
+ * granted (cuMemSetAccess on a virtual-memory mapping; the simulator has no other peer
+ * access) faults when it runs, as one reading it would on a GPU. */
+void sim_kernel_op_check_peer(sim_op_t *op, const sim_dev_t *dev)
+{
+    const sim_kernel_t *k = op->u.kern.k;
+    for (int i = 0; i < k->desc.nparams && op->u.kern.foreign == 0; i++) {
+        uint64_t v;
+        if (k->desc.param_size[i] != 8)
+            continue;
+        memcpy(&v, op->u.kern.args[i], 8);
+        sim_dev_t *owner = sim_mem_device_of((const void *)(uintptr_t)v);
+        if (owner != NULL && owner != dev && sim_mem_granted((const void *)(uintptr_t)v, dev) != 1) {
+            op->u.kern.foreign = v;
+            op->u.kern.foreign_dev = owner->ordinal;
+        }
+    }
+}
+
+static CUresult launch(CUfunction f, const sim_launch_dims_t *d, CUstream stream, void **params, void **extra)
+{
+    sim_op_t *op;
+    uint64_t cost;
+    CUresult r = sim_kernel_op_new(f, d, params, extra, &op, &cost);
+    if (r != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&g_sim.lock);
     struct CUstream_st *s;
-    CUresult r = sim_stream_resolve(d->stream, &s);
+    r = sim_stream_resolve(stream, &s);
     /* A stream of another context is not a handle this context knows (the driver's
      * CUDA_ERROR_INVALID_HANDLE, "invalid resource handle" through the runtime). */
     if (r == CUDA_SUCCESS && s->ctx != sim_current_ctx())
         r = CUDA_ERROR_INVALID_HANDLE;
-    /* A kernel given an address of another device's memory that this device was not
-     * granted (cuMemSetAccess on a virtual-memory mapping; the simulator has no other
-     * peer access) faults when it runs, as one reading it would on a GPU. */
-    for (int i = 0; r == CUDA_SUCCESS && i < k->desc.nparams; i++) {
-        uint64_t v;
-        if (k->desc.param_size[i] != 8)
-            continue;
-        memcpy(&v, args[i], 8);
-        sim_dev_t *dev = sim_mem_device_of((const void *)(uintptr_t)v);
-        if (dev != NULL && dev != s->ctx->dev && op->u.kern.foreign == 0 &&
-            sim_mem_granted((const void *)(uintptr_t)v, s->ctx->dev) != 1) {
-            op->u.kern.foreign = v;
-            op->u.kern.foreign_dev = dev->ordinal;
-        }
-    }
+    if (r == CUDA_SUCCESS)
+        sim_kernel_op_check_peer(op, s->ctx->dev);
     CUresult how = r == CUDA_SUCCESS ? sim_capture_enqueue_check(s) : r;
     if (how == SIM_CAPTURED)
         sim_capture_node(s, op, SIM_ENG_COMPUTE, cost);
@@ -290,9 +300,8 @@ static CUresult launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int 
     r = sim_api_enter(&c, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                       "cuLaunchKernel", &p, sim_kernel_name(f), &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS) {
-        launch_dims_t d = {{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ},
-                           sharedMemBytes, hStream};
-        r = launch(f, &d, kernelParams, extra);
+        sim_launch_dims_t d = {{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ}, sharedMemBytes};
+        r = launch(f, &d, hStream, kernelParams, extra);
     }
     sim_api_exit(&c);
     return r;
@@ -311,9 +320,8 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int
     r = sim_api_enter(&c, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
                       "cuLaunchCooperativeKernel", &p, sim_kernel_name(f), &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS) {
-        launch_dims_t d = {{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ},
-                           sharedMemBytes, hStream};
-        r = launch(f, &d, kernelParams, NULL);
+        sim_launch_dims_t d = {{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ}, sharedMemBytes};
+        r = launch(f, &d, hStream, kernelParams, NULL);
     }
     sim_api_exit(&c);
     return r;
@@ -331,10 +339,10 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfun
         if (!config || (config->numAttrs && !config->attrs)) {
             r = CUDA_ERROR_INVALID_VALUE;
         } else {
-            launch_dims_t d = {{config->gridDimX, config->gridDimY, config->gridDimZ},
-                               {config->blockDimX, config->blockDimY, config->blockDimZ},
-                               config->sharedMemBytes, config->hStream};
-            r = launch(f, &d, kernelParams, extra);
+            sim_launch_dims_t d = {{config->gridDimX, config->gridDimY, config->gridDimZ},
+                                   {config->blockDimX, config->blockDimY, config->blockDimZ},
+                                   config->sharedMemBytes};
+            r = launch(f, &d, config->hStream, kernelParams, extra);
         }
     }
     sim_api_exit(&c);

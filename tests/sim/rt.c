@@ -38,6 +38,7 @@
     X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool)                 \
     X(cuDeviceGetMemPool, cuDeviceGetMemPool)                               \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2)                  \
+    X(cuCtxGetCurrent, cuCtxGetCurrent)                                     \
     X(cuCtxSynchronize, cuCtxSynchronize)                                   \
     X(cuCtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange)             \
     X(cuMemAlloc, cuMemAlloc_v2)                                            \
@@ -79,6 +80,7 @@
     X(cuStreamIsCapturing, cuStreamIsCapturing)                             \
     X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode) \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2)                        \
+    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph)             \
     X(cuStreamEndCapture, cuStreamEndCapture)                               \
     X(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3)                    \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags)             \
@@ -88,6 +90,17 @@
     X(cuGraphExecUpdate, cuGraphExecUpdate_v2)                              \
     X(cuGraphNodeSetEnabled, cuGraphNodeSetEnabled)                         \
     X(cuGraphGetNodes, cuGraphGetNodes)                                     \
+    X(cuGraphCreate, cuGraphCreate)                                         \
+    X(cuGraphAddKernelNode, cuGraphAddKernelNode_v2)                        \
+    X(cuGraphKernelNodeSetParams, cuGraphKernelNodeSetParams_v2)            \
+    X(cuGraphAddMemsetNode, cuGraphAddMemsetNode)                           \
+    X(cuGraphAddMemcpyNode, cuGraphAddMemcpyNode)                           \
+    X(cuGraphAddEmptyNode, cuGraphAddEmptyNode)                             \
+    X(cuGraphAddChildGraphNode, cuGraphAddChildGraphNode)                   \
+    X(cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams_v2)    \
+    X(cuGraphExecMemsetNodeSetParams, cuGraphExecMemsetNodeSetParams)       \
+    X(cuGraphExecMemcpyNodeSetParams, cuGraphExecMemcpyNodeSetParams)       \
+    X(cuGraphExecChildGraphNodeSetParams, cuGraphExecChildGraphNodeSetParams) \
     X(cuEventCreate, cuEventCreate)                                         \
     X(cuEventRecord, cuEventRecord)                                         \
     X(cuEventRecordWithFlags, cuEventRecordWithFlags)                       \
@@ -1046,6 +1059,25 @@ RT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream, enum
     return rt_exit(&c, e);
 }
 
+/* cudaGraphEdgeData has the driver's layout. */
+RT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                                              const cudaGraphNode_t *dependencies,
+                                                              const cudaGraphEdgeData *dependencyData,
+                                                              size_t numDependencies, enum cudaStreamCaptureMode mode)
+{
+    cudaStreamBeginCaptureToGraph_v12030_params p = {stream, graph, dependencies, dependencyData, numDependencies,
+                                                     mode};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaStreamBeginCaptureToGraph_v12030), "cudaStreamBeginCaptureToGraph", &p, NULL, &e,
+                 RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuStreamBeginCaptureToGraph((CUstream)stream, (CUgraph)graph, (const CUgraphNode *)dependencies,
+                                                  (const CUgraphEdgeData *)dependencyData, numDependencies,
+                                                  (CUstreamCaptureMode)mode));
+    return rt_exit(&c, e);
+}
+
 RT_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 {
     cudaStreamEndCapture_v10000_params p = {stream, pGraph};
@@ -1477,6 +1509,256 @@ RT_EXPORT cudaError_t CUDARTAPI cudaFuncSetAttribute(const void *func, enum cuda
     CUkernel k;
     if (e == cudaSuccess)
         e = kernel_of_stub(func, &k);
+    return rt_exit(&c, e);
+}
+
+/* ------------------------------------------------------------------ graphs built node by node */
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
+{
+    cudaGraphCreate_v10000_params p = {pGraph, flags};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphCreate_v10000), "cudaGraphCreate", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphCreate((CUgraph *)pGraph, flags));
+    return rt_exit(&c, e);
+}
+
+/* A runtime kernel node's parameters in the driver's form: func is the host stub, as
+ * cudaLaunchKernel's. */
+static cudaError_t kernel_node_params(const struct cudaKernelNodeParams *p, CUDA_KERNEL_NODE_PARAMS *out)
+{
+    CUkernel k;
+    cudaError_t e = p ? kernel_of_stub(p->func, &k) : cudaErrorInvalidValue;
+    if (e != cudaSuccess)
+        return e;
+    memset(out, 0, sizeof *out);
+    out->func = (CUfunction)k;
+    out->gridDimX = p->gridDim.x;
+    out->gridDimY = p->gridDim.y;
+    out->gridDimZ = p->gridDim.z;
+    out->blockDimX = p->blockDim.x;
+    out->blockDimY = p->blockDim.y;
+    out->blockDimZ = p->blockDim.z;
+    out->sharedMemBytes = p->sharedMemBytes;
+    out->kernelParams = p->kernelParams;
+    out->extra = p->extra;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                       const cudaGraphNode_t *pDependencies, size_t numDependencies,
+                                                       const struct cudaKernelNodeParams *pNodeParams)
+{
+    cudaGraphAddKernelNode_v10000_params p = {pGraphNode, graph, pDependencies, numDependencies, pNodeParams};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphAddKernelNode_v10000), "cudaGraphAddKernelNode", &p, NULL, &e, RT_CTX);
+    CUDA_KERNEL_NODE_PARAMS kp;
+    if (e == cudaSuccess)
+        e = kernel_node_params(pNodeParams, &kp);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphAddKernelNode((CUgraphNode *)pGraphNode, (CUgraph)graph,
+                                           (const CUgraphNode *)pDependencies, numDependencies, &kp));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphKernelNodeSetParams(cudaGraphNode_t node,
+                                                             const struct cudaKernelNodeParams *pNodeParams)
+{
+    cudaGraphKernelNodeSetParams_v10000_params p = {node, pNodeParams};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphKernelNodeSetParams_v10000), "cudaGraphKernelNodeSetParams", &p, NULL, &e,
+                 RT_CTX);
+    CUDA_KERNEL_NODE_PARAMS kp;
+    if (e == cudaSuccess)
+        e = kernel_node_params(pNodeParams, &kp);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphKernelNodeSetParams((CUgraphNode)node, &kp));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                                                 const struct cudaKernelNodeParams *pNodeParams)
+{
+    cudaGraphExecKernelNodeSetParams_v10010_params p = {hGraphExec, node, pNodeParams};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphExecKernelNodeSetParams_v10010), "cudaGraphExecKernelNodeSetParams", &p, NULL,
+                 &e, RT_CTX);
+    CUDA_KERNEL_NODE_PARAMS kp;
+    if (e == cudaSuccess)
+        e = kernel_node_params(pNodeParams, &kp);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphExecKernelNodeSetParams((CUgraphExec)hGraphExec, (CUgraphNode)node, &kp));
+    return rt_exit(&c, e);
+}
+
+/* The runtime's memset and copy nodes run in its current context (the device's
+ * primary one, made current by RT_CTX). */
+static CUcontext current_ctx(void)
+{
+    CUcontext ctx = NULL;
+    D.cuCtxGetCurrent(&ctx);
+    return ctx;
+}
+
+static cudaError_t memset_node_params(const struct cudaMemsetParams *p, CUDA_MEMSET_NODE_PARAMS *out)
+{
+    if (!p)
+        return cudaErrorInvalidValue;
+    out->dst = (CUdeviceptr)p->dst;
+    out->pitch = p->pitch;
+    out->value = p->value;
+    out->elementSize = p->elementSize;
+    out->width = p->width;
+    out->height = p->height;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                       const cudaGraphNode_t *pDependencies, size_t numDependencies,
+                                                       const struct cudaMemsetParams *pMemsetParams)
+{
+    cudaGraphAddMemsetNode_v10000_params p = {pGraphNode, graph, pDependencies, numDependencies, pMemsetParams};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphAddMemsetNode_v10000), "cudaGraphAddMemsetNode", &p, NULL, &e, RT_CTX);
+    CUDA_MEMSET_NODE_PARAMS mp;
+    if (e == cudaSuccess)
+        e = memset_node_params(pMemsetParams, &mp);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphAddMemsetNode((CUgraphNode *)pGraphNode, (CUgraph)graph,
+                                           (const CUgraphNode *)pDependencies, numDependencies, &mp, current_ctx()));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                                                 const struct cudaMemsetParams *pNodeParams)
+{
+    cudaGraphExecMemsetNodeSetParams_v10020_params p = {hGraphExec, node, pNodeParams};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphExecMemsetNodeSetParams_v10020), "cudaGraphExecMemsetNodeSetParams", &p, NULL,
+                 &e, RT_CTX);
+    CUDA_MEMSET_NODE_PARAMS mp;
+    if (e == cudaSuccess)
+        e = memset_node_params(pNodeParams, &mp);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphExecMemsetNodeSetParams((CUgraphExec)hGraphExec, (CUgraphNode)node, &mp,
+                                                     current_ctx()));
+    return rt_exit(&c, e);
+}
+
+/* A 1-D copy as the driver's CUDA_MEMCPY3D, with the memory types the kind names
+ * (cudaMemcpyDefault: unified addressing tells). */
+static cudaError_t copy_params_1d(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                  CUDA_MEMCPY3D *out)
+{
+    CUmemorytype st, dt;
+    switch (kind) {
+    case cudaMemcpyHostToHost: st = dt = CU_MEMORYTYPE_HOST; break;
+    case cudaMemcpyHostToDevice: st = CU_MEMORYTYPE_HOST; dt = CU_MEMORYTYPE_DEVICE; break;
+    case cudaMemcpyDeviceToHost: st = CU_MEMORYTYPE_DEVICE; dt = CU_MEMORYTYPE_HOST; break;
+    case cudaMemcpyDeviceToDevice: st = dt = CU_MEMORYTYPE_DEVICE; break;
+    case cudaMemcpyDefault: st = dt = CU_MEMORYTYPE_UNIFIED; break;
+    default: return cudaErrorInvalidMemcpyDirection;
+    }
+    memset(out, 0, sizeof *out);
+    out->srcMemoryType = st;
+    if (st == CU_MEMORYTYPE_HOST)
+        out->srcHost = src;
+    else
+        out->srcDevice = (CUdeviceptr)src;
+    out->dstMemoryType = dt;
+    if (dt == CU_MEMORYTYPE_HOST)
+        out->dstHost = dst;
+    else
+        out->dstDevice = (CUdeviceptr)dst;
+    out->WidthInBytes = count;
+    out->Height = out->Depth = 1;
+    return cudaSuccess;
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                         const cudaGraphNode_t *pDependencies, size_t numDependencies,
+                                                         void *dst, const void *src, size_t count,
+                                                         enum cudaMemcpyKind kind)
+{
+    cudaGraphAddMemcpyNode1D_v11010_params p = {pGraphNode, graph, pDependencies, numDependencies, dst, src, count,
+                                                kind};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphAddMemcpyNode1D_v11010), "cudaGraphAddMemcpyNode1D", &p, NULL, &e, RT_CTX);
+    CUDA_MEMCPY3D cp;
+    if (e == cudaSuccess)
+        e = copy_params_1d(dst, src, count, kind, &cp);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphAddMemcpyNode((CUgraphNode *)pGraphNode, (CUgraph)graph,
+                                           (const CUgraphNode *)pDependencies, numDependencies, &cp, current_ctx()));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                                                   void *dst, const void *src, size_t count,
+                                                                   enum cudaMemcpyKind kind)
+{
+    cudaGraphExecMemcpyNodeSetParams1D_v11010_params p = {hGraphExec, node, dst, src, count, kind};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphExecMemcpyNodeSetParams1D_v11010), "cudaGraphExecMemcpyNodeSetParams1D", &p,
+                 NULL, &e, RT_CTX);
+    CUDA_MEMCPY3D cp;
+    if (e == cudaSuccess)
+        e = copy_params_1d(dst, src, count, kind, &cp);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphExecMemcpyNodeSetParams((CUgraphExec)hGraphExec, (CUgraphNode)node, &cp,
+                                                     current_ctx()));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                      const cudaGraphNode_t *pDependencies, size_t numDependencies)
+{
+    cudaGraphAddEmptyNode_v10000_params p = {pGraphNode, graph, pDependencies, numDependencies};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphAddEmptyNode_v10000), "cudaGraphAddEmptyNode", &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphAddEmptyNode((CUgraphNode *)pGraphNode, (CUgraph)graph,
+                                          (const CUgraphNode *)pDependencies, numDependencies));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                           const cudaGraphNode_t *pDependencies,
+                                                           size_t numDependencies, cudaGraph_t childGraph)
+{
+    cudaGraphAddChildGraphNode_v10000_params p = {pGraphNode, graph, pDependencies, numDependencies, childGraph};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphAddChildGraphNode_v10000), "cudaGraphAddChildGraphNode", &p, NULL, &e,
+                 RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphAddChildGraphNode((CUgraphNode *)pGraphNode, (CUgraph)graph,
+                                               (const CUgraphNode *)pDependencies, numDependencies,
+                                               (CUgraph)childGraph));
+    return rt_exit(&c, e);
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                                                     cudaGraph_t childGraph)
+{
+    cudaGraphExecChildGraphNodeSetParams_v11010_params p = {hGraphExec, node, childGraph};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphExecChildGraphNodeSetParams_v11010), "cudaGraphExecChildGraphNodeSetParams",
+                 &p, NULL, &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphExecChildGraphNodeSetParams((CUgraphExec)hGraphExec, (CUgraphNode)node,
+                                                         (CUgraph)childGraph));
     return rt_exit(&c, e);
 }
 

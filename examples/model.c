@@ -277,6 +277,29 @@
  *                 and on again in the executable graph (cudaGraphNodeSetEnabled)
  *   --graph-old-update  with --graph: before the capture, ask the driver for
  *                 cuGraphExecUpdate in its CUDA 11 form (cuGetProcAddress, version 11000)
+ *   --graph-nodes N  as --graph N (the same replays, printing the same "graph replay R
+ *                 checksum C" lines), but the graph is built node by node, as XLA builds
+ *                 a command buffer: cudaGraphCreate, a memset node clearing the
+ *                 workspace, a memcpy node for the input, then each layer a child graph
+ *                 (cudaGraphCreate, cudaStreamBeginCaptureToGraph in thread-local mode,
+ *                 the layer's launches, cudaStreamEndCapture, cudaGraphAddChildGraphNode,
+ *                 the child destroyed), except the last layer: its gemv a kernel node of
+ *                 the driver's (cuGraphAddKernelNode, asked of the driver with
+ *                 cudaGetDriverEntryPointByVersion), its mix one of the runtime's
+ *                 (cudaGraphAddKernelNode), the rest of it a child graph; then a memcpy
+ *                 node for the output. Each node depends on the one
+ *                 before. One thread, two layers run at least; not with --graph, nor
+ *                 --cross-from or --moe (they launch between a layer's gemv and mix)
+ *   --graph-nodes-update  with --graph-nodes: after the first replay, the input moves
+ *                 (its pinned host copy and the device activation it is copied into,
+ *                 each to a new allocation, the old ones overwritten) and the executable
+ *                 graph is updated node by node, as XLA updates a command buffer: the
+ *                 memcpy and kernel nodes' parameters set
+ *                 (cudaGraphExecMemcpyNodeSetParams1D, the driver's
+ *                 cuGraphExecKernelNodeSetParams for the gemv,
+ *                 cudaGraphExecKernelNodeSetParams for the mix), each layer traced again
+ *                 and its child graph node set (cudaGraphExecChildGraphNodeSetParams); the
+ *                 later replays print the same checksums
  *   --profile-from N  from forward N on, the program profiles itself with CUPTI as
  *                 torch.profiler does (subscribe, kernel and copy records, driver
  *                 callbacks) and prints what it recorded at the end (profiler.c; one
@@ -442,6 +465,8 @@ static int graph_eager = 0;   /* --graph-eager */
 static int alt_odd = 0;       /* --alt-odd */
 static int graph_toggle = 0;  /* --graph-toggle */
 static int graph_old_update = 0; /* --graph-old-update */
+static int graph_nodes = 0;   /* --graph-nodes */
+static int graph_nodes_update = 0; /* --graph-nodes-update */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -1327,11 +1352,184 @@ static void forward_cached(cudaStream_t stream, uint32_t *out)
     pool_free(x);
 }
 
+/* The layers this forward runs: --skip-last-from leaves the last one out. */
+static int layers_run(void)
+{
+    return skip_from >= 0 && cur_iter >= skip_from ? layers - 1 : layers;
+}
+
+/* A layer's launches as a forward makes them, with the same grid on its stream. */
+static cudaLaunchConfig_t layer_config(cudaStream_t stream)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = (dim3){ (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
+    cfg.blockDim = (dim3){ MODEL_BLOCK, 1, 1 };
+    cfg.stream = stream;
+    return cfg;
+}
+
+static void nvtx_layer_push(int l)
+{
+    char name[32];
+    snprintf(name, sizeof name, "layers.%d", l);
+    nvtxRangePushA(name);
+    nvtx_push_registered();
+}
+
+static void nvtx_layer_pop(void)
+{
+    nvtxDomainRangePop(nvtx_domain);
+    nvtxRangePop();
+}
+
+/* Layer l's first part, from its input a into b: the matrix product (gemv), then the
+ * bias (mix), with what options launch between them. --graph-nodes makes the last
+ * layer's gemv and mix nodes of their own instead (forward_nodes). */
+static void layer_head(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32_t *b)
+{
+    cudaStream_t stream = cfg->stream;
+    dim3 grid = cfg->gridDim, block = cfg->blockDim;
+    void *gemv_args[] = { &model[l].w, &a, &b, &dim };
+    CHECK(__cudaLaunchKernel(prefill_pass() ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0, stream));
+    /* Once a forward, early, a kernel discovery never saw whose unused tail holds a
+     * far layer's weight (generate's reduce kernel on the GPU did this). */
+    if (l == 0 && far_new >= 0 && cur_iter >= far_new)
+        bump(b, far_weight_meta(0), stream);
+    if (cross_from >= 0 && cur_iter >= cross_from) {
+        /* b = w . (the first row of a far layer's weight): one launch reads two
+         * layers' weights, the second never seen with it in discovery. */
+        uint32_t *far = model[(l + layers / 2) % layers].w;
+        void *cross_args[] = { &model[l].w, &far, &b, &dim };
+        CHECK(__cudaLaunchKernel(k_gemv, grid, block, cross_args, 0, stream));
+    }
+
+    void *mix_args[] = { &b, &model[l].bias, &dim };
+    if (bypass_from >= 0 && cur_iter >= bypass_from) {
+        if (model_launch_uninterposed(k_mix, grid.x, block.x, mix_args, stream) != 0) {
+            fprintf(stderr, "model: --bypass-from: no uninterposed launch on this device\n");
+            exit(1);
+        }
+    } else {
+        CHECK(cudaLaunchKernelExC(cfg, alt_odd && l % 2 == 1 ? k_mix_alt : k_mix, mix_args));
+    }
+
+    if (moe_experts > 0)
+        route_experts(l, b, cfg);
+}
+
+/* The rest of layer l (a its input, b its output): the scale, then what options add.
+ * Buffers it allocates for the forward are left in *scratch_buf and *over_buf. */
+static void layer_tail(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32_t *b, void **scratch_buf,
+                       void **over_buf)
+{
+    cudaStream_t stream = cfg->stream;
+    dim3 grid = cfg->gridDim, block = cfg->blockDim;
+    int rc = minblas_scale(stream, b, shared ? shared_table : model[l].s, dim);
+    if (rc != 0) {
+        fprintf(stderr, "model: minblas_scale failed: %d\n", rc);
+        exit(1);
+    }
+    if (ptr_arrays) {
+        uint32_t **entry = ptr_table + l;
+        void *mixp_args[] = { &b, &entry, &dim };
+        if (static_launch != NULL)
+            CHECK(static_launch(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
+        else
+            CHECK(cudaLaunchKernel(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
+    }
+    if (stale_from >= 0) {
+        /* From forward stale_from on, every layer leaves a far layer's weight in the
+         * tail, where discovery saw no garbage: even layers in a word that held NULL
+         * before (as PyTorch's cat metadata on the GPU), odd ones in a word that
+         * held the activation's address. */
+        struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+        uint64_t far = (uint64_t)(uintptr_t)model[(l + layers / 2) % layers].w;
+        if (l % 2 == 0)
+            meta.tail[0] = cur_iter >= stale_from ? far : 0;
+        else
+            meta.tail[1] = cur_iter >= stale_from ? far : (uint64_t)(uintptr_t)a;
+        bump(b, meta, stream);
+    }
+    if (stale_new >= 0 && cur_iter >= stale_new)
+        bump(b, far_weight_meta(stale_off), stream);
+    if (stale_graph) {
+        struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+        meta.tail[0] = in_capture ? (uint64_t)(uintptr_t)model[1 % layers].w + 4096 : (uint64_t)(l * 7 + 1);
+        bump(b, meta, stream);
+    }
+    if (stale_rope) {
+        struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+        meta.tail[0] = (uint64_t)(uintptr_t)model[1 % layers].w + (uint64_t)dim * (uint64_t)dim * 2 + 3;
+        for (int k = 0; k < 3; k++) /* on other activations, as q and k */
+            bump(k == 1 ? rope_buf : b, meta, stream);
+    }
+    if (stale) {
+        /* Even layers leave a far layer's weight in the tail, odd ones a host address:
+         * the word is garbage to the kernel either way. */
+        struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
+        meta.tail[0] = l % 2 == 0 ? (uint64_t)(uintptr_t)model[(l + layers / 2) % layers].w
+                                  : (uint64_t)(uintptr_t)&meta;
+        for (int k = 1; k < 6; k++)
+            meta.tail[k] = (uint64_t)(l * 6 + k);
+        bump(b, meta, stream);
+    }
+    if (room_low >= 0 && cur_iter == room_low && l == 0)
+        for (int m = 0; m < layers; m++)
+            if (room_of[m] != NULL) {
+                /* the room moves down 2 MiB, as a caching allocator hands out
+                 * the lower block next (zeroed with the higher one) */
+                room_of[m] -= (2u << 20) / sizeof *room_of[m];
+            }
+    if (room_from >= 0 && (cur_iter >= room_from || (room_first && cur_iter == 0)) && room_of[l] != NULL) {
+        if (room_pair) {
+            /* a far layer's: room2 = mix(room2, room), then room = mix(room, room2) */
+            int m = (l + layers / 2) % layers;
+            uint32_t *room2 = room_of[m] + (((size_t)dim * sizeof(uint32_t) + 511) & ~(size_t)511) / 4;
+            void *to2[] = { &room2, &room_of[m], &dim };
+            CHECK(cudaLaunchKernelExC(cfg, k_mix, to2));
+            void *from2[] = { &room_of[m], &room2, &dim };
+            CHECK(cudaLaunchKernelExC(cfg, k_mix, from2));
+        }
+        /* room = mix(room, b), then b = mix(b, room) */
+        void *in_args[] = { &room_of[l], &b, &dim };
+        CHECK(cudaLaunchKernelExC(cfg, k_mix, in_args));
+        void *out_args[] = { &b, &room_of[l], &dim };
+        CHECK(cudaLaunchKernelExC(cfg, k_mix, out_args));
+    }
+    if (drv_workspace_mib > 0 && l == layers / 2)
+        use_drv_workspace(stream);
+    if (outside_from >= 0 && cur_iter >= outside_from && l == 0)
+        allocate_outside();
+    if (scratch_from >= 0 && cur_iter >= scratch_from && l == layers / 2) {
+        CHECK(cudaMalloc(scratch_buf, 2u << 20));
+        CHECK(cudaMemsetAsync(*scratch_buf, 0, 2u << 20, stream));
+    }
+    if (over_from >= 0 && cur_iter >= over_from && l == layers / 2)
+        *over_buf = grow_activation(stream, b);
+    if (prologue) {
+        /* warm += a: its content changes every pass, as activations do */
+        void *warm_args[] = { &warm_mine, &a, &dim };
+        CHECK(cudaLaunchKernelExC(cfg, k_mix, warm_args));
+    }
+    if (extra_kernels)
+        bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
+    if (l >= layers_run() - tail_layers)
+        bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
+    for (int k = 0; k < (prefill_pass() ? act_kernels / 2 : act_kernels); k++) {
+        uint32_t *y = act_pool + k;
+        int n = dim - act_kernels;
+        void *act_args[] = { &y, &b, &n };
+        CHECK(cudaLaunchKernel(k == 0 && act_twin >= 0 && cur_iter >= act_twin ? k_mix_alt : k_mix, grid,
+                               block, act_args, 0, stream));
+    }
+}
+
 static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out)
 {
     void *scratch_buf = NULL, *over_buf = NULL;
-    dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
-    dim3 block = { MODEL_BLOCK, 1, 1 };
+    cudaLaunchConfig_t cfg = layer_config(stream);
+    dim3 block = cfg.blockDim;
     if (mark && iteration_mark != NULL)
         iteration_mark();
     if (side_device >= 0 && cur_iter >= side_from) {
@@ -1350,153 +1548,19 @@ static void forward(cudaStream_t stream, uint32_t *a, uint32_t *b, uint32_t *out
     if (nvtx)
         nvtxRangePushA("forward");
     CHECK(cudaMemcpyAsync(a, input, (size_t)dim * sizeof *a, cudaMemcpyHostToDevice, stream));
-    int run_layers = skip_from >= 0 && cur_iter >= skip_from ? layers - 1 : layers;
+    int run_layers = layers_run();
     for (int l = 0; l < run_layers; l++) {
-        if (nvtx) {
-            char name[32];
-            snprintf(name, sizeof name, "layers.%d", l);
-            nvtxRangePushA(name);
-            nvtx_push_registered();
-        }
+        if (nvtx)
+            nvtx_layer_push(l);
         if (ptr_query)
             query_pointer(model[l].w);
-        void *gemv_args[] = { &model[l].w, &a, &b, &dim };
-        CHECK(__cudaLaunchKernel(prefill_pass() ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0, stream));
-        /* Once a forward, early, a kernel discovery never saw whose unused tail holds a
-         * far layer's weight (generate's reduce kernel on the GPU did this). */
-        if (l == 0 && far_new >= 0 && cur_iter >= far_new)
-            bump(b, far_weight_meta(0), stream);
-        if (cross_from >= 0 && cur_iter >= cross_from) {
-            /* b = w . (the first row of a far layer's weight): one launch reads two
-             * layers' weights, the second never seen with it in discovery. */
-            uint32_t *far = model[(l + layers / 2) % layers].w;
-            void *cross_args[] = { &model[l].w, &far, &b, &dim };
-            CHECK(__cudaLaunchKernel(k_gemv, grid, block, cross_args, 0, stream));
-        }
-
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = grid;
-        cfg.blockDim = block;
-        cfg.stream = stream;
-        void *mix_args[] = { &b, &model[l].bias, &dim };
-        if (bypass_from >= 0 && cur_iter >= bypass_from) {
-            if (model_launch_uninterposed(k_mix, grid.x, block.x, mix_args, stream) != 0) {
-                fprintf(stderr, "model: --bypass-from: no uninterposed launch on this device\n");
-                exit(1);
-            }
-        } else {
-            CHECK(cudaLaunchKernelExC(&cfg, alt_odd && l % 2 == 1 ? k_mix_alt : k_mix, mix_args));
-        }
-
-        if (moe_experts > 0)
-            route_experts(l, b, &cfg);
-
-        int rc = minblas_scale(stream, b, shared ? shared_table : model[l].s, dim);
-        if (rc != 0) {
-            fprintf(stderr, "model: minblas_scale failed: %d\n", rc);
-            exit(1);
-        }
-        if (ptr_arrays) {
-            uint32_t **entry = ptr_table + l;
-            void *mixp_args[] = { &b, &entry, &dim };
-            if (static_launch != NULL)
-                CHECK(static_launch(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
-            else
-                CHECK(cudaLaunchKernel(model_kernel_mixp(), grid, block, mixp_args, 0, stream));
-        }
-        if (stale_from >= 0) {
-            /* From forward stale_from on, every layer leaves a far layer's weight in the
-             * tail, where discovery saw no garbage: even layers in a word that held NULL
-             * before (as PyTorch's cat metadata on the GPU), odd ones in a word that
-             * held the activation's address. */
-            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
-            uint64_t far = (uint64_t)(uintptr_t)model[(l + layers / 2) % layers].w;
-            if (l % 2 == 0)
-                meta.tail[0] = cur_iter >= stale_from ? far : 0;
-            else
-                meta.tail[1] = cur_iter >= stale_from ? far : (uint64_t)(uintptr_t)a;
-            bump(b, meta, stream);
-        }
-        if (stale_new >= 0 && cur_iter >= stale_new)
-            bump(b, far_weight_meta(stale_off), stream);
-        if (stale_graph) {
-            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
-            meta.tail[0] = in_capture ? (uint64_t)(uintptr_t)model[1 % layers].w + 4096 : (uint64_t)(l * 7 + 1);
-            bump(b, meta, stream);
-        }
-        if (stale_rope) {
-            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
-            meta.tail[0] = (uint64_t)(uintptr_t)model[1 % layers].w + (uint64_t)dim * (uint64_t)dim * 2 + 3;
-            for (int k = 0; k < 3; k++) /* on other activations, as q and k */
-                bump(k == 1 ? rope_buf : b, meta, stream);
-        }
-        if (stale) {
-            /* Even layers leave a far layer's weight in the tail, odd ones a host address:
-             * the word is garbage to the kernel either way. */
-            struct model_meta meta = { (uint32_t)dim, 1, { 0 } };
-            meta.tail[0] = l % 2 == 0 ? (uint64_t)(uintptr_t)model[(l + layers / 2) % layers].w
-                                      : (uint64_t)(uintptr_t)&meta;
-            for (int k = 1; k < 6; k++)
-                meta.tail[k] = (uint64_t)(l * 6 + k);
-            bump(b, meta, stream);
-        }
-        if (room_low >= 0 && cur_iter == room_low && l == 0)
-            for (int m = 0; m < layers; m++)
-                if (room_of[m] != NULL) {
-                    /* the room moves down 2 MiB, as a caching allocator hands out
-                     * the lower block next (zeroed with the higher one) */
-                    room_of[m] -= (2u << 20) / sizeof *room_of[m];
-                }
-        if (room_from >= 0 && (cur_iter >= room_from || (room_first && cur_iter == 0)) && room_of[l] != NULL) {
-            if (room_pair) {
-                /* a far layer's: room2 = mix(room2, room), then room = mix(room, room2) */
-                int m = (l + layers / 2) % layers;
-                uint32_t *room2 = room_of[m] + (((size_t)dim * sizeof(uint32_t) + 511) & ~(size_t)511) / 4;
-                void *to2[] = { &room2, &room_of[m], &dim };
-                CHECK(cudaLaunchKernelExC(&cfg, k_mix, to2));
-                void *from2[] = { &room_of[m], &room2, &dim };
-                CHECK(cudaLaunchKernelExC(&cfg, k_mix, from2));
-            }
-            /* room = mix(room, b), then b = mix(b, room) */
-            void *in_args[] = { &room_of[l], &b, &dim };
-            CHECK(cudaLaunchKernelExC(&cfg, k_mix, in_args));
-            void *out_args[] = { &b, &room_of[l], &dim };
-            CHECK(cudaLaunchKernelExC(&cfg, k_mix, out_args));
-        }
-        if (drv_workspace_mib > 0 && l == layers / 2)
-            use_drv_workspace(stream);
-        if (outside_from >= 0 && cur_iter >= outside_from && l == 0)
-            allocate_outside();
-        if (scratch_from >= 0 && cur_iter >= scratch_from && l == layers / 2) {
-            CHECK(cudaMalloc(&scratch_buf, 2u << 20));
-            CHECK(cudaMemsetAsync(scratch_buf, 0, 2u << 20, stream));
-        }
-        if (over_from >= 0 && cur_iter >= over_from && l == layers / 2)
-            over_buf = grow_activation(stream, b);
-        if (prologue) {
-            /* warm += a: its content changes every pass, as activations do */
-            void *warm_args[] = { &warm_mine, &a, &dim };
-            CHECK(cudaLaunchKernelExC(&cfg, k_mix, warm_args));
-        }
-        if (extra_kernels)
-            bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
-        if (l >= run_layers - tail_layers)
-            bump(b, (struct model_meta){ (uint32_t)dim, 1, { 0 } }, stream);
-        for (int k = 0; k < (prefill_pass() ? act_kernels / 2 : act_kernels); k++) {
-            uint32_t *y = act_pool + k;
-            int n = dim - act_kernels;
-            void *act_args[] = { &y, &b, &n };
-            CHECK(cudaLaunchKernel(k == 0 && act_twin >= 0 && cur_iter >= act_twin ? k_mix_alt : k_mix, grid,
-                                   block, act_args, 0, stream));
-        }
+        layer_head(l, &cfg, a, b);
+        layer_tail(l, &cfg, a, b, &scratch_buf, &over_buf);
         uint32_t *t = a;
         a = b;
         b = t;
-        if (nvtx) {
-            nvtxDomainRangePop(nvtx_domain);
-            nvtxRangePop();
-        }
+        if (nvtx)
+            nvtx_layer_pop();
     }
     if (nvtx)
         nvtxRangePop();
@@ -1782,6 +1846,199 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
     CHECK(cudaFreeHost(pinned));
 }
 
+/* --graph-nodes: the nodes of the forward that forward_nodes builds, kept to update
+ * them. */
+typedef struct {
+    cudaGraphNode_t in, out;    /* the input's copy to the device, the output's back */
+    cudaGraphNode_t *layer;     /* layer l's child graph; the last layer's: its tail's */
+    cudaGraphNode_t gemv, mix;  /* the last layer's kernel nodes */
+    cudaGraphNode_t gather;     /* --gather-from's child graph */
+} forward_nodes_t;
+
+typedef CUresult (*add_kernel_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                       const CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*exec_kernel_params_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
+static add_kernel_node_fn drv_add_kernel_node;
+static exec_kernel_params_fn drv_exec_kernel_params;
+
+static void drv_check(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "model: %s failed: %d\n", what, (int)r);
+        exit(1);
+    }
+}
+
+/* What a traced child graph holds: layer l whole, its tail, or --gather-from's gather. */
+enum traced { TRACE_LAYER, TRACE_TAIL, TRACE_GATHER };
+
+/* Part of the forward traced into a child graph of its own, as XLA traces what it does
+ * not make nodes of itself: cudaStreamBeginCaptureToGraph on gs, thread-local. */
+static cudaGraph_t trace(cudaStream_t gs, enum traced part, int l, uint32_t *a, uint32_t *b)
+{
+    cudaGraph_t child, got;
+    cudaLaunchConfig_t cfg = layer_config(gs);
+    void *scratch_buf = NULL, *over_buf = NULL; /* left NULL: --graph-nodes refuses the options that set them */
+    CHECK(cudaGraphCreate(&child, 0));
+    CHECK(cudaStreamBeginCaptureToGraph(gs, child, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    in_capture = 1;
+    if (part == TRACE_LAYER)
+        layer_head(l, &cfg, a, b);
+    if (part == TRACE_GATHER)
+        gather_layers(a, layers_run(), gs);
+    else
+        layer_tail(l, &cfg, a, b, &scratch_buf, &over_buf);
+    in_capture = 0;
+    CHECK(cudaStreamEndCapture(gs, &got));
+    if (got != child) {
+        fprintf(stderr, "model: cudaStreamEndCapture gave another graph than the one captured into\n");
+        exit(1);
+    }
+    return child;
+}
+
+/* The child graph node *node of graph after *last, holding child; or, updating x, that
+ * node of x set to child. Either way CUDA copied the child, which goes. */
+static void put_child(cudaGraph_t graph, cudaGraphExec_t x, cudaGraphNode_t *node, cudaGraphNode_t *last,
+                      cudaGraph_t child)
+{
+    if (x != NULL)
+        CHECK(cudaGraphExecChildGraphNodeSetParams(x, *node, child));
+    else
+        CHECK(cudaGraphAddChildGraphNode(node, graph, last, 1, child));
+    *last = *node;
+    CHECK(cudaGraphDestroy(child));
+}
+
+/* --graph-nodes: one forward from a and b into out, built into graph node by node, or,
+ * with x, the same nodes of the executable graph x set for these buffers (fn names
+ * them), as XLA builds and updates a command buffer. */
+static void forward_nodes(cudaGraph_t graph, cudaGraphExec_t x, forward_nodes_t *fn, cudaStream_t gs, uint32_t *a,
+                          uint32_t *b, uint32_t *out, void *workspace, size_t ws_bytes)
+{
+    size_t bytes = (size_t)dim * sizeof *a;
+    int last_layer = layers_run() - 1;
+    cudaGraphNode_t last;
+    if (mark && iteration_mark != NULL)
+        iteration_mark();
+    if (nvtx)
+        nvtxRangePushA("forward");
+    if (x != NULL) {
+        CHECK(cudaGraphExecMemcpyNodeSetParams1D(x, fn->in, a, input, bytes, cudaMemcpyHostToDevice));
+    } else {
+        struct cudaMemsetParams ws = { workspace, 0, 0, 1, ws_bytes, 1 };
+        CHECK(cudaGraphAddMemsetNode(&last, graph, NULL, 0, &ws));
+        CHECK(cudaGraphAddMemcpyNode1D(&fn->in, graph, &last, 1, a, input, bytes, cudaMemcpyHostToDevice));
+    }
+    last = fn->in;
+    for (int l = 0; l <= last_layer; l++) {
+        if (nvtx)
+            nvtx_layer_push(l);
+        if (ptr_query)
+            query_pointer(model[l].w);
+        if (l < last_layer) {
+            put_child(graph, x, &fn->layer[l], &last, trace(gs, TRACE_LAYER, l, a, b));
+        } else {
+            /* The gemv through the driver, as XLA adds its kernels; the mix through the
+             * runtime; both take their arguments' values now. */
+            cudaLaunchConfig_t cfg = layer_config(gs);
+            void *gemv_args[] = { &model[l].w, &a, &b, &dim };
+            CUDA_KERNEL_NODE_PARAMS gemv;
+            memset(&gemv, 0, sizeof gemv);
+            gemv.kern = (CUkernel)(prefill_pass() ? k_gemv_wide : k_gemv);
+            gemv.gridDimX = cfg.gridDim.x;
+            gemv.blockDimX = cfg.blockDim.x;
+            gemv.gridDimY = gemv.gridDimZ = gemv.blockDimY = gemv.blockDimZ = 1;
+            gemv.kernelParams = gemv_args;
+            void *mix_args[] = { &b, &model[l].bias, &dim };
+            struct cudaKernelNodeParams mix = { (void *)(alt_odd && l % 2 == 1 ? k_mix_alt : k_mix), cfg.gridDim,
+                                                cfg.blockDim, 0, mix_args, NULL };
+            if (x != NULL) {
+                drv_check(drv_exec_kernel_params(x, fn->gemv, &gemv), "cuGraphExecKernelNodeSetParams");
+                CHECK(cudaGraphExecKernelNodeSetParams(x, fn->mix, &mix));
+            } else {
+                drv_check(drv_add_kernel_node(&fn->gemv, graph, &last, 1, &gemv), "cuGraphAddKernelNode");
+                CHECK(cudaGraphAddKernelNode(&fn->mix, graph, &fn->gemv, 1, &mix));
+            }
+            last = fn->mix;
+            put_child(graph, x, &fn->layer[l], &last, trace(gs, TRACE_TAIL, l, a, b));
+        }
+        uint32_t *t = a;
+        a = b;
+        b = t;
+        if (nvtx)
+            nvtx_layer_pop();
+    }
+    if (nvtx)
+        nvtxRangePop();
+    if (gathers(cur_iter))
+        put_child(graph, x, &fn->gather, &last, trace(gs, TRACE_GATHER, 0, a, b));
+    if (x != NULL)
+        CHECK(cudaGraphExecMemcpyNodeSetParams1D(x, fn->out, out, a, bytes, cudaMemcpyDeviceToHost));
+    else
+        CHECK(cudaGraphAddMemcpyNode1D(&fn->out, graph, &last, 1, out, a, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* --graph-nodes: as run_graph, the graph built node by node (forward_nodes). It lives as
+ * long as its executable graph, whose nodes the update names by the graph's. */
+static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, size_t ws_bytes)
+{
+    cudaStream_t gs;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    forward_nodes_t fn = { 0 };
+    uint32_t *saved = input, *pinned, *moved = NULL, *moved_in = NULL;
+    size_t bytes = (size_t)dim * sizeof *a;
+    enum cudaDriverEntryPointQueryResult found;
+    CHECK(cudaGetDriverEntryPointByVersion("cuGraphAddKernelNode", (void **)&drv_add_kernel_node, 12000,
+                                           cudaEnableDefault, &found));
+    CHECK(cudaGetDriverEntryPointByVersion("cuGraphExecKernelNodeSetParams", (void **)&drv_exec_kernel_params,
+                                           12000, cudaEnableDefault, &found));
+    fn.layer = calloc((size_t)layers, sizeof *fn.layer);
+    if (drv_add_kernel_node == NULL || drv_exec_kernel_params == NULL || fn.layer == NULL) {
+        fprintf(stderr, "model: --graph-nodes: no driver kernel-node functions, or no memory\n");
+        exit(1);
+    }
+    CHECK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
+    CHECK(cudaMallocHost((void **)&pinned, bytes));
+    memcpy(pinned, input, bytes);
+    input = pinned;
+    cur_iter = iters;
+    CHECK(cudaGraphCreate(&graph, 0));
+    forward_nodes(graph, NULL, &fn, gs, a, b, out, workspace, ws_bytes);
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int r = 0; r < graph_nodes; r++) {
+        CHECK(cudaGraphLaunch(exec, gs));
+        CHECK(cudaStreamSynchronize(gs));
+        CHECK(cudaGetLastError());
+        printf("graph replay %d checksum %016" PRIx64 "\n", r, fnv1a(out, (size_t)dim * sizeof *out));
+        /* --graph-nodes-update: the input moves, as XLA's buffers may from one
+         * execution to the next (its pinned host copy and the activation it is copied
+         * into, both to new allocations), and every node naming it takes the new one.
+         * The old buffers are overwritten: a node left naming them would change the
+         * checksums. */
+        if (r == 0 && graph_nodes_update) {
+            CHECK(cudaMallocHost((void **)&moved_in, bytes));
+            memcpy(moved_in, input, bytes);
+            memset(input, 0x5a, bytes);
+            input = moved_in;
+            CHECK(cudaMalloc((void **)&moved, bytes));
+            CHECK(cudaMemset(a, 0x5a, bytes));
+            forward_nodes(NULL, exec, &fn, gs, moved, b, out, workspace, ws_bytes);
+        }
+    }
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    if (moved != NULL) {
+        CHECK(cudaFree(moved));
+        CHECK(cudaFreeHost(moved_in));
+    }
+    free(fn.layer);
+    CHECK(cudaStreamDestroy(gs));
+    input = saved;
+    CHECK(cudaFreeHost(pinned));
+}
+
 static void *run_worker(void *arg)
 {
     worker_t *wk = arg;
@@ -1824,7 +2081,7 @@ static void *run_worker(void *arg)
      * untouched by them, the first FT_SPILL moves to host memory. */
     void *workspace = NULL;
     const size_t ws_bytes = 2u << 20;
-    if (graph_replays > 0)
+    if (graph_replays > 0 || graph_nodes > 0)
         CHECK(cudaMalloc(&workspace, ws_bytes));
     if (prologue)
         warm_mine = warm + (size_t)wk->id * (size_t)dim;
@@ -1898,10 +2155,12 @@ static void *run_worker(void *arg)
                 free_weight(model[layers].pv);
         }
     }
-    if (graph_replays > 0) {
+    if (graph_replays > 0)
         run_graph(a, b, out, workspace, ws_bytes);
+    if (graph_nodes > 0)
+        run_graph_nodes(a, b, out, workspace, ws_bytes);
+    if (workspace != NULL)
         CHECK(cudaFree(workspace));
-    }
     if (profile_from >= 0 && profile_from < iters && profiler_stop() != 0)
         exit(1);
     if (a2 != NULL) {
@@ -2119,6 +2378,10 @@ int main(int argc, char **argv)
             graph_toggle = 1;
         else if (strcmp(a, "--graph-old-update") == 0)
             graph_old_update = 1;
+        else if (strcmp(a, "--graph-nodes") == 0)
+            graph_nodes = parse_int(a, v, 1, 1 << 20), i++;
+        else if (strcmp(a, "--graph-nodes-update") == 0)
+            graph_nodes_update = 1;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--reload") == 0)
@@ -2134,7 +2397,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
-                            "[--graph N [--graph-eager]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-update]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
@@ -2168,6 +2431,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "model: --graph-update, --graph-toggle, --graph-old-update and --graph-eager need --graph\n");
         return 2;
     }
+    if (graph_nodes_update && graph_nodes == 0) {
+        fprintf(stderr, "model: --graph-nodes-update needs --graph-nodes\n");
+        return 2;
+    }
+    /* --graph-nodes makes the last layer's gemv and mix nodes of their own, the layers
+     * before it child graphs. */
+    if (graph_nodes > 0 && (graph_replays > 0 || cross_from >= 0 || moe_experts > 0 ||
+                            (skip_from >= 0 ? layers - 1 : layers) < 2)) {
+        fprintf(stderr, "model: --graph-nodes needs two layers run, and no --graph, --cross-from or --moe\n");
+        return 2;
+    }
     if (profile_from >= 0 && threads > 1) {
         fprintf(stderr, "model: --profile-from needs one thread\n");
         return 2;
@@ -2179,20 +2453,20 @@ int main(int argc, char **argv)
     /* Their tables and segments hold the first model's addresses, and --drop frees a
      * layer the reload would free again. */
     if (reload_after >= 0 && (ptr_arrays || shared || segment_bytes > 0 || grow_cache || drop_after >= 0 ||
-                              graph_replays > 0)) {
+                              graph_replays > 0 || graph_nodes > 0)) {
         fprintf(stderr, "model: --reload does not combine with --ptr-arrays, --shared, --segments, --grow-cache, "
-                        "--drop or --graph\n");
+                        "--drop, --graph or --graph-nodes\n");
         return 2;
     }
     if (grow_cache && (threads > 1 || ptr_arrays || shared || segment_bytes > 0)) {
         fprintf(stderr, "model: --grow-cache needs one thread, without --ptr-arrays, --shared, --segments\n");
         return 2;
     }
-    if (graph_replays > 0 && (threads > 1 || grow_cache || swap_from >= 0 || alternate_acts || drop_after >= 0 ||
-                              side_device >= 0 || scratch_from >= 0 || over_from >= 0 || outside_from >= 0 ||
-                              drv_workspace_mib > 0)) {
-        fprintf(stderr, "model: --graph needs one thread, without options that allocate or use another device "
-                        "inside a forward\n");
+    if ((graph_replays > 0 || graph_nodes > 0) &&
+        (threads > 1 || grow_cache || swap_from >= 0 || alternate_acts || drop_after >= 0 || side_device >= 0 ||
+         scratch_from >= 0 || over_from >= 0 || outside_from >= 0 || drv_workspace_mib > 0)) {
+        fprintf(stderr, "model: --graph and --graph-nodes need one thread, without options that allocate or use "
+                        "another device inside a forward\n");
         return 2;
     }
     /* Its buffer is made by the first forward to need it, which the others would race. */

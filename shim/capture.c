@@ -63,6 +63,7 @@ typedef struct {
  * owner's calls_t. */
 typedef struct {
     CUgraphNode node;
+    CUgraphNode orig; /* the node in the application's graph (node: the clone's, once cloned) */
     uint64_t key;
     const char *name;
     size_t first, n, written;
@@ -107,6 +108,7 @@ typedef struct touch_owner {
     uint64_t seg_plan;
     int cut_said;
     char why[96];             /* why it has no clone ("": none asked, or it has one) */
+    int to_graph;             /* a capture into an existing graph (cudaStreamBeginCaptureToGraph) */
     /* Profiling's cut (its calls cut where a unit's time begins, as the profiled pass
      * fell at its last launch): the first call of each of its p_n parts, their
      * executable graphs, and how many times it was made. */
@@ -256,7 +258,7 @@ static long calls_add(calls_t *c, const ft_scan_set_t *set, uint64_t key, const 
         c->lo[c->n_ids + j] = set->lo[j];
         c->flags[c->n_ids + j] = (uint8_t)((set->indirect[j] ? CALL_INDIRECT : 0) | (set->unsure[j] ? CALL_UNSURE : 0));
     }
-    c->v[c->n] = (call_t){ .node = NULL, .key = key, .name = name, .first = c->n_ids, .n = set->n,
+    c->v[c->n] = (call_t){ .node = NULL, .orig = NULL, .key = key, .name = name, .first = c->n_ids, .n = set->n,
                            .written = written };
     c->n_ids += set->n;
     return (long)c->n++;
@@ -282,6 +284,53 @@ static int calls_copy(calls_t *to, const calls_t *from)
     to->n = from->n;
     to->n_ids = from->n_ids;
     return 0;
+}
+
+/* Appends from's call i to c, naming `node` in a graph where the application knows it
+ * as `orig` (orig NULL: the nodes it names) (cap_lock held, or c private); 0, or -1 (out
+ * of memory: c's calls are lost). */
+static int calls_push(calls_t *c, const calls_t *from, size_t i, CUgraphNode node, CUgraphNode orig)
+{
+    const call_t *f = &from->v[i];
+    if (c->lost)
+        return -1;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 256;
+        call_t *v = realloc(c->v, cap * sizeof *v);
+        if (v == NULL)
+            return c->lost = c->broken = 1, -1;
+        c->v = v;
+        c->cap = cap;
+    }
+    if (calls_room(c, f->n) != 0)
+        return -1;
+    memcpy(c->ids + c->n_ids, from->ids + f->first, f->n * sizeof *c->ids);
+    memcpy(c->ptr + c->n_ids, from->ptr + f->first, f->n * sizeof *c->ptr);
+    memcpy(c->lo + c->n_ids, from->lo + f->first, f->n * sizeof *c->lo);
+    memcpy(c->flags + c->n_ids, from->flags + f->first, f->n);
+    c->v[c->n] = *f;
+    c->v[c->n].first = c->n_ids;
+    if (orig != NULL) {
+        c->v[c->n].node = node;
+        c->v[c->n].orig = orig;
+    }
+    c->n_ids += f->n;
+    c->n++;
+    return 0;
+}
+
+/* to gains from's calls (each naming `node`, or its own when NULL) and touches
+ * (cap_lock held); from unknown makes to unknown. */
+static void owner_absorb(owner_t *to, const owner_t *from, CUgraphNode node)
+{
+    to->t.all |= from->t.all;
+    for (size_t i = 0; i < from->t.n; i++)
+        touches_add(&to->t, from->t.id[i], from->t.ptr[i]);
+    to->calls.broken |= from->calls.broken;
+    if (from->calls.lost)
+        to->calls.lost = to->calls.broken = 1;
+    for (size_t i = 0; i < from->calls.n && !to->calls.lost; i++)
+        calls_push(&to->calls, &from->calls, i, node, node);
 }
 
 static void segs_free(owner_t *x)
@@ -379,11 +428,33 @@ void capture_call_done(void)
     owner_t *c = *find(&captures, pend_cap);
     if (c != NULL && pend_idx < c->calls.n) {
         if (ok)
-            c->calls.v[pend_idx].node = deps[0];
+            c->calls.v[pend_idx].node = c->calls.v[pend_idx].orig = deps[0];
         else
             c->calls.broken = 1;
     }
     pthread_mutex_unlock(&cap_lock);
+}
+
+/* The regions a copy or set touches, dst's (written) first: into set (cleared by the
+ * caller); returns how many are dst's. Over an allocation served in pieces, every piece
+ * the bytes reach (a span of 0: to the allocation's end). */
+size_t capture_copy_set(ft_scan_set_t *set, const void *dst, const void *src, size_t dspan, size_t sspan)
+{
+    const void *p[2] = { dst, src };
+    size_t span[2] = { dspan, sspan }, written = 0;
+    for (int i = 0; i < 2; i++) {
+        if (i == 1)
+            written = set->n;
+        ft_region_t r;
+        if (p[i] == NULL || !ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
+            continue;
+        ft_scan_set_add(set, r.id, (uint64_t)(uintptr_t)p[i]);
+        uint64_t end = span[i] != 0 ? (uint64_t)(uintptr_t)p[i] + span[i] : UINT64_MAX;
+        ft_region_t q;
+        for (; r.base + r.size < end && piece_after(&r, &q); r = q)
+            ft_scan_set_add(set, q.id, q.base); /* out of memory: counted in `dropped`, every unit */
+    }
+    return written;
 }
 
 /* A captured copy or set touches dst and src (NULL: none). */
@@ -392,22 +463,7 @@ void capture_note_copy(uint64_t id, cudaStream_t stream, const void *dst, const 
 {
     ft_scan_set_t set;
     ft_scan_set_clear(&set);
-    const void *p[2] = { dst, src };
-    size_t span[2] = { dspan, sspan }, written = 0;
-    for (int i = 0; i < 2; i++) {
-        if (i == 1)
-            written = set.n; /* dst's regions come first */
-        ft_region_t r;
-        if (p[i] == NULL || !ft_regions_find(regions, (uint64_t)(uintptr_t)p[i], &r))
-            continue;
-        ft_scan_set_add(&set, r.id, (uint64_t)(uintptr_t)p[i]);
-        /* Over an allocation served in pieces: every piece its bytes reach (a span not
-         * known: to the allocation's end). */
-        uint64_t end = span[i] != 0 ? (uint64_t)(uintptr_t)p[i] + span[i] : UINT64_MAX;
-        ft_region_t q;
-        for (; r.base + r.size < end && piece_after(&r, &q); r = q)
-            ft_scan_set_add(&set, q.id, q.base); /* out of memory: counted in `dropped`, every unit */
-    }
+    size_t written = capture_copy_set(&set, dst, src, dspan, sspan);
     capture_note(id, stream, &set, 0, NULL, written);
     ft_scan_set_free(&set);
 }
@@ -443,14 +499,16 @@ void capture_restore(int relaxed)
 
 /* --- entry points: begin and end ---------------------------------------------------------- */
 
-/* A capture began on s (the real call succeeded): it is recorded under its CUDA id. */
-static void began(cudaStream_t s)
+/* A capture began on s (the real call succeeded): it is recorded under its CUDA id.
+ * to_graph: its nodes go into an existing graph, after the ones it has. */
+static void began(cudaStream_t s, int to_graph)
 {
     uint64_t id = capture_of(s);
     owner_t *c = id != 0 ? calloc(1, sizeof *c) : NULL;
     pthread_mutex_lock(&cap_lock);
     if (c != NULL) {
         c->key = id;
+        c->to_graph = to_graph;
         c->next = captures;
         captures = c;
     }
@@ -484,7 +542,22 @@ static void ended(cudaStream_t s, uint64_t id, int ok, uint64_t graph)
     owner_t **pc = find(&captures, id), *c = *pc;
     if (c != NULL)
         *pc = c->next;
-    if (ok && graph != 0) {
+    /* A capture into an existing graph adds to what its nodes touch: its calls follow
+     * the graph's (an unknown capture makes the graph unknown). */
+    owner_t *into = ok && graph != 0 && (c == NULL || c->to_graph) ? *find(&graphs, graph) : NULL;
+    if (into != NULL) {
+        if (c != NULL)
+            owner_absorb(into, c, NULL);
+        else
+            into->t.all = 1;
+    } else if (ok && graph != 0) {
+        /* A graph of that handle still listed was destroyed unseen: this one replaces it. */
+        owner_t **stale = find(&graphs, graph);
+        if (*stale != NULL) {
+            owner_t *o = *stale;
+            *stale = o->next;
+            owner_free(o);
+        }
         owner_t *g = c != NULL ? c : calloc(1, sizeof *g);
         if (g != NULL) {
             if (c == NULL)
@@ -541,7 +614,7 @@ cudaError_t ft_hook_rt_begin_capture(cudaStreamBeginCapture_fn_t real, cudaStrea
     before_capture();
     cudaError_t rc = real(s, mode);
     if (rc == cudaSuccess)
-        began(s);
+        began(s, 0);
     mover_release();
     return rc;
 }
@@ -555,7 +628,7 @@ cudaError_t ft_hook_rt_begin_capture_to_graph(cudaStreamBeginCaptureToGraph_fn_t
     before_capture();
     cudaError_t rc = real(s, graph, deps, data, n, mode);
     if (rc == cudaSuccess)
-        began(s);
+        began(s, 1);
     mover_release();
     return rc;
 }
@@ -574,7 +647,7 @@ CUresult ft_hook_drv_begin_capture(cuStreamBeginCapture_v2_fn_t real, CUstream s
     before_capture();
     CUresult rc = real(s, mode);
     if (rc == CUDA_SUCCESS)
-        began((cudaStream_t)s);
+        began((cudaStream_t)s, 0);
     mover_release();
     return rc;
 }
@@ -587,7 +660,7 @@ CUresult ft_hook_drv_begin_capture_to_graph(cuStreamBeginCaptureToGraph_fn_t rea
     before_capture();
     CUresult rc = real(s, graph, deps, data, n, mode);
     if (rc == CUDA_SUCCESS)
-        began((cudaStream_t)s);
+        began((cudaStream_t)s, 1);
     mover_release();
     return rc;
 }
@@ -608,39 +681,61 @@ static int cmp_node(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Whether the graph's nodes are the nodes of its captured calls, every one (a node the
- * application added, or a call whose node was not had, leaves the graph uncut): 1, or
- * 0 with why. Calls that name one node (a call that made none names the one before)
- * are one: their regions all touched by it. */
-static int nodes_known(CUgraph graph, const calls_t *calls, char *why, size_t len)
+/* A node FlexTensor did not see made that touches no device memory a kernel could
+ * read: an empty node, an event's record or wait, a host function, a semaphore. */
+static int node_harmless(CUgraphNode n)
+{
+    CUgraphNodeType t;
+    if (drv.graph_node_type == NULL || drv.graph_node_type(n, &t) != CUDA_SUCCESS)
+        return 0;
+    return t == CU_GRAPH_NODE_TYPE_EMPTY || t == CU_GRAPH_NODE_TYPE_WAIT_EVENT ||
+           t == CU_GRAPH_NODE_TYPE_EVENT_RECORD || t == CU_GRAPH_NODE_TYPE_HOST ||
+           t == CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL || t == CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT;
+}
+
+/* Whether the graph's nodes are the nodes of its recorded calls (captured, or added
+ * node by node), every one: 1; 0 when some are not but touch nothing (no cut, what
+ * it touches is known); -1 when a node not recorded may touch device memory (a kernel
+ * added by a call FlexTensor does not watch, a conditional node), or the nodes could
+ * not be listed: what the graph touches is not known. why says which. Calls that
+ * name one node (a call that made none names the one before; a child graph's calls
+ * its node) are one. */
+static int nodes_check(CUgraph graph, const calls_t *calls, char *why, size_t len)
 {
     size_t n = 0;
-    if (drv.graph_get_nodes(graph, NULL, &n) != CUDA_SUCCESS) {
+    if (drv.graph_get_nodes == NULL || drv.graph_get_nodes(graph, NULL, &n) != CUDA_SUCCESS) {
         snprintf(why, len, "its nodes could not be listed");
-        return 0;
+        return -1;
     }
     CUgraphNode *have = malloc((n + 1) * sizeof *have), *seen = malloc((calls->n + 1) * sizeof *seen);
     int ok = have != NULL && seen != NULL && drv.graph_get_nodes(graph, have, &n) == CUDA_SUCCESS;
+    int res = -1;
     size_t m = 0;
     for (size_t i = 0; ok && i < calls->n; i++)
         if (calls->v[i].node != NULL)
             seen[m++] = calls->v[i].node;
     if (ok) {
-        qsort(have, n, sizeof *have, cmp_node);
         qsort(seen, m, sizeof *seen, cmp_node);
-        size_t u = 0;
+        size_t u = 0, unseen = 0, harmful = 0;
         for (size_t i = 0; i < m; i++)
             if (u == 0 || seen[u - 1] != seen[i])
                 seen[u++] = seen[i];
-        ok = u == n && memcmp(have, seen, n * sizeof *have) == 0;
-        if (!ok)
-            snprintf(why, len, "%zu of its %zu node(s) were not seen captured", n > u ? n - u : n, n);
+        for (size_t i = 0; i < n; i++)
+            if (bsearch(&have[i], seen, u, sizeof *seen, cmp_node) == NULL) {
+                unseen++;
+                harmful += !node_harmless(have[i]);
+            }
+        res = harmful > 0 ? -1 : unseen > 0 || u != n ? 0 : 1;
+        if (harmful > 0)
+            snprintf(why, len, "%zu of its %zu node(s) were made by calls FlexTensor does not watch", harmful, n);
+        else if (res == 0)
+            snprintf(why, len, "%zu of its %zu node(s) were not seen made", unseen > 0 ? unseen : n - u, n);
     } else {
         snprintf(why, len, "no memory to list its nodes");
     }
     free(have);
     free(seen);
-    return ok;
+    return res;
 }
 
 /* exec was instantiated from graph with `flags`: it touches what the graph does, and is
@@ -659,7 +754,7 @@ static void instantiated(uint64_t exec, uint64_t graph, unsigned long long flags
         x->t.all = 1;
     /* Why it will not be cut, where that may matter ("": it may be). */
     const char *nocut = !cfgp->graph_cut                               ? ""
-                      : g == NULL                                      ? "FlexTensor did not see it captured"
+                      : g == NULL                                      ? "FlexTensor did not see it made"
                       : g->calls.n < 2                                 ? ""
                       : g->t.all                                       ? "a captured call's regions were not all kept"
                       : g->calls.broken                                ? "a captured call's node was not had"
@@ -669,19 +764,36 @@ static void instantiated(uint64_t exec, uint64_t graph, unsigned long long flags
      * and for the cut. */
     calls_t calls;
     memset(&calls, 0, sizeof calls);
-    if (g != NULL && !g->t.all && !g->calls.lost && g->calls.n > 0)
-        calls_copy(&calls, &g->calls); /* out of memory: none, the launches are not observed */
-    int cut = cfgp->graph_cut && g != NULL && !g->t.all && !g->calls.broken && calls.n > 1 &&
+    int known = g != NULL && !g->t.all;
+    if (known && !g->calls.lost && g->calls.n > 0)
+        calls_copy(&calls, &g->calls); /* out of memory: none, and the graph is unknown */
+    int lost = known && (g->calls.lost || (g->calls.n > 0 && calls.v == NULL));
+    int cut = cfgp->graph_cut && known && !g->calls.broken && calls.n > 1 &&
               !(flags & cudaGraphInstantiateFlagDeviceLaunch) && drv.graph_clone != NULL &&
               drv.graph_get_nodes != NULL && drv.graph_find_in_clone != NULL &&
               drv.graph_destroy_node != NULL && drv.graph_instantiate != NULL;
     pthread_mutex_unlock(&cap_lock);
+    /* Every node of the graph must be one whose call FlexTensor recorded, or one that
+     * touches nothing: a node added by a call it does not watch (cuGraphAddNode, a
+     * kernel added through CUDA 11's entry point) may read any unit, so the graph is
+     * then unknown and every streamed unit is loaded before its launches. */
+    char why[128] = "";
+    int check = !known || lost ? -1 : nodes_check((CUgraph)(uintptr_t)graph, &calls, why, sizeof why);
+    if (known && check < 0) {
+        FT_LOG_CAPPED(FT_LOG_INFO, 4, "CUDA graphs: graph %#llx: %s: every streamed unit is loaded before the "
+                      "launches of its executable graphs", (unsigned long long)graph,
+                      lost ? "its calls could not all be kept (no memory)" : why);
+        x->t.all = 1;
+        calls_free(&calls);
+        cut = 0;
+    } else if (check == 0 && cut) {
+        cut = 0;
+        nocut = "some of its nodes were not seen made";
+    }
     /* The clone: the graph may be destroyed once instantiated (torch.cuda.graph does),
      * and the cut is made later, at a launch under a plan. Its calls name the clone's
      * nodes. */
-    char why[128] = "";
-    if (cut && nodes_known((CUgraph)(uintptr_t)graph, &calls, why, sizeof why) &&
-        drv.graph_clone(&x->clone, (CUgraph)(uintptr_t)graph) == CUDA_SUCCESS) {
+    if (cut && drv.graph_clone(&x->clone, (CUgraph)(uintptr_t)graph) == CUDA_SUCCESS) {
         for (size_t i = 0; i < calls.n; i++)
             if (drv.graph_find_in_clone(&calls.v[i].node, calls.v[i].node, x->clone) != CUDA_SUCCESS) {
                 snprintf(why, sizeof why, "its clone lacks a node");
@@ -788,6 +900,166 @@ CUresult ft_hook_drv_graph_destroy(cuGraphDestroy_fn_t real, CUgraph graph)
     return real(graph);
 }
 
+/* --- graphs built node by node ------------------------------------------------------------- */
+
+/* The application made an empty graph (cudaGraphCreate): its nodes are recorded as
+ * they are added, each as the captured call it stands for would be, in the order they
+ * are added (an order of the graph's dependencies: a node's are added before it). */
+void capture_graph_made(uint64_t graph)
+{
+    owner_t *g = calloc(1, sizeof *g);
+    pthread_mutex_lock(&cap_lock);
+    owner_t **stale = find(&graphs, graph); /* destroyed unseen */
+    if (*stale != NULL) {
+        owner_t *o = *stale;
+        *stale = o->next;
+        owner_free(o);
+    }
+    if (g != NULL) { /* else unknown: every streamed unit is loaded for it */
+        g->key = graph;
+        g->next = graphs;
+        graphs = g;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+/* A node added to graph: a launch of kernel key named name (key 0: a copy or set
+ * writing the first `written` regions of set) touching set's regions. A graph with no
+ * record (made by a call FlexTensor does not watch) stays unknown. */
+void capture_node_added(uint64_t graph, CUgraphNode node, const ft_scan_set_t *set, uint64_t key,
+                        const char *name, size_t written)
+{
+    pthread_mutex_lock(&cap_lock);
+    owner_t *g = *find(&graphs, graph);
+    if (g != NULL) {
+        for (size_t i = 0; i < set->n; i++)
+            touches_add(&g->t, set->id[i], set->ptr[i]);
+        g->t.all |= set->dropped > 0;
+        long at = calls_add(&g->calls, set, key, name, written);
+        if (at >= 0)
+            g->calls.v[at].node = g->calls.v[at].orig = node;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+/* A child graph node added to graph (CUDA copies the child into it): the child's calls,
+ * each naming the node. A child whose own nodes are not all known makes the graph
+ * unknown. */
+void capture_child_added(uint64_t graph, CUgraphNode node, uint64_t child)
+{
+    char why[128];
+    pthread_mutex_lock(&cap_lock);
+    owner_t *g = *find(&graphs, graph), *c = *find(&graphs, child);
+    if (g != NULL) {
+        if (c != NULL && !c->t.all && !c->calls.lost &&
+            nodes_check((CUgraph)(uintptr_t)child, &c->calls, why, sizeof why) >= 0)
+            owner_absorb(g, c, node);
+        else
+            g->t.all = 1;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+/* A node's parameters changed in its graph (cudaGraphKernelNodeSetParams and kin), or a
+ * child node's graph was handed out to be changed in place: the graph holding it no
+ * longer knows what it touches. */
+void capture_node_changed(CUgraphNode node)
+{
+    pthread_mutex_lock(&cap_lock);
+    for (owner_t *g = graphs; g != NULL; g = g->next)
+        for (size_t i = 0; i < g->calls.n; i++)
+            if (g->calls.v[i].orig == node) {
+                g->t.all = 1;
+                break;
+            }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+/* exec's node `node` (the application's graph's) now stands for a launch of kernel key
+ * (key 0: a copy or set writing the first `written` regions of set) touching set's
+ * regions, or (set NULL) for the calls of graph `child`: its calls are replaced by
+ * those, and what exec touches grows by theirs (what it no longer touches still counts:
+ * loading too much costs time, never a fault). A node not recorded, a child not known,
+ * or no memory makes exec unknown. A cut exec is cut no more: its clone, and the
+ * segments made from it, hold the node's old parameters. */
+static void exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *set, uint64_t key,
+                          const char *name, size_t written, uint64_t child)
+{
+    char why[128] = "";
+    pthread_mutex_lock(&cap_lock);
+    owner_t *x = *find(&execs, exec);
+    if (x == NULL || x->t.all) {
+        pthread_mutex_unlock(&cap_lock);
+        return;
+    }
+    owner_t *c = set == NULL ? *find(&graphs, child) : NULL;
+    int ok = set != NULL ? set->dropped == 0
+                         : c != NULL && !c->t.all && !c->calls.lost &&
+                               nodes_check((CUgraph)(uintptr_t)child, &c->calls, why, sizeof why) >= 0;
+    calls_t next;
+    memset(&next, 0, sizeof next);
+    int found = 0;
+    for (size_t i = 0; ok && i < x->calls.n; i++) {
+        const call_t *v = &x->calls.v[i];
+        if (v->orig != node) {
+            calls_push(&next, &x->calls, i, NULL, NULL);
+            continue;
+        }
+        if (found++)
+            continue; /* the node's other calls: replaced by the first's */
+        if (set == NULL) {
+            for (size_t j = 0; j < c->calls.n; j++)
+                calls_push(&next, &c->calls, j, v->node, node);
+        } else {
+            long at = calls_add(&next, set, key, name, written);
+            if (at >= 0) {
+                next.v[at].node = v->node;
+                next.v[at].orig = node;
+            }
+        }
+    }
+    if (!ok || !found || next.lost) {
+        calls_free(&next);
+        pthread_mutex_unlock(&cap_lock);
+        capture_exec_changed(exec);
+        return;
+    }
+    if (set != NULL) {
+        for (size_t i = 0; i < set->n; i++)
+            touches_add(&x->t, set->id[i], set->ptr[i]);
+    } else {
+        for (size_t i = 0; i < c->t.n; i++)
+            touches_add(&x->t, c->t.id[i], c->t.ptr[i]);
+    }
+    calls_free(&x->calls);
+    x->calls = next;
+    int was_cut = x->clone != NULL;
+    if (was_cut) {
+        segs_free(x);
+        parts_free(x);
+        drv.graph_destroy(x->clone);
+        x->clone = NULL;
+        for (size_t i = 0; i < x->calls.n; i++)
+            x->calls.v[i].node = NULL;
+        snprintf(x->why, sizeof x->why, "the program changed its nodes after its instantiation");
+    }
+    pthread_mutex_unlock(&cap_lock);
+    if (was_cut)
+        FT_LOG_CAPPED(FT_LOG_INFO, 4, "CUDA graphs: the program changed a node of executable graph %#llx: what "
+                      "it touches is followed, but it is no longer cut into segments", (unsigned long long)exec);
+}
+
+void capture_exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *set, uint64_t key,
+                           const char *name, size_t written)
+{
+    exec_node_set(exec, node, set, key, name, written, 0);
+}
+
+void capture_exec_child_set(uint64_t exec, CUgraphNode node, uint64_t child)
+{
+    exec_node_set(exec, node, NULL, 0, NULL, 0, child);
+}
+
 /* The application changed an executable graph: by a whole graph (cudaGraphExecUpdate,
  * which makes exec what `graph` would instantiate to: taken as its instantiation, with
  * the flags it had), or a node's parameters (capture_exec_changed). */
@@ -830,33 +1102,14 @@ CUresult ft_hook_drv_graph_exec_update(cuGraphExecUpdate_v2_fn_t real, CUgraphEx
         return rc;                                                         \
     }
 #define UNPAREN(...) __VA_ARGS__
-NODE_CHANGE(cudaError_t, rt_graph_exec_kernel_params, cudaGraphExecKernelNodeSetParams_fn_t,
-            (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaKernelNodeParams *p), x, n, p)
 NODE_CHANGE(cudaError_t, rt_graph_exec_node_params, cudaGraphExecNodeSetParams_fn_t,
             (cudaGraphExec_t x, cudaGraphNode_t n, struct cudaGraphNodeParams *p), x, n, p)
 NODE_CHANGE(cudaError_t, rt_graph_node_enabled, cudaGraphNodeSetEnabled_fn_t,
             (cudaGraphExec_t x, cudaGraphNode_t n, unsigned int on), x, n, on)
-NODE_CHANGE(cudaError_t, rt_graph_exec_memcpy_params, cudaGraphExecMemcpyNodeSetParams_fn_t,
-            (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaMemcpy3DParms *p), x, n, p)
-NODE_CHANGE(cudaError_t, rt_graph_exec_memcpy_1d, cudaGraphExecMemcpyNodeSetParams1D_fn_t,
-            (cudaGraphExec_t x, cudaGraphNode_t n, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),
-            x, n, dst, src, count, kind)
-NODE_CHANGE(cudaError_t, rt_graph_exec_memset_params, cudaGraphExecMemsetNodeSetParams_fn_t,
-            (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaMemsetParams *p), x, n, p)
-NODE_CHANGE(cudaError_t, rt_graph_exec_child_params, cudaGraphExecChildGraphNodeSetParams_fn_t,
-            (cudaGraphExec_t x, cudaGraphNode_t n, cudaGraph_t child), x, n, child)
-NODE_CHANGE(CUresult, drv_graph_exec_kernel_params, cuGraphExecKernelNodeSetParams_v2_fn_t,
-            (CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p), x, n, p)
 NODE_CHANGE(CUresult, drv_graph_exec_node_params, cuGraphExecNodeSetParams_fn_t,
             (CUgraphExec x, CUgraphNode n, CUgraphNodeParams *p), x, n, p)
 NODE_CHANGE(CUresult, drv_graph_node_enabled, cuGraphNodeSetEnabled_fn_t,
             (CUgraphExec x, CUgraphNode n, unsigned int on), x, n, on)
-NODE_CHANGE(CUresult, drv_graph_exec_memcpy_params, cuGraphExecMemcpyNodeSetParams_fn_t,
-            (CUgraphExec x, CUgraphNode n, const CUDA_MEMCPY3D *p, CUcontext ctx), x, n, p, ctx)
-NODE_CHANGE(CUresult, drv_graph_exec_memset_params, cuGraphExecMemsetNodeSetParams_fn_t,
-            (CUgraphExec x, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx), x, n, p, ctx)
-NODE_CHANGE(CUresult, drv_graph_exec_child_params, cuGraphExecChildGraphNodeSetParams_fn_t,
-            (CUgraphExec x, CUgraphNode n, CUgraph child), x, n, child)
 NODE_CHANGE(cudaError_t, rt_graph_exec_host_params, cudaGraphExecHostNodeSetParams_fn_t,
             (cudaGraphExec_t x, cudaGraphNode_t n, const struct cudaHostNodeParams *p), x, n, p)
 NODE_CHANGE(cudaError_t, rt_graph_exec_record_event, cudaGraphExecEventRecordNodeSetEvent_fn_t,
@@ -917,7 +1170,10 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
             int u = cut_unit(x->calls.ids[c->first + j]);
             fresh |= u >= 0 && mark[u] != k;
         }
-        if (fresh && any) {
+        /* Never between two calls of one node (a child graph's calls; a call that made
+         * no node and the one before): a node runs in one segment. */
+        int same = i > 0 && c->node != NULL && c->node == x->calls.v[i - 1].node;
+        if (fresh && any && !same) {
             k++;
             any = 0;
         }
@@ -1080,6 +1336,11 @@ static int segments(owner_t *x, uint64_t exec)
         }
         if (n > 0 && node_homes(x, seg_of, home) != 0)
             why = "no memory";
+        /* A node's calls apart (one named again after other nodes' calls): its segment
+         * would run touches the guard loads for a later one. */
+        for (size_t i = 0; why == NULL && n > 0 && i < x->calls.n; i++)
+            if (home[i] != seg_of[i])
+                why = "a node's calls fall in two segments";
     }
     if (why == NULL && n > 0 && (x->seg = calloc((size_t)n, sizeof *x->seg)) == NULL)
         why = "no memory";

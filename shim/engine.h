@@ -113,6 +113,7 @@ typedef struct {
     CUresult (*graph_destroy)(CUgraph);
     CUresult (*graph_instantiate)(CUgraphExec *, CUgraph, unsigned long long);
     CUresult (*graph_exec_destroy)(CUgraphExec);
+    CUresult (*graph_node_type)(CUgraphNode, CUgraphNodeType *);
 } drv_fns_t;
 
 /* A virtual-memory backed allocation. */
@@ -511,6 +512,23 @@ void capture_note(uint64_t id, cudaStream_t stream, const ft_scan_set_t *set, ui
                   size_t written);
 void capture_note_copy(uint64_t id, cudaStream_t stream, const void *dst, const void *src, size_t dspan,
                        size_t sspan);
+size_t capture_copy_set(ft_scan_set_t *set, const void *dst, const void *src, size_t dspan, size_t sspan);
+/* Graphs built node by node (graphnodes.c's hooks): an empty graph made; a node added
+ * (a kernel key, or key 0: a copy or set writing set's first `written` regions); a
+ * child graph added as a node; a node's parameters changed in its graph; an executable
+ * graph's node set to a launch (or copy or set) or to a child graph's calls. */
+void capture_graph_made(uint64_t graph);
+void capture_node_added(uint64_t graph, CUgraphNode node, const ft_scan_set_t *set, uint64_t key,
+                        const char *name, size_t written);
+void capture_child_added(uint64_t graph, CUgraphNode node, uint64_t child);
+void capture_node_changed(CUgraphNode node);
+void capture_exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *set, uint64_t key,
+                           const char *name, size_t written);
+void capture_exec_child_set(uint64_t exec, CUgraphNode node, uint64_t child);
+/* observe.c: a kernel node's arguments scanned as a captured launch's (its name in
+ * *name; arguments that cannot be read count as lost regions). */
+void observe_node_args(uint64_t key, int is_stub, void **params, void **extra, ft_scan_set_t *set,
+                       const char **name);
 /* The thread's captured call just made (capture_note): its graph node is asked for. */
 extern __thread int capture_pending;
 void capture_call_done(void);

@@ -444,6 +444,22 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
     ft_scan_set_free(&set);
 }
 
+void observe_node_args(uint64_t key, int is_stub, void **params, void **extra, ft_scan_set_t *set,
+                       const char **name)
+{
+    kinfo_t *k = key != 0 ? kinfo_get(key, is_stub) : NULL;
+    *name = k != NULL ? k->name : "?";
+    /* As a captured launch's scan: every region the words may reach, unsure ones
+     * included; in discovery, words that hold garbage are learned. */
+    int scan = engine_phase() == PHASE_DISCOVERY ? FT_SCAN_LEARN : 0;
+    if (k != NULL && params != NULL && k->nparams > 0)
+        ft_scan_params_junk(regions, params, k->size, (size_t)k->nparams, &k->junk, scan, set);
+    else if (k != NULL && extra != NULL)
+        scan_extra(extra, k, scan, set, 0);
+    else if (k == NULL || k->nparams != 0)
+        set->dropped++; /* arguments not readable: it may touch anything */
+}
+
 long observe_replayed(int ph, uint64_t key, const char *name, ft_scan_set_t *set, size_t written)
 {
     if (engine_phase() != ph)

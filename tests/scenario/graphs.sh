@@ -117,6 +117,30 @@ run oldupdate --iters 12 --graph-old-update -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
 expect_grep 'CUDA graphs: graph 0x[0-9a-f]+ is not cut into segments: the program asked for cuGraphExecUpdate.s CUDA 11 form' \
     "$WORK/oldupdate.err" oldupdate
 expect_no_grep 'hold: cut into' "$WORK/oldupdate.err" oldupdate
+# A graph built node by node, as XLA builds its command buffers (model --graph-nodes:
+# cudaGraphCreate, memset and memcpy nodes, each layer a child graph traced into a
+# graph of its own, the last layer's kernels added as kernel nodes of the driver and
+# the runtime): each node is recorded as the call it stands for, so a program of its
+# replays is discovered and streamed from them, the graph cut at its units as a
+# captured one is; and one built after the plan is cut too.
+L=(--layers 12 --dim 1024 --quiet)
+REPLAYS=12 run nodes --iters 1 --graph-nodes 12 -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+e=$WORK/nodes.err
+expect_grep 'discovery: 1 iteration\(s\) of 36 launches, 12 units' "$e" nodes
+expect_grep 'verdict: offloaded: 11 of 12 units stream' "$e" nodes
+expect_grep 'reads 11 streamed unit\(s\), more than the 2 slot\(s\) hold: cut into 11 segment' "$e" nodes
+expect_no_grep 'read more streamed units than the' "$e" nodes
+run nodes-plan --iters 12 --graph-nodes 3 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 3 launch\(es\) of them streamed, 33 segment launch' \
+    "$WORK/nodes-plan.err" nodes-plan
+# The executable graph changed node by node after its first replay, as XLA updates a
+# command buffer when a buffer moves (memcpy and kernel nodes set, every layer's child
+# graph traced again and set): the changes are followed, and the replays stay equal.
+run nodes-update --iters 12 --graph-nodes 3 --graph-nodes-update -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'CUDA graphs: the program changed a node of executable graph 0x[0-9a-f]+: what it touches is followed' \
+    "$WORK/nodes-update.err" nodes-update
+expect_no_grep 'every streamed unit is loaded' "$WORK/nodes-update.err" nodes-update
+L=(--layers 12 --dim 1024 --quiet --graph 3)
 # Before the plan, FT_SPILL holds allocations in host memory, the captured forward's
 # workspace among them (the model allocates it before its forwards and clears it first
 # in the capture, as cuBLAS does): a captured memset of it cannot become a node (the
@@ -127,4 +151,4 @@ for c in disc prof; do
         "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
     expect_grep 'verdict: .*FT_SPILL stopped when a stream capture began before the plan' "$WORK/$c-1-16MiB.err" "$c-1-16MiB"
 done
-pass "CUDA graph capture during discovery, profiling and streaming; a program of graph replays from its first forward discovered, profiled and streamed from them; FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict; at 1/3 after the plan the graph is cut and streams within the slots, also after cudaGraphExecUpdate; a node changed, or cuGraphExecUpdate's CUDA 11 form handed out: every unit loaded"
+pass "CUDA graph capture during discovery, profiling and streaming; a program of graph replays from its first forward discovered, profiled and streamed from them; FT_SPILL on and off, at 1/3 of the weights and all fitting: the capture holds, same replays, one verdict; at 1/3 after the plan the graph is cut and streams within the slots, also after cudaGraphExecUpdate; a graph built node by node (XLA's pattern) recorded, discovered, cut, and followed through node updates; a node changed, or cuGraphExecUpdate's CUDA 11 form handed out: every unit loaded"

@@ -84,10 +84,13 @@ typedef struct {
     int lost;   /* a call not kept (no memory): its launches are not observed either */
 } calls_t;
 
-/* A segment of a cut graph: its executable graph (FlexTensor's), the regions its calls
+/* A segment of a cut graph: its executable graph (FlexTensor's) and the graph it was
+ * instantiated from (kept: a node change of the application's executable graph is made
+ * again on the segment's, which names the node by that graph's), the regions its calls
  * touch, and its place in the pass (res_guard_segment's begins and ends). */
 typedef struct {
     CUgraphExec exec;
+    CUgraph graph;
     uint32_t *ids;
     size_t n;
     int begins, ends;
@@ -108,12 +111,20 @@ typedef struct touch_owner {
     uint64_t seg_plan;
     int cut_said;
     char why[96];             /* why it has no clone ("": none asked, or it has one) */
+    int stale;                /* the clone missed a node change: the segments are not made again */
+    /* Child graph nodes the application set on the executable graph since the clone
+     * was made (CUDA has no graph-level form): the clone's node and a copy of the child,
+     * set on each segment and part as it is made. */
+    CUgraphNode *re_node;
+    CUgraph *re_child;
+    int n_re;
     int to_graph;             /* a capture into an existing graph (cudaStreamBeginCaptureToGraph) */
     /* Profiling's cut (its calls cut where a unit's time begins, as the profiled pass
      * fell at its last launch): the first call of each of its p_n parts, their
      * executable graphs, and how many times it was made. */
     size_t *p_first;
     CUgraphExec *p_exec;
+    CUgraph *p_graph;
     int p_n, p_made;
     /* The end of its last segmented launch, on last_stream (done_set: recorded). */
     cudaEvent_t done;
@@ -339,6 +350,8 @@ static void segs_free(owner_t *x)
         /* An executable graph still running is freed when it completes (CUDA). */
         if (x->seg[k].exec != NULL && drv.graph_exec_destroy != NULL)
             drv.graph_exec_destroy(x->seg[k].exec);
+        if (x->seg[k].graph != NULL && drv.graph_destroy != NULL)
+            drv.graph_destroy(x->seg[k].graph);
         free(x->seg[k].ids);
     }
     free(x->seg);
@@ -348,18 +361,28 @@ static void segs_free(owner_t *x)
 
 static void parts_free(owner_t *x)
 {
-    for (int k = 0; k < x->p_n; k++)
+    for (int k = 0; k < x->p_n; k++) {
         if (x->p_exec[k] != NULL && drv.graph_exec_destroy != NULL)
             drv.graph_exec_destroy(x->p_exec[k]);
+        if (x->p_graph[k] != NULL && drv.graph_destroy != NULL)
+            drv.graph_destroy(x->p_graph[k]);
+    }
     free(x->p_exec);
+    free(x->p_graph);
     free(x->p_first);
     x->p_exec = NULL;
+    x->p_graph = NULL;
     x->p_first = NULL;
     x->p_n = 0;
 }
 
 static void owner_free(owner_t *o)
 {
+    for (int i = 0; i < o->n_re; i++)
+        if (drv.graph_destroy != NULL)
+            drv.graph_destroy(o->re_child[i]);
+    free(o->re_node);
+    free(o->re_child);
     touches_free(&o->t);
     calls_free(&o->calls);
     segs_free(o);
@@ -586,16 +609,26 @@ static void ended(cudaStream_t s, uint64_t id, int ok, uint64_t graph)
  * ended with "invalid argument" again): the budget gives way, said once with the
  * bytes. */
 static uint64_t spill_stopped_bytes; /* what it brought back (written once, before the capture) */
-static int spill_stopped;
+static const char *spill_stopped; /* what began: "a stream capture", "a CUDA graph built node by node" */
 
-static void before_capture(void)
+/* what: the graph's making that begins (no capture under way: nothing forbids
+ * synchronising). The same holds for a graph built node by node: a copy or set node
+ * naming an address FT_SPILL holds in host memory is refused (the simulator refuses
+ * it as it refuses the captured call), and its replays' kernels must not find host
+ * memory either. */
+static void spill_halt(const char *what, const char *why)
 {
     if (capture_under_way() || !state_spill(engine_state()))
         return;
     uint64_t held = __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
-    spill_stop("a stream capture begins (a captured copy, set or kernel cannot reach host memory)");
+    spill_stop(why);
     spill_stopped_bytes = held - __atomic_load_n(&spill_bytes, __ATOMIC_RELAXED);
-    spill_stopped = 1;
+    spill_stopped = what;
+}
+
+static void before_capture(void)
+{
+    spill_halt("a stream capture", "a stream capture begins (a captured copy, set or kernel cannot reach host memory)");
 }
 
 /* For the verdict: "; FT_SPILL stopped at ..." when a capture made it stop, else "". */
@@ -603,8 +636,8 @@ const char *capture_spill_note(char *buf, size_t len)
 {
     if (!spill_stopped)
         return "";
-    snprintf(buf, len, "; FT_SPILL stopped when a stream capture began before the plan (%.1f MiB brought back "
-             "to the device, over the budget)", (double)spill_stopped_bytes / 1048576.0);
+    snprintf(buf, len, "; FT_SPILL stopped when %s began before the plan (%.1f MiB brought back "
+             "to the device, over the budget)", spill_stopped, (double)spill_stopped_bytes / 1048576.0);
     return buf;
 }
 
@@ -907,6 +940,8 @@ CUresult ft_hook_drv_graph_destroy(cuGraphDestroy_fn_t real, CUgraph graph)
  * are added (an order of the graph's dependencies: a node's are added before it). */
 void capture_graph_made(uint64_t graph)
 {
+    spill_halt("a CUDA graph built node by node",
+               "a CUDA graph is built node by node (a copy, set or kernel node cannot reach host memory)");
     owner_t *g = calloc(1, sizeof *g);
     pthread_mutex_lock(&cap_lock);
     owner_t **stale = find(&graphs, graph); /* destroyed unseen */
@@ -975,15 +1010,72 @@ void capture_node_changed(CUgraphNode node)
     pthread_mutex_unlock(&cap_lock);
 }
 
+/* The change `redo` makes again on x's own executable graphs (its segments and
+ * profiling's parts, each instantiated from a graph of its own that holds the clone's
+ * node `in`, or not) and on its clone (cap_lock held). 0, or -1 when a segment or part
+ * could not follow (they are then dropped); a clone that could not is stale: the
+ * segments are not made from it again. */
+static int redo_change(owner_t *x, CUgraphNode in, const node_redo_t *redo)
+{
+    int ok = 1;
+    CUgraphNode n;
+    for (int k = 0; ok && k < x->n_seg; k++)
+        if (drv.graph_find_in_clone(&n, in, x->seg[k].graph) == CUDA_SUCCESS)
+            ok = redo->exec_fn(redo->ctx, x->seg[k].exec, n) == 0;
+    for (int k = 0; ok && k < x->p_n; k++)
+        if (drv.graph_find_in_clone(&n, in, x->p_graph[k]) == CUDA_SUCCESS)
+            ok = redo->exec_fn(redo->ctx, x->p_exec[k], n) == 0;
+    if (!x->stale && redo->graph_fn != NULL && redo->graph_fn(redo->ctx, in) != 0) {
+        x->stale = 1;
+        snprintf(x->why, sizeof x->why, "a node change could not be made on its clone");
+    }
+    return ok ? 0 : -1;
+}
+
+/* The clone's child node `in` set to graph child on the application's executable graph
+ * (cap_lock held): kept, a copy, for the segments and parts made later; the clone is
+ * stale when it cannot be. */
+static void relog_child(owner_t *x, CUgraphNode in, uint64_t child)
+{
+    CUgraph copy = NULL;
+    int i = 0;
+    while (i < x->n_re && x->re_node[i] != in)
+        i++;
+    if (drv.graph_clone(&copy, (CUgraph)(uintptr_t)child) != CUDA_SUCCESS) {
+        x->stale = 1;
+        snprintf(x->why, sizeof x->why, "a child graph set on it could not be copied");
+        return;
+    }
+    if (i == x->n_re) {
+        CUgraphNode *n = realloc(x->re_node, (size_t)(i + 1) * sizeof *n);
+        if (n != NULL)
+            x->re_node = n;
+        CUgraph *c = n != NULL ? realloc(x->re_child, (size_t)(i + 1) * sizeof *c) : NULL;
+        if (c == NULL) {
+            drv.graph_destroy(copy);
+            x->stale = 1;
+            snprintf(x->why, sizeof x->why, "no memory");
+            return;
+        }
+        x->re_child = c;
+        x->re_node[i] = in;
+        x->re_child[i] = NULL;
+        x->n_re++;
+    }
+    if (x->re_child[i] != NULL)
+        drv.graph_destroy(x->re_child[i]);
+    x->re_child[i] = copy;
+}
+
 /* exec's node `node` (the application's graph's) now stands for a launch of kernel key
  * (key 0: a copy or set writing the first `written` regions of set) touching set's
  * regions, or (set NULL) for the calls of graph `child`: its calls are replaced by
  * those, and what exec touches grows by theirs (what it no longer touches still counts:
  * loading too much costs time, never a fault). A node not recorded, a child not known,
- * or no memory makes exec unknown. A cut exec is cut no more: its clone, and the
- * segments made from it, hold the node's old parameters. */
+ * or no memory makes exec unknown. A cut exec's segments, profiling's parts and clone
+ * get the same change (redo_change). */
 static void exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *set, uint64_t key,
-                          const char *name, size_t written, uint64_t child)
+                          const char *name, size_t written, uint64_t child, const node_redo_t *redo)
 {
     char why[128] = "";
     pthread_mutex_lock(&cap_lock);
@@ -1033,31 +1125,38 @@ static void exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *
     }
     calls_free(&x->calls);
     x->calls = next;
-    int was_cut = x->clone != NULL;
-    if (was_cut) {
+    CUgraphNode in = NULL; /* the clone's node */
+    for (size_t i = 0; i < x->calls.n && in == NULL; i++)
+        if (x->calls.v[i].orig == node)
+            in = x->calls.v[i].node;
+    int was_stale = x->stale, dropped = 0;
+    if (x->clone != NULL && in != NULL && set == NULL)
+        relog_child(x, in, child);
+    if (x->clone != NULL && in != NULL && redo_change(x, in, redo) != 0) {
         segs_free(x);
         parts_free(x);
-        drv.graph_destroy(x->clone);
-        x->clone = NULL;
-        for (size_t i = 0; i < x->calls.n; i++)
-            x->calls.v[i].node = NULL;
-        snprintf(x->why, sizeof x->why, "the program changed its nodes after its instantiation");
+        x->stale = dropped = 1;
+        snprintf(x->why, sizeof x->why, "a node change could not be made on its segments");
     }
+    int stale = x->stale && !was_stale;
     pthread_mutex_unlock(&cap_lock);
-    if (was_cut)
+    if (dropped || stale)
         FT_LOG_CAPPED(FT_LOG_INFO, 4, "CUDA graphs: the program changed a node of executable graph %#llx: what "
-                      "it touches is followed, but it is no longer cut into segments", (unsigned long long)exec);
+                      "it touches is followed; %s", (unsigned long long)exec,
+                      dropped ? "its segments could not follow: it is no longer cut"
+                              : "its clone could not follow: its segments are kept, but not made again for "
+                                "another plan");
 }
 
 void capture_exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *set, uint64_t key,
-                           const char *name, size_t written)
+                           const char *name, size_t written, const node_redo_t *redo)
 {
-    exec_node_set(exec, node, set, key, name, written, 0);
+    exec_node_set(exec, node, set, key, name, written, 0, redo);
 }
 
-void capture_exec_child_set(uint64_t exec, CUgraphNode node, uint64_t child)
+void capture_exec_child_set(uint64_t exec, CUgraphNode node, uint64_t child, const node_redo_t *redo)
 {
-    exec_node_set(exec, node, NULL, 0, NULL, 0, child);
+    exec_node_set(exec, node, NULL, 0, NULL, 0, child, redo);
 }
 
 /* The application changed an executable graph: by a whole graph (cudaGraphExecUpdate,
@@ -1216,8 +1315,8 @@ static int node_homes(const owner_t *x, const int *seg_of, int *home)
     return 0;
 }
 
-/* Segment k: the clone less every node of the other segments, instantiated. */
-static CUresult seg_instantiate(const owner_t *x, const int *home, int k, CUgraphExec *out)
+/* Segment k: the clone less every node of the other segments (*graph), instantiated. */
+static CUresult seg_instantiate(const owner_t *x, const int *home, int k, CUgraphExec *out, CUgraph *graph)
 {
     CUgraph g = NULL;
     CUresult rc = drv.graph_clone(&g, x->clone);
@@ -1231,8 +1330,22 @@ static CUresult seg_instantiate(const owner_t *x, const int *home, int k, CUgrap
     }
     if (rc == CUDA_SUCCESS)
         rc = drv.graph_instantiate(out, g, x->flags);
-    if (g != NULL)
-        drv.graph_destroy(g);
+    /* The child graphs set since the clone was made. */
+    for (int i = 0; rc == CUDA_SUCCESS && i < x->n_re; i++) {
+        CUgraphNode n = NULL;
+        if (drv.graph_find_in_clone(&n, x->re_node[i], g) == CUDA_SUCCESS)
+            rc = drv.graph_exec_child_set != NULL ? drv.graph_exec_child_set(*out, n, x->re_child[i])
+                                                  : CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (rc == CUDA_SUCCESS) {
+        *graph = g;
+    } else {
+        if (*out != NULL)
+            drv.graph_exec_destroy(*out);
+        *out = NULL;
+        if (g != NULL)
+            drv.graph_destroy(g);
+    }
     return rc;
 }
 
@@ -1312,6 +1425,14 @@ static int segments(owner_t *x, uint64_t exec)
         return x->n_seg;
     segs_free(x);
     parts_free(x); /* profiling's, done with */
+    if (x->stale) { /* the clone no longer is the graph the application launches */
+        if (!x->cut_said)
+            FT_INFO("CUDA graphs: graph %#llx is not cut into segments for this plan: %s; its streamed units are "
+                    "loaded before each of its launches", (unsigned long long)exec, x->why);
+        x->cut_said = 1;
+        x->seg_plan = res.switches;
+        return 0;
+    }
     x->seg_plan = res.switches;
     int *seg_of = malloc((x->calls.n + 1) * sizeof *seg_of), *home = malloc((x->calls.n + 1) * sizeof *home);
     int *mark = malloc(((size_t)res.n_units + 1) * sizeof *mark), *last = malloc(((size_t)res.n_units + 1) * sizeof *last);
@@ -1375,7 +1496,7 @@ static int segments(owner_t *x, uint64_t exec)
                     sg->ends = u;
             }
         }
-        if ((rc = seg_instantiate(x, home, k, &sg->exec)) != CUDA_SUCCESS)
+        if ((rc = seg_instantiate(x, home, k, &sg->exec, &sg->graph)) != CUDA_SUCCESS)
             why = "a segment could not be made";
     }
     free(seg_of);
@@ -1504,14 +1625,15 @@ static int parts(owner_t *x, const size_t *first, int n)
 {
     if (x->p_n == n && memcmp(x->p_first, first, (size_t)n * sizeof *first) == 0)
         return 1;
-    if (x->clone == NULL || x->p_made >= PARTS_REMADE_MAX)
+    if (x->clone == NULL || x->stale || x->p_made >= PARTS_REMADE_MAX)
         return 0;
     parts_free(x);
     x->p_made++;
     int *seg_of = malloc((x->calls.n + 1) * sizeof *seg_of), *home = malloc((x->calls.n + 1) * sizeof *home);
     x->p_first = malloc((size_t)n * sizeof *x->p_first);
     x->p_exec = calloc((size_t)n, sizeof *x->p_exec);
-    int ok = seg_of != NULL && home != NULL && x->p_first != NULL && x->p_exec != NULL;
+    x->p_graph = calloc((size_t)n, sizeof *x->p_graph);
+    int ok = seg_of != NULL && home != NULL && x->p_first != NULL && x->p_exec != NULL && x->p_graph != NULL;
     for (size_t i = 0, k = 0; ok && i < x->calls.n; i++) {
         while (k + 1 < (size_t)n && first[k + 1] <= i)
             k++;
@@ -1520,7 +1642,7 @@ static int parts(owner_t *x, const size_t *first, int n)
     ok = ok && node_homes(x, seg_of, home) == 0;
     x->p_n = ok ? n : 0;
     for (int k = 0; ok && k < n; k++)
-        ok = seg_instantiate(x, home, k, &x->p_exec[k]) == CUDA_SUCCESS;
+        ok = seg_instantiate(x, home, k, &x->p_exec[k], &x->p_graph[k]) == CUDA_SUCCESS;
     free(seg_of);
     free(home);
     if (!ok) {

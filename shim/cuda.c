@@ -44,6 +44,7 @@ static void resolve(void)
     drv.graph_instantiate = ft_shim_driver_proc("cuGraphInstantiateWithFlags", 11040);
     drv.graph_exec_destroy = ft_shim_driver_proc("cuGraphExecDestroy", 10000);
     drv.graph_node_type = ft_shim_driver_proc("cuGraphNodeGetType", 10000);
+    drv.graph_exec_child_set = ft_shim_driver_proc("cuGraphExecChildGraphNodeSetParams", 11010);
     drv.get_kernel = (get_kernel_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetKernel");
 }
 

@@ -114,6 +114,7 @@ typedef struct {
     CUresult (*graph_instantiate)(CUgraphExec *, CUgraph, unsigned long long);
     CUresult (*graph_exec_destroy)(CUgraphExec);
     CUresult (*graph_node_type)(CUgraphNode, CUgraphNodeType *);
+    CUresult (*graph_exec_child_set)(CUgraphExec, CUgraphNode, CUgraph);
 } drv_fns_t;
 
 /* A virtual-memory backed allocation. */
@@ -522,9 +523,19 @@ void capture_node_added(uint64_t graph, CUgraphNode node, const ft_scan_set_t *s
                         const char *name, size_t written);
 void capture_child_added(uint64_t graph, CUgraphNode node, uint64_t child);
 void capture_node_changed(CUgraphNode node);
+/* A node change of the application's executable graph, made again on FlexTensor's own
+ * copies of its graph: on one of their executable graphs (exec_fn: the node named by
+ * the graph that one was instantiated from) and on the clone they are made from
+ * (graph_fn: the clone's node; NULL where CUDA has no graph-level form, as for a child
+ * graph node). Each returns 0 on success. */
+typedef struct {
+    int (*exec_fn)(const void *ctx, CUgraphExec exec, CUgraphNode node);
+    int (*graph_fn)(const void *ctx, CUgraphNode node);
+    const void *ctx;
+} node_redo_t;
 void capture_exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *set, uint64_t key,
-                           const char *name, size_t written);
-void capture_exec_child_set(uint64_t exec, CUgraphNode node, uint64_t child);
+                           const char *name, size_t written, const node_redo_t *redo);
+void capture_exec_child_set(uint64_t exec, CUgraphNode node, uint64_t child, const node_redo_t *redo);
 /* observe.c: a kernel node's arguments scanned as a captured launch's (its name in
  * *name; arguments that cannot be read count as lost regions). */
 void observe_node_args(uint64_t key, int is_stub, void **params, void **extra, ft_scan_set_t *set,

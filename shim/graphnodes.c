@@ -99,10 +99,10 @@ static void added(int ok, const void *node, const void *graph, ft_scan_set_t *se
 /* An executable graph's node set (ok: the real call succeeded; a failed one may have
  * changed it too: then what it touches is no longer known). */
 static void exec_set(int ok, const void *exec, const void *node, ft_scan_set_t *set, uint64_t key,
-                     const char *name, size_t written)
+                     const char *name, size_t written, const node_redo_t *redo)
 {
     if (ok)
-        capture_exec_node_set((uint64_t)(uintptr_t)exec, (CUgraphNode)node, set, key, name, written);
+        capture_exec_node_set((uint64_t)(uintptr_t)exec, (CUgraphNode)node, set, key, name, written, redo);
     else
         capture_exec_changed((uint64_t)(uintptr_t)exec);
     ft_scan_set_free(set);
@@ -212,6 +212,130 @@ GRAPH_NODE_CHANGE(cudaError_t, rt_graph_child_graph, cudaGraphChildGraphNodeGetG
 #undef GRAPH_NODE_CHANGE
 #undef UNPAREN
 
+/* --- the same change on FlexTensor's copies (a cut graph's segments and clone) ----------------- */
+
+/* A setter's arguments, for its redo functions: the application's real setter and what
+ * it was given. */
+typedef struct {
+    void *real;
+    const void *p;
+    CUcontext ctx;
+    void *dst;
+    const void *src;
+    size_t count;
+    enum cudaMemcpyKind kind;
+    CUgraph child;
+} change_t;
+
+static int drv_kernel_exec(const void *c, CUgraphExec x, CUgraphNode n)
+{
+    const change_t *h = c;
+    return ((cuGraphExecKernelNodeSetParams_v2_fn_t)h->real)(x, n, h->p) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* On the clone, through CUDA 12's graph-level setter: a CUDA 11 struct (it has a
+ * function; CUDA 12's may have a library kernel instead) is copied into a whole one. */
+static int drv_kernel_graph(const void *c, CUgraphNode n)
+{
+    const change_t *h = c;
+    const CUDA_KERNEL_NODE_PARAMS *p = h->p;
+    cuGraphKernelNodeSetParams_v2_fn_t f = REAL(cuGraphKernelNodeSetParams_v2);
+    CUDA_KERNEL_NODE_PARAMS q;
+    memset(&q, 0, sizeof q);
+    memcpy(&q, p, p->func != NULL ? sizeof(CUDA_KERNEL_NODE_PARAMS_v1) : sizeof q);
+    return f != NULL && f(n, &q) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int drv_memset_exec(const void *c, CUgraphExec x, CUgraphNode n)
+{
+    const change_t *h = c;
+    return ((cuGraphExecMemsetNodeSetParams_fn_t)h->real)(x, n, h->p, h->ctx) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int drv_memset_graph(const void *c, CUgraphNode n)
+{
+    cuGraphMemsetNodeSetParams_fn_t f = REAL(cuGraphMemsetNodeSetParams);
+    return f != NULL && f(n, ((const change_t *)c)->p) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int drv_memcpy_exec(const void *c, CUgraphExec x, CUgraphNode n)
+{
+    const change_t *h = c;
+    return ((cuGraphExecMemcpyNodeSetParams_fn_t)h->real)(x, n, h->p, h->ctx) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int drv_memcpy_graph(const void *c, CUgraphNode n)
+{
+    cuGraphMemcpyNodeSetParams_fn_t f = REAL(cuGraphMemcpyNodeSetParams);
+    return f != NULL && f(n, ((const change_t *)c)->p) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int drv_child_exec(const void *c, CUgraphExec x, CUgraphNode n)
+{
+    const change_t *h = c;
+    return ((cuGraphExecChildGraphNodeSetParams_fn_t)h->real)(x, n, h->child) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int rt_kernel_exec(const void *c, CUgraphExec x, CUgraphNode n)
+{
+    const change_t *h = c;
+    return ((cudaGraphExecKernelNodeSetParams_fn_t)h->real)((cudaGraphExec_t)x, (cudaGraphNode_t)n, h->p) ==
+                   cudaSuccess ? 0 : -1;
+}
+
+static int rt_kernel_graph(const void *c, CUgraphNode n)
+{
+    cudaGraphKernelNodeSetParams_fn_t f = REAL(cudaGraphKernelNodeSetParams);
+    return f != NULL && f((cudaGraphNode_t)n, ((const change_t *)c)->p) == cudaSuccess ? 0 : -1;
+}
+
+static int rt_memset_exec(const void *c, CUgraphExec x, CUgraphNode n)
+{
+    const change_t *h = c;
+    return ((cudaGraphExecMemsetNodeSetParams_fn_t)h->real)((cudaGraphExec_t)x, (cudaGraphNode_t)n, h->p) ==
+                   cudaSuccess ? 0 : -1;
+}
+
+static int rt_memset_graph(const void *c, CUgraphNode n)
+{
+    cudaGraphMemsetNodeSetParams_fn_t f = REAL(cudaGraphMemsetNodeSetParams);
+    return f != NULL && f((cudaGraphNode_t)n, ((const change_t *)c)->p) == cudaSuccess ? 0 : -1;
+}
+
+static int rt_memcpy_exec(const void *c, CUgraphExec x, CUgraphNode n)
+{
+    const change_t *h = c;
+    return ((cudaGraphExecMemcpyNodeSetParams_fn_t)h->real)((cudaGraphExec_t)x, (cudaGraphNode_t)n, h->p) ==
+                   cudaSuccess ? 0 : -1;
+}
+
+static int rt_memcpy_graph(const void *c, CUgraphNode n)
+{
+    cudaGraphMemcpyNodeSetParams_fn_t f = REAL(cudaGraphMemcpyNodeSetParams);
+    return f != NULL && f((cudaGraphNode_t)n, ((const change_t *)c)->p) == cudaSuccess ? 0 : -1;
+}
+
+static int rt_memcpy_1d_exec(const void *c, CUgraphExec x, CUgraphNode n)
+{
+    const change_t *h = c;
+    return ((cudaGraphExecMemcpyNodeSetParams1D_fn_t)h->real)((cudaGraphExec_t)x, (cudaGraphNode_t)n, h->dst,
+                                                               h->src, h->count, h->kind) == cudaSuccess ? 0 : -1;
+}
+
+static int rt_memcpy_1d_graph(const void *c, CUgraphNode n)
+{
+    const change_t *h = c;
+    cudaGraphMemcpyNodeSetParams1D_fn_t f = REAL(cudaGraphMemcpyNodeSetParams1D);
+    return f != NULL && f((cudaGraphNode_t)n, h->dst, h->src, h->count, h->kind) == cudaSuccess ? 0 : -1;
+}
+
+static int rt_child_exec(const void *c, CUgraphExec x, CUgraphNode n)
+{
+    const change_t *h = c;
+    return ((cudaGraphExecChildGraphNodeSetParams_fn_t)h->real)((cudaGraphExec_t)x, (cudaGraphNode_t)n,
+                                                                 (cudaGraph_t)h->child) == cudaSuccess ? 0 : -1;
+}
+
 /* --- executable graphs changed node by node: driver ---------------------------------------------- */
 
 CUresult ft_hook_drv_graph_exec_kernel_params(cuGraphExecKernelNodeSetParams_v2_fn_t real, CUgraphExec x,
@@ -225,7 +349,9 @@ CUresult ft_hook_drv_graph_exec_kernel_params(cuGraphExecKernelNodeSetParams_v2_
     ft_scan_set_t set;
     const char *name;
     kernel_set(&set, drv_kernel_key(p), 0, p->kernelParams, p->extra, &name);
-    exec_set(1, x, n, &set, drv_kernel_key(p), name, 0);
+    change_t h = { .real = (void *)real, .p = p };
+    node_redo_t redo = { drv_kernel_exec, drv_kernel_graph, &h };
+    exec_set(1, x, n, &set, drv_kernel_key(p), name, 0, &redo);
     return rc;
 }
 
@@ -239,7 +365,9 @@ CUresult ft_hook_drv_graph_exec_memset_params(cuGraphExecMemsetNodeSetParams_fn_
     }
     ft_scan_set_t set;
     size_t w = memset_set(&set, p->dst, p->pitch, p->width, p->elementSize, p->height);
-    exec_set(rc == CUDA_SUCCESS, x, n, &set, 0, NULL, w);
+    change_t h = { .real = (void *)real, .p = p, .ctx = ctx };
+    node_redo_t redo = { drv_memset_exec, drv_memset_graph, &h };
+    exec_set(rc == CUDA_SUCCESS, x, n, &set, 0, NULL, w, &redo);
     return rc;
 }
 
@@ -253,7 +381,9 @@ CUresult ft_hook_drv_graph_exec_memcpy_params(cuGraphExecMemcpyNodeSetParams_fn_
     }
     ft_scan_set_t set;
     size_t w = drv_copy_set(&set, p);
-    exec_set(rc == CUDA_SUCCESS, x, n, &set, 0, NULL, w);
+    change_t h = { .real = (void *)real, .p = p, .ctx = ctx };
+    node_redo_t redo = { drv_memcpy_exec, drv_memcpy_graph, &h };
+    exec_set(rc == CUDA_SUCCESS, x, n, &set, 0, NULL, w, &redo);
     return rc;
 }
 
@@ -261,8 +391,10 @@ CUresult ft_hook_drv_graph_exec_child_params(cuGraphExecChildGraphNodeSetParams_
                                              CUgraphNode n, CUgraph child)
 {
     CUresult rc = real(x, n, child);
+    change_t h = { .real = (void *)real, .child = child };
+    node_redo_t redo = { drv_child_exec, NULL, &h };
     if (rc == CUDA_SUCCESS)
-        capture_exec_child_set((uint64_t)(uintptr_t)x, n, (uint64_t)(uintptr_t)child);
+        capture_exec_child_set((uint64_t)(uintptr_t)x, n, (uint64_t)(uintptr_t)child, &redo);
     else
         capture_exec_changed((uint64_t)(uintptr_t)x);
     return rc;
@@ -362,7 +494,9 @@ cudaError_t ft_hook_rt_graph_exec_kernel_params(cudaGraphExecKernelNodeSetParams
     ft_scan_set_t set;
     const char *name;
     kernel_set(&set, (uint64_t)(uintptr_t)p->func, 1, p->kernelParams, p->extra, &name);
-    exec_set(rc == cudaSuccess, x, n, &set, (uint64_t)(uintptr_t)p->func, name, 0);
+    change_t h = { .real = (void *)real, .p = p };
+    node_redo_t redo = { rt_kernel_exec, rt_kernel_graph, &h };
+    exec_set(rc == cudaSuccess, x, n, &set, (uint64_t)(uintptr_t)p->func, name, 0, &redo);
     return rc;
 }
 
@@ -376,7 +510,9 @@ cudaError_t ft_hook_rt_graph_exec_memset_params(cudaGraphExecMemsetNodeSetParams
     }
     ft_scan_set_t set;
     size_t w = memset_set(&set, (uint64_t)(uintptr_t)p->dst, p->pitch, p->width, p->elementSize, p->height);
-    exec_set(rc == cudaSuccess, x, n, &set, 0, NULL, w);
+    change_t h = { .real = (void *)real, .p = p };
+    node_redo_t redo = { rt_memset_exec, rt_memset_graph, &h };
+    exec_set(rc == cudaSuccess, x, n, &set, 0, NULL, w, &redo);
     return rc;
 }
 
@@ -390,7 +526,9 @@ cudaError_t ft_hook_rt_graph_exec_memcpy_params(cudaGraphExecMemcpyNodeSetParams
     }
     ft_scan_set_t set;
     size_t w = rt_copy_set(&set, p);
-    exec_set(rc == cudaSuccess, x, n, &set, 0, NULL, w);
+    change_t h = { .real = (void *)real, .p = p };
+    node_redo_t redo = { rt_memcpy_exec, rt_memcpy_graph, &h };
+    exec_set(rc == cudaSuccess, x, n, &set, 0, NULL, w, &redo);
     return rc;
 }
 
@@ -401,7 +539,9 @@ cudaError_t ft_hook_rt_graph_exec_memcpy_1d(cudaGraphExecMemcpyNodeSetParams1D_f
     cudaError_t rc = real(x, n, dst, src, count, kind);
     ft_scan_set_t set;
     size_t w = plain_copy_set(&set, dst, src, count);
-    exec_set(rc == cudaSuccess, x, n, &set, 0, NULL, w);
+    change_t h = { .real = (void *)real, .dst = dst, .src = src, .count = count, .kind = kind };
+    node_redo_t redo = { rt_memcpy_1d_exec, rt_memcpy_1d_graph, &h };
+    exec_set(rc == cudaSuccess, x, n, &set, 0, NULL, w, &redo);
     return rc;
 }
 
@@ -409,8 +549,10 @@ cudaError_t ft_hook_rt_graph_exec_child_params(cudaGraphExecChildGraphNodeSetPar
                                                cudaGraphNode_t n, cudaGraph_t child)
 {
     cudaError_t rc = real(x, n, child);
+    change_t h = { .real = (void *)real, .child = (CUgraph)child };
+    node_redo_t redo = { rt_child_exec, NULL, &h };
     if (rc == cudaSuccess)
-        capture_exec_child_set((uint64_t)(uintptr_t)x, (CUgraphNode)n, (uint64_t)(uintptr_t)child);
+        capture_exec_child_set((uint64_t)(uintptr_t)x, (CUgraphNode)n, (uint64_t)(uintptr_t)child, &redo);
     else
         capture_exec_changed((uint64_t)(uintptr_t)x);
     return rc;

@@ -300,6 +300,18 @@
  *                 cudaGraphExecKernelNodeSetParams for the mix), each layer traced again
  *                 and its child graph node set (cudaGraphExecChildGraphNodeSetParams); the
  *                 later replays print the same checksums
+ *   --graph-nodes-into  with --graph-nodes: the layers are captured straight into the
+ *                 graph instead of into child graphs, as XLA traces into its command
+ *                 buffer: after the memset and input memcpy nodes, the first layer's
+ *                 gemv and mix are kernel nodes (the driver's cuGraphAddKernelNode, the
+ *                 runtime's cudaGraphAddKernelNode), then the rest of that layer and
+ *                 every later layer (and --gather-from's gather) are captured into the
+ *                 graph, one capture each (cudaStreamBeginCaptureToGraph on the graph
+ *                 itself, thread-local, after the node before, whose last node
+ *                 cudaStreamGetCaptureInfo tells before cudaStreamEndCapture); then the
+ *                 output's memcpy node. The same checksums; not with
+ *                 --graph-nodes-update (no child graph nodes to set), nor --far-new (it
+ *                 launches between the first layer's gemv and mix)
  *   --profile-from N  from forward N on, the program profiles itself with CUPTI as
  *                 torch.profiler does (subscribe, kernel and copy records, driver
  *                 callbacks) and prints what it recorded at the end (profiler.c; one
@@ -467,6 +479,7 @@ static int graph_toggle = 0;  /* --graph-toggle */
 static int graph_old_update = 0; /* --graph-old-update */
 static int graph_nodes = 0;   /* --graph-nodes */
 static int graph_nodes_update = 0; /* --graph-nodes-update */
+static int graph_nodes_into = 0;   /* --graph-nodes-into */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -1385,7 +1398,8 @@ static void nvtx_layer_pop(void)
 
 /* Layer l's first part, from its input a into b: the matrix product (gemv), then the
  * bias (mix), with what options launch between them. --graph-nodes makes the last
- * layer's gemv and mix nodes of their own instead (forward_nodes). */
+ * layer's gemv and mix nodes of their own instead, --graph-nodes-into the first
+ * layer's (forward_nodes). */
 static void layer_head(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32_t *b)
 {
     cudaStream_t stream = cfg->stream;
@@ -1850,8 +1864,10 @@ static void run_graph(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, 
  * them. */
 typedef struct {
     cudaGraphNode_t in, out;    /* the input's copy to the device, the output's back */
-    cudaGraphNode_t *layer;     /* layer l's child graph; the last layer's: its tail's */
-    cudaGraphNode_t gemv, mix;  /* the last layer's kernel nodes */
+    cudaGraphNode_t *layer;     /* layer l's child graph; the last layer's: its tail's
+                                 * (--graph-nodes-into: none) */
+    cudaGraphNode_t gemv, mix;  /* the last layer's kernel nodes (--graph-nodes-into: the
+                                 * first layer's) */
     cudaGraphNode_t gather;     /* --gather-from's child graph */
 } forward_nodes_t;
 
@@ -1872,15 +1888,18 @@ static void drv_check(CUresult r, const char *what)
 /* What a traced child graph holds: layer l whole, its tail, or --gather-from's gather. */
 enum traced { TRACE_LAYER, TRACE_TAIL, TRACE_GATHER };
 
-/* Part of the forward traced into a child graph of its own, as XLA traces what it does
- * not make nodes of itself: cudaStreamBeginCaptureToGraph on gs, thread-local. */
-static cudaGraph_t trace(cudaStream_t gs, enum traced part, int l, uint32_t *a, uint32_t *b)
+/* Part of the forward captured into graph on gs (cudaStreamBeginCaptureToGraph,
+ * thread-local), after *last when last is not NULL, as XLA traces what it does not make
+ * nodes of itself; *last then becomes the last node captured, as
+ * cudaStreamGetCaptureInfo tells it before the capture ends. */
+static void trace_to(cudaGraph_t graph, cudaGraphNode_t *last, cudaStream_t gs, enum traced part, int l,
+                     uint32_t *a, uint32_t *b)
 {
-    cudaGraph_t child, got;
+    cudaGraph_t got;
     cudaLaunchConfig_t cfg = layer_config(gs);
     void *scratch_buf = NULL, *over_buf = NULL; /* left NULL: --graph-nodes refuses the options that set them */
-    CHECK(cudaGraphCreate(&child, 0));
-    CHECK(cudaStreamBeginCaptureToGraph(gs, child, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    CHECK(cudaStreamBeginCaptureToGraph(gs, graph, last, NULL, last != NULL ? 1 : 0,
+                                        cudaStreamCaptureModeThreadLocal));
     in_capture = 1;
     if (part == TRACE_LAYER)
         layer_head(l, &cfg, a, b);
@@ -1889,11 +1908,30 @@ static cudaGraph_t trace(cudaStream_t gs, enum traced part, int l, uint32_t *a, 
     else
         layer_tail(l, &cfg, a, b, &scratch_buf, &over_buf);
     in_capture = 0;
+    if (last != NULL) {
+        enum cudaStreamCaptureStatus st;
+        const cudaGraphNode_t *deps = NULL;
+        size_t ndeps = 0;
+        CHECK(cudaStreamGetCaptureInfo(gs, &st, NULL, NULL, &deps, NULL, &ndeps));
+        if (ndeps != 1) {
+            fprintf(stderr, "model: the capture into the graph ends on %zu nodes, not one\n", ndeps);
+            exit(1);
+        }
+        *last = deps[0];
+    }
     CHECK(cudaStreamEndCapture(gs, &got));
-    if (got != child) {
+    if (got != graph) {
         fprintf(stderr, "model: cudaStreamEndCapture gave another graph than the one captured into\n");
         exit(1);
     }
+}
+
+/* Part of the forward traced into a child graph of its own. */
+static cudaGraph_t trace(cudaStream_t gs, enum traced part, int l, uint32_t *a, uint32_t *b)
+{
+    cudaGraph_t child;
+    CHECK(cudaGraphCreate(&child, 0));
+    trace_to(child, NULL, gs, part, l, a, b);
     return child;
 }
 
@@ -1908,6 +1946,35 @@ static void put_child(cudaGraph_t graph, cudaGraphExec_t x, cudaGraphNode_t *nod
         CHECK(cudaGraphAddChildGraphNode(node, graph, last, 1, child));
     *last = *node;
     CHECK(cudaGraphDestroy(child));
+}
+
+/* Layer l's gemv and mix as kernel nodes of graph after *last (fn->gemv, fn->mix), or,
+ * with x, those nodes of x set: the gemv through the driver, as XLA adds its kernels;
+ * the mix through the runtime; both take their arguments' values now. *last becomes the
+ * mix. */
+static void kernel_nodes(cudaGraph_t graph, cudaGraphExec_t x, forward_nodes_t *fn, cudaGraphNode_t *last,
+                         cudaStream_t gs, int l, uint32_t *a, uint32_t *b)
+{
+    cudaLaunchConfig_t cfg = layer_config(gs);
+    void *gemv_args[] = { &model[l].w, &a, &b, &dim };
+    CUDA_KERNEL_NODE_PARAMS gemv;
+    memset(&gemv, 0, sizeof gemv);
+    gemv.kern = (CUkernel)(prefill_pass() ? k_gemv_wide : k_gemv);
+    gemv.gridDimX = cfg.gridDim.x;
+    gemv.blockDimX = cfg.blockDim.x;
+    gemv.gridDimY = gemv.gridDimZ = gemv.blockDimY = gemv.blockDimZ = 1;
+    gemv.kernelParams = gemv_args;
+    void *mix_args[] = { &b, &model[l].bias, &dim };
+    struct cudaKernelNodeParams mix = { (void *)(alt_odd && l % 2 == 1 ? k_mix_alt : k_mix), cfg.gridDim,
+                                        cfg.blockDim, 0, mix_args, NULL };
+    if (x != NULL) {
+        drv_check(drv_exec_kernel_params(x, fn->gemv, &gemv), "cuGraphExecKernelNodeSetParams");
+        CHECK(cudaGraphExecKernelNodeSetParams(x, fn->mix, &mix));
+    } else {
+        drv_check(drv_add_kernel_node(&fn->gemv, graph, last, 1, &gemv), "cuGraphAddKernelNode");
+        CHECK(cudaGraphAddKernelNode(&fn->mix, graph, &fn->gemv, 1, &mix));
+    }
+    *last = fn->mix;
 }
 
 /* --graph-nodes: one forward from a and b into out, built into graph node by node, or,
@@ -1936,31 +2003,15 @@ static void forward_nodes(cudaGraph_t graph, cudaGraphExec_t x, forward_nodes_t 
             nvtx_layer_push(l);
         if (ptr_query)
             query_pointer(model[l].w);
-        if (l < last_layer) {
+        if (graph_nodes_into) {
+            /* Never with x: main refuses --graph-nodes-update with it. */
+            if (l == 0)
+                kernel_nodes(graph, NULL, fn, &last, gs, l, a, b);
+            trace_to(graph, &last, gs, l == 0 ? TRACE_TAIL : TRACE_LAYER, l, a, b);
+        } else if (l < last_layer) {
             put_child(graph, x, &fn->layer[l], &last, trace(gs, TRACE_LAYER, l, a, b));
         } else {
-            /* The gemv through the driver, as XLA adds its kernels; the mix through the
-             * runtime; both take their arguments' values now. */
-            cudaLaunchConfig_t cfg = layer_config(gs);
-            void *gemv_args[] = { &model[l].w, &a, &b, &dim };
-            CUDA_KERNEL_NODE_PARAMS gemv;
-            memset(&gemv, 0, sizeof gemv);
-            gemv.kern = (CUkernel)(prefill_pass() ? k_gemv_wide : k_gemv);
-            gemv.gridDimX = cfg.gridDim.x;
-            gemv.blockDimX = cfg.blockDim.x;
-            gemv.gridDimY = gemv.gridDimZ = gemv.blockDimY = gemv.blockDimZ = 1;
-            gemv.kernelParams = gemv_args;
-            void *mix_args[] = { &b, &model[l].bias, &dim };
-            struct cudaKernelNodeParams mix = { (void *)(alt_odd && l % 2 == 1 ? k_mix_alt : k_mix), cfg.gridDim,
-                                                cfg.blockDim, 0, mix_args, NULL };
-            if (x != NULL) {
-                drv_check(drv_exec_kernel_params(x, fn->gemv, &gemv), "cuGraphExecKernelNodeSetParams");
-                CHECK(cudaGraphExecKernelNodeSetParams(x, fn->mix, &mix));
-            } else {
-                drv_check(drv_add_kernel_node(&fn->gemv, graph, &last, 1, &gemv), "cuGraphAddKernelNode");
-                CHECK(cudaGraphAddKernelNode(&fn->mix, graph, &fn->gemv, 1, &mix));
-            }
-            last = fn->mix;
+            kernel_nodes(graph, x, fn, &last, gs, l, a, b);
             put_child(graph, x, &fn->layer[l], &last, trace(gs, TRACE_TAIL, l, a, b));
         }
         uint32_t *t = a;
@@ -1971,7 +2022,9 @@ static void forward_nodes(cudaGraph_t graph, cudaGraphExec_t x, forward_nodes_t 
     }
     if (nvtx)
         nvtxRangePop();
-    if (gathers(cur_iter))
+    if (gathers(cur_iter) && graph_nodes_into)
+        trace_to(graph, &last, gs, TRACE_GATHER, 0, a, b);
+    else if (gathers(cur_iter))
         put_child(graph, x, &fn->gather, &last, trace(gs, TRACE_GATHER, 0, a, b));
     if (x != NULL)
         CHECK(cudaGraphExecMemcpyNodeSetParams1D(x, fn->out, out, a, bytes, cudaMemcpyDeviceToHost));
@@ -2382,6 +2435,8 @@ int main(int argc, char **argv)
             graph_nodes = parse_int(a, v, 1, 1 << 20), i++;
         else if (strcmp(a, "--graph-nodes-update") == 0)
             graph_nodes_update = 1;
+        else if (strcmp(a, "--graph-nodes-into") == 0)
+            graph_nodes_into = 1;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--reload") == 0)
@@ -2397,7 +2452,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
-                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-update]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-update | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
@@ -2431,8 +2486,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "model: --graph-update, --graph-toggle, --graph-old-update and --graph-eager need --graph\n");
         return 2;
     }
-    if (graph_nodes_update && graph_nodes == 0) {
-        fprintf(stderr, "model: --graph-nodes-update needs --graph-nodes\n");
+    if ((graph_nodes_update || graph_nodes_into) && graph_nodes == 0) {
+        fprintf(stderr, "model: --graph-nodes-update and --graph-nodes-into need --graph-nodes\n");
+        return 2;
+    }
+    /* The update sets the layers' child graph nodes, which --graph-nodes-into does not
+     * make; --far-new launches between the first layer's gemv and mix, which it makes
+     * nodes of. */
+    if (graph_nodes_into && (graph_nodes_update || far_new >= 0)) {
+        fprintf(stderr, "model: --graph-nodes-into does not combine with --graph-nodes-update (the layers it "
+                        "captures into the graph are no child graph nodes to set) nor --far-new\n");
         return 2;
     }
     /* --graph-nodes makes the last layer's gemv and mix nodes of their own, the layers

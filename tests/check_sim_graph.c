@@ -1012,6 +1012,261 @@ START_TEST(test_clone_and_update_across_child)
 }
 END_TEST
 
+/* The nodes of graph g, in order (at most 16). */
+static size_t nodes_of(cudaGraph_t g, cudaGraphNode_t *node)
+{
+    size_t n = 16;
+    RT_OK(cudaGraphGetNodes(g, node, &n));
+    return n;
+}
+
+/* cuGraphChildGraphNodeGetGraph gives the graph a child node embeds, not a copy: a
+ * node destroyed in it and a child added into it (nested) are what instantiations,
+ * clones and replays made after run; an executable graph made before keeps what it
+ * had. The node owns it: cuGraphDestroy refuses it, a capture into it keeps the node
+ * alive, and it goes with its node (destroyed, or its graph destroyed). */
+START_TEST(test_child_graph_node_embedded_graph)
+{
+    sim_test_register();
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int inner[] = {2, 3}, deeper[] = {5, 6};
+    cudaGraph_t g, child = log_graph(inner, 2), nested = log_graph(deeper, 2), emb = NULL, emb2 = NULL;
+    RT_OK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t head = add_log(g, NULL, 0, 1), sub, nest, e[16], n;
+    RT_OK(cudaGraphAddChildGraphNode(&sub, g, &head, 1, child));
+    add_log(g, &sub, 1, 4);
+    cudaGraphExec_t before, after, cloned;
+    RT_OK(cudaGraphInstantiate(&before, g, 0));
+
+    RT_OK(cudaGraphChildGraphNodeGetGraph(sub, &emb));
+    ck_assert_ptr_nonnull(emb);
+    ck_assert_ptr_ne(emb, child); /* the node's own copy */
+    CUresult (*get)(CUgraphNode, CUgraph *) =
+        (CUresult(*)(CUgraphNode, CUgraph *))driver_proc("cuGraphChildGraphNodeGetGraph", 13000);
+    CUgraph same = NULL;
+    CU_OK(get(sub, &same));
+    ck_assert_ptr_eq(same, emb); /* the same graph each time, not a copy */
+    ck_assert_int_eq(cudaGraphChildGraphNodeGetGraph(head, &emb2), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphChildGraphNodeGetGraph(sub, NULL), cudaErrorInvalidValue);
+    ck_assert_uint_eq(nodes_of(emb, e), 2);
+    CUgraphNodeType t;
+    CU_OK(cuGraphNodeGetType(e[1], &t));
+    ck_assert_int_eq(t, CU_GRAPH_NODE_TYPE_KERNEL);
+    ck_assert_int_eq(cudaGraphAddEmptyNode(&n, emb, &head, 1), cudaErrorInvalidValue); /* the parent's node */
+
+    /* Changed in place: logk(3) goes, a nested child (5, 6) and logk(7) come after 2. */
+    CU_OK(cuGraphDestroyNode(e[1]));
+    RT_OK(cudaGraphAddChildGraphNode(&nest, emb, &e[0], 1, nested));
+    add_log(emb, &nest, 1, 7);
+    ck_assert_uint_eq(nodes_of(emb, e), 3);
+    RT_OK(cudaGraphInstantiate(&after, g, 0));
+    int old_run[] = {1, 2, 3, 4}, new_run[] = {1, 2, 5, 6, 7, 4}, set_run[] = {1, 2, 15, 6, 7, 4};
+    expect_run(after, s, new_run, 6);
+    expect_run(after, s, new_run, 6);
+    expect_run(before, s, old_run, 4);
+
+    /* The nested child's own embedded graph, a node of it given new parameters; a clone
+     * copies what the graphs hold now, and its embedded graph is found from the
+     * original's nodes. */
+    RT_OK(cudaGraphChildGraphNodeGetGraph(nest, &emb2));
+    cudaGraphNode_t d[16];
+    ck_assert_uint_eq(nodes_of(emb2, d), 2);
+    int id = 15;
+    void *args[] = {&id};
+    struct cudaKernelNodeParams kp = {(void *)&k_log, ONE, ONE, 0, args, NULL};
+    RT_OK(cudaGraphKernelNodeSetParams(d[0], &kp));
+    CUgraph c, cemb;
+    CUgraphNode csub, ce0;
+    CU_OK(cuGraphClone(&c, (CUgraph)g));
+    CU_OK(cuGraphNodeFindInClone(&csub, sub, c));
+    CU_OK(cuGraphChildGraphNodeGetGraph(csub, &cemb));
+    ck_assert_ptr_ne(cemb, emb);
+    CU_OK(cuGraphNodeFindInClone(&ce0, e[0], cemb));
+    ck_assert_ptr_ne(ce0, e[0]);
+    RT_OK(cudaGraphInstantiate(&cloned, (cudaGraph_t)c, 0));
+    expect_run(cloned, s, set_run, 6);
+    expect_run(after, s, new_run, 6);
+    CU_OK(cuGraphDestroy(c));
+    expect_run(cloned, s, set_run, 6);
+
+    /* The node owns it. */
+    ck_assert_int_eq(cudaGraphDestroy(emb), cudaErrorInvalidValue);
+    ck_assert_int_eq(cuGraphDestroy((CUgraph)emb2), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cudaGraphAddChildGraphNode(&n, emb, NULL, 0, emb), cudaErrorInvalidValue);
+    /* A capture into it: the node and the parent stay until it ends. */
+    RT_OK(cudaStreamBeginCaptureToGraph(s, emb, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    RT_OK(launch_log(8, s));
+    ck_assert_int_eq(cuGraphDestroyNode(sub), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cudaGraphDestroy(g), cudaErrorInvalidValue);
+    cudaGraph_t got = NULL;
+    RT_OK(cudaStreamEndCapture(s, &got));
+    ck_assert_ptr_eq(got, emb);
+    ck_assert_uint_eq(nodes_of(emb, e), 4);
+
+    /* It dies with its node, and with its graph. */
+    CU_OK(cuGraphDestroyNode(sub));
+    size_t count = 0;
+    ck_assert_int_eq(cudaGraphGetNodes(emb, NULL, &count), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphGetNodes(emb2, NULL, &count), cudaErrorInvalidValue);
+    ck_assert_int_eq(cuGraphNodeGetType(e[0], &t), CUDA_ERROR_INVALID_VALUE);
+    cudaGraph_t g2, emb3;
+    cudaGraphNode_t sub2;
+    RT_OK(cudaGraphCreate(&g2, 0));
+    RT_OK(cudaGraphAddChildGraphNode(&sub2, g2, NULL, 0, child));
+    RT_OK(cudaGraphChildGraphNodeGetGraph(sub2, &emb3));
+    RT_OK(cudaGraphDestroy(g2));
+    ck_assert_int_eq(cudaGraphGetNodes(emb3, NULL, &count), cudaErrorInvalidValue);
+    expect_run(after, s, new_run, 6); /* the executable graphs keep their copies */
+    (void)cudaGetLastError();
+    RT_OK(cudaGraphExecDestroy(before));
+    RT_OK(cudaGraphExecDestroy(after));
+    RT_OK(cudaGraphExecDestroy(cloned));
+    RT_OK(cudaGraphDestroy(g));
+    RT_OK(cudaGraphDestroy(child));
+    RT_OK(cudaGraphDestroy(nested));
+}
+END_TEST
+
+/* A graph's memset and memcpy nodes take new 1-D ranges (a copy may change direction):
+ * the instantiations made after run them, an executable graph made before keeps what
+ * it copied. A node of an embedded graph takes them as any; a graph a capture records
+ * into refuses them, as it refuses new nodes. */
+START_TEST(test_graph_memset_memcpy_setters)
+{
+    sim_test_register();
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    uint32_t *d, *e, *h, *h2, back[64];
+    const size_t n = 64;
+    RT_OK(cudaMalloc((void **)&d, n * sizeof *d));
+    RT_OK(cudaMalloc((void **)&e, n * sizeof *e));
+    RT_OK(cudaMallocHost((void **)&h, n * sizeof *h));
+    RT_OK(cudaMallocHost((void **)&h2, n * sizeof *h2));
+    cudaGraph_t g;
+    cudaGraphNode_t set, copy, k;
+    RT_OK(cudaGraphCreate(&g, 0));
+    struct cudaMemsetParams mp = {d, 0, 1, 1, n * sizeof *d, 1};
+    RT_OK(cudaGraphAddMemsetNode(&set, g, NULL, 0, &mp));
+    RT_OK(cudaGraphAddMemcpyNode1D(&copy, g, &set, 1, h, d, n * sizeof *h, cudaMemcpyDeviceToHost));
+    k = add_log(g, &copy, 1, 1);
+    cudaGraphExec_t x1, x2, x3;
+    RT_OK(cudaGraphInstantiate(&x1, g, 0));
+
+    struct cudaMemsetParams mp2 = {e, 0, 0x12345678u, 4, n, 1};
+    RT_OK(cudaGraphMemsetNodeSetParams(set, &mp2));
+    RT_OK(cudaGraphMemcpyNodeSetParams1D(copy, h, e, n * sizeof *h, cudaMemcpyDeviceToHost));
+    RT_OK(cudaGraphInstantiate(&x2, g, 0));
+    RT_OK(cudaGraphLaunch(x2, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_uint_eq(h[0], 0x12345678u);
+    ck_assert_uint_eq(h[n - 1], 0x12345678u);
+    RT_OK(cudaGraphLaunch(x1, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_uint_eq(h[0], 0x01010101u);
+    ck_assert_uint_eq(h[n - 1], 0x01010101u);
+
+    /* The driver's forms, asked for by name: a byte set of e, then a copy of h2 into d
+     * (the other direction). */
+    CUresult (*set_memset)(CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *) =
+        (CUresult(*)(CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *))driver_proc("cuGraphMemsetNodeSetParams", 13000);
+    CUresult (*set_memcpy)(CUgraphNode, const CUDA_MEMCPY3D *) =
+        (CUresult(*)(CUgraphNode, const CUDA_MEMCPY3D *))driver_proc("cuGraphMemcpyNodeSetParams", 13000);
+    CUDA_MEMSET_NODE_PARAMS dm;
+    memset(&dm, 0, sizeof dm);
+    dm.dst = (CUdeviceptr)e;
+    dm.value = 0x77;
+    dm.elementSize = 1;
+    dm.width = n * sizeof *e;
+    dm.height = 1;
+    CU_OK(set_memset(set, &dm));
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+    cp.srcHost = h2;
+    cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.dstDevice = (CUdeviceptr)d;
+    cp.WidthInBytes = n * sizeof *d;
+    cp.Height = cp.Depth = 1;
+    CU_OK(set_memcpy(copy, &cp));
+    for (size_t i = 0; i < n; i++)
+        h2[i] = 0xabc00000u + (uint32_t)i;
+    memset(h, 0, n * sizeof *h);
+    RT_OK(cudaGraphInstantiate(&x3, g, 0));
+    RT_OK(cudaGraphLaunch(x3, s));
+    RT_OK(cudaStreamSynchronize(s));
+    RT_OK(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_uint_eq(back[i], 0xabc00000u + (uint32_t)i);
+    RT_OK(cudaMemcpy(back, e, sizeof back, cudaMemcpyDeviceToHost));
+    ck_assert_uint_eq(back[n - 1], 0x77777777u);
+    ck_assert_uint_eq(h[0], 0); /* no copy to h any more */
+    RT_OK(cudaGraphLaunch(x2, s));
+    RT_OK(cudaStreamSynchronize(s));
+    ck_assert_uint_eq(h[0], 0x12345678u);
+
+    /* Refused, the node unchanged: another kind of node, parameters a new node could
+     * not have, a graph under capture, a node destroyed. */
+    ck_assert_int_eq(cudaGraphMemsetNodeSetParams(copy, &mp2), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphMemcpyNodeSetParams1D(k, h, e, n * sizeof *h, cudaMemcpyDeviceToHost),
+                     cudaErrorInvalidValue);
+    struct cudaMemsetParams bad = {e, 0, 0, 3, n, 1};
+    ck_assert_int_eq(cudaGraphMemsetNodeSetParams(set, &bad), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphMemcpyNodeSetParams1D(copy, h, d, n * sizeof *h, cudaMemcpyHostToDevice),
+                     cudaErrorInvalidValue);
+    RT_OK(cudaStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    ck_assert_int_eq(cudaGraphMemsetNodeSetParams(set, &mp2), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGraphMemcpyNodeSetParams1D(copy, h, e, n * sizeof *h, cudaMemcpyDeviceToHost),
+                     cudaErrorInvalidValue);
+    cudaGraph_t got;
+    RT_OK(cudaStreamEndCapture(s, &got));
+    cudaGraphExec_t x4;
+    RT_OK(cudaGraphInstantiate(&x4, g, 0));
+    memset(h, 0, n * sizeof *h);
+    RT_OK(cudaMemsetAsync(d, 0, n * sizeof *d, s)); /* on s: before the launch */
+    RT_OK(cudaGraphLaunch(x4, s));
+    RT_OK(cudaStreamSynchronize(s));
+    RT_OK(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost));
+    ck_assert_uint_eq(back[1], 0xabc00001u);
+    RT_OK(cudaMemcpy(back, e, sizeof back, cudaMemcpyDeviceToHost));
+    ck_assert_uint_eq(back[0], 0x77777777u);
+    ck_assert_uint_eq(h[0], 0);
+
+    /* A node of an embedded graph: the caller's child keeps its own node, which the
+     * parent no longer sees. */
+    cudaGraph_t child, parent, emb;
+    cudaGraphNode_t cset, sub, eset[16];
+    RT_OK(cudaGraphCreate(&child, 0));
+    RT_OK(cudaGraphAddMemsetNode(&cset, child, NULL, 0, &mp));
+    RT_OK(cudaGraphCreate(&parent, 0));
+    RT_OK(cudaGraphAddChildGraphNode(&sub, parent, NULL, 0, child));
+    RT_OK(cudaGraphChildGraphNodeGetGraph(sub, &emb));
+    ck_assert_uint_eq(nodes_of(emb, eset), 1);
+    RT_OK(cudaGraphMemsetNodeSetParams(cset, &mp2)); /* the caller's: not the parent's */
+    struct cudaMemsetParams mp3 = {d, 0, 0x5a, 1, n * sizeof *d, 1};
+    RT_OK(cudaGraphMemsetNodeSetParams(eset[0], &mp3));
+    cudaGraphExec_t xp;
+    RT_OK(cudaGraphInstantiate(&xp, parent, 0));
+    RT_OK(cudaMemsetAsync(e, 0, n * sizeof *e, s));
+    RT_OK(cudaGraphLaunch(xp, s));
+    RT_OK(cudaStreamSynchronize(s));
+    RT_OK(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost));
+    ck_assert_uint_eq(back[n - 1], 0x5a5a5a5au);
+    RT_OK(cudaMemcpy(back, e, sizeof back, cudaMemcpyDeviceToHost));
+    ck_assert_uint_eq(back[0], 0);
+
+    CU_OK(cuGraphDestroyNode(set));
+    ck_assert_int_eq(cudaGraphMemsetNodeSetParams(set, &mp2), cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    cudaGraphExec_t xs[] = {x1, x2, x3, x4, xp};
+    for (int i = 0; i < 5; i++)
+        RT_OK(cudaGraphExecDestroy(xs[i]));
+    RT_OK(cudaGraphDestroy(g));
+    RT_OK(cudaGraphDestroy(child));
+    RT_OK(cudaGraphDestroy(parent));
+}
+END_TEST
+
 Suite *sim_graph_suite(void)
 {
     Suite *s = suite_create("sim_graph");
@@ -1037,6 +1292,8 @@ Suite *sim_graph_suite(void)
     tcase_add_test(tc, test_exec_child_node_setter);
     tcase_add_test(tc, test_exec_memset_memcpy_setters);
     tcase_add_test(tc, test_clone_and_update_across_child);
+    tcase_add_test(tc, test_child_graph_node_embedded_graph);
+    tcase_add_test(tc, test_graph_memset_memcpy_setters);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -194,10 +194,7 @@ void sim_op_free(sim_op_t *op)
     if (op->kind == SIM_OP_COPY)
         free(op->u.copy.snapshot);
     if (op->kind == SIM_OP_GRAPH)
-        for (sim_op_t *n = op->u.child.head, *next; n; n = next) {
-            next = n->next;
-            sim_op_free(n);
-        }
+        sim_graph_free(op->u.child.graph);
     free(op->deps);
     free(op);
 }

@@ -12,10 +12,13 @@
  * A graph is also built node by node, as XLA builds its command buffers: cuGraphCreate,
  * then kernel, memset, memcpy, empty and child graph nodes, each added after its
  * dependencies (live nodes of the same graph), so that the order the nodes were made
- * in, which a launch follows, honours them too. A child graph node holds its own copy
- * of the child's nodes, which run in its place. cuStreamBeginCaptureToGraph captures
- * into such a graph, after its nodes. Executable graphs take new parameters node by
- * node (kernel, memset, memcpy, child graph), named by the graph's node.
+ * in, which a launch follows, honours them too. A child graph node embeds its own copy
+ * of the child graph, whose nodes run in its place; cuGraphChildGraphNodeGetGraph hands
+ * that embedded graph out, to be changed in place as any graph (it goes with its node).
+ * cuStreamBeginCaptureToGraph captures into such a graph, after its nodes. A graph's
+ * kernel, memset and memcpy nodes take new parameters, which the instantiations made
+ * after see; executable graphs take new parameters node by node (kernel, memset,
+ * memcpy, child graph), named by the graph's node.
  *
  * The rules (CUDA programming guide, "Prohibited and Unhandled Operations" and
  * "Invalidation"; cuThreadExchangeStreamCaptureMode for the modes):
@@ -259,10 +262,12 @@ void sim_capture_node(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t 
     s->cap_last = op;
 }
 
-static long nodes_copy(const sim_op_t *from, sim_op_t **head, sim_op_t **tail);
+static struct CUgraph_st *graph_copy_locked(const struct CUgraph_st *from, sim_op_t *owner, int live);
 
-/* A copy of node op, to run once (a replay) or to keep (an instantiation). */
-static sim_op_t *node_clone(const sim_op_t *op)
+/* A copy of node op, to run once (a replay) or to keep (an instantiation, a clone). A
+ * child graph node's copy embeds a copy of its graph, a live handle when `live` (the
+ * copy is a graph's node). Lock held. */
+static sim_op_t *node_clone(const sim_op_t *op, int live)
 {
     sim_op_t *n = sim_op_new(op->kind);
     if (!n)
@@ -288,7 +293,7 @@ static sim_op_t *node_clone(const sim_op_t *op)
     }
     if (op->kind == SIM_OP_COPY)
         n->u.copy.snapshot = NULL; /* captured copies read their source when they run */
-    if (op->kind == SIM_OP_GRAPH && nodes_copy(op->u.child.head, &n->u.child.head, &n->u.child.tail) < 0) {
+    if (op->kind == SIM_OP_GRAPH && !(n->u.child.graph = graph_copy_locked(op->u.child.graph, n, live))) {
         free(n);
         return NULL;
     }
@@ -304,15 +309,15 @@ static void nodes_free(sim_op_t *head)
     }
 }
 
-/* Copies the list `from` (child graphs deep) into *head, *tail, each copy remembering
- * the node it copies (orig). The number of nodes, or -1 when out of memory (nothing
- * kept). */
-static long nodes_copy(const sim_op_t *from, sim_op_t **head, sim_op_t **tail)
+/* Copies the list `from` (child graphs deep, live as node_clone's) into *head, *tail,
+ * each copy remembering the node it copies (orig). The number of nodes, or -1 when out
+ * of memory (nothing kept). Lock held. */
+static long nodes_copy(const sim_op_t *from, sim_op_t **head, sim_op_t **tail, int live)
 {
     long k = 0;
     *head = *tail = NULL;
     for (const sim_op_t *op = from; op; op = op->next, k++) {
-        sim_op_t *n = node_clone(op);
+        sim_op_t *n = node_clone(op, live);
         if (!n) {
             nodes_free(*head);
             *head = *tail = NULL;
@@ -329,30 +334,59 @@ static long nodes_copy(const sim_op_t *from, sim_op_t **head, sim_op_t **tail)
 static int same_shape(const sim_op_t *a, const sim_op_t *b)
 {
     for (; a && b; a = a->next, b = b->next)
-        if (a->kind != b->kind || (a->kind == SIM_OP_GRAPH && !same_shape(a->u.child.head, b->u.child.head)))
+        if (a->kind != b->kind ||
+            (a->kind == SIM_OP_GRAPH && !same_shape(a->u.child.graph->head, b->u.child.graph->head)))
             return 0;
     return !a && !b;
 }
 
 /* ------------------------------------------------------------------ handles */
 
-static struct CUgraph_st *graph_new_locked(void)
+/* A graph with no nodes; live: its handle valid (g_sim.live_graphs). */
+static struct CUgraph_st *graph_alloc_locked(int live)
 {
     struct CUgraph_st *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
     g->magic = SIM_MAGIC_GRAPH;
     g->key = g;
-    HASH_ADD(hh, g_sim.live_graphs, key, sizeof(void *), g);
+    g->live = live;
+    if (live)
+        HASH_ADD(hh, g_sim.live_graphs, key, sizeof(void *), g);
     return g;
 }
 
-static void graph_free_locked(struct CUgraph_st *g)
+static struct CUgraph_st *graph_new_locked(void)
 {
-    HASH_DELETE(hh, g_sim.live_graphs, g);
+    return graph_alloc_locked(1);
+}
+
+/* Embedded graphs of its child graph nodes go with it (sim_op_free), their handles
+ * with them. */
+void sim_graph_free(struct CUgraph_st *g)
+{
+    if (!g)
+        return;
+    if (g->live)
+        HASH_DELETE(hh, g_sim.live_graphs, g);
     nodes_free(g->head);
     g->magic = SIM_MAGIC_DEAD;
     free(g);
+}
+
+/* A copy of graph `from` (nodes and embedded graphs deep) for child graph node owner:
+ * a live handle when the node is a graph's (live), NULL when out of memory. */
+static struct CUgraph_st *graph_copy_locked(const struct CUgraph_st *from, sim_op_t *owner, int live)
+{
+    struct CUgraph_st *g = graph_alloc_locked(live);
+    long n = g ? nodes_copy(from->head, &g->head, &g->tail, live) : -1;
+    if (n < 0) {
+        sim_graph_free(g);
+        return NULL;
+    }
+    g->nnodes = (size_t)n;
+    g->owner = owner;
+    return g;
 }
 
 static struct CUgraph_st *graph_of(CUgraph h)
@@ -373,6 +407,19 @@ static int graph_captured_into(const struct CUgraph_st *g)
 {
     for (sim_capture_t *cap = g_sim.captures; cap; cap = cap->next)
         if (cap->graph == g)
+            return 1;
+    return 0;
+}
+
+/* A capture records into g or into a graph embedded in it, at any depth: g may be
+ * neither copied (its contents are the capture's until it ends) nor freed (the
+ * capture would record into freed memory). */
+static int graph_busy(const struct CUgraph_st *g)
+{
+    if (graph_captured_into(g))
+        return 1;
+    for (const sim_op_t *op = g->head; op; op = op->next)
+        if (op->kind == SIM_OP_GRAPH && graph_busy(op->u.child.graph))
             return 1;
     return 0;
 }
@@ -452,7 +499,7 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, CUgraph into
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && capture_add_stream(c, s) != 0) {
         if (!into)
-            graph_free_locked(g);
+            sim_graph_free(g);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (r == CUDA_SUCCESS) {
@@ -571,7 +618,7 @@ SIM_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGrap
                 if (cap->into)
                     drop_captured(cap);
                 else
-                    graph_free_locked(g);
+                    sim_graph_free(g);
                 *phGraph = NULL;
             }
             capture_end_locked(cap);
@@ -690,7 +737,7 @@ SIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec
             r = CUDA_ERROR_OUT_OF_MEMORY;
         /* Each copy remembers its graph node (orig), for the calls that name it
          * (cuGraphNodeSetEnabled, cuGraphExec*NodeSetParams). */
-        else if ((n = nodes_copy(g->head, &x->head, &x->tail)) < 0)
+        else if ((n = nodes_copy(g->head, &x->head, &x->tail, 0)) < 0)
             r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
             x->nnodes = (size_t)n;
@@ -716,12 +763,12 @@ static CUresult launch_nodes(struct CUstream_st *s, const sim_op_t *head, CUresu
         if (op->disabled)
             continue;
         if (op->kind == SIM_OP_GRAPH) {
-            CUresult r = launch_nodes(s, op->u.child.head, how);
+            CUresult r = launch_nodes(s, op->u.child.graph->head, how);
             if (r != CUDA_SUCCESS)
                 return r;
             continue;
         }
-        sim_op_t *n = node_clone(op);
+        sim_op_t *n = node_clone(op, 0);
         if (!n)
             return CUDA_ERROR_OUT_OF_MEMORY;
         if (how == SIM_CAPTURED)
@@ -787,13 +834,12 @@ SIM_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_sim.lock);
         struct CUgraph_st *g = graph_of(hGraph);
-        int capturing = 0;
-        for (sim_capture_t *cap = g_sim.captures; cap; cap = cap->next)
-            capturing |= cap->graph == g;
-        if (!g || capturing)
-            r = CUDA_ERROR_INVALID_VALUE; /* a graph being captured into is the capture's */
+        /* A graph being captured into (or one embedded in it) is the capture's; an
+         * embedded graph is its node's, and goes with it. */
+        if (!g || g->owner || graph_busy(g))
+            r = CUDA_ERROR_INVALID_VALUE;
         else
-            graph_free_locked(g);
+            sim_graph_free(g);
         pthread_mutex_unlock(&g_sim.lock);
     }
     sim_api_exit(&c);
@@ -832,17 +878,17 @@ SIM_EXPORT CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph original
         pthread_mutex_lock(&g_sim.lock);
         struct CUgraph_st *g = graph_of(originalGraph), *x = NULL;
         long n = 0;
-        if (!g || graph_captured_into(g))
+        if (!g || graph_busy(g))
             r = CUDA_ERROR_INVALID_VALUE;
         else if (!(x = graph_new_locked()))
             r = CUDA_ERROR_OUT_OF_MEMORY;
-        else if ((n = nodes_copy(g->head, &x->head, &x->tail)) < 0)
+        else if ((n = nodes_copy(g->head, &x->head, &x->tail, 1)) < 0)
             r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
             x->nnodes = (size_t)n;
             *phGraphClone = (CUgraph)x;
         } else if (x) {
-            graph_free_locked(x);
+            sim_graph_free(x);
         }
         pthread_mutex_unlock(&g_sim.lock);
     }
@@ -943,7 +989,7 @@ SIM_EXPORT CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode)
         pthread_mutex_lock(&g_sim.lock);
         sim_op_t *prev = NULL, *n = (sim_op_t *)hNode;
         struct CUgraph_st *g = graph_holding(n, &prev);
-        if (!g || graph_captured_into(g)) {
+        if (!g || graph_captured_into(g) || (n->kind == SIM_OP_GRAPH && graph_busy(n->u.child.graph))) {
             r = CUDA_ERROR_INVALID_VALUE;
         } else {
             if (prev)
@@ -982,7 +1028,7 @@ SIM_EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph
         else if (!same_shape(x->head, g->head))
             how = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
         sim_op_t *head = NULL, *tail = NULL;
-        if (r == CUDA_SUCCESS && how == CU_GRAPH_EXEC_UPDATE_SUCCESS && nodes_copy(g->head, &head, &tail) < 0)
+        if (r == CUDA_SUCCESS && how == CU_GRAPH_EXEC_UPDATE_SUCCESS && nodes_copy(g->head, &head, &tail, 0) < 0)
             r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS && how == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
             for (sim_op_t *a = x->head, *b = head; b; a = a->next, b = b->next)
@@ -1160,6 +1206,16 @@ SIM_EXPORT CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgra
     return r;
 }
 
+/* Node h of a graph, of kind `kind`, when it may take new parameters: a live node of a
+ * graph (an embedded one included) that no capture records into, as CUDA refuses
+ * changes to such a graph as it refuses new nodes. NULL otherwise. Lock held. */
+static sim_op_t *graph_node_to_set(CUgraphNode h, sim_op_kind_t kind)
+{
+    sim_op_t *prev, *n = (sim_op_t *)h;
+    struct CUgraph_st *g = n ? graph_holding(n, &prev) : NULL;
+    return g && !graph_captured_into(g) && n->kind == kind ? n : NULL;
+}
+
 /* Kernel node n takes op's kernel, geometry, arguments and duration; op goes. */
 static void kernel_node_take(sim_op_t *n, sim_op_t *op, uint64_t cost)
 {
@@ -1182,13 +1238,7 @@ static CUresult kernel_node_set(CUgraphExec x, CUgraphNode h, const CUDA_KERNEL_
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_sim.lock);
-    sim_op_t *prev, *n = NULL;
-    if (x) {
-        n = exec_node(exec_of(x), h);
-    } else {
-        struct CUgraph_st *g = graph_holding((sim_op_t *)h, &prev);
-        n = g && !graph_captured_into(g) ? (sim_op_t *)h : NULL;
-    }
+    sim_op_t *n = x ? exec_node(exec_of(x), h) : graph_node_to_set(h, SIM_OP_KERNEL);
     if (n && n->kind == SIM_OP_KERNEL) {
         kernel_node_take(n, op, cost);
     } else {
@@ -1255,14 +1305,16 @@ SIM_EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExe
     return r;
 }
 
-/* A memset node's parameters as an operation and its duration (lock held). The
- * simulator sets 1-D ranges: a set of several rows is CUDA_ERROR_NOT_SUPPORTED. */
+/* A memset node's parameters as an operation and its duration (lock held), in context
+ * ctx (NODE_CTX: the node's own, which a graph-level setter keeps). The simulator sets
+ * 1-D ranges: a set of several rows is CUDA_ERROR_NOT_SUPPORTED. */
+#define NODE_CTX ((CUcontext)(uintptr_t)-1)
 static CUresult memset_node_op(const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx, sim_op_t **out, uint64_t *dur)
 {
     if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || p->width == 0 ||
         p->height == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_ctx_valid(ctx))
+    if (ctx != NODE_CTX && !sim_ctx_valid(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     if (p->height != 1)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -1328,14 +1380,15 @@ static CUresult copy_end(CUmemorytype type, const void *host, CUdeviceptr dev, s
     return CUDA_SUCCESS;
 }
 
-/* A memcpy node's parameters as an operation, its engine and duration (lock held). The
- * simulator copies 1-D ranges: several rows or planes are CUDA_ERROR_NOT_SUPPORTED. The
- * node reads its source when it runs. */
+/* A memcpy node's parameters as an operation, its engine and duration (lock held), in
+ * context ctx (NODE_CTX as for memset_node_op). The simulator copies 1-D ranges:
+ * several rows or planes are CUDA_ERROR_NOT_SUPPORTED. The node reads its source when
+ * it runs. */
 static CUresult copy_node_op(const CUDA_MEMCPY3D *p, CUcontext ctx, sim_op_t **out, int *engine, uint64_t *dur)
 {
     if (!p || p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_ctx_valid(ctx))
+    if (ctx != NODE_CTX && !sim_ctx_valid(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     if (p->Height != 1 || p->Depth != 1)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -1398,18 +1451,20 @@ SIM_EXPORT CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgrap
     return r;
 }
 
-/* The child graph h's nodes, copied for a child graph node (lock held): h must be a
- * graph no capture is recording into. */
-static CUresult child_nodes(CUgraph h, sim_op_t **head, sim_op_t **tail)
+/* A copy of the child graph h for child graph node owner (lock held), live as
+ * graph_copy_locked's: h must be a graph no capture is recording into (nor into a graph
+ * embedded in it). */
+static CUresult child_copy(CUgraph h, sim_op_t *owner, int live, struct CUgraph_st **out)
 {
     struct CUgraph_st *child = graph_of(h);
-    if (!child || graph_captured_into(child))
+    if (!child || graph_busy(child))
         return CUDA_ERROR_INVALID_VALUE;
-    return nodes_copy(child->head, head, tail) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    return (*out = graph_copy_locked(child, owner, live)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* The node holds its own copy of the child's nodes (CUDA clones the child): the child
- * may change or go, the node stays as it was added. */
+/* The node embeds its own copy of the child (CUDA clones the child): the child may
+ * change or go, the node stays as it was added. Its embedded graph is changed only in
+ * place (cuGraphChildGraphNodeGetGraph). */
 SIM_EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                      const CUgraphNode *dependencies, size_t numDependencies,
                                                      CUgraph childGraph)
@@ -1426,11 +1481,37 @@ SIM_EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, C
         if (!op)
             r = CUDA_ERROR_OUT_OF_MEMORY;
         else
-            r = child_nodes(childGraph, &op->u.child.head, &op->u.child.tail);
+            r = child_copy(childGraph, op, 1, &op->u.child.graph);
         if (r == CUDA_SUCCESS)
             r = add_node_locked(phGraphNode, hGraph, dependencies, numDependencies, op, SIM_ENG_NONE, 0);
         else
             free(op);
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* The graph child graph node hNode embeds, not a copy: nodes added to it, destroyed in
+ * it or given new parameters are what the node runs from then on (in the
+ * instantiations and clones made after), and its nodes stay valid handles while the
+ * node lives. The node owns it: cuGraphDestroy refuses it, and it goes with the node
+ * (the node destroyed, or its graph). */
+SIM_EXPORT CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+    cuGraphChildGraphNodeGetGraph_params p = {hNode, phGraph};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphChildGraphNodeGetGraph, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && (!hNode || !phGraph))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *prev, *n = (sim_op_t *)hNode;
+        if (graph_holding(n, &prev) && n->kind == SIM_OP_GRAPH)
+            *phGraph = (CUgraph)n->u.child.graph;
+        else
+            r = CUDA_ERROR_INVALID_VALUE;
         pthread_mutex_unlock(&g_sim.lock);
     }
     sim_api_exit(&c);
@@ -1448,16 +1529,15 @@ SIM_EXPORT CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec hGrap
     r = DRV_ENTER(&c, cuGraphExecChildGraphNodeSetParams, &p, &r, SIMCU_CALL_STICKY);
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_sim.lock);
-        sim_op_t *n = exec_node(exec_of(hGraphExec), hNode), *head, *tail;
-        struct CUgraph_st *child = graph_of(childGraph);
-        if (!n || n->kind != SIM_OP_GRAPH || !child || !same_shape(n->u.child.head, child->head))
+        sim_op_t *n = exec_node(exec_of(hGraphExec), hNode);
+        struct CUgraph_st *child = graph_of(childGraph), *copy = NULL;
+        if (!n || n->kind != SIM_OP_GRAPH || !child || !same_shape(n->u.child.graph->head, child->head))
             r = CUDA_ERROR_INVALID_VALUE;
         else
-            r = child_nodes(childGraph, &head, &tail);
+            r = child_copy(childGraph, n, 0, &copy);
         if (r == CUDA_SUCCESS) {
-            nodes_free(n->u.child.head);
-            n->u.child.head = head;
-            n->u.child.tail = tail;
+            sim_graph_free(n->u.child.graph);
+            n->u.child.graph = copy;
         }
         pthread_mutex_unlock(&g_sim.lock);
     }
@@ -1508,6 +1588,57 @@ SIM_EXPORT CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExe
             sim_op_free(op);
             r = CUDA_ERROR_INVALID_VALUE;
         }
+        if (r == CUDA_SUCCESS) {
+            n->u.copy = op->u.copy;
+            n->engine = engine;
+            n->dur = dur;
+            sim_op_free(op);
+        }
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* A graph's memset node takes a new 1-D range, checked as a new node's: the
+ * instantiations made after run it, the executable graphs made before keep theirs
+ * (CUDA copies a graph at instantiation). The node keeps its context. */
+SIM_EXPORT CUresult CUDAAPI cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    cuGraphMemsetNodeSetParams_params p = {hNode, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphMemsetNodeSetParams, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *n = graph_node_to_set(hNode, SIM_OP_MEMSET), *op;
+        uint64_t dur;
+        r = n ? memset_node_op(nodeParams, NODE_CTX, &op, &dur) : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS) {
+            n->u.memset = op->u.memset;
+            n->dur = dur;
+            sim_op_free(op);
+        }
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+/* As for the memset; unlike an executable graph's, a graph's copy may change direction
+ * (its engine and duration follow). */
+SIM_EXPORT CUresult CUDAAPI cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
+{
+    cuGraphMemcpyNodeSetParams_params p = {hNode, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphMemcpyNodeSetParams, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_op_t *n = graph_node_to_set(hNode, SIM_OP_COPY), *op;
+        int engine;
+        uint64_t dur;
+        r = n ? copy_node_op(nodeParams, NODE_CTX, &op, &engine, &dur) : CUDA_ERROR_INVALID_VALUE;
         if (r == CUDA_SUCCESS) {
             n->u.copy = op->u.copy;
             n->engine = engine;

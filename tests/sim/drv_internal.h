@@ -168,7 +168,10 @@ typedef struct sim_op {
             void *user;
         } hostfn;
         struct {
-            struct sim_op *head, *tail;  /* its own copy of the child graph's nodes */
+            /* The graph it embeds, its own (made from a copy of the child graph, freed
+             * with the node); a graph's node's is a live handle
+             * (cuGraphChildGraphNodeGetGraph), changed in place. */
+            struct CUgraph_st *graph;
         } child;
     } u;
 } sim_op_t;
@@ -247,6 +250,11 @@ struct CUgraph_st {
     void *key;
     sim_op_t *head, *tail;
     size_t nnodes;
+    /* A child graph node's embedded graph: that node (NULL: a graph of its own, which
+     * only cuGraphDestroy ends). live: in g_sim.live_graphs, a valid handle; an
+     * executable graph's embedded graphs are not. */
+    sim_op_t *owner;
+    int live;
     UT_hash_handle hh;
 };
 
@@ -357,6 +365,9 @@ CUresult sim_capture_enqueue_check(struct CUstream_st *s);
 CUresult sim_capture_memnode_check(struct CUstream_st *s);
 /* Records op (engine, duration) as a node of s's capture; takes op. */
 void sim_capture_node(struct CUstream_st *s, sim_op_t *op, int engine, uint64_t dur);
+/* Frees graph g and its nodes, a live one's handle then invalid (lock held; NULL:
+ * nothing). sim_op_free frees a child graph node's embedded graph with it. */
+void sim_graph_free(struct CUgraph_st *g);
 /* A captured copy or set's device address p has memory mapped: else the capture is
  * invalidated and the call fails (CUDA_ERROR_INVALID_VALUE). g_sim.lock held. */
 CUresult sim_capture_check_mapped(struct CUstream_st *s, const void *p);

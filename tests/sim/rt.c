@@ -97,6 +97,9 @@
     X(cuGraphAddMemcpyNode, cuGraphAddMemcpyNode)                           \
     X(cuGraphAddEmptyNode, cuGraphAddEmptyNode)                             \
     X(cuGraphAddChildGraphNode, cuGraphAddChildGraphNode)                   \
+    X(cuGraphChildGraphNodeGetGraph, cuGraphChildGraphNodeGetGraph)         \
+    X(cuGraphMemsetNodeSetParams, cuGraphMemsetNodeSetParams)               \
+    X(cuGraphMemcpyNodeSetParams, cuGraphMemcpyNodeSetParams)               \
     X(cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams_v2)    \
     X(cuGraphExecMemsetNodeSetParams, cuGraphExecMemsetNodeSetParams)       \
     X(cuGraphExecMemcpyNodeSetParams, cuGraphExecMemcpyNodeSetParams)       \
@@ -1635,6 +1638,23 @@ RT_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNo
     return rt_exit(&c, e);
 }
 
+/* The node keeps its context: the driver's setter takes none. */
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphMemsetNodeSetParams(cudaGraphNode_t node,
+                                                             const struct cudaMemsetParams *pNodeParams)
+{
+    cudaGraphMemsetNodeSetParams_v10000_params p = {node, pNodeParams};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphMemsetNodeSetParams_v10000), "cudaGraphMemsetNodeSetParams", &p, NULL, &e,
+                 RT_CTX);
+    CUDA_MEMSET_NODE_PARAMS mp;
+    if (e == cudaSuccess)
+        e = memset_node_params(pNodeParams, &mp);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphMemsetNodeSetParams((CUgraphNode)node, &mp));
+    return rt_exit(&c, e);
+}
+
 RT_EXPORT cudaError_t CUDARTAPI cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
                                                                  const struct cudaMemsetParams *pNodeParams)
 {
@@ -1701,6 +1721,22 @@ RT_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraph
     return rt_exit(&c, e);
 }
 
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src,
+                                                               size_t count, enum cudaMemcpyKind kind)
+{
+    cudaGraphMemcpyNodeSetParams1D_v11010_params p = {node, dst, src, count, kind};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphMemcpyNodeSetParams1D_v11010), "cudaGraphMemcpyNodeSetParams1D", &p, NULL,
+                 &e, RT_CTX);
+    CUDA_MEMCPY3D cp;
+    if (e == cudaSuccess)
+        e = copy_params_1d(dst, src, count, kind, &cp);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphMemcpyNodeSetParams((CUgraphNode)node, &cp));
+    return rt_exit(&c, e);
+}
+
 RT_EXPORT cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
                                                                    void *dst, const void *src, size_t count,
                                                                    enum cudaMemcpyKind kind)
@@ -1745,6 +1781,19 @@ RT_EXPORT cudaError_t CUDARTAPI cudaGraphAddChildGraphNode(cudaGraphNode_t *pGra
         e = from_cu(D.cuGraphAddChildGraphNode((CUgraphNode *)pGraphNode, (CUgraph)graph,
                                                (const CUgraphNode *)pDependencies, numDependencies,
                                                (CUgraph)childGraph));
+    return rt_exit(&c, e);
+}
+
+/* The node's embedded graph itself, not a copy (the driver's). */
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph)
+{
+    cudaGraphChildGraphNodeGetGraph_v10000_params p = {node, pGraph};
+    simcu_call_t c;
+    cudaError_t e;
+    e = rt_enter(&c, RT_CBID(cudaGraphChildGraphNodeGetGraph_v10000), "cudaGraphChildGraphNodeGetGraph", &p, NULL,
+                 &e, RT_CTX);
+    if (e == cudaSuccess)
+        e = from_cu(D.cuGraphChildGraphNodeGetGraph((CUgraphNode)node, (CUgraph *)pGraph));
     return rt_exit(&c, e);
 }
 

@@ -141,11 +141,29 @@ expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 3 launch\(es\) of them
     "$WORK/nodes-plan.err" nodes-plan
 # The executable graph changed node by node after its first replay, as XLA updates a
 # command buffer when a buffer moves (memcpy and kernel nodes set, every layer's child
-# graph traced again and set): the changes are followed, and the replays stay equal.
+# graph traced again and set): the changes are followed, made again on the segments,
+# which stream on; the replays stay equal.
 run nodes-update --iters 12 --graph-nodes 3 --graph-nodes-update -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
-expect_grep 'CUDA graphs: the program changed a node of executable graph 0x[0-9a-f]+: what it touches is followed' \
+expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 3 launch\(es\) of them streamed, 33 segment launch' \
     "$WORK/nodes-update.err" nodes-update
-expect_no_grep 'every streamed unit is loaded' "$WORK/nodes-update.err" nodes-update
+expect_no_grep 'every streamed unit is loaded|not cut|could not follow' "$WORK/nodes-update.err" nodes-update
+# Updated in discovery (the first replay is a discovery pass): profiling's parts and
+# the segments get the changes too (a child graph set is kept and set on each segment
+# made after it), so the program is planned and streamed from its replays.
+REPLAYS=12 run nodes-update-disc --iters 1 --graph-nodes 12 --graph-nodes-update -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/nodes-update-disc.err" nodes-update-disc
+expect_grep 'cut into 11 segment' "$WORK/nodes-update-disc.err" nodes-update-disc
+expect_no_grep 'read more streamed units than the' "$WORK/nodes-update-disc.err" nodes-update-disc
+# Layer 0's kernels added as kernel nodes, then the other layers captured into the same
+# graph (cudaStreamBeginCaptureToGraph): the capture adds to the graph's recorded calls
+# rather than standing for the whole graph. Taken for the whole graph, its launches
+# loaded only the captured layers' units, and layer 0's kernel read its streamed unit
+# unloaded: an illegal address.
+for it in 1 12; do
+    REPLAYS=3 run nodes-into-$it --iters $it --graph-nodes 3 --graph-nodes-into -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+done
+expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/nodes-into-12.err" nodes-into-12
+expect_grep 'reads 11 streamed unit\(s\), more than the 2 slot\(s\) hold: cut into 11 segment' "$WORK/nodes-into-12.err" nodes-into-12
 L=(--layers 12 --dim 1024 --quiet --graph 3)
 # Before the plan, FT_SPILL holds allocations in host memory, the captured forward's
 # workspace among them (the model allocates it before its forwards and clears it first

@@ -8,7 +8,8 @@
 # the driver, address space reserved in large, small or per-allocation pieces
 # (FT_VMM_RESERVE), both pinning modes, stale words into a weight, activation kernels
 # with a twin chosen from a forward on, the last forward captured into a CUDA graph and
-# replayed (cut into segments), its executable graph updated at times, or from the
+# replayed (cut into segments), or built node by node, its executable graph updated at
+# times (from a second capture, or node by node), or from the
 # second forward on only replays (found from them), with eager forwards between the
 # replays or a word pointing into layer 1 in the graph only; kernels alternating
 # between layers (a pass that repeats every two). Every
@@ -71,9 +72,17 @@ for ((i = 0; i < CASES; i++)); do
         " ${extra[*]} " != *" --drv-workspace "* ]]; then
         # or, a third of the time, a program of replays from its second forward on
         # (discovery and profiling from the replays, as torch.compile's reduce-overhead)
-        if ((RANDOM % 3 == 0)); then iters=$((1 + RANDOM % 2)); extra+=(--graph 10); else extra+=(--graph 2); fi
-        ((RANDOM % 2 == 0)) && extra+=(--graph-update)
-        ((RANDOM % 3 == 0)) && extra+=(--stale-graph) # a word that points into layer 1 in the graph only
+        if ((RANDOM % 3 == 0)); then iters=$((1 + RANDOM % 2)); replays=10; else replays=2; fi
+        # half the time built node by node, as XLA builds its command buffers, and
+        # changed node by node after its first replay (its input moved)
+        if ((RANDOM % 2 == 0 && layers >= 3)) && [[ " ${extra[*]} " != *" --cross-from "* && " ${extra[*]} " != *" --moe "* ]]; then
+            extra+=(--graph-nodes $replays)
+            ((RANDOM % 2 == 0)) && extra+=(--graph-nodes-update)
+        else
+            extra+=(--graph $replays)
+            ((RANDOM % 2 == 0)) && extra+=(--graph-update)
+            ((RANDOM % 3 == 0)) && extra+=(--stale-graph) # a word that points into layer 1 in the graph only
+        fi
         ((RANDOM % 3 == 0)) && extra+=(--graph-eager) # an eager forward after each replay
     fi
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")

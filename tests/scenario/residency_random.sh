@@ -82,8 +82,8 @@ for ((i = 0; i < CASES; i++)); do
             extra+=(--graph $replays)
             ((RANDOM % 2 == 0)) && extra+=(--graph-update)
             ((RANDOM % 3 == 0)) && extra+=(--stale-graph) # a word that points into layer 1 in the graph only
+            ((RANDOM % 3 == 0)) && extra+=(--graph-eager) # an eager forward after each replay
         fi
-        ((RANDOM % 3 == 0)) && extra+=(--graph-eager) # an eager forward after each replay
     fi
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
     what="seed $SEED case $i: FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve model ${args[*]}"

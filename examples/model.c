@@ -300,6 +300,9 @@
  *                 cudaGraphExecKernelNodeSetParams for the mix), each layer traced again
  *                 and its child graph node set (cudaGraphExecChildGraphNodeSetParams); the
  *                 later replays print the same checksums
+ *   --graph-nodes-swap  with --graph-nodes-update: the update also points the last
+ *                 layer's gemv kernel node at the weight of the layer halfway (a node
+ *                 that now reads another unit than the one it read when built)
  *   --graph-nodes-into  with --graph-nodes: the layers are captured straight into the
  *                 graph instead of into child graphs, as XLA traces into its command
  *                 buffer: after the memset and input memcpy nodes, the first layer's
@@ -479,6 +482,7 @@ static int graph_toggle = 0;  /* --graph-toggle */
 static int graph_old_update = 0; /* --graph-old-update */
 static int graph_nodes = 0;   /* --graph-nodes */
 static int graph_nodes_update = 0; /* --graph-nodes-update */
+static int graph_nodes_swap = 0;   /* --graph-nodes-swap */
 static int graph_nodes_into = 0;   /* --graph-nodes-into */
 static layer_t *model;
 static uint32_t *input;
@@ -1956,7 +1960,9 @@ static void kernel_nodes(cudaGraph_t graph, cudaGraphExec_t x, forward_nodes_t *
                          cudaStream_t gs, int l, uint32_t *a, uint32_t *b)
 {
     cudaLaunchConfig_t cfg = layer_config(gs);
-    void *gemv_args[] = { &model[l].w, &a, &b, &dim };
+    /* --graph-nodes-swap: the update gives the gemv the weight of the layer halfway. */
+    int wl = x != NULL && graph_nodes_swap ? l / 2 : l;
+    void *gemv_args[] = { &model[wl].w, &a, &b, &dim };
     CUDA_KERNEL_NODE_PARAMS gemv;
     memset(&gemv, 0, sizeof gemv);
     gemv.kern = (CUkernel)(prefill_pass() ? k_gemv_wide : k_gemv);
@@ -2435,6 +2441,8 @@ int main(int argc, char **argv)
             graph_nodes = parse_int(a, v, 1, 1 << 20), i++;
         else if (strcmp(a, "--graph-nodes-update") == 0)
             graph_nodes_update = 1;
+        else if (strcmp(a, "--graph-nodes-swap") == 0)
+            graph_nodes_swap = 1;
         else if (strcmp(a, "--graph-nodes-into") == 0)
             graph_nodes_into = 1;
         else if (strcmp(a, "--drop") == 0)
@@ -2452,7 +2460,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
-                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-update | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
@@ -2484,6 +2492,10 @@ int main(int argc, char **argv)
     }
     if ((graph_update || graph_toggle || graph_old_update || graph_eager) && graph_replays == 0) {
         fprintf(stderr, "model: --graph-update, --graph-toggle, --graph-old-update and --graph-eager need --graph\n");
+        return 2;
+    }
+    if (graph_nodes_swap && !graph_nodes_update) {
+        fprintf(stderr, "model: --graph-nodes-swap needs --graph-nodes-update\n");
         return 2;
     }
     if ((graph_nodes_update || graph_nodes_into) && graph_nodes == 0) {

@@ -1010,18 +1010,37 @@ void capture_node_changed(CUgraphNode node)
     pthread_mutex_unlock(&cap_lock);
 }
 
+/* Segment sg now also touches the regions `ids` (n of them): the guard loads their
+ * units before it. 0, or -1 (no memory). */
+static int seg_grow(seg_t *sg, const uint32_t *ids, size_t n)
+{
+    uint32_t *v = realloc(sg->ids, (sg->n + n + 1) * sizeof *v);
+    if (v == NULL)
+        return -1;
+    sg->ids = v;
+    for (size_t i = 0; i < n; i++) {
+        int dup = 0;
+        for (size_t q = 0; q < sg->n && !dup; q++)
+            dup = sg->ids[q] == ids[i];
+        if (!dup)
+            sg->ids[sg->n++] = ids[i];
+    }
+    return 0;
+}
+
 /* The change `redo` makes again on x's own executable graphs (its segments and
  * profiling's parts, each instantiated from a graph of its own that holds the clone's
- * node `in`, or not) and on its clone (cap_lock held). 0, or -1 when a segment or part
- * could not follow (they are then dropped); a clone that could not is stale: the
- * segments are not made from it again. */
-static int redo_change(owner_t *x, CUgraphNode in, const node_redo_t *redo)
+ * node `in`, or not) and on its clone (cap_lock held). The segment holding the node
+ * also touches what the node now does (ids, n: loaded before it, as its other
+ * regions). 0, or -1 when a segment or part could not follow (they are then dropped);
+ * a clone that could not is stale: the segments are not made from it again. */
+static int redo_change(owner_t *x, CUgraphNode in, const node_redo_t *redo, const uint32_t *ids, size_t n_ids)
 {
     int ok = 1;
     CUgraphNode n;
     for (int k = 0; ok && k < x->n_seg; k++)
         if (drv.graph_find_in_clone(&n, in, x->seg[k].graph) == CUDA_SUCCESS)
-            ok = redo->exec_fn(redo->ctx, x->seg[k].exec, n) == 0;
+            ok = redo->exec_fn(redo->ctx, x->seg[k].exec, n) == 0 && seg_grow(&x->seg[k], ids, n_ids) == 0;
     for (int k = 0; ok && k < x->p_n; k++)
         if (drv.graph_find_in_clone(&n, in, x->p_graph[k]) == CUDA_SUCCESS)
             ok = redo->exec_fn(redo->ctx, x->p_exec[k], n) == 0;
@@ -1132,7 +1151,9 @@ static void exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *
     int was_stale = x->stale, dropped = 0;
     if (x->clone != NULL && in != NULL && set == NULL)
         relog_child(x, in, child);
-    if (x->clone != NULL && in != NULL && redo_change(x, in, redo) != 0) {
+    const uint32_t *ids = set != NULL ? set->id : c->t.id;
+    size_t n_ids = set != NULL ? set->n : c->t.n;
+    if (x->clone != NULL && in != NULL && redo_change(x, in, redo, ids, n_ids) != 0) {
         segs_free(x);
         parts_free(x);
         x->stale = dropped = 1;

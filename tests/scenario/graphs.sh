@@ -147,6 +147,10 @@ run nodes-update --iters 12 --graph-nodes 3 --graph-nodes-update -- FT_SPILL=0 F
 expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 3 launch\(es\) of them streamed, 33 segment launch' \
     "$WORK/nodes-update.err" nodes-update
 expect_no_grep 'every streamed unit is loaded|not cut|could not follow' "$WORK/nodes-update.err" nodes-update
+# The update also points the last layer's gemv kernel node at another layer's weight:
+# the segment holding the node loads that unit too (without it, an illegal address).
+run nodes-swap --iters 12 --graph-nodes 3 --graph-nodes-update --graph-nodes-swap -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 3 launch\(es\) of them streamed' "$WORK/nodes-swap.err" nodes-swap
 # Updated in discovery (the first replay is a discovery pass): profiling's parts and
 # the segments get the changes too (a child graph set is kept and set on each segment
 # made after it), so the program is planned and streamed from its replays.

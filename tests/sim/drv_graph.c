@@ -15,6 +15,7 @@
  * in, which a launch follows, honours them too. A child graph node embeds its own copy
  * of the child graph, whose nodes run in its place; cuGraphChildGraphNodeGetGraph hands
  * that embedded graph out, to be changed in place as any graph (it goes with its node).
+ * cuGraphAddNode(_v2) adds any of these from its generic parameters.
  * cuStreamBeginCaptureToGraph captures into such a graph, after its nodes. A graph's
  * kernel, memset and memcpy nodes take new parameters, which the instantiations made
  * after see; executable graphs take new parameters node by node (kernel, memset,
@@ -1335,6 +1336,21 @@ static CUresult memset_node_op(const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx, 
     return CUDA_SUCCESS;
 }
 
+static CUresult add_memset_node(CUgraphNode *node, CUgraph h, const CUgraphNode *deps, size_t ndeps,
+                                const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_sim.lock);
+    sim_op_t *op;
+    uint64_t dur;
+    CUresult r = memset_node_op(p, ctx, &op, &dur);
+    if (r == CUDA_SUCCESS)
+        r = add_node_locked(node, h, deps, ndeps, op, SIM_ENG_COMPUTE, dur);
+    pthread_mutex_unlock(&g_sim.lock);
+    return r;
+}
+
 SIM_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                  const CUgraphNode *dependencies, size_t numDependencies,
                                                  const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
@@ -1343,17 +1359,8 @@ SIM_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgra
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuGraphAddMemsetNode, &p, &r, SIMCU_CALL_STICKY);
-    if (r == CUDA_SUCCESS && !phGraphNode)
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&g_sim.lock);
-        sim_op_t *op;
-        uint64_t dur;
-        r = memset_node_op(memsetParams, ctx, &op, &dur);
-        if (r == CUDA_SUCCESS)
-            r = add_node_locked(phGraphNode, hGraph, dependencies, numDependencies, op, SIM_ENG_COMPUTE, dur);
-        pthread_mutex_unlock(&g_sim.lock);
-    }
+    if (r == CUDA_SUCCESS)
+        r = add_memset_node(phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx);
     sim_api_exit(&c);
     return r;
 }
@@ -1405,6 +1412,22 @@ static CUresult copy_node_op(const CUDA_MEMCPY3D *p, CUcontext ctx, sim_op_t **o
     return r;
 }
 
+static CUresult add_memcpy_node(CUgraphNode *node, CUgraph h, const CUgraphNode *deps, size_t ndeps,
+                                const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_sim.lock);
+    sim_op_t *op;
+    int engine;
+    uint64_t dur;
+    CUresult r = copy_node_op(p, ctx, &op, &engine, &dur);
+    if (r == CUDA_SUCCESS)
+        r = add_node_locked(node, h, deps, ndeps, op, engine, dur);
+    pthread_mutex_unlock(&g_sim.lock);
+    return r;
+}
+
 SIM_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                  const CUgraphNode *dependencies, size_t numDependencies,
                                                  const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
@@ -1413,19 +1436,20 @@ SIM_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgra
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuGraphAddMemcpyNode, &p, &r, SIMCU_CALL_STICKY);
-    if (r == CUDA_SUCCESS && !phGraphNode)
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&g_sim.lock);
-        sim_op_t *op;
-        int engine;
-        uint64_t dur;
-        r = copy_node_op(copyParams, ctx, &op, &engine, &dur);
-        if (r == CUDA_SUCCESS)
-            r = add_node_locked(phGraphNode, hGraph, dependencies, numDependencies, op, engine, dur);
-        pthread_mutex_unlock(&g_sim.lock);
-    }
+    if (r == CUDA_SUCCESS)
+        r = add_memcpy_node(phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx);
     sim_api_exit(&c);
+    return r;
+}
+
+static CUresult add_empty_node(CUgraphNode *node, CUgraph h, const CUgraphNode *deps, size_t ndeps)
+{
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_sim.lock);
+    sim_op_t *op = sim_op_new(SIM_OP_MARKER);
+    CUresult r = op ? add_node_locked(node, h, deps, ndeps, op, SIM_ENG_NONE, 0) : CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g_sim.lock);
     return r;
 }
 
@@ -1436,17 +1460,8 @@ SIM_EXPORT CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgrap
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuGraphAddEmptyNode, &p, &r, SIMCU_CALL_STICKY);
-    if (r == CUDA_SUCCESS && !phGraphNode)
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&g_sim.lock);
-        sim_op_t *op = sim_op_new(SIM_OP_MARKER);
-        if (!op)
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        else
-            r = add_node_locked(phGraphNode, hGraph, dependencies, numDependencies, op, SIM_ENG_NONE, 0);
-        pthread_mutex_unlock(&g_sim.lock);
-    }
+    if (r == CUDA_SUCCESS)
+        r = add_empty_node(phGraphNode, hGraph, dependencies, numDependencies);
     sim_api_exit(&c);
     return r;
 }
@@ -1465,6 +1480,23 @@ static CUresult child_copy(CUgraph h, sim_op_t *owner, int live, struct CUgraph_
 /* The node embeds its own copy of the child (CUDA clones the child): the child may
  * change or go, the node stays as it was added. Its embedded graph is changed only in
  * place (cuGraphChildGraphNodeGetGraph). */
+static CUresult add_child_node(CUgraphNode *node, CUgraph h, const CUgraphNode *deps, size_t ndeps, CUgraph child)
+{
+    if (!node || child == h)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_sim.lock);
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    sim_op_t *op = sim_op_new(SIM_OP_GRAPH);
+    if (op)
+        r = child_copy(child, op, 1, &op->u.child.graph);
+    if (r == CUDA_SUCCESS)
+        r = add_node_locked(node, h, deps, ndeps, op, SIM_ENG_NONE, 0);
+    else
+        free(op);
+    pthread_mutex_unlock(&g_sim.lock);
+    return r;
+}
+
 SIM_EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                      const CUgraphNode *dependencies, size_t numDependencies,
                                                      CUgraph childGraph)
@@ -1473,21 +1505,81 @@ SIM_EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, C
     simcu_call_t c;
     CUresult r;
     r = DRV_ENTER(&c, cuGraphAddChildGraphNode, &p, &r, SIMCU_CALL_STICKY);
-    if (r == CUDA_SUCCESS && (!phGraphNode || childGraph == hGraph))
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&g_sim.lock);
-        sim_op_t *op = sim_op_new(SIM_OP_GRAPH);
-        if (!op)
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        else
-            r = child_copy(childGraph, op, 1, &op->u.child.graph);
-        if (r == CUDA_SUCCESS)
-            r = add_node_locked(phGraphNode, hGraph, dependencies, numDependencies, op, SIM_ENG_NONE, 0);
-        else
-            free(op);
-        pthread_mutex_unlock(&g_sim.lock);
+    if (r == CUDA_SUCCESS)
+        r = add_child_node(phGraphNode, hGraph, dependencies, numDependencies, childGraph);
+    sim_api_exit(&c);
+    return r;
+}
+
+/* cuGraphAddNode's parameters, by type, through the add path of that type's own
+ * cuGraphAdd*Node. The simulator has kernel, memset, memcpy, empty and child graph
+ * nodes; any other type is CUDA_ERROR_NOT_SUPPORTED. A memset or memcpy node's NULL
+ * context is the current one. A child graph is always cloned: the simulator treats
+ * CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE as CLONE, so the caller keeps the child graph
+ * (and destroys it) where CUDA would have handed it to the parent. */
+static CUresult add_generic_node(CUgraphNode *node, CUgraph h, const CUgraphNode *deps, size_t ndeps,
+                                 const CUgraphNodeParams *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
+        CUDA_KERNEL_NODE_PARAMS v2 = {k->func, k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX,
+                                      k->blockDimY, k->blockDimZ, k->sharedMemBytes, k->kernelParams,
+                                      k->extra, k->kern, k->ctx};
+        return add_kernel_node(node, h, deps, ndeps, &v2);
     }
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
+        CUDA_MEMSET_NODE_PARAMS v1 = {m->dst, m->pitch, m->value, m->elementSize, m->width, m->height};
+        return add_memset_node(node, h, deps, ndeps, &v1, m->ctx ? m->ctx : (CUcontext)sim_current_ctx());
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        if (p->memcpy.flags || p->memcpy.reserved)
+            return CUDA_ERROR_INVALID_VALUE;
+        return add_memcpy_node(node, h, deps, ndeps, &p->memcpy.copyParams,
+                               p->memcpy.copyCtx ? p->memcpy.copyCtx : (CUcontext)sim_current_ctx());
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return add_empty_node(node, h, deps, ndeps);
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE &&
+            p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+            return CUDA_ERROR_INVALID_VALUE;
+        return add_child_node(node, h, deps, ndeps, p->graph.graph);
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+/* The generic form CUDA recommends for new code (CUDA 12.3). Edge data as
+ * cuStreamBeginCaptureToGraph's: only the default. */
+SIM_EXPORT CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                              const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,
+                                              size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    cuGraphAddNode_v2_params p = {phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphAddNode_v2, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS && !default_edges(dependencyData, numDependencies))
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS)
+        r = add_generic_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+    sim_api_exit(&c);
+    return r;
+}
+
+/* The CUDA 12.2 form, without edge data. */
+SIM_EXPORT CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                           size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    cuGraphAddNode_params p = {phGraphNode, hGraph, dependencies, numDependencies, nodeParams};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuGraphAddNode, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS)
+        r = add_generic_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
     sim_api_exit(&c);
     return r;
 }

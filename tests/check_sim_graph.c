@@ -552,6 +552,158 @@ START_TEST(test_node_built_graph_runs)
 }
 END_TEST
 
+/* The generic form, cuGraphAddNode_v2: a memset, a kernel after it, a copy to the host,
+ * an empty node and a child graph (a device copy), each from CUgraphNodeParams, run as
+ * their own cuGraphAdd*Node's would. Other types and edge data are refused; the CUDA
+ * 12.2 form (no edge data) adds the same nodes. */
+START_TEST(test_generic_add_node)
+{
+    sim_test_register();
+    enum { n = 64 };
+    float *d, *d2, *h, back[n];
+    RT_OK(cudaMalloc((void **)&d, n * sizeof *d));
+    RT_OK(cudaMalloc((void **)&d2, n * sizeof *d2));
+    RT_OK(cudaMallocHost((void **)&h, n * sizeof *h));
+    RT_OK(cudaMemset(d2, 0, n * sizeof *d2));
+    memset(h, 0, n * sizeof *h);
+    cudaStream_t s;
+    RT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUcontext ctx;
+    CU_OK(cuCtxGetCurrent(&ctx));
+
+    CUgraph g, child;
+    CUgraphNode set, fill, copy, none, sub, c1;
+    CU_OK(cuGraphCreate(&g, 0));
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_MEMSET;
+    p.memset = (CUDA_MEMSET_NODE_PARAMS_v2){(CUdeviceptr)d, 0, 0x3f800000u /* 1.0f */, 4, n, 1, ctx};
+    CU_OK(cuGraphAddNode(&set, g, NULL, NULL, 0, &p));
+
+    cudaKernel_t kf;
+    RT_OK(cudaGetKernel(&kf, &k_fill));
+    float v = 2.0f;
+    size_t half = n / 2;
+    void *args[] = {&d, &v, &half};
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    p.kernel.kern = (CUkernel)kf;
+    p.kernel.gridDimX = p.kernel.gridDimY = p.kernel.gridDimZ = 1;
+    p.kernel.blockDimX = p.kernel.blockDimY = p.kernel.blockDimZ = 1;
+    p.kernel.kernelParams = args;
+    CU_OK(cuGraphAddNode(&fill, g, &set, NULL, 1, &p));
+    v = 9.0f; /* the node copied its arguments */
+    half = n;
+
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_MEMCPY; /* copyCtx NULL: the current context */
+    p.memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    p.memcpy.copyParams.srcDevice = (CUdeviceptr)d;
+    p.memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_HOST;
+    p.memcpy.copyParams.dstHost = h;
+    p.memcpy.copyParams.WidthInBytes = n * sizeof *h;
+    p.memcpy.copyParams.Height = p.memcpy.copyParams.Depth = 1;
+    CU_OK(cuGraphAddNode(&copy, g, &fill, NULL, 1, &p));
+
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_EMPTY;
+    CU_OK(cuGraphAddNode(&none, g, &copy, NULL, 1, &p));
+
+    CU_OK(cuGraphCreate(&child, 0));
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+    p.memcpy.copyCtx = ctx;
+    p.memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    p.memcpy.copyParams.srcDevice = (CUdeviceptr)d;
+    p.memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    p.memcpy.copyParams.dstDevice = (CUdeviceptr)d2;
+    p.memcpy.copyParams.WidthInBytes = n * sizeof *d;
+    p.memcpy.copyParams.Height = p.memcpy.copyParams.Depth = 1;
+    CU_OK(cuGraphAddNode(&c1, child, NULL, NULL, 0, &p));
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_GRAPH;
+    p.graph.graph = child;
+    p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE; /* cloned by the simulator */
+    CU_OK(cuGraphAddNode(&sub, g, &none, NULL, 1, &p));
+    CU_OK(cuGraphDestroy(child)); /* so the caller still owns it */
+
+    CUgraphNode node[5] = {set, fill, copy, none, sub};
+    CUgraphNodeType want[5] = {CU_GRAPH_NODE_TYPE_MEMSET, CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY,
+                               CU_GRAPH_NODE_TYPE_EMPTY, CU_GRAPH_NODE_TYPE_GRAPH};
+    for (int i = 0; i < 5; i++) {
+        CUgraphNodeType t;
+        CU_OK(cuGraphNodeGetType(node[i], &t));
+        ck_assert_int_eq(t, want[i]);
+    }
+
+    /* Refused: a type the simulator has not, edge data other than the default, a
+     * memcpy node's reserved fields. Nothing is added. */
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_HOST;
+    CUgraphNode bad = NULL;
+    ck_assert_int_eq(cuGraphAddNode(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_NOT_SUPPORTED);
+    p.type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+    ck_assert_int_eq(cuGraphAddNode(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_NOT_SUPPORTED);
+    p.type = CU_GRAPH_NODE_TYPE_EMPTY;
+    CUgraphEdgeData edge;
+    memset(&edge, 0, sizeof edge);
+    edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+    ck_assert_int_eq(cuGraphAddNode(&bad, g, &copy, &edge, 1, &p), CUDA_ERROR_NOT_SUPPORTED);
+    ck_assert_int_eq(cuGraphAddNode(&bad, g, NULL, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    p.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+    p.memcpy.flags = 1;
+    ck_assert_int_eq(cuGraphAddNode(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_ptr_null(bad);
+    size_t count = 0;
+    CU_OK(cuGraphGetNodes(g, NULL, &count));
+    ck_assert_uint_eq(count, 5);
+
+    CUgraphExec x;
+    CU_OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    RT_OK(cudaDeviceSynchronize());
+    ck_assert(h[0] == 0.0f); /* built, not run */
+    for (int r = 0; r < 2; r++) {
+        CU_OK(cuGraphLaunch(x, (CUstream)s));
+        RT_OK(cudaStreamSynchronize(s));
+        RT_OK(cudaMemcpy(back, d2, sizeof back, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) {
+            ck_assert(h[i] == (i < n / 2 ? 2.0f : 1.0f));
+            ck_assert(back[i] == h[i]);
+        }
+        memset(h, 0, n * sizeof *h);
+    }
+    CU_OK(cuGraphExecDestroy(x));
+
+    /* The CUDA 12.2 form, as a caller built for 12.2 gets it; 12.3 on get _v2. */
+    typedef CUresult (*add_node_12020_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraphNodeParams *);
+    add_node_12020_fn add_old = (add_node_12020_fn)driver_proc("cuGraphAddNode", 12020);
+    ck_assert_ptr_eq(driver_proc("cuGraphAddNode", 12030), (void *)cuGraphAddNode);
+    ck_assert_ptr_ne((void *)add_old, (void *)cuGraphAddNode);
+    CUgraph g2;
+    CU_OK(cuGraphCreate(&g2, 0));
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_MEMSET; /* ctx NULL: the current context */
+    p.memset = (CUDA_MEMSET_NODE_PARAMS_v2){(CUdeviceptr)d2, 0, 0x40e00000u /* 7.0f */, 4, n, 1, NULL};
+    CU_OK(add_old(&set, g2, NULL, 0, &p));
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_HOST;
+    ck_assert_int_eq(add_old(&bad, g2, &set, 1, &p), CUDA_ERROR_NOT_SUPPORTED);
+    CU_OK(cuGraphInstantiateWithFlags(&x, g2, 0));
+    CU_OK(cuGraphLaunch(x, (CUstream)s));
+    RT_OK(cudaStreamSynchronize(s));
+    RT_OK(cudaMemcpy(back, d2, sizeof back, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        ck_assert(back[i] == 7.0f);
+    CU_OK(cuGraphExecDestroy(x));
+    CU_OK(cuGraphDestroy(g2));
+    CU_OK(cuGraphDestroy(g));
+    RT_OK(cudaStreamDestroy(s));
+    RT_OK(cudaFreeHost(h));
+    RT_OK(cudaFree(d2));
+    RT_OK(cudaFree(d));
+}
+END_TEST
+
 /* What CUDA refuses of a new node: dependencies that are not live nodes of its graph,
  * no handle to write, a graph that is not one (or its own child); and parameters the
  * simulator cannot run (several rows, CUDA arrays) are CUDA_ERROR_NOT_SUPPORTED. */
@@ -1284,6 +1436,7 @@ Suite *sim_graph_suite(void)
     tcase_add_test(tc, test_begin_and_end_rules);
     tcase_add_test(tc, test_graph_nodes_clone_and_update);
     tcase_add_test(tc, test_node_built_graph_runs);
+    tcase_add_test(tc, test_generic_add_node);
     tcase_add_test(tc, test_node_dependencies_and_params_checked);
     tcase_add_test(tc, test_add_to_graph_under_capture_refused);
     tcase_add_test(tc, test_capture_to_graph_appends);

@@ -303,6 +303,13 @@
  *   --graph-nodes-swap  with --graph-nodes-update: the update also points the last
  *                 layer's gemv kernel node at the weight of the layer halfway (a node
  *                 that now reads another unit than the one it read when built)
+ *   --graph-nodes-generic  with --graph-nodes: the last layer's gemv kernel node
+ *                 (--graph-nodes-into: the first layer's) is added with the
+ *                 generic cuGraphAddNode (its CUDA 12.3 form, cuGraphAddNode_v2, asked of
+ *                 the driver with cudaGetDriverEntryPointByVersion, version 12030) and
+ *                 CU_GRAPH_NODE_TYPE_KERNEL parameters instead of cuGraphAddKernelNode;
+ *                 the same checksums. --graph-nodes-update still sets that node with
+ *                 cuGraphExecKernelNodeSetParams
  *   --graph-nodes-into  with --graph-nodes: the layers are captured straight into the
  *                 graph instead of into child graphs, as XLA traces into its command
  *                 buffer: after the memset and input memcpy nodes, the first layer's
@@ -484,6 +491,7 @@ static int graph_nodes = 0;   /* --graph-nodes */
 static int graph_nodes_update = 0; /* --graph-nodes-update */
 static int graph_nodes_swap = 0;   /* --graph-nodes-swap */
 static int graph_nodes_into = 0;   /* --graph-nodes-into */
+static int graph_nodes_generic = 0; /* --graph-nodes-generic */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -1878,7 +1886,10 @@ typedef struct {
 typedef CUresult (*add_kernel_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                        const CUDA_KERNEL_NODE_PARAMS *);
 typedef CUresult (*exec_kernel_params_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*add_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+                                CUgraphNodeParams *);
 static add_kernel_node_fn drv_add_kernel_node;
+static add_node_fn drv_add_node; /* --graph-nodes-generic */
 static exec_kernel_params_fn drv_exec_kernel_params;
 
 static void drv_check(CUresult r, const char *what)
@@ -1976,6 +1987,20 @@ static void kernel_nodes(cudaGraph_t graph, cudaGraphExec_t x, forward_nodes_t *
     if (x != NULL) {
         drv_check(drv_exec_kernel_params(x, fn->gemv, &gemv), "cuGraphExecKernelNodeSetParams");
         CHECK(cudaGraphExecKernelNodeSetParams(x, fn->mix, &mix));
+    } else if (graph_nodes_generic) {
+        CUgraphNodeParams np;
+        memset(&np, 0, sizeof np);
+        np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+        np.kernel.kern = gemv.kern;
+        np.kernel.gridDimX = gemv.gridDimX;
+        np.kernel.gridDimY = gemv.gridDimY;
+        np.kernel.gridDimZ = gemv.gridDimZ;
+        np.kernel.blockDimX = gemv.blockDimX;
+        np.kernel.blockDimY = gemv.blockDimY;
+        np.kernel.blockDimZ = gemv.blockDimZ;
+        np.kernel.kernelParams = gemv.kernelParams;
+        drv_check(drv_add_node(&fn->gemv, graph, last, NULL, 1, &np), "cuGraphAddNode");
+        CHECK(cudaGraphAddKernelNode(&fn->mix, graph, &fn->gemv, 1, &mix));
     } else {
         drv_check(drv_add_kernel_node(&fn->gemv, graph, last, 1, &gemv), "cuGraphAddKernelNode");
         CHECK(cudaGraphAddKernelNode(&fn->mix, graph, &fn->gemv, 1, &mix));
@@ -2053,8 +2078,12 @@ static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *works
                                            cudaEnableDefault, &found));
     CHECK(cudaGetDriverEntryPointByVersion("cuGraphExecKernelNodeSetParams", (void **)&drv_exec_kernel_params,
                                            12000, cudaEnableDefault, &found));
+    if (graph_nodes_generic)
+        CHECK(cudaGetDriverEntryPointByVersion("cuGraphAddNode", (void **)&drv_add_node, 12030, cudaEnableDefault,
+                                               &found));
     fn.layer = calloc((size_t)layers, sizeof *fn.layer);
-    if (drv_add_kernel_node == NULL || drv_exec_kernel_params == NULL || fn.layer == NULL) {
+    if (drv_add_kernel_node == NULL || (graph_nodes_generic && drv_add_node == NULL) || drv_exec_kernel_params == NULL ||
+        fn.layer == NULL) {
         fprintf(stderr, "model: --graph-nodes: no driver kernel-node functions, or no memory\n");
         exit(1);
     }
@@ -2443,6 +2472,8 @@ int main(int argc, char **argv)
             graph_nodes_update = 1;
         else if (strcmp(a, "--graph-nodes-swap") == 0)
             graph_nodes_swap = 1;
+        else if (strcmp(a, "--graph-nodes-generic") == 0)
+            graph_nodes_generic = 1;
         else if (strcmp(a, "--graph-nodes-into") == 0)
             graph_nodes_into = 1;
         else if (strcmp(a, "--drop") == 0)
@@ -2460,7 +2491,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
-                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
@@ -2498,8 +2529,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "model: --graph-nodes-swap needs --graph-nodes-update\n");
         return 2;
     }
-    if ((graph_nodes_update || graph_nodes_into) && graph_nodes == 0) {
-        fprintf(stderr, "model: --graph-nodes-update and --graph-nodes-into need --graph-nodes\n");
+    if ((graph_nodes_update || graph_nodes_into || graph_nodes_generic) && graph_nodes == 0) {
+        fprintf(stderr, "model: --graph-nodes-update, --graph-nodes-into and --graph-nodes-generic need --graph-nodes\n");
         return 2;
     }
     /* The update sets the layers' child graph nodes, which --graph-nodes-into does not

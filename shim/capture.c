@@ -807,9 +807,9 @@ static void instantiated(uint64_t exec, uint64_t graph, unsigned long long flags
               drv.graph_destroy_node != NULL && drv.graph_instantiate != NULL;
     pthread_mutex_unlock(&cap_lock);
     /* Every node of the graph must be one whose call FlexTensor recorded, or one that
-     * touches nothing: a node added by a call it does not watch (cuGraphAddNode, a
-     * kernel added through CUDA 11's entry point) may read any unit, so the graph is
-     * then unknown and every streamed unit is loaded before its launches. */
+     * touches nothing: a node added by a call it does not watch (a conditional node,
+     * CUDA 12.2's cuGraphAddNode, the runtime's cudaGraphAddNode) may read any unit, so
+     * the graph is then unknown and every streamed unit is loaded before its launches. */
     char why[128] = "";
     int check = !known || lost ? -1 : nodes_check((CUgraph)(uintptr_t)graph, &calls, why, sizeof why);
     if (known && check < 0) {

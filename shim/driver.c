@@ -395,6 +395,11 @@ static void *substitute(const char *symbol, int version, cuuint64_t flags, void 
                            "does not see");
         return real;
     }
+    /* cuGraphAddNode's CUDA 12.2 form has no edge data, the wrapper's has: handed out as
+     * it is; a node it adds is one FlexTensor did not see made (its graph unknown at
+     * instantiation, unless the node touches nothing). */
+    if (strcmp(symbol, "cuGraphAddNode") == 0 && version < 12030)
+        return real;
     void *w = ft_shim_wrap_driver_proc(symbol, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0,
                                        real);
     FT_TRACE("cuGetProcAddress(%s, %d, %#llx): %s", symbol, version, (unsigned long long)flags,

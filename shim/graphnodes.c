@@ -177,6 +177,49 @@ CUresult ft_hook_drv_graph_add_child(cuGraphAddChildGraphNode_fn_t real, CUgraph
     return rc;
 }
 
+/* The generic form CUDA recommends for new code (CUDA 12.3's, with edge data; its 12.2
+ * form is handed out as it is, driver.c: a node added through it is one FlexTensor did
+ * not see made). A kernel, set, copy, empty or child graph node is recorded as through
+ * its own call; a node of another type is not (at instantiation the graph is then
+ * unknown, unless the type touches nothing: an event's, a host function's). */
+CUresult ft_hook_drv_graph_add_node(cuGraphAddNode_v2_fn_t real, CUgraphNode *n, CUgraph g, const CUgraphNode *deps,
+                                    const CUgraphEdgeData *edges, size_t nd, CUgraphNodeParams *p)
+{
+    CUresult rc = real(n, g, deps, edges, nd, p);
+    if (rc != CUDA_SUCCESS || n == NULL || p == NULL)
+        return rc;
+    ft_scan_set_t set;
+    const char *name;
+    size_t w;
+    uint64_t key;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        key = p->kernel.func != NULL ? (uint64_t)(uintptr_t)p->kernel.func : (uint64_t)(uintptr_t)p->kernel.kern;
+        kernel_set(&set, key, 0, p->kernel.kernelParams, p->kernel.extra, &name);
+        added(1, *n, g, &set, key, name, 0);
+        break;
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        w = memset_set(&set, p->memset.dst, p->memset.pitch, p->memset.width, p->memset.elementSize,
+                       p->memset.height);
+        added(1, *n, g, &set, 0, NULL, w);
+        break;
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        w = drv_copy_set(&set, &p->memcpy.copyParams);
+        added(1, *n, g, &set, 0, NULL, w);
+        break;
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        ft_scan_set_clear(&set);
+        added(1, *n, g, &set, 0, NULL, 0);
+        break;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        capture_child_added((uint64_t)(uintptr_t)g, *n, (uint64_t)(uintptr_t)p->graph.graph);
+        break;
+    default:
+        break;
+    }
+    return rc;
+}
+
 /* A node changed in its graph: whatever the result (a failed call may have changed it). */
 #define GRAPH_NODE_CHANGE(ret, hook, fn_t, params, ...)                    \
     ret ft_hook_##hook(fn_t real, UNPAREN params)                          \

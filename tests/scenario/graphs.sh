@@ -147,6 +147,12 @@ run nodes-update --iters 12 --graph-nodes 3 --graph-nodes-update -- FT_SPILL=0 F
 expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 3 launch\(es\) of them streamed, 33 segment launch' \
     "$WORK/nodes-update.err" nodes-update
 expect_no_grep 'every streamed unit is loaded|not cut|could not follow' "$WORK/nodes-update.err" nodes-update
+# The gemv kernel node added through CUDA 12.3's generic cuGraphAddNode: recorded as
+# through cuGraphAddKernelNode (unrecorded, it would leave the graph unknown: every unit
+# loaded at each launch, no cut).
+REPLAYS=12 run nodes-generic --iters 1 --graph-nodes 12 --graph-nodes-generic -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'cut into 11 segment' "$WORK/nodes-generic.err" nodes-generic
+expect_grep 'cuGraphAddNode_v2 +1$' "$WORK/nodes-generic.err" nodes-generic
 # The update also points the last layer's gemv kernel node at another layer's weight:
 # the segment holding the node loads that unit too (without it, an illegal address).
 run nodes-swap --iters 12 --graph-nodes 3 --graph-nodes-update --graph-nodes-swap -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB

@@ -39,8 +39,7 @@ static size_t set_span(size_t pitch, size_t width, size_t elem, size_t height)
     return height > 1 ? pitch * height : width * elem;
 }
 
-/* A copy's device address on one side (0: host memory or an array) and its span (0:
- * not one row, taken to the allocation's end). */
+/* A copy's device address on one side (0: host memory or an array). */
 static uint64_t drv_copy_side(CUmemorytype type, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t pitch,
                               size_t height)
 {
@@ -49,6 +48,8 @@ static uint64_t drv_copy_side(CUmemorytype type, CUdeviceptr dev, size_t x, size
     return dev + x + y * pitch + z * pitch * height;
 }
 
+/* A copy's regions, dst's first (their count returned); a copy of more than one row
+ * reaches to the allocations' ends. */
 static size_t drv_copy_set(ft_scan_set_t *set, const CUDA_MEMCPY3D *p)
 {
     ft_scan_set_clear(set);

@@ -310,6 +310,8 @@
  *                 CU_GRAPH_NODE_TYPE_KERNEL parameters instead of cuGraphAddKernelNode;
  *                 the same checksums. --graph-nodes-update still sets that node with
  *                 cuGraphExecKernelNodeSetParams
+ *   --graph-nodes-generic-old  as --graph-nodes-generic, with cuGraphAddNode's CUDA 12.2
+ *                 form (version 12020, no edge data)
  *   --graph-nodes-into  with --graph-nodes: the layers are captured straight into the
  *                 graph instead of into child graphs, as XLA traces into its command
  *                 buffer: after the memset and input memcpy nodes, the first layer's
@@ -491,7 +493,7 @@ static int graph_nodes = 0;   /* --graph-nodes */
 static int graph_nodes_update = 0; /* --graph-nodes-update */
 static int graph_nodes_swap = 0;   /* --graph-nodes-swap */
 static int graph_nodes_into = 0;   /* --graph-nodes-into */
-static int graph_nodes_generic = 0; /* --graph-nodes-generic */
+static int graph_nodes_generic = 0; /* --graph-nodes-generic (2: its CUDA 12.2 form) */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -1888,8 +1890,10 @@ typedef CUresult (*add_kernel_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode
 typedef CUresult (*exec_kernel_params_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
 typedef CUresult (*add_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
                                 CUgraphNodeParams *);
+typedef CUresult (*add_node_old_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraphNodeParams *);
 static add_kernel_node_fn drv_add_kernel_node;
 static add_node_fn drv_add_node; /* --graph-nodes-generic */
+static add_node_old_fn drv_add_node_old; /* --graph-nodes-generic-old */
 static exec_kernel_params_fn drv_exec_kernel_params;
 
 static void drv_check(CUresult r, const char *what)
@@ -1999,7 +2003,10 @@ static void kernel_nodes(cudaGraph_t graph, cudaGraphExec_t x, forward_nodes_t *
         np.kernel.blockDimY = gemv.blockDimY;
         np.kernel.blockDimZ = gemv.blockDimZ;
         np.kernel.kernelParams = gemv.kernelParams;
-        drv_check(drv_add_node(&fn->gemv, graph, last, NULL, 1, &np), "cuGraphAddNode");
+        if (graph_nodes_generic == 2)
+            drv_check(drv_add_node_old(&fn->gemv, graph, last, 1, &np), "cuGraphAddNode");
+        else
+            drv_check(drv_add_node(&fn->gemv, graph, last, NULL, 1, &np), "cuGraphAddNode");
         CHECK(cudaGraphAddKernelNode(&fn->mix, graph, &fn->gemv, 1, &mix));
     } else {
         drv_check(drv_add_kernel_node(&fn->gemv, graph, last, 1, &gemv), "cuGraphAddKernelNode");
@@ -2078,11 +2085,15 @@ static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *works
                                            cudaEnableDefault, &found));
     CHECK(cudaGetDriverEntryPointByVersion("cuGraphExecKernelNodeSetParams", (void **)&drv_exec_kernel_params,
                                            12000, cudaEnableDefault, &found));
-    if (graph_nodes_generic)
+    if (graph_nodes_generic == 1)
         CHECK(cudaGetDriverEntryPointByVersion("cuGraphAddNode", (void **)&drv_add_node, 12030, cudaEnableDefault,
                                                &found));
+    if (graph_nodes_generic == 2)
+        CHECK(cudaGetDriverEntryPointByVersion("cuGraphAddNode", (void **)&drv_add_node_old, 12020,
+                                               cudaEnableDefault, &found));
     fn.layer = calloc((size_t)layers, sizeof *fn.layer);
-    if (drv_add_kernel_node == NULL || (graph_nodes_generic && drv_add_node == NULL) || drv_exec_kernel_params == NULL ||
+    if (drv_add_kernel_node == NULL || (graph_nodes_generic == 1 && drv_add_node == NULL) ||
+        (graph_nodes_generic == 2 && drv_add_node_old == NULL) || drv_exec_kernel_params == NULL ||
         fn.layer == NULL) {
         fprintf(stderr, "model: --graph-nodes: no driver kernel-node functions, or no memory\n");
         exit(1);
@@ -2474,6 +2485,8 @@ int main(int argc, char **argv)
             graph_nodes_swap = 1;
         else if (strcmp(a, "--graph-nodes-generic") == 0)
             graph_nodes_generic = 1;
+        else if (strcmp(a, "--graph-nodes-generic-old") == 0)
+            graph_nodes_generic = 2;
         else if (strcmp(a, "--graph-nodes-into") == 0)
             graph_nodes_into = 1;
         else if (strcmp(a, "--drop") == 0)
@@ -2491,7 +2504,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
-                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }

@@ -138,6 +138,10 @@ static owner_t *captures, *graphs, *execs;
 static int under_way; /* captures under way: atomic, read without cap_lock */
 static uint64_t graph_launches, graph_units_loaded; /* cap_lock, for the exit report */
 static uint64_t cut_launches, cut_segments, cut_graphs; /* cap_lock: launches of cut graphs, ... */
+/* cap_lock, for the exit report: graphs made empty (cudaGraphCreate), nodes recorded as
+ * they were added, executable-graph node changes followed, instantiations of graphs
+ * whose nodes were not all known. */
+static uint64_t made_graphs, made_nodes, nodes_followed, unknown_graphs;
 
 /* The thread's captured call whose node is still to be asked for (capture_call_done):
  * its capture, its index in the capture's calls, its stream. Thread-local, as the call. */
@@ -819,6 +823,9 @@ static void instantiated(uint64_t exec, uint64_t graph, unsigned long long flags
         x->t.all = 1;
         calls_free(&calls);
         cut = 0;
+        pthread_mutex_lock(&cap_lock);
+        unknown_graphs++;
+        pthread_mutex_unlock(&cap_lock);
     } else if (check == 0 && cut) {
         cut = 0;
         nocut = "some of its nodes were not seen made";
@@ -955,6 +962,7 @@ void capture_graph_made(uint64_t graph)
         g->next = graphs;
         graphs = g;
     }
+    made_graphs++;
     pthread_mutex_unlock(&cap_lock);
 }
 
@@ -973,6 +981,7 @@ void capture_node_added(uint64_t graph, CUgraphNode node, const ft_scan_set_t *s
         long at = calls_add(&g->calls, set, key, name, written);
         if (at >= 0)
             g->calls.v[at].node = g->calls.v[at].orig = node;
+        made_nodes++;
     }
     pthread_mutex_unlock(&cap_lock);
 }
@@ -991,6 +1000,7 @@ void capture_child_added(uint64_t graph, CUgraphNode node, uint64_t child)
             owner_absorb(g, c, node);
         else
             g->t.all = 1;
+        made_nodes++;
     }
     pthread_mutex_unlock(&cap_lock);
 }
@@ -1144,6 +1154,7 @@ static void exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *
     }
     calls_free(&x->calls);
     x->calls = next;
+    nodes_followed++;
     CUgraphNode in = NULL; /* the clone's node */
     for (size_t i = 0; i < x->calls.n && in == NULL; i++)
         if (x->calls.v[i].orig == node)
@@ -1833,7 +1844,15 @@ void capture_report(void)
 {
     pthread_mutex_lock(&cap_lock);
     uint64_t n = graph_launches, u = graph_units_loaded, cl = cut_launches, cs = cut_segments, cg = cut_graphs;
+    uint64_t mg = made_graphs, mn = made_nodes, nf = nodes_followed, ug = unknown_graphs;
     pthread_mutex_unlock(&cap_lock);
+    if (mg > 0)
+        FT_INFO("CUDA graphs: %llu graph(s) built node by node, %llu node(s) recorded as they were added; %llu "
+                "executable-graph node change(s) followed", (unsigned long long)mg, (unsigned long long)mn,
+                (unsigned long long)nf);
+    if (ug > 0)
+        FT_INFO("CUDA graphs: %llu instantiation(s) of graphs with a node FlexTensor did not see made (every "
+                "streamed unit loaded for their launches)", (unsigned long long)ug);
     if (n > 0)
         FT_INFO("CUDA graphs: %llu launch(es) guarded, %llu streamed unit(s) loaded for them",
                 (unsigned long long)n, (unsigned long long)u);

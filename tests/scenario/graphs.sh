@@ -153,6 +153,16 @@ expect_no_grep 'every streamed unit is loaded|not cut|could not follow' "$WORK/n
 REPLAYS=12 run nodes-generic --iters 1 --graph-nodes 12 --graph-nodes-generic -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
 expect_grep 'cut into 11 segment' "$WORK/nodes-generic.err" nodes-generic
 expect_grep 'cuGraphAddNode_v2 +1$' "$WORK/nodes-generic.err" nodes-generic
+# The same node added through cuGraphAddNode's CUDA 12.2 form, which FlexTensor hands
+# out unwrapped: the graph has a kernel node it did not see made, so it is unknown and
+# every streamed unit is loaded before its launches. Taken as known (its other nodes'
+# calls), it was cut, the unseen node ran in every segment, and read its unit unloaded:
+# an illegal address.
+run nodes-unseen --iters 12 --graph-nodes 3 --graph-nodes-generic-old -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB
+expect_grep 'CUDA graphs: graph 0x[0-9a-f]+: 1 of its 17 node\(s\) were made by calls FlexTensor does not watch' \
+    "$WORK/nodes-unseen.err" nodes-unseen
+expect_grep 'CUDA graphs: 1 instantiation\(s\) of graphs with a node FlexTensor did not see made' "$WORK/nodes-unseen.err" nodes-unseen
+expect_no_grep 'cut into' "$WORK/nodes-unseen.err" nodes-unseen
 # The update also points the last layer's gemv kernel node at another layer's weight:
 # the segment holding the node loads that unit too (without it, an illegal address).
 run nodes-swap --iters 12 --graph-nodes 3 --graph-nodes-update --graph-nodes-swap -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB

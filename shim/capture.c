@@ -250,10 +250,10 @@ static int calls_room(calls_t *c, size_t n)
     return 0;
 }
 
-/* Appends a call of kernel `key` (0: a copy or set writing its first `written` regions)
- * touching the regions of set (cap_lock held); its index, or -1 (out of memory: the
- * calls are lost, the graph will not be cut nor its launches observed). */
-static long calls_add(calls_t *c, const ft_scan_set_t *set, uint64_t key, const char *name, size_t written)
+/* Room for one more call of n region entries (cap_lock held, or c private); 0, or -1
+ * (out of memory, or lost before: the calls are lost, the graph will not be cut nor its
+ * launches observed). */
+static int call_room(calls_t *c, size_t n)
 {
     if (c->lost)
         return -1;
@@ -265,7 +265,17 @@ static long calls_add(calls_t *c, const ft_scan_set_t *set, uint64_t key, const 
         c->v = v;
         c->cap = cap;
     }
-    if (calls_room(c, set->n) != 0)
+    return calls_room(c, n);
+}
+
+/* Appends a call of kernel `key` (0: a copy or set writing its first `written` regions)
+ * touching the regions of set, naming `node` (the application knows it as `orig`;
+ * NULL both: asked for later) (cap_lock held, or c private); its index, or -1 (out of
+ * memory: call_room). */
+static long calls_add(calls_t *c, const ft_scan_set_t *set, uint64_t key, const char *name, size_t written,
+                      CUgraphNode node, CUgraphNode orig)
+{
+    if (call_room(c, set->n) != 0)
         return -1;
     for (size_t j = 0; j < set->n; j++) {
         c->ids[c->n_ids + j] = set->id[j];
@@ -273,7 +283,7 @@ static long calls_add(calls_t *c, const ft_scan_set_t *set, uint64_t key, const 
         c->lo[c->n_ids + j] = set->lo[j];
         c->flags[c->n_ids + j] = (uint8_t)((set->indirect[j] ? CALL_INDIRECT : 0) | (set->unsure[j] ? CALL_UNSURE : 0));
     }
-    c->v[c->n] = (call_t){ .node = NULL, .orig = NULL, .key = key, .name = name, .first = c->n_ids, .n = set->n,
+    c->v[c->n] = (call_t){ .node = node, .orig = orig, .key = key, .name = name, .first = c->n_ids, .n = set->n,
                            .written = written };
     c->n_ids += set->n;
     return (long)c->n++;
@@ -307,17 +317,7 @@ static int calls_copy(calls_t *to, const calls_t *from)
 static int calls_push(calls_t *c, const calls_t *from, size_t i, CUgraphNode node, CUgraphNode orig)
 {
     const call_t *f = &from->v[i];
-    if (c->lost)
-        return -1;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 256;
-        call_t *v = realloc(c->v, cap * sizeof *v);
-        if (v == NULL)
-            return c->lost = c->broken = 1, -1;
-        c->v = v;
-        c->cap = cap;
-    }
-    if (calls_room(c, f->n) != 0)
+    if (call_room(c, f->n) != 0)
         return -1;
     memcpy(c->ids + c->n_ids, from->ids + f->first, f->n * sizeof *c->ids);
     memcpy(c->ptr + c->n_ids, from->ptr + f->first, f->n * sizeof *c->ptr);
@@ -426,7 +426,7 @@ void capture_note(uint64_t id, cudaStream_t stream, const ft_scan_set_t *set, ui
         for (size_t i = 0; i < set->n; i++)
             touches_add(&c->t, set->id[i], set->ptr[i]);
         c->t.all |= set->dropped > 0;
-        long at = calls_add(&c->calls, set, key, name, written);
+        long at = calls_add(&c->calls, set, key, name, written, NULL, NULL);
         if (at >= 0) {
             capture_pending = 1;
             pend_cap = id;
@@ -978,9 +978,7 @@ void capture_node_added(uint64_t graph, CUgraphNode node, const ft_scan_set_t *s
         for (size_t i = 0; i < set->n; i++)
             touches_add(&g->t, set->id[i], set->ptr[i]);
         g->t.all |= set->dropped > 0;
-        long at = calls_add(&g->calls, set, key, name, written);
-        if (at >= 0)
-            g->calls.v[at].node = g->calls.v[at].orig = node;
+        calls_add(&g->calls, set, key, name, written, node, node);
         made_nodes++;
     }
     pthread_mutex_unlock(&cap_lock);
@@ -1132,11 +1130,7 @@ static void exec_node_set(uint64_t exec, CUgraphNode node, const ft_scan_set_t *
             for (size_t j = 0; j < c->calls.n; j++)
                 calls_push(&next, &c->calls, j, v->node, node);
         } else {
-            long at = calls_add(&next, set, key, name, written);
-            if (at >= 0) {
-                next.v[at].node = v->node;
-                next.v[at].orig = node;
-            }
+            calls_add(&next, set, key, name, written, v->node, node);
         }
     }
     if (!ok || !found || next.lost) {

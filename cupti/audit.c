@@ -30,6 +30,15 @@ typedef struct {
     uint64_t start, end;
 } entry_t;
 
+/* A correlation id's slot: its first record, and its first record that starts a flow
+ * for Kineto (flow.corr 0: none yet). Records come in the order their calls ended, so
+ * the outer call of a nested pair comes after the calls made inside it: a record is
+ * compared with the id's first, and, when it starts a flow, with the id's first that
+ * started one, so that two flow starts are caught whatever came between. */
+typedef struct {
+    entry_t first, flow;
+} slot_t;
+
 /* A pair of calls seen under one id, and how often. */
 typedef struct {
     uint32_t kind[2], cbid[2];
@@ -40,11 +49,11 @@ typedef struct {
 #define MAX_PAIRS 32
 /* The table never grows past this many slots (half of them used): 32 MiB. A longer run
  * starts a fresh table, which can miss a pair split across the reset, no more. */
-#define MAX_SLOTS (1u << 20)
+#define MAX_SLOTS (1u << 19)
 
 static struct {
     pthread_mutex_t lock;
-    entry_t *slot;
+    slot_t *slot;
     size_t cap, used;
     uint64_t records, duplicates, flow_duplicates, resets;
     pair_t pairs[MAX_PAIRS];
@@ -113,14 +122,14 @@ static int grow(void)
         audit.resets++;
         return 0;
     }
-    entry_t *s = calloc(cap, sizeof *s);
+    slot_t *s = calloc(cap, sizeof *s);
     if (s == NULL)
         return -1;
     for (size_t i = 0; i < audit.cap; i++) {
-        if (audit.slot[i].corr == 0)
+        if (audit.slot[i].first.corr == 0)
             continue;
-        size_t j = slot_of(audit.slot[i].corr, cap);
-        while (s[j].corr != 0)
+        size_t j = slot_of(audit.slot[i].first.corr, cap);
+        while (s[j].first.corr != 0)
             j = (j + 1) & (cap - 1);
         s[j] = audit.slot[i];
     }
@@ -144,21 +153,27 @@ static void count_pair(const entry_t *a, const entry_t *b, int flow)
         audit.pairs[audit.n_pairs++] = (pair_t){ { a->kind, b->kind }, { a->cbid, b->cbid }, 1, flow };
 }
 
-/* Keeps e; 1 with the record already kept under its id in *prev (e is then dropped:
- * a third record of the id is compared with the first), 0 when new, -1 out of memory
- * (audit.lock held). */
-static int keep(const entry_t *e, entry_t *prev)
+/* Keeps e, which starts a flow when `flow`; 1 when its id was seen before, with the
+ * record to pair it with in *prev: the id's first flow start when both start one
+ * (*both set), else the id's first record (e is then dropped); 0 when new, -1 out of
+ * memory (audit.lock held). */
+static int keep(const entry_t *e, int flow, entry_t *prev, int *both)
 {
+    *both = 0;
     if ((audit.used + 1) * 2 > audit.cap && grow() != 0)
         return -1;
     size_t j = slot_of(e->corr, audit.cap);
-    for (; audit.slot[j].corr != 0; j = (j + 1) & (audit.cap - 1)) {
-        if (audit.slot[j].corr == e->corr) {
-            *prev = audit.slot[j];
-            return 1;
-        }
+    for (; audit.slot[j].first.corr != 0; j = (j + 1) & (audit.cap - 1)) {
+        slot_t *s = &audit.slot[j];
+        if (s->first.corr != e->corr)
+            continue;
+        *both = flow && s->flow.corr != 0;
+        *prev = *both ? s->flow : s->first;
+        if (flow && s->flow.corr == 0)
+            s->flow = *e;
+        return 1;
     }
-    audit.slot[j] = *e;
+    audit.slot[j] = (slot_t){ .first = *e, .flow = flow ? *e : (entry_t){ 0 } };
     audit.used++;
     return 0;
 }
@@ -201,10 +216,10 @@ static void audit_buffer(uint8_t *buffer, size_t valid)
         entry_t e = { api->correlationId, (uint32_t)api->cbid, api->threadId, (uint32_t)rec->kind, api->start,
                       api->end };
         entry_t prev;
+        int flow;
         pthread_mutex_lock(&audit.lock);
         audit.records++;
-        int dup = keep(&e, &prev);
-        int flow = dup == 1 && kineto_flow_start(prev.kind, prev.cbid) && kineto_flow_start(e.kind, e.cbid);
+        int dup = keep(&e, kineto_flow_start(e.kind, e.cbid), &prev, &flow);
         if (dup == 1) {
             audit.duplicates++;
             audit.flow_duplicates += flow;

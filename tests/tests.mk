@@ -14,10 +14,10 @@ SCENARIOS      := $(sort $(filter-out tests/scenario/lib.sh,$(wildcard tests/sce
 
 # --wrap=malloc: check_scan.c makes the heap fail on demand (__wrap_malloc forwards
 # otherwise), to see what a scan set does when it cannot grow.
-$(BUILD)/tests/check_unit: tests/check_main.c tests/unit_suites.def $(UNIT_TEST_SRCS) $(CORE_OBJS) $(CONFIG_OBJS)
+$(BUILD)/tests/check_unit: tests/check_main.c tests/unit_suites.def $(UNIT_TEST_SRCS) $(CORE_OBJS) $(CONFIG_OBJS) $(BUILD)/cupti/audit.o
 	@mkdir -p $(dir $@)
 	$(CC) $(FT_CFLAGS) -DSUITES_DEF='"unit_suites.def"' -Itests -o $@ \
-	    tests/check_main.c $(UNIT_TEST_SRCS) $(CORE_OBJS) $(CONFIG_OBJS) $(INIH_LIB) \
+	    tests/check_main.c $(UNIT_TEST_SRCS) $(CORE_OBJS) $(CONFIG_OBJS) $(BUILD)/cupti/audit.o $(INIH_LIB) \
 	    $(FT_LDFLAGS) -Wl,--wrap=malloc $(CHECK_LIBS) -lm
 
 $(BUILD)/tests/check_sim: tests/check_main.c tests/sim_suites.def $(SIM_TEST_SRCS) $(SIM_LIBS) $(BUILD)/core/plan.o $(BUILD)/core/residency.o

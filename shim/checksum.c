@@ -136,7 +136,7 @@ CUresult checksum_launch_salted(uint64_t va, uint64_t words, uint64_t salt, uint
 {
     unsigned blocks = words / 256 + 1 < ck.blocks ? (unsigned)(words / 256 + 1) : ck.blocks;
     void *args[] = { &va, &words, &salt, &out };
-    return ck.launch(ck.fn, blocks, 1, 1, 256, 1, 1, 0, (CUstream)ck.stream, args, NULL);
+    return own_launch(ck.launch, ck.fn, blocks, (CUstream)ck.stream, args);
 }
 
 /* Enqueues on `stream` the copy of the `words` words at src to dst (a host store's
@@ -146,7 +146,7 @@ CUresult copy_back_launch(cudaStream_t stream, uint64_t src, uint64_t words, con
 {
     unsigned blocks = words / 256 + 1 < ck.blocks ? (unsigned)(words / 256 + 1) : ck.blocks;
     void *args[] = { &src, &words, &sum, &expected, &dst };
-    return ck.launch(ck.back_fn, blocks, 1, 1, 256, 1, 1, 0, (CUstream)stream, args, NULL);
+    return own_launch(ck.launch, ck.back_fn, blocks, (CUstream)stream, args);
 }
 
 /* The residency engine's sums, one per unit. */

@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
+#include <signal.h>
+
 drv_fns_t drv;
 
 /* --- the driver entry points FlexTensor calls itself --------------------------------- */
@@ -106,10 +108,10 @@ cudaError_t own_call(cudaError_t rc, cudaError_t pending)
  * FlexTensor's inside the application's is a second record under its correlation id
  * for the application's profiler, cupti_audit.sh. An error the application had
  * pending was overwritten by the refused copy anyway. A copy through the driver,
- * FT_DRIVER_OWN_CALLS=driver, leaves no runtime error to take back.) When the second
- * fails too, the error stays for the program to see: its bytes on one side are not
- * what they should be (a sticky error, the device lost, fails every call anyway). Said
- * at warning level. */
+ * inside a driver hook once the application profiles, leaves no runtime error to take
+ * back.) When the second fails too, the error stays for the program to see: its bytes
+ * on one side are not what they should be (a sticky error, the device lost, fails
+ * every call anyway). Said at warning level. */
 static cudaError_t copy_once(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s,
                              int async)
 {
@@ -125,7 +127,7 @@ static cudaError_t own_copy(void *dst, const void *src, size_t n, enum cudaMemcp
     cudaError_t again = copy_once(dst, src, n, kind, s, async);
     FT_LOG_CAPPED(FT_LOG_WARN, 3, "a copy of FlexTensor's own (%zu bytes) failed (cudaError %d); made again: %s", n,
                   (int)rc, again == cudaSuccess ? "done, the error taken back" : "failed too, the error left for the program");
-    if (again == cudaSuccess && !(ft_driver_hook_depth > 0 && own_via_driver))
+    if (again == cudaSuccess && !own_in_driver_hook())
         own_call(rc, cudaSuccess);
     return again;
 }
@@ -176,22 +178,38 @@ static cudaError_t own_event_create(cudaEvent_t *e, unsigned int flags)
     return own_call(create(e, flags), pending);
 }
 
-/* --- own calls inside a driver hook (FT_DRIVER_OWN_CALLS=driver) ---------------------
+/* --- own calls inside a driver hook ----------------------------------------------------
  *
  * A driver call FlexTensor's hook handles may come from inside a runtime call it never
  * saw (cuBLAS's own copy of the runtime). CUPTI gives every call nested in an open API
- * call that call's correlation id: a runtime call of FlexTensor's there is a second
- * runtime record under one id, and when both start a flow (a launch and a copy, a set,
- * a synchronize or a stream wait), torch.profiler's Kineto asserts at the profiler's
- * exit. Driver calls nested in a runtime call are what the runtime itself makes, so
- * there FlexTensor's copies, sets, synchronizes and waits go to the driver. Same
- * semantics: the handles are the same objects (cudaStream_t is CUstream, cudaEvent_t is
- * CUevent, the legacy and per-thread stream values are equal), cuMemcpy infers the
- * direction as cudaMemcpyDefault does, both use the legacy default stream for stream 0
- * (FlexTensor calls the non-_ptsz runtime flavours); a failure comes back as the
- * driver's code cast to cudaError_t (equal for the common codes: 1, 2, 400, 700, 900),
- * and leaves no runtime last error behind. */
-int own_via_driver;
+ * call that call's correlation id: a call of FlexTensor's there is a second record under
+ * one id, and when both start a flow (a launch and a copy, a set, a synchronize or a
+ * stream wait: runtime records; cuLaunchKernel: a driver record), torch.profiler's
+ * Kineto asserts at the profiler's exit (docs/discovery.md, "One correlation id, two
+ * CPU-side records").
+ *
+ * So once the application's profiler holds CUPTI (handover.c), FlexTensor's copies,
+ * sets, synchronizes, stream waits and event records there go to the driver, and are
+ * made on another thread, FlexTensor's own-call thread (`away`), as are the launches of
+ * its own kernels (checksum.c: the checksum and copy-back kernels). There they are
+ * nested in no call of the application's: each has an id of its own. The hook waits for
+ * each: the same order on every stream, the same result. Only driver calls go there:
+ * the application's thread may be inside a runtime call that holds the runtime's locks;
+ * the driver is not entered yet.
+ *
+ * The driver forms have the runtime forms' semantics: the handles are the same objects
+ * (cudaStream_t is CUstream, cudaEvent_t is CUevent, the legacy and per-thread stream
+ * values are equal), cuMemcpy infers the direction as cudaMemcpyDefault does, both use
+ * the legacy default stream for stream 0 (FlexTensor calls the non-_ptsz runtime
+ * flavours); a failure comes back as the driver's code cast to cudaError_t (equal for
+ * the common codes: 1, 2, 400, 700, 900), and leaves no runtime last error behind.
+ * Before the hand-over no profiler of the application's reads the ids: the runtime
+ * forms are kept. */
+
+int own_in_driver_hook(void)
+{
+    return ft_driver_hook_depth > 0 && ft_cupti_handed_over();
+}
 
 static struct {
     CUresult (*memcpy)(CUdeviceptr, CUdeviceptr, size_t);
@@ -202,6 +220,144 @@ static struct {
     CUresult (*stream_wait)(CUstream, CUevent, unsigned int);
     CUresult (*event_record)(CUevent, CUstream);
 } own_drv;
+
+/* One of FlexTensor's own driver calls, as data: made where it is asked (job_do), or
+ * on the own-call thread (job_run). */
+typedef enum { JOB_MEMCPY, JOB_MEMCPY_ASYNC, JOB_MEMSET_ASYNC, JOB_STREAM_SYNC, JOB_CTX_SYNC, JOB_STREAM_WAIT,
+               JOB_EVENT_RECORD, JOB_LAUNCH } job_op_t;
+
+typedef struct {
+    job_op_t op;
+    CUdeviceptr dst, src;
+    size_t n;
+    unsigned char value;
+    CUstream s;
+    CUevent e;
+    unsigned flags;
+    launch_fn launch; /* JOB_LAUNCH: cuLaunchKernel, of f on `blocks` blocks of 256 */
+    CUfunction f;
+    unsigned blocks;
+    void **args;
+    CUcontext ctx;    /* the asking thread's current context */
+    CUresult rc;
+} job_t;
+
+static CUresult job_do(const job_t *j)
+{
+    switch (j->op) {
+    case JOB_MEMCPY: return own_drv.memcpy(j->dst, j->src, j->n);
+    case JOB_MEMCPY_ASYNC: return own_drv.memcpy_async(j->dst, j->src, j->n, j->s);
+    case JOB_MEMSET_ASYNC: return own_drv.memset_async(j->dst, j->value, j->n, j->s);
+    case JOB_STREAM_SYNC: return own_drv.stream_sync(j->s);
+    case JOB_CTX_SYNC: return own_drv.ctx_sync();
+    case JOB_STREAM_WAIT: return own_drv.stream_wait(j->s, j->e, j->flags);
+    case JOB_EVENT_RECORD: return own_drv.event_record(j->e, j->s);
+    case JOB_LAUNCH: return j->launch(j->f, j->blocks, 1, 1, 256, 1, 1, 0, j->s, j->args, NULL);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The own-call thread: one job at a time (`call`, held by the asking thread from the
+ * job's post to its end); the job and its end under `lock`. `started`: 1 running, -1
+ * could not be started (jobs are then made where they are asked), 0 not yet; atomic,
+ * reset in a child of fork, where the thread is gone. */
+static struct {
+    pthread_mutex_t call, lock;
+    pthread_cond_t cv;
+    job_t *job;
+    int done;
+    int started;
+    pthread_t thread;
+    CUresult (*get_ctx)(CUcontext *);
+    CUresult (*set_ctx)(CUcontext);
+} away = { .call = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static void *away_main(void *arg)
+{
+    (void)arg;
+    /* Every call this thread makes is FlexTensor's own: the wrappers pass it through
+     * (the driver may hand out FlexTensor's exports as its entry points). */
+    ft_intercept_depth = 1;
+    CUcontext cur = NULL;
+    pthread_mutex_lock(&away.lock);
+    for (;;) {
+        while (away.job == NULL || away.done)
+            pthread_cond_wait(&away.cv, &away.lock);
+        job_t *j = away.job;
+        pthread_mutex_unlock(&away.lock);
+        if (j->ctx != cur)
+            cur = away.set_ctx(j->ctx) == CUDA_SUCCESS ? j->ctx : NULL;
+        j->rc = cur == j->ctx ? job_do(j) : CUDA_ERROR_INVALID_CONTEXT;
+        pthread_mutex_lock(&away.lock);
+        away.done = 1;
+        pthread_cond_broadcast(&away.cv);
+    }
+    return NULL;
+}
+
+static void away_forked(void)
+{
+    pthread_mutex_init(&away.call, NULL);
+    pthread_mutex_init(&away.lock, NULL);
+    pthread_cond_init(&away.cv, NULL);
+    away.job = NULL;
+    away.done = 0;
+    __atomic_store_n(&away.started, 0, __ATOMIC_RELEASE);
+}
+
+static void away_start(void)
+{
+    away.get_ctx = ft_shim_driver_proc("cuCtxGetCurrent", 4000);
+    away.set_ctx = ft_shim_driver_proc("cuCtxSetCurrent", 4000);
+    int rc = -1;
+    if (away.get_ctx != NULL && away.set_ctx != NULL) {
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 1u << 18);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        /* Signals go to the application's threads, never to this one. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        rc = pthread_create(&away.thread, &a, away_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&a);
+    }
+    if (rc != 0)
+        FT_INFO("no own-call thread (pthread_create: %d): FlexTensor's calls inside driver hooks are made there, "
+                "under the correlation id of any call of the application's still open", rc);
+    else
+        pthread_atfork(NULL, NULL, away_forked);
+    __atomic_store_n(&away.started, rc == 0 ? 1 : -1, __ATOMIC_RELEASE);
+}
+
+/* Makes the job on the own-call thread (the caller is in a driver hook, the
+ * application's profiler holds CUPTI); here when that thread could not be started. The
+ * result is the driver's. */
+static CUresult job_run(job_t *j)
+{
+    int started = __atomic_load_n(&away.started, __ATOMIC_ACQUIRE);
+    if (started == 0) {
+        pthread_mutex_lock(&away.call);
+        if (__atomic_load_n(&away.started, __ATOMIC_ACQUIRE) == 0)
+            away_start();
+        pthread_mutex_unlock(&away.call);
+        started = __atomic_load_n(&away.started, __ATOMIC_ACQUIRE);
+    }
+    if (started < 0 || away.get_ctx(&j->ctx) != CUDA_SUCCESS)
+        return job_do(j);
+    pthread_mutex_lock(&away.call);
+    pthread_mutex_lock(&away.lock);
+    away.job = j;
+    away.done = 0;
+    pthread_cond_broadcast(&away.cv);
+    while (!away.done)
+        pthread_cond_wait(&away.cv, &away.lock);
+    away.job = NULL;
+    pthread_mutex_unlock(&away.lock);
+    pthread_mutex_unlock(&away.call);
+    return j->rc;
+}
 
 static void own_drv_resolve(void)
 {
@@ -216,40 +372,59 @@ static void own_drv_resolve(void)
 
 static cudaError_t own_drv_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {
-    return (cudaError_t)own_drv.memcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n);
+    job_t j = { .op = JOB_MEMCPY, .dst = (CUdeviceptr)(uintptr_t)dst, .src = (CUdeviceptr)(uintptr_t)src, .n = n };
+    return (cudaError_t)job_run(&j);
 }
 
 static cudaError_t own_drv_memcpy_async(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                                         cudaStream_t s)
 {
-    return (cudaError_t)own_drv.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n,
-                                             (CUstream)s);
+    job_t j = { .op = JOB_MEMCPY_ASYNC, .dst = (CUdeviceptr)(uintptr_t)dst, .src = (CUdeviceptr)(uintptr_t)src,
+                .n = n, .s = (CUstream)s };
+    return (cudaError_t)job_run(&j);
 }
 
 static cudaError_t own_drv_memset_async(void *p, int value, size_t n, cudaStream_t s)
 {
-    return (cudaError_t)own_drv.memset_async((CUdeviceptr)(uintptr_t)p, (unsigned char)value, n, (CUstream)s);
+    job_t j = { .op = JOB_MEMSET_ASYNC, .dst = (CUdeviceptr)(uintptr_t)p, .value = (unsigned char)value, .n = n,
+                .s = (CUstream)s };
+    return (cudaError_t)job_run(&j);
 }
 
 static cudaError_t own_drv_stream_sync(cudaStream_t s)
 {
-    return (cudaError_t)own_drv.stream_sync((CUstream)s);
+    job_t j = { .op = JOB_STREAM_SYNC, .s = (CUstream)s };
+    return (cudaError_t)job_run(&j);
 }
 
 static cudaError_t own_drv_device_sync(void)
 {
-    return (cudaError_t)own_drv.ctx_sync();
+    job_t j = { .op = JOB_CTX_SYNC };
+    return (cudaError_t)job_run(&j);
 }
 
 static cudaError_t own_drv_stream_wait(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
-    return (cudaError_t)own_drv.stream_wait((CUstream)s, (CUevent)e, flags);
+    job_t j = { .op = JOB_STREAM_WAIT, .s = (CUstream)s, .e = (CUevent)e, .flags = flags };
+    return (cudaError_t)job_run(&j);
+}
+
+static cudaError_t own_drv_event_record(cudaEvent_t e, cudaStream_t s)
+{
+    job_t j = { .op = JOB_EVENT_RECORD, .e = (CUevent)e, .s = (CUstream)s };
+    return (cudaError_t)job_run(&j);
 }
 
 static void own_drv_ready(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, own_drv_resolve);
+}
+
+CUresult own_launch(launch_fn launch, CUfunction f, unsigned blocks, CUstream s, void **args)
+{
+    job_t j = { .op = JOB_LAUNCH, .launch = launch, .f = f, .blocks = blocks, .s = s, .args = args };
+    return own_in_driver_hook() ? job_run(&j) : job_do(&j);
 }
 
 void *own_driver_flavour(ft_shim_fn_t fn)
@@ -273,17 +448,17 @@ static event_record_fn rt_event_record;
 
 static cudaError_t own_event_record(cudaEvent_t e, cudaStream_t s)
 {
-    if (ft_driver_hook_depth > 0 && own_via_driver) {
+    if (own_in_driver_hook()) {
         own_drv_ready();
         if (own_drv.event_record != NULL)
-            return (cudaError_t)own_drv.event_record((CUevent)e, (CUstream)s);
+            return own_drv_event_record(e, s);
     }
     return rt_event_record(e, s);
 }
 
 static cudaError_t own_stream_wait(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
-    if (ft_driver_hook_depth > 0 && own_via_driver) {
+    if (own_in_driver_hook()) {
         own_drv_ready();
         if (own_drv.stream_wait != NULL)
             return own_drv_stream_wait(s, e, flags);

@@ -204,7 +204,6 @@ int ft_hooks_init(const struct ft_config *cfg)
     device_setup(stand_down);
     cfgp = cfg;
     log_diagnostics = cfg->log_diagnostics;
-    own_via_driver = cfg->driver_own_calls == FT_DRIVER_OWN_CALLS_DRIVER;
     include_items = copy_list(&cfg->include_patterns);
     exclude_items = copy_list(&cfg->exclude_patterns);
     ft_disc_params_t p = {

@@ -230,15 +230,15 @@ typedef struct {
 } prof_state_t;
 
 /* FlexTensor's own call of a runtime entry point: the real function, or, inside a
- * driver hook with FT_DRIVER_OWN_CALLS=driver, a stand-in of the same signature made of
- * driver calls where it has one (cuda.c's own_real; shim.h's ft_driver_hook_depth says
- * why). */
+ * driver hook once the application's profiler holds CUPTI, a stand-in of the same
+ * signature made of driver calls on FlexTensor's own-call thread, where it has one
+ * (cuda.c, "own calls inside a driver hook"). */
 #define REAL(name) ((name##_fn_t)own_real(FT_FN_##name))
-extern int own_via_driver; /* cuda.c's; written once by ft_hooks_init */
 void *own_driver_flavour(ft_shim_fn_t fn);
+int own_in_driver_hook(void);
 static inline void *own_real(ft_shim_fn_t fn)
 {
-    if (__builtin_expect(ft_driver_hook_depth > 0 && own_via_driver, 0)) {
+    if (__builtin_expect(ft_driver_hook_depth > 0, 0) && own_in_driver_hook()) {
         void *p = own_driver_flavour(fn);
         if (p != NULL)
             return p;
@@ -450,6 +450,12 @@ typedef struct {
     int units;                /* dev and host are there: the residency engine may use it */
     size_t n;                 /* the units dev and host have room for (checksum_room) */
 } ck_state_t;
+
+/* cuda.c: launches one of FlexTensor's own kernels (f on `blocks` blocks of 256
+ * threads, on s) through `launch` (cuLaunchKernel): on the own-call thread inside a
+ * driver hook once the application's profiler holds CUPTI ("own calls inside a driver
+ * hook"), else here. */
+CUresult own_launch(launch_fn launch, CUfunction f, unsigned blocks, CUstream s, void **args);
 
 /* The host store of a streamed region: FT_PINNED_MEMORY (pinned or pageable) and
  * FT_PINNED_MEMORY_MODE (cudaHostAlloc, or page-aligned memory registered in place). */

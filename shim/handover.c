@@ -88,16 +88,19 @@ void ft_hook_cupti_wanted(ft_shim_fn_t by, const void *caller, const void *real)
     else
         FT_INFO("the application uses CUPTI (%s, during %s); FlexTensor did not hold it, and will not "
                 "attach it again", ft_shim_fn_name(by), engine_phase_name(handover.phase));
-    /* Before the plan, FlexTensor stands down, before the application's call goes on. On
-     * the H200, torch.profiler recording while FlexTensor discovered died at its exit
-     * ("inserted.second INTERNAL ASSERT FAILED", collection.cpp:1152): FlexTensor's own
-     * CUDA calls within one of its hooks (a free's device synchronisation, checksum,
-     * copies, unmapping) came out of CUPTI under one correlation id, and Kineto asserts
-     * on two flow starts sharing one, with FT_CUPTI=off and with those calls made through
-     * the driver alike (FT_CUPTI_AUDIT named them). Standing down, FlexTensor makes no
-     * more calls of its own: the profile is the program's, and the program runs as it
-     * would without FlexTensor (everything resident, the verdict says why). */
-    if (handover.phase == PHASE_DISCOVERY || handover.phase == PHASE_PROFILING) {
+    /* Before the plan, with FT_CUPTI_HANDOVER=stand-down (the default), FlexTensor
+     * stands down, before the application's call goes on. On the H200, torch.profiler
+     * recording while FlexTensor discovered died at its exit ("inserted.second INTERNAL
+     * ASSERT FAILED", collection.cpp:1152): FlexTensor's own CUDA calls within one of its
+     * hooks (a free's device synchronisation, checksum, copies, unmapping) came out of
+     * CUPTI under one correlation id, and Kineto asserts on two flow starts sharing one
+     * (FT_CUPTI_AUDIT named them). Such calls inside a driver hook are now made on the
+     * own-call thread (cuda.c), each under an id of its own; `carry-on` relies on that,
+     * not yet measured on a GPU. Standing down, FlexTensor makes no more calls of its
+     * own: the profile is the program's, and the program runs as it would without
+     * FlexTensor (everything resident, the verdict says why). */
+    if ((handover.phase == PHASE_DISCOVERY || handover.phase == PHASE_PROFILING) &&
+        cfgp->cupti_handover == FT_CUPTI_HANDOVER_STAND_DOWN) {
         /* Called from a CUPTI wrapper, not a CUDA one: the stand-down's own CUDA calls
          * (FT_SPILL's allocations copied back) must pass through the driver hooks, not
          * enter the engine whose lock the stand-down holds. */
@@ -133,8 +136,9 @@ const char *handover_note(char *buf, size_t len)
     pthread_mutex_lock(&handover.lock);
     if (handover.done)
         snprintf(buf, len, "; the application's profiler had CUPTI from %s on%s", engine_phase_name(handover.phase),
-                 handover.phase == PHASE_DISCOVERY || handover.phase == PHASE_PROFILING
-                     ? " (before the plan: FlexTensor stood down)" : "");
+                 handover.phase != PHASE_DISCOVERY && handover.phase != PHASE_PROFILING ? ""
+                 : cfgp->cupti_handover == FT_CUPTI_HANDOVER_STAND_DOWN ? " (before the plan: FlexTensor stood down)"
+                                                                        : " (before the plan: FlexTensor carried on)");
     else if (len > 0)
         buf[0] = '\0';
     pthread_mutex_unlock(&handover.lock);

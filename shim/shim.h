@@ -68,8 +68,8 @@ typedef enum {
  * the runtime, whose cudaLaunchKernel reaches the driver through our cuGetProcAddress.
  * FlexTensor's own runtime calls made there are then nested in that open runtime call,
  * under its correlation id, where a profiler (torch.profiler) expects one CPU-side
- * record per id; FT_DRIVER_OWN_CALLS=driver makes them through the driver instead
- * (cuda.c, own_real). */
+ * record per id; once the application's profiler holds CUPTI they are made through the
+ * driver on FlexTensor's own-call thread instead (cuda.c, own_real). */
 extern __thread int ft_driver_hook_depth;
 
 /* The CUPTI wrappers' hook (shim/handover.c): code at `caller` (the wrapper's return

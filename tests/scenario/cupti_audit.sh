@@ -1,15 +1,16 @@
-# FT_CUPTI_AUDIT and FT_DRIVER_OWN_CALLS: torch.profiler asserts at the profiler's exit
-# when two CPU-side API records that start a flow share a correlation id (H200, torch
-# 2.11: "inserted.second INTERNAL ASSERT FAILED", collection.cpp's setParents).
+# FT_CUPTI_AUDIT and FlexTensor's own calls inside a call of the application's:
+# torch.profiler asserts at the profiler's exit when two CPU-side API records that
+# start a flow share a correlation id (H200, torch 2.11: "inserted.second INTERNAL
+# ASSERT FAILED", collection.cpp's setParents).
 # The audit reads the program's RUNTIME and DRIVER records before the program gets them
 # and reports every id carried twice; the program's records and output are unchanged.
 # The simulator gives a call nested in an open one the outer call's id and records
 # nested runtime calls (FTSIM_CUPTI_DUP_API writes one record twice). model --static-rt
 # launches a kernel as cuBLAS does, from a runtime call FlexTensor cannot see: its
-# pointer-table peek (a stream sync and a copy) and, after the plan, its loads then run
-# inside that call; FT_DRIVER_OWN_CALLS=driver makes them through the driver (on the
-# simulator that gives them ids of their own; on the H200 torch.profiler still
-# asserted with it, bench/RESULTS.md).
+# pointer-table peek (a stream sync and a copy) and, after the plan, its loads and
+# checksums run inside that call. Once the program holds CUPTI, FlexTensor makes them
+# through the driver on its own-call thread, each under an id of its own (shim/cuda.c);
+# before, they were runtime calls under the launch's id, two flow starts with it.
 . "$(dirname "$0")/lib.sh"
 L=(--layers 12 --dim 1024 --iters 12 --quiet --profile-from 0)
 
@@ -54,15 +55,23 @@ pass "FT_CUPTI_AUDIT off: nothing said"
 
 # FlexTensor's own calls inside a runtime call it cannot see (model --static-rt).
 sim "$MODEL" "${L[@]}" --ptr-arrays --static-rt --profile-from 8 >"$WORK/static-plain.out" || fail "--static-rt without the shim failed"
-# The program profiles from forward 8, after the plan: asking before it, it would make
-# FlexTensor stand down (handover.c), and FlexTensor's calls would stop.
+# The program profiles from forward 8, after the plan (FT_CUPTI_HANDOVER=stand-down,
+# the default, lets FlexTensor stream on after it).
 run static-rt FT_CUPTI_AUDIT=1 -- --ptr-arrays --static-rt --profile-from 8
-expect_grep "warning: CUPTI audit: correlation id [0-9]+ twice: RUNTIME cuda[A-Za-z]+ .* and RUNTIME cuda[A-Za-z]+ .*one inside the other on one thread; both start a flow" \
-    "$WORK/static-rt.err" "static-rt: the loads' calls inside the launch"
-run static-drv FT_CUPTI_AUDIT=1 FT_DRIVER_OWN_CALLS=driver -- --ptr-arrays --static-rt --profile-from 8
-expect_grep "$summary, 0 correlation id\(s\) seen twice" "$WORK/static-drv.err" "FT_DRIVER_OWN_CALLS=driver"
-for r in static-rt static-drv; do
-    [ "$(grep "^checksum" "$WORK/$r.out")" = "$(grep "^checksum" "$WORK/static-plain.out")" ] || fail "$r: checksum differs"
-    expect_grep "verdict: offloaded: 12 of 12 units stream" "$WORK/$r.err" "$r: verdict"
-done
-pass "a runtime call FlexTensor cannot see: its own calls there share the call's id (runtime), none does (FT_DRIVER_OWN_CALLS=driver); same output and plan"
+expect_grep "$summary, [0-9]+ correlation id\(s\) seen twice, 0 of them with two flow starts" "$WORK/static-rt.err" \
+    "static-rt: no two flow starts under one id"
+expect_no_grep "both start a flow" "$WORK/static-rt.err" "static-rt"
+[ "$(grep "^checksum" "$WORK/static-rt.out")" = "$(grep "^checksum" "$WORK/static-plain.out")" ] || fail "static-rt: checksum differs"
+expect_grep "verdict: offloaded: 12 of 12 units stream" "$WORK/static-rt.err" "static-rt: verdict"
+pass "a runtime call FlexTensor cannot see: its own calls there, once the program profiles, carry ids of their own; same output and plan"
+
+# The program profiles from its first forward, FlexTensor carrying on (discovery,
+# profiling and the plan under the program's profiler), at a third of the weights.
+sim "$MODEL" "${L[@]}" --ptr-arrays --static-rt >"$WORK/carry-plain.out" || fail "--static-rt from 0 without the shim failed"
+run carry FT_CUPTI_AUDIT=1 FT_CUPTI_HANDOVER=carry-on FT_GPU_MEM_LIMIT=16MiB -- --ptr-arrays --static-rt
+expect_grep "$summary, [0-9]+ correlation id\(s\) seen twice, 0 of them with two flow starts" "$WORK/carry.err" \
+    "carry-on: no two flow starts under one id"
+[ "$(grep "^checksum" "$WORK/carry.out")" = "$(grep "^checksum" "$WORK/carry-plain.out")" ] || fail "carry-on: checksum differs"
+expect_grep "verdict: offloaded: [1-9][0-9]* of 12 units stream \(memory mode.*before the plan: FlexTensor carried on" \
+    "$WORK/carry.err" "carry-on: verdict"
+pass "FT_CUPTI_HANDOVER=carry-on, the program profiling from the start: planned and streamed, no two flow starts under one id"

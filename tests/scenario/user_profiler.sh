@@ -3,7 +3,8 @@
 # callbacks) gets CUPTI whenever it asks, and records the same kernels of its own as
 # without FlexTensor; the output is unchanged. Before the plan FlexTensor then stands
 # down (on the H200 torch.profiler asserted on the correlation ids FlexTensor's own
-# calls shared in its trace), after it streams on. FlexTensor's own kernels show under their
+# calls shared in its trace), after it streams on; with FT_CUPTI_HANDOVER=carry-on it
+# carries on before the plan too. FlexTensor's own kernels show under their
 # own name (ft_checksum), its copies as copies. Before CUDA 13.3 a process has one
 # subscriber (the simulator too): without the hand-over, the program's subscribe would
 # fail with error 39 while FlexTensor holds CUPTI.
@@ -78,6 +79,21 @@ expect_grep "verdict: offloaded: [1-9][0-9]* of 12 units stream \(memory mode" "
 expect_grep "CUPTI: the application's profiler took it \(cuptiSubscribe\) during streaming; FlexTensor's own copies since.*: [1-9][0-9]* region load" \
     "$WORK/budget-linked-8.err" "own copies counted"
 pass "subscribe during discovery, profiling (FlexTensor stands down), after the plan (it streams on) (default settings, a third of the weights; dlsym and linked): same model kernels and output"
+
+# FT_CUPTI_HANDOVER=carry-on: asked during discovery or profiling, FlexTensor hands
+# CUPTI over and carries on: it plans and streams at a third of the weights, timing with
+# CUDA events, and the program records the same kernels of its own.
+for from in 0 3; do
+    for prog in "$MODEL" "$LINKED"; do
+        how=dlsym
+        [ "$prog" = "$MODEL" ] || how=linked
+        check carry-$how-$from $from "$prog" FT_SPILL=1 FT_GPU_MEM_LIMIT=16MiB FT_CUPTI_HANDOVER=carry-on
+        expect_grep "verdict: offloaded: [1-9][0-9]* of 12 units stream \(memory mode.*before the plan: FlexTensor carried on" \
+            "$WORK/carry-$how-$from.err" "carry-$how-$from: carried on"
+        expect_no_grep "stood down" "$WORK/carry-$how-$from.err" "carry-$how-$from"
+    done
+done
+pass "FT_CUPTI_HANDOVER=carry-on: subscribe during discovery or profiling, FlexTensor plans and streams; same model kernels and output"
 
 # FT_CUPTI_CONFIRM=first-pass: CUPTI is detached after discovery's first pass and
 # attached again for profiling (from forward 5): the program asking

@@ -88,6 +88,14 @@ static size_t memset_set(ft_scan_set_t *set, uint64_t dst, size_t pitch, size_t 
     return capture_copy_set(set, (const void *)(uintptr_t)dst, NULL, set_span(pitch, width, elem, height), 0);
 }
 
+/* FlexTensor stood down: graphs are no longer recorded (nothing will be streamed), and
+ * their calls pass through with no more than this check: XLA changes some 30 kernel
+ * nodes of its command buffer before each launch. */
+static int graphs_quiet(void)
+{
+    return engine_phase() == PHASE_STOOD_DOWN;
+}
+
 /* The node just added (ok: the real call succeeded) recorded with set's regions. */
 static void added(int ok, const void *node, const void *graph, ft_scan_set_t *set, uint64_t key, const char *name,
                   size_t written)
@@ -114,6 +122,8 @@ static void exec_set(int ok, const void *exec, const void *node, ft_scan_set_t *
 CUresult ft_hook_drv_graph_create(cuGraphCreate_fn_t real, CUgraph *g, unsigned int flags)
 {
     CUresult rc = real(g, flags);
+    if (graphs_quiet())
+        return rc;
     if (rc == CUDA_SUCCESS && g != NULL)
         capture_graph_made((uint64_t)(uintptr_t)*g);
     return rc;
@@ -123,6 +133,8 @@ CUresult ft_hook_drv_graph_add_kernel(cuGraphAddKernelNode_v2_fn_t real, CUgraph
                                       const CUgraphNode *deps, size_t nd, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     CUresult rc = real(n, g, deps, nd, p);
+    if (graphs_quiet())
+        return rc;
     if (rc != CUDA_SUCCESS || p == NULL || n == NULL)
         return rc; /* (CUDA 11's shorter struct: read only where the call succeeded) */
     ft_scan_set_t set;
@@ -137,6 +149,8 @@ CUresult ft_hook_drv_graph_add_memset(cuGraphAddMemsetNode_fn_t real, CUgraphNod
                                       CUcontext ctx)
 {
     CUresult rc = real(n, g, deps, nd, p, ctx);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL || n == NULL)
         return rc;
     ft_scan_set_t set;
@@ -149,6 +163,8 @@ CUresult ft_hook_drv_graph_add_memcpy(cuGraphAddMemcpyNode_fn_t real, CUgraphNod
                                       const CUgraphNode *deps, size_t nd, const CUDA_MEMCPY3D *p, CUcontext ctx)
 {
     CUresult rc = real(n, g, deps, nd, p, ctx);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL || n == NULL)
         return rc;
     ft_scan_set_t set;
@@ -161,6 +177,8 @@ CUresult ft_hook_drv_graph_add_empty(cuGraphAddEmptyNode_fn_t real, CUgraphNode 
                                      const CUgraphNode *deps, size_t nd)
 {
     CUresult rc = real(n, g, deps, nd);
+    if (graphs_quiet())
+        return rc;
     if (n == NULL)
         return rc;
     ft_scan_set_t set;
@@ -173,6 +191,8 @@ CUresult ft_hook_drv_graph_add_child(cuGraphAddChildGraphNode_fn_t real, CUgraph
                                      const CUgraphNode *deps, size_t nd, CUgraph child)
 {
     CUresult rc = real(n, g, deps, nd, child);
+    if (graphs_quiet())
+        return rc;
     if (rc == CUDA_SUCCESS && n != NULL)
         capture_child_added((uint64_t)(uintptr_t)g, *n, (uint64_t)(uintptr_t)child);
     return rc;
@@ -187,6 +207,8 @@ CUresult ft_hook_drv_graph_add_node(cuGraphAddNode_v2_fn_t real, CUgraphNode *n,
                                     const CUgraphEdgeData *edges, size_t nd, CUgraphNodeParams *p)
 {
     CUresult rc = real(n, g, deps, edges, nd, p);
+    if (graphs_quiet())
+        return rc;
     if (rc != CUDA_SUCCESS || n == NULL || p == NULL)
         return rc;
     ft_scan_set_t set;
@@ -226,6 +248,8 @@ CUresult ft_hook_drv_graph_add_node(cuGraphAddNode_v2_fn_t real, CUgraphNode *n,
     ret ft_hook_##hook(fn_t real, UNPAREN params)                          \
     {                                                                      \
         ret rc = real(__VA_ARGS__);                                        \
+        if (graphs_quiet())                                                \
+            return rc;                                                     \
         capture_node_changed((CUgraphNode)n);                              \
         return rc;                                                         \
     }
@@ -386,6 +410,8 @@ CUresult ft_hook_drv_graph_exec_kernel_params(cuGraphExecKernelNodeSetParams_v2_
                                               CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     CUresult rc = real(x, n, p);
+    if (graphs_quiet())
+        return rc;
     if (rc != CUDA_SUCCESS || p == NULL) {
         capture_exec_changed((uint64_t)(uintptr_t)x); /* (CUDA 11's shorter struct: not read) */
         return rc;
@@ -403,6 +429,8 @@ CUresult ft_hook_drv_graph_exec_memset_params(cuGraphExecMemsetNodeSetParams_fn_
                                               CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
 {
     CUresult rc = real(x, n, p, ctx);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL) {
         capture_exec_changed((uint64_t)(uintptr_t)x);
         return rc;
@@ -419,6 +447,8 @@ CUresult ft_hook_drv_graph_exec_memcpy_params(cuGraphExecMemcpyNodeSetParams_fn_
                                               CUgraphNode n, const CUDA_MEMCPY3D *p, CUcontext ctx)
 {
     CUresult rc = real(x, n, p, ctx);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL) {
         capture_exec_changed((uint64_t)(uintptr_t)x);
         return rc;
@@ -435,6 +465,8 @@ CUresult ft_hook_drv_graph_exec_child_params(cuGraphExecChildGraphNodeSetParams_
                                              CUgraphNode n, CUgraph child)
 {
     CUresult rc = real(x, n, child);
+    if (graphs_quiet())
+        return rc;
     change_t h = { .real = (void *)real, .child = child };
     node_redo_t redo = { drv_child_exec, NULL, &h };
     if (rc == CUDA_SUCCESS)
@@ -449,6 +481,8 @@ CUresult ft_hook_drv_graph_exec_child_params(cuGraphExecChildGraphNodeSetParams_
 cudaError_t ft_hook_rt_graph_create(cudaGraphCreate_fn_t real, cudaGraph_t *g, unsigned int flags)
 {
     cudaError_t rc = real(g, flags);
+    if (graphs_quiet())
+        return rc;
     if (rc == cudaSuccess && g != NULL)
         capture_graph_made((uint64_t)(uintptr_t)*g);
     return rc;
@@ -458,6 +492,8 @@ cudaError_t ft_hook_rt_graph_add_kernel(cudaGraphAddKernelNode_fn_t real, cudaGr
                                         const cudaGraphNode_t *deps, size_t nd, const struct cudaKernelNodeParams *p)
 {
     cudaError_t rc = real(n, g, deps, nd, p);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL || n == NULL)
         return rc;
     ft_scan_set_t set;
@@ -471,6 +507,8 @@ cudaError_t ft_hook_rt_graph_add_memset(cudaGraphAddMemsetNode_fn_t real, cudaGr
                                         const cudaGraphNode_t *deps, size_t nd, const struct cudaMemsetParams *p)
 {
     cudaError_t rc = real(n, g, deps, nd, p);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL || n == NULL)
         return rc;
     ft_scan_set_t set;
@@ -483,6 +521,8 @@ cudaError_t ft_hook_rt_graph_add_memcpy(cudaGraphAddMemcpyNode_fn_t real, cudaGr
                                         const cudaGraphNode_t *deps, size_t nd, const struct cudaMemcpy3DParms *p)
 {
     cudaError_t rc = real(n, g, deps, nd, p);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL || n == NULL)
         return rc;
     ft_scan_set_t set;
@@ -496,6 +536,8 @@ cudaError_t ft_hook_rt_graph_add_memcpy_1d(cudaGraphAddMemcpyNode1D_fn_t real, c
                                            size_t count, enum cudaMemcpyKind kind)
 {
     cudaError_t rc = real(n, g, deps, nd, dst, src, count, kind);
+    if (graphs_quiet())
+        return rc;
     if (n == NULL)
         return rc;
     ft_scan_set_t set;
@@ -508,6 +550,8 @@ cudaError_t ft_hook_rt_graph_add_empty(cudaGraphAddEmptyNode_fn_t real, cudaGrap
                                        const cudaGraphNode_t *deps, size_t nd)
 {
     cudaError_t rc = real(n, g, deps, nd);
+    if (graphs_quiet())
+        return rc;
     if (n == NULL)
         return rc;
     ft_scan_set_t set;
@@ -520,6 +564,8 @@ cudaError_t ft_hook_rt_graph_add_child(cudaGraphAddChildGraphNode_fn_t real, cud
                                        const cudaGraphNode_t *deps, size_t nd, cudaGraph_t child)
 {
     cudaError_t rc = real(n, g, deps, nd, child);
+    if (graphs_quiet())
+        return rc;
     if (rc == cudaSuccess && n != NULL)
         capture_child_added((uint64_t)(uintptr_t)g, (CUgraphNode)*n, (uint64_t)(uintptr_t)child);
     return rc;
@@ -531,6 +577,8 @@ cudaError_t ft_hook_rt_graph_exec_kernel_params(cudaGraphExecKernelNodeSetParams
                                                 cudaGraphNode_t n, const struct cudaKernelNodeParams *p)
 {
     cudaError_t rc = real(x, n, p);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL) {
         capture_exec_changed((uint64_t)(uintptr_t)x);
         return rc;
@@ -548,6 +596,8 @@ cudaError_t ft_hook_rt_graph_exec_memset_params(cudaGraphExecMemsetNodeSetParams
                                                 cudaGraphNode_t n, const struct cudaMemsetParams *p)
 {
     cudaError_t rc = real(x, n, p);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL) {
         capture_exec_changed((uint64_t)(uintptr_t)x);
         return rc;
@@ -564,6 +614,8 @@ cudaError_t ft_hook_rt_graph_exec_memcpy_params(cudaGraphExecMemcpyNodeSetParams
                                                 cudaGraphNode_t n, const struct cudaMemcpy3DParms *p)
 {
     cudaError_t rc = real(x, n, p);
+    if (graphs_quiet())
+        return rc;
     if (p == NULL) {
         capture_exec_changed((uint64_t)(uintptr_t)x);
         return rc;
@@ -581,6 +633,8 @@ cudaError_t ft_hook_rt_graph_exec_memcpy_1d(cudaGraphExecMemcpyNodeSetParams1D_f
                                             enum cudaMemcpyKind kind)
 {
     cudaError_t rc = real(x, n, dst, src, count, kind);
+    if (graphs_quiet())
+        return rc;
     ft_scan_set_t set;
     size_t w = plain_copy_set(&set, dst, src, count);
     change_t h = { .real = (void *)real, .dst = dst, .src = src, .count = count, .kind = kind };
@@ -593,6 +647,8 @@ cudaError_t ft_hook_rt_graph_exec_child_params(cudaGraphExecChildGraphNodeSetPar
                                                cudaGraphNode_t n, cudaGraph_t child)
 {
     cudaError_t rc = real(x, n, child);
+    if (graphs_quiet())
+        return rc;
     change_t h = { .real = (void *)real, .child = (CUgraph)child };
     node_redo_t redo = { rt_child_exec, NULL, &h };
     if (rc == cudaSuccess)

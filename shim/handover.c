@@ -88,17 +88,17 @@ void ft_hook_cupti_wanted(ft_shim_fn_t by, const void *caller, const void *real)
     else
         FT_INFO("the application uses CUPTI (%s, during %s); FlexTensor did not hold it, and will not "
                 "attach it again", ft_shim_fn_name(by), engine_phase_name(handover.phase));
-    /* Before the plan, with FT_CUPTI_HANDOVER=stand-down (the default), FlexTensor
-     * stands down, before the application's call goes on. On the H200, torch.profiler
+    /* Before the plan, FlexTensor carries on (FT_CUPTI_HANDOVER=carry-on, the default)
+     * or stands down, before the application's call goes on. On the H200, torch.profiler
      * recording while FlexTensor discovered died at its exit ("inserted.second INTERNAL
      * ASSERT FAILED", collection.cpp:1152): FlexTensor's own CUDA calls within one of its
      * hooks (a free's device synchronisation, checksum, copies, unmapping) came out of
      * CUPTI under one correlation id, and Kineto asserts on two flow starts sharing one
      * (FT_CUPTI_AUDIT named them). Such calls inside a driver hook are now made on the
-     * own-call thread (cuda.c), each under an id of its own; `carry-on` relies on that,
-     * not yet measured on a GPU. Standing down, FlexTensor makes no more calls of its
-     * own: the profile is the program's, and the program runs as it would without
-     * FlexTensor (everything resident, the verdict says why). */
+     * own-call thread (cuda.c), each under an id of its own: carrying on, the H200 run
+     * had no assert. Standing down, FlexTensor makes no more calls of its own: the
+     * profile is the program's, and the program runs as it would without FlexTensor
+     * (everything resident, the verdict says why). */
     if ((handover.phase == PHASE_DISCOVERY || handover.phase == PHASE_PROFILING) &&
         cfgp->cupti_handover == FT_CUPTI_HANDOVER_STAND_DOWN) {
         /* Called from a CUPTI wrapper, not a CUDA one: the stand-down's own CUDA calls

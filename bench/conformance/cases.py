@@ -810,7 +810,8 @@ def case_models(a, run):
             profiled_forwards(run, model)
         elif c == "profiler_late":
             # The profiler first starts after 40 forwards: FlexTensor has planned and
-            # streams (taking CUPTI before the plan makes it stand down instead).
+            # streams (taking CUPTI before the plan, it carries on;
+            # FT_CUPTI_HANDOVER=stand-down: stands down).
             profiled_forwards(run, model, windows=(("late", 40),))
         elif c == "graph":
             graph_replays(run, model)

@@ -55,8 +55,7 @@ pass "FT_CUPTI_AUDIT off: nothing said"
 
 # FlexTensor's own calls inside a runtime call it cannot see (model --static-rt).
 sim "$MODEL" "${L[@]}" --ptr-arrays --static-rt --profile-from 8 >"$WORK/static-plain.out" || fail "--static-rt without the shim failed"
-# The program profiles from forward 8, after the plan (FT_CUPTI_HANDOVER=stand-down,
-# the default, lets FlexTensor stream on after it).
+# The program profiles from forward 8, after the plan.
 run static-rt FT_CUPTI_AUDIT=1 -- --ptr-arrays --static-rt --profile-from 8
 expect_grep "$summary, [0-9]+ correlation id\(s\) seen twice, 0 of them with two flow starts" "$WORK/static-rt.err" \
     "static-rt: no two flow starts under one id"
@@ -65,13 +64,14 @@ expect_no_grep "both start a flow" "$WORK/static-rt.err" "static-rt"
 expect_grep "verdict: offloaded: 12 of 12 units stream" "$WORK/static-rt.err" "static-rt: verdict"
 pass "a runtime call FlexTensor cannot see: its own calls there, once the program profiles, carry ids of their own; same output and plan"
 
-# The program profiles from its first forward, FlexTensor carrying on (discovery,
-# profiling and the plan under the program's profiler), at a third of the weights.
+# The program profiles from its first forward, FlexTensor carrying on (the default:
+# discovery, profiling and the plan under the program's profiler), at a third of the
+# weights.
 sim "$MODEL" "${L[@]}" --ptr-arrays --static-rt >"$WORK/carry-plain.out" || fail "--static-rt from 0 without the shim failed"
-run carry FT_CUPTI_AUDIT=1 FT_CUPTI_HANDOVER=carry-on FT_GPU_MEM_LIMIT=16MiB -- --ptr-arrays --static-rt
+run carry FT_CUPTI_AUDIT=1 FT_GPU_MEM_LIMIT=16MiB -- --ptr-arrays --static-rt
 expect_grep "$summary, [0-9]+ correlation id\(s\) seen twice, 0 of them with two flow starts" "$WORK/carry.err" \
     "carry-on: no two flow starts under one id"
 [ "$(grep "^checksum" "$WORK/carry.out")" = "$(grep "^checksum" "$WORK/carry-plain.out")" ] || fail "carry-on: checksum differs"
 expect_grep "verdict: offloaded: [1-9][0-9]* of 12 units stream \(memory mode.*before the plan: FlexTensor carried on" \
     "$WORK/carry.err" "carry-on: verdict"
-pass "FT_CUPTI_HANDOVER=carry-on, the program profiling from the start: planned and streamed, no two flow starts under one id"
+pass "the program profiling from the start, FlexTensor carrying on (the default): planned and streamed, no two flow starts under one id"

@@ -184,6 +184,13 @@ for it in 1 12; do
 done
 expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/nodes-into-12.err" nodes-into-12
 expect_grep 'reads 11 streamed unit\(s\), more than the 2 slot\(s\) hold: cut into 11 segment' "$WORK/nodes-into-12.err" nodes-into-12
+# Stood down (here at FT_OBSERVE_MAX_LAUNCHES, before the graph is built): graphs are no
+# longer recorded, and their node calls and changes pass through (on the H200, XLA
+# changed some 30 kernel nodes before each launch; followed after standing down, its
+# decode ran 12-30% slower).
+run nodes-quiet --iters 12 --graph-nodes 3 --graph-nodes-update -- FT_OBSERVE_MAX_LAUNCHES=10 FT_DISCOVERY_ITERS=100
+expect_grep 'verdict: stood down: discovery did not find' "$WORK/nodes-quiet.err" nodes-quiet
+expect_no_grep 'built node by node' "$WORK/nodes-quiet.err" nodes-quiet
 L=(--layers 12 --dim 1024 --quiet --graph 3)
 # Before the plan, FT_SPILL holds allocations in host memory, the captured forward's
 # workspace among them (the model allocates it before its forwards and clears it first

@@ -1759,6 +1759,11 @@ static uint64_t idle_weight_bytes(ft_disc_t *d)
     uint64_t bytes = 0;
     rinfo_t *r, *rt;
     HASH_ITER(hh, d->rmap, r, rt) {
+        /* A piece of the program's own pool no copy filled: room its allocator has not
+         * used yet, not weights a set-up pass left aside. */
+        if ((r->flags & FT_REGION_PROGRAM) &&
+            (d->p.piece_span == NULL || d->p.piece_span(r->base) == 0))
+            continue;
         if (r->candidate && !r->freed && !r->varies && !r->written && !r->changed && !r->kernel_born &&
             r->unit < 0)
             bytes += r->size;

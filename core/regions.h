@@ -28,6 +28,9 @@ enum {
      * FT_REGION_PIECE_FIRST too. */
     FT_REGION_PIECE = 1u << 1,
     FT_REGION_PIECE_FIRST = 1u << 2,
+    /* A piece of memory the program mapped itself, served by the shim (its allocator's
+     * pool: what it has not used yet lies there too). */
+    FT_REGION_PROGRAM = 1u << 3,
 };
 
 typedef struct ft_regions ft_regions_t;

@@ -163,6 +163,14 @@
  *                 program maps itself (cuMemAddressReserve, cuMemCreate, cuMemMap,
  *                 cuMemSetAccess), as PyTorch with
  *                 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+ *   --own-vmm-export  as --own-vmm, each handle made exportable (a POSIX file
+ *                 descriptor) and exported before it is mapped, as NCCL's buffers
+ *                 shared with other processes
+ *   --own-vmm-pool N  as --own-vmm, the way XLA's allocator grows its pool: one address
+ *                 range reserved, chunks of N MiB (or the tensor's size, if larger) mapped
+ *                 one after another as the pool needs them, each tensor carved after the
+ *                 last at 256-byte alignment; nothing is given back until the end, where
+ *                 one cuMemUnmap covers every chunk
  *   --init-twice  with --init-kernel: after all the weights, layer 0's weight (the one
  *                 region alive at the first launch) is written again by the same fill
  *                 kernel, with a host synchronisation between (transformers initialising
@@ -622,7 +630,7 @@ static void drv_alloc_resolve(void)
 /* --own-vmm: the weights in device memory the program maps itself, as PyTorch's
  * expandable_segments does (cuMemAddressReserve, cuMemCreate, cuMemMap,
  * cuMemSetAccess), one mapping per tensor. */
-static int own_vmm;
+static int own_vmm, own_vmm_export, own_vmm_pool_mib;
 static struct own_map {
     void *p;
     size_t size;
@@ -641,6 +649,7 @@ static struct {
     CUresult (*unmap)(CUdeviceptr, size_t);
     CUresult (*release)(CUmemGenericAllocationHandle);
     CUresult (*address_free)(CUdeviceptr, size_t);
+    CUresult (*export_fd)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long);
 } vm;
 
 static void own_vmm_resolve(void)
@@ -657,12 +666,74 @@ static void own_vmm_resolve(void)
         vm.unmap = dlsym(cuda, "cuMemUnmap");
         vm.release = dlsym(cuda, "cuMemRelease");
         vm.address_free = dlsym(cuda, "cuMemAddressFree");
+        vm.export_fd = dlsym(cuda, "cuMemExportToShareableHandle");
     }
     if (!vm.reserve || !vm.create || !vm.map || !vm.access || !vm.gran || !vm.unmap || !vm.release ||
         !vm.address_free) {
         fprintf(stderr, "model: --own-vmm: the driver's virtual memory calls not found\n");
         exit(1);
     }
+}
+
+/* --own-vmm-pool: the reserved range, how much of it is mapped, how much carved. */
+static struct {
+    CUdeviceptr base;
+    size_t reserved, mapped, used;
+} vpool;
+
+static void *own_vmm_alloc(size_t bytes);
+
+static void *vpool_alloc(size_t bytes, const CUmemAllocationProp *prop, size_t g)
+{
+    CUmemAccessDesc ad = { { CU_MEM_LOCATION_TYPE_DEVICE, device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    if (vpool.base == 0) {
+        vpool.reserved = (size_t)1 << 30;
+        if (vm.reserve(&vpool.base, vpool.reserved, 0, 0, 0) != CUDA_SUCCESS) {
+            fprintf(stderr, "model: --own-vmm-pool: reserving the pool failed\n");
+            exit(1);
+        }
+    }
+    size_t at = (vpool.used + 255) / 256 * 256;
+    while (at + bytes > vpool.mapped) {
+        size_t chunk = (size_t)own_vmm_pool_mib << 20;
+        if (chunk < at + bytes - vpool.mapped)
+            chunk = at + bytes - vpool.mapped;
+        chunk = (chunk + g - 1) / g * g;
+        CUmemGenericAllocationHandle h = 0;
+        CUdeviceptr va = vpool.base + vpool.mapped;
+        if (vpool.mapped + chunk > vpool.reserved || n_own_maps == (int)(sizeof own_maps / sizeof *own_maps) ||
+            vm.create(&h, chunk, prop, 0) != CUDA_SUCCESS || vm.map(va, chunk, 0, h, 0) != CUDA_SUCCESS ||
+            vm.access(va, chunk, &ad, 1) != CUDA_SUCCESS) {
+            fprintf(stderr, "model: --own-vmm-pool: growing the pool by %zu bytes failed\n", chunk);
+            exit(1);
+        }
+        own_maps[n_own_maps++] = (struct own_map){ (void *)(uintptr_t)va, chunk, h };
+        vpool.mapped += chunk;
+    }
+    vpool.used = at + bytes;
+    return (void *)(uintptr_t)(vpool.base + at);
+}
+
+/* The pool given back: one unmap over every chunk, then each handle, then the range. */
+static void vpool_release(void)
+{
+    if (vpool.base == 0)
+        return;
+    if (vm.unmap(vpool.base, vpool.mapped) != CUDA_SUCCESS) {
+        fprintf(stderr, "model: --own-vmm-pool: unmapping the pool failed\n");
+        exit(1);
+    }
+    for (int i = 0; i < n_own_maps; i++)
+        if (vm.release(own_maps[i].h) != CUDA_SUCCESS) {
+            fprintf(stderr, "model: --own-vmm-pool: releasing a chunk failed\n");
+            exit(1);
+        }
+    n_own_maps = 0;
+    if (vm.address_free(vpool.base, vpool.reserved) != CUDA_SUCCESS) {
+        fprintf(stderr, "model: --own-vmm-pool: freeing the pool's range failed\n");
+        exit(1);
+    }
+    vpool.base = 0;
 }
 
 static void *own_vmm_alloc(size_t bytes)
@@ -673,6 +744,8 @@ static void *own_vmm_alloc(size_t bytes)
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = device;
+    if (own_vmm_export)
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     size_t g = 0;
     CUdeviceptr va = 0;
     CUmemGenericAllocationHandle h = 0;
@@ -682,8 +755,14 @@ static void *own_vmm_alloc(size_t bytes)
         fprintf(stderr, "model: --own-vmm: no granularity, or too many mappings\n");
         exit(1);
     }
+    if (own_vmm_pool_mib > 0)
+        return vpool_alloc(bytes, &prop, g);
     size_t size = (bytes + g - 1) / g * g;
+    int fd = -1;
     if (vm.reserve(&va, size, 0, 0, 0) != CUDA_SUCCESS || vm.create(&h, size, &prop, 0) != CUDA_SUCCESS ||
+        (own_vmm_export && (vm.export_fd == NULL ||
+                            vm.export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS ||
+                            close(fd) != 0)) ||
         vm.map(va, size, 0, h, 0) != CUDA_SUCCESS || vm.access(va, size, &ad, 1) != CUDA_SUCCESS) {
         fprintf(stderr, "model: --own-vmm: mapping %zu bytes failed\n", size);
         exit(1);
@@ -694,6 +773,9 @@ static void *own_vmm_alloc(size_t bytes)
 
 static int own_vmm_free(void *p)
 {
+    if (own_vmm_pool_mib > 0)
+        return vpool.base != 0 && (CUdeviceptr)(uintptr_t)p >= vpool.base &&
+               (CUdeviceptr)(uintptr_t)p < vpool.base + vpool.mapped; /* kept until the end */
     for (int i = 0; i < n_own_maps; i++) {
         if (own_maps[i].p != p)
             continue;
@@ -1210,8 +1292,9 @@ static void use_drv_workspace(cudaStream_t stream)
         CHECK(cudaMemsetAsync((void *)(uintptr_t)drv_workspace, 0, bytes, stream));
 }
 
-/* --outside-from: 4 MiB mapped through the driver's virtual memory calls, which the
- * shim neither serves nor tracks (the first thread to get there). */
+/* --outside-from: 4 MiB mapped through the driver's virtual memory calls, its handle
+ * exported first (NCCL's way), which the shim leaves to the program and does not track
+ * (the first thread to get there). */
 static void allocate_outside(void)
 {
     static int done;
@@ -1227,15 +1310,22 @@ static void allocate_outside(void)
         create_fn create = cuda ? (create_fn)dlsym(cuda, "cuMemCreate") : NULL;
         map_fn map = cuda ? (map_fn)dlsym(cuda, "cuMemMap") : NULL;
         access_fn access = cuda ? (access_fn)dlsym(cuda, "cuMemSetAccess") : NULL;
+        typedef int (*export_fn)(void *, unsigned long long, CUmemAllocationHandleType, unsigned long long);
+        export_fn export_fd = cuda ? (export_fn)dlsym(cuda, "cuMemExportToShareableHandle") : NULL;
+        /* Exported before it is mapped, as NCCL's buffers are: the program's own memory,
+         * which FlexTensor leaves to it. */
         CUmemAllocationProp prop = { 0 };
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = device;
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         CUmemAccessDesc acc = { prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
         unsigned long long va = 0, h = 0;
         size_t bytes = 4u << 20;
-        if (!reserve || !create || !map || !access || reserve(&va, bytes, 0, 0, 0) != 0 ||
-            create(&h, bytes, &prop, 0) != 0 || map(va, bytes, 0, h, 0) != 0 || access(va, bytes, &acc, 1) != 0) {
+        int fd = -1;
+        if (!reserve || !create || !map || !access || !export_fd || reserve(&va, bytes, 0, 0, 0) != 0 ||
+            create(&h, bytes, &prop, 0) != 0 || export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != 0 ||
+            close(fd) != 0 || map(va, bytes, 0, h, 0) != 0 || access(va, bytes, &acc, 1) != 0) {
             fprintf(stderr, "model: 4 MiB outside the runtime could not be mapped\n");
             exit(1);
         }
@@ -2370,6 +2460,10 @@ int main(int argc, char **argv)
             init_kernel = 1;
         else if (strcmp(a, "--own-vmm") == 0)
             own_vmm = 1;
+        else if (strcmp(a, "--own-vmm-export") == 0)
+            own_vmm = own_vmm_export = 1;
+        else if (strcmp(a, "--own-vmm-pool") == 0 && i + 1 < argc)
+            own_vmm = 1, own_vmm_pool_mib = parse_int(a, argv[++i], 1, 1024);
         else if (strcmp(a, "--init-twice") == 0)
             init_twice = 1;
         else if (strcmp(a, "--init-other") == 0)
@@ -2503,7 +2597,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -2715,6 +2809,8 @@ int main(int argc, char **argv)
         CHECK(cudaFree(segs[i]));
     for (int i = 0; i < n_pool_segs; i++)
         CHECK(cudaFree(pool_segs[i]));
+    if (own_vmm_pool_mib > 0)
+        vpool_release();
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
                           peek_after >= 0 || cross_from >= 0 || skip_from >= 0 || gather_from >= 0 ||

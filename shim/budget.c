@@ -359,6 +359,18 @@ uint64_t budget_free_begin(const void *p)
     return bytes;
 }
 
+/* budget_free_begin for `bytes` of the program's own mappings (progmap.c), which may be
+ * part of an allocation's pieces. */
+uint64_t budget_free_begin_bytes(uint64_t bytes)
+{
+    unsigned s = engine_state();
+    int kept = (state_phase(s) == PHASE_STREAMING && plan.in.budget_bytes != 0) || state_spill(s);
+    if (!kept)
+        return 0;
+    __atomic_add_fetch(&releasing, bytes, __ATOMIC_RELAXED);
+    return bytes;
+}
+
 void budget_free_end(uint64_t bytes)
 {
     __atomic_sub_fetch(&releasing, bytes, __ATOMIC_RELAXED);

@@ -155,6 +155,9 @@ typedef struct {
      * `handle`'s allocation (phys.c: one may back a run of pieces); 0: it lies inside
      * an earlier piece's mapping, and is unmapped with it. */
     uint32_t map_n;
+    /* The program reserved the address range and mapped it (progmap.c): freeing it
+     * leaves the range reserved, the program's to free. */
+    int external;
     UT_hash_handle hh;
 } vmm_t;
 
@@ -976,19 +979,31 @@ extern const vmm_place_t spill_placement; /* vmm_alloc's placement under FT_SPIL
 extern uint64_t vmm_pad;
 /* hooks_alloc.c: device memory the program maps itself (cuMemMap), now and at most;
  * atomic. */
-extern uint64_t program_mapped, program_mapped_peak;
+extern uint64_t program_mapped, program_mapped_peak; /* progmap.c's */
+/* hooks_alloc.c: the program's own mapping at va served as an allocation of
+ * FlexTensor's there (progmap.c), and freed. */
+CUresult alloc_program_mapping(uint64_t va, size_t size);
+void free_program_mapping(uint64_t va, uint64_t size);
+uint64_t budget_free_begin_bytes(uint64_t bytes);
+void progmap_report(void);
 void vmm_setup(uint64_t min_bytes, uint64_t reserve);
 int vmm_serves(size_t size);
 uint64_t device_bytes(void);
 vmm_t *vmm_find(uint64_t va);
 vmm_t *vmm_find_held(uint64_t va); /* in a vmm_each callback */
 size_t vmm_gran(void); /* the mapping granularity, 0 before the first allocation */
+size_t vmm_gran_now(void); /* the same, learnt now if need be; 0: no virtual memory */
 void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
 void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
 CUresult set_access(CUdevice dev, uint64_t va, size_t len);
 CUmemAllocationProp vmm_prop(CUdevice dev); /* pinned memory on dev */
 CUresult map_physical(CUdevice dev, uint64_t va, size_t len, CUmemGenericAllocationHandle *h, int given, uint64_t ns[3], int no_access);
 cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *place, uint64_t *admitted);
+/* vmm_alloc at an address the program reserved (at: granule-aligned; size: whole
+ * granules): the program's own mapping, served (progmap.c). */
+cudaError_t vmm_alloc_at(uint64_t at, size_t size, int pieced, const vmm_place_t *place, uint64_t *admitted);
+vmm_t *vmm_chain_before(uint64_t va);
+int vmm_free_program(uint64_t va, uint64_t len, int (*forget)(vmm_t *v));
 uint64_t vmm_bytes(const vmm_t *v); /* an allocation's mapped bytes, all its pieces' */
 void vmm_note_copy(const void *dst, size_t n);
 vmm_t *vmm_piece_first(vmm_t *v);

@@ -188,6 +188,52 @@ CUresult ft_hook_drv_malloc(cuMemAlloc_v2_fn_t real, CUdeviceptr *dptr, size_t n
     return rc;
 }
 
+/* progmap.c: the program's own mapping of size bytes at va (reserved by it), served as
+ * an allocation at that address: admitted, from virtual memory in pieces, tracked. Right
+ * after another served mapping, its pieces continue that one's allocation (vmm.c's
+ * vmm_chain_before): no first piece of its own. */
+CUresult alloc_program_mapping(uint64_t va, size_t size)
+{
+    if (!vmm_serves(size))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int chained = vmm_chain_before(va) != NULL;
+    alloc_t a = { budget_admit(size, 0), FT_REGION_VMM | FT_REGION_PIECE | FT_REGION_PROGRAM, 0 };
+    cudaError_t rc = vmm_alloc_at(va, size, 1, &spill_placement, &a.admitted);
+    void *p = rc == cudaSuccess ? (void *)(uintptr_t)va : NULL;
+    if (p != NULL && chained) {
+        size_t g = vmm_gran();
+        for (size_t off = 0; off < size; off += g)
+            track_one((char *)p + off, size - off < g ? size - off : g, a.flags);
+        admit_done(a.adm, size, 1);
+        if (a.admitted > 0) {
+            res_lock();
+            admitting -= a.admitted;
+            pthread_mutex_unlock(&res.lock);
+        }
+    } else {
+        alloc_end(&a, size, p);
+    }
+    return rc == cudaSuccess ? CUDA_SUCCESS
+         : rc == cudaErrorMemoryAllocation ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ... and its unmapping: each piece untracked, released; the address range stays the
+ * program's. */
+void free_program_mapping(uint64_t va, uint64_t size)
+{
+    uint64_t bytes = budget_free_begin_bytes(size);
+    size_t g = vmm_gran();
+    for (uint64_t off = 0; g != 0 && off < size; off += g) {
+        ft_region_t r;
+        if (ft_regions_remove(regions, va + off, &r) == 0) {
+            ft_disc_region_freed(disc, r.id);
+            reload_note_free(r.id);
+        }
+    }
+    vmm_free_program(va, size, res_forget);
+    budget_free_end(bytes);
+}
+
 CUresult ft_hook_drv_free(cuMemFree_v2_fn_t real, CUdeviceptr dptr)
 {
     void *p = (void *)(uintptr_t)dptr;
@@ -227,43 +273,5 @@ CUresult ft_hook_drv_mem_get_info(cuMemGetInfo_v2_fn_t real, size_t *free_b, siz
     CUresult rc = real(free_b, total_b);
     if (rc == CUDA_SUCCESS && free_b != NULL && total_b != NULL)
         budget_view(free_b, total_b);
-    return rc;
-}
-
-/* --- the program's own mappings ------------------------------------------------------
- *
- * A program that maps device memory itself (cuMemCreate + cuMemMap: PyTorch with
- * PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, NCCL's buffers) holds it outside
- * every allocation FlexTensor serves: no region of the table, nothing discovery can
- * find or the engine can move. The bytes mapped now are counted, said once, and named
- * in a verdict that planned nothing. FlexTensor's own mappings go to the driver
- * directly (cuda.c's drv), never through these wrappers. */
-uint64_t program_mapped;      /* bytes the program has mapped now (atomic) */
-uint64_t program_mapped_peak; /* the most it had mapped at once (atomic) */
-
-CUresult ft_hook_drv_mem_map(cuMemMap_fn_t real, CUdeviceptr ptr, size_t size, size_t offset,
-                             CUmemGenericAllocationHandle handle, unsigned long long flags)
-{
-    CUresult rc = real(ptr, size, offset, handle, flags);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    uint64_t now = __atomic_add_fetch(&program_mapped, size, __ATOMIC_RELAXED);
-    uint64_t peak = __atomic_load_n(&program_mapped_peak, __ATOMIC_RELAXED);
-    while (now > peak &&
-           !__atomic_compare_exchange_n(&program_mapped_peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-    static int said; /* atomic: any thread may map first */
-    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-        FT_INFO("the program maps device memory itself (cuMemMap: PyTorch's "
-                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True does, and NCCL): FlexTensor neither "
-                "finds weights there nor moves them");
-    return rc;
-}
-
-CUresult ft_hook_drv_mem_unmap(cuMemUnmap_fn_t real, CUdeviceptr ptr, size_t size)
-{
-    CUresult rc = real(ptr, size);
-    if (rc == CUDA_SUCCESS)
-        __atomic_fetch_sub(&program_mapped, size, __ATOMIC_RELAXED);
     return rc;
 }

@@ -252,8 +252,8 @@ static void cupti_after_first_pass(void)
 static uint64_t disc_launches, prof_launches;
 
 /* Discovery looks, every OWN_MAPPED_EVERY launches, for a program whose own mappings
- * (cuMemMap: PyTorch's expandable_segments) alone exceed the budget while what
- * FlexTensor allocated for it fits: the weights are in memory FlexTensor cannot move,
+ * (cuMemMap of handles FlexTensor did not stand in for: exported, another device's,
+ * progmap.c) alone exceed the budget while what FlexTensor allocated for it fits: the weights are in memory FlexTensor cannot move,
  * so there is nothing to gain, and it stands down at once instead of paying
  * observation until the bound (model --own-vmm). */
 #define OWN_MAPPED_EVERY 256
@@ -267,8 +267,9 @@ static int own_memory_only(char why[WHY_LEN])
     if (budget == 0 || own <= budget || held > budget)
         return 0;
     char a[32], b[32], c[32];
-    snprintf(why, WHY_LEN, "the program maps its device memory itself (cuMemMap, %s: PyTorch's expandable_segments), "
-             "more than the budget %s, and FlexTensor's allocations (%s) fit it: nothing it can move would help",
+    snprintf(why, WHY_LEN, "the program maps its device memory itself (cuMemMap, %s, of handles FlexTensor does not "
+             "stand in for: exported, or another device's), more than the budget %s, and FlexTensor's "
+             "allocations (%s) fit it: nothing it can move would help",
              human_bytes(own, a, sizeof a), human_bytes(budget, b, sizeof b), human_bytes(held, c, sizeof c));
     return 1;
 }

@@ -274,6 +274,7 @@ void ft_hooks_report(void)
     timing_report();
     host_store_report();
     handover_report();
+    progmap_report();
     ft_cupti_audit_report();
     if (spill_hinted > 0)
         FT_INFO("FT_SPILL: %llu allocation(s) started in host memory because the saved profile's plan "
@@ -431,8 +432,8 @@ void ft_hooks_verdict(void)
         uint64_t own = __atomic_load_n(&program_mapped_peak, __ATOMIC_RELAXED);
         size_t at = strlen(why);
         if (own > 0 && at < sizeof why)
-            snprintf(why + at, sizeof why - at, "; the program mapped up to %s of device memory itself (cuMemMap: "
-                     "PyTorch's expandable_segments, for one), which FlexTensor neither searches nor moves",
+            snprintf(why + at, sizeof why - at, "; the program mapped up to %s of device memory itself (cuMemMap of "
+                     "handles FlexTensor does not stand in for), which FlexTensor neither searches nor moves",
                      human_bytes(own, a, sizeof a));
     } else if (plan.rc == -ENOSPC) {
         size_t kept = 0;

@@ -251,7 +251,7 @@ static void placed(vmm_t *v, int in_host, const vmm_place_t *place, uint64_t *ad
  * says whether it starts in host memory, and counts it. *admitted: bytes counted in
  * `admitting`, for the caller to take off once the region is tracked. */
 static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t size, const vmm_place_t *place,
-                             uint64_t *admitted);
+                             uint64_t *admitted, int external, vmm_t *chain);
 /* Some allocation was served in pieces (atomic): until then a copy costs nothing in
  * vmm_note_copy. */
 static int pieces_made;
@@ -260,19 +260,25 @@ static int pieces_made;
  * load's mappings too many. A larger allocation is served whole. */
 #define PIECES_MAX 8192
 
-cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *place, uint64_t *admitted)
+/* at: 0, or the address the program reserved (external). */
+static cudaError_t alloc_at(uint64_t at, void **out, size_t size, int pieced, const vmm_place_t *place,
+                            uint64_t *admitted)
 {
     CUdevice dev;
     if (!vmm_ready(&dev))
         return cudaErrorNotSupported;
     size_t len = (size + vmm_granularity - 1) / vmm_granularity * vmm_granularity;
-    CUdeviceptr va = 0;
+    int external = at != 0;
+    CUdeviceptr va = (CUdeviceptr)at;
     CUmemGenericAllocationHandle h = 0;
-    CUresult rc = va_get(len, &va);
+    CUresult rc = external ? CUDA_SUCCESS : va_get(len, &va);
     if (rc != CUDA_SUCCESS)
         goto fail;
-    if (pieced && len / vmm_granularity >= 2 && len / vmm_granularity <= PIECES_MAX) {
-        if ((rc = alloc_pieces(dev, va, len, size, place, admitted)) != CUDA_SUCCESS)
+    /* The program's own mapping: always pieces, and, right after another one served, more
+     * pieces of that one's allocation (vmm_chain_before). */
+    vmm_t *chain = external ? vmm_chain_before(va) : NULL;
+    if (external || (pieced && len / vmm_granularity >= 2 && len / vmm_granularity <= PIECES_MAX)) {
+        if ((rc = alloc_pieces(dev, va, len, size, place, admitted, external, chain)) != CUDA_SUCCESS)
             goto fail_va;
         *out = (void *)(uintptr_t)va;
         return cudaSuccess;
@@ -288,7 +294,7 @@ cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *pl
             rc = CUDA_ERROR_OUT_OF_MEMORY;
             goto fail_va;
         }
-        *v = (vmm_t){ .va = va, .size = len, .asked = size, .spilled = 1, .host = host };
+        *v = (vmm_t){ .va = va, .size = len, .asked = size, .spilled = 1, .host = host, .external = external };
         pthread_mutex_lock(&vmm_lock);
         HASH_ADD(hh, vmms, va, sizeof v->va, v);
         pthread_mutex_unlock(&vmm_lock);
@@ -308,6 +314,7 @@ cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *pl
     v->size = len;
     v->asked = size;
     v->handle = h;
+    v->external = external;
     pthread_mutex_lock(&vmm_lock);
     HASH_ADD(hh, vmms, va, sizeof v->va, v);
     int added = v->hh.tbl != NULL;
@@ -325,13 +332,25 @@ fail_map:
     drv.unmap(va, len);
     drv.release(h);
 fail_va:
-    va_put(va, len);
+    if (!external)
+        va_put(va, len);
 fail:
     if (rc == CUDA_ERROR_OUT_OF_MEMORY)
         return cudaErrorMemoryAllocation;
     FT_LOG_CAPPED(FT_LOG_WARN, 3, "virtual memory allocation of %zu bytes failed (CUresult %d); "
                   "passing it to cudaMalloc", size, (int)rc);
     return cudaErrorNotSupported;
+}
+
+cudaError_t vmm_alloc(void **out, size_t size, int pieced, const vmm_place_t *place, uint64_t *admitted)
+{
+    return alloc_at(0, out, size, pieced, place, admitted);
+}
+
+cudaError_t vmm_alloc_at(uint64_t at, size_t size, int pieced, const vmm_place_t *place, uint64_t *admitted)
+{
+    void *out = NULL;
+    return at == 0 ? cudaErrorInvalidValue : alloc_at(at, &out, size, pieced, place, admitted);
 }
 
 /* [va, va + len), reserved, served in pieces of one granule, each with physical memory
@@ -342,7 +361,7 @@ fail:
  * it); before the plan FT_SPILL moves it whole, after it the units move its pieces.
  * Access is set once, for the whole range. */
 static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t size, const vmm_place_t *place,
-                             uint64_t *admitted)
+                             uint64_t *admitted, int external, vmm_t *chain)
 {
     size_t g = vmm_granularity, n = len / g, k;
     vmm_t **p = calloc(n, sizeof *p);
@@ -362,7 +381,8 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
             break;
         }
         *p[k] = (vmm_t){ .va = va + k * g, .size = g, .asked = size - k * g < g ? size - k * g : g, .handle = h,
-                         .piece = 1, .pieces = k == 0 ? (uint32_t)n : 0, .map_n = 1 };
+                         .piece = 1, .pieces = k == 0 && chain == NULL ? (uint32_t)n : 0, .map_n = 1,
+                         .external = external };
     }
     if (rc == CUDA_SUCCESS)
         rc = set_access(dev, va, len);
@@ -377,6 +397,8 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
             for (size_t j = 0; j < k; j++)
                 HASH_DEL(vmms, p[j]);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else if (chain != NULL) {
+            chain->pieces += (uint32_t)n;
         }
         pthread_mutex_unlock(&vmm_lock);
         k = n;
@@ -392,13 +414,95 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
     }
     __atomic_store_n(&pieces_made, 1, __ATOMIC_RELAXED);
     char a[32];
-    FT_LOG_CAPPED(FT_LOG_INFO, 3, "an allocation of %s, over half the budget, is served in %zu pieces of %zu KiB, "
-                  "so that units can hold parts of it", human_bytes(size, a, sizeof a), n, g >> 10);
+    if (!external)
+        FT_LOG_CAPPED(FT_LOG_INFO, 3, "an allocation of %s, over half the budget, is served in %zu pieces of %zu "
+                      "KiB, so that units can hold parts of it", human_bytes(size, a, sizeof a), n, g >> 10);
     /* The pad and the admission as for one allocation of len bytes. */
     vmm_t whole = { .va = va, .size = len, .asked = size };
     placed(&whole, 0, place, admitted);
     free(p);
     return CUDA_SUCCESS;
+}
+
+/* The granularity, asked of the driver now if no allocation has yet; 0 when virtual
+ * memory cannot serve allocations. */
+size_t vmm_gran_now(void)
+{
+    CUdevice dev;
+    return vmm_ready(&dev) ? vmm_gran() : 0;
+}
+
+static void release_one(vmm_t *v, int (*forget)(vmm_t *v));
+
+/* The first piece of the program's own mapping that ends right at va (served, the
+ * program's address: the mappings it makes end to end are one allocation's pieces, as a
+ * buffer of its allocator may lie across two), or NULL. */
+vmm_t *vmm_chain_before(uint64_t va)
+{
+    size_t g = vmm_gran();
+    if (g == 0 || va < g)
+        return NULL;
+    vmm_t *last = vmm_find(va - g);
+    if (last == NULL || !last->external || !last->piece)
+        return NULL;
+    vmm_t *first = vmm_piece_first(last);
+    return first != NULL && first->va + (uint64_t)first->pieces * g == va ? first : NULL;
+}
+
+/* The pieces of the program's own mappings in [va, va + len) released (forget: as
+ * vmm_free's), the address range staying the program's. The allocation they were pieces
+ * of keeps what lies before them; what lies after becomes one of its own. 1 when some
+ * piece was there. */
+int vmm_free_program(uint64_t va, uint64_t len, int (*forget)(vmm_t *v))
+{
+    size_t g = vmm_gran();
+    if (g == 0 || len == 0)
+        return 0;
+    uint64_t n = len / g;
+    vmm_t **all = calloc(n, sizeof *all);
+    if (all == NULL)
+        return 0;
+    pthread_mutex_lock(&vmm_lock);
+    vmm_t *at;
+    HASH_FIND(hh, vmms, &va, sizeof va, at);
+    vmm_t *first = at;
+    while (first != NULL && first->piece && first->pieces == 0) {
+        uint64_t back = first->va - first->size;
+        HASH_FIND(hh, vmms, &back, sizeof back, first);
+    }
+    uint64_t end = first != NULL ? first->va + (uint64_t)first->pieces * g : 0;
+    size_t found = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t x = va + k * g;
+        HASH_FIND(hh, vmms, &x, sizeof x, all[k]);
+        if (all[k] != NULL && all[k]->external) {
+            HASH_DEL(vmms, all[k]);
+            found++;
+        } else {
+            all[k] = NULL;
+        }
+    }
+    if (first != NULL && first->external && found > 0) {
+        if (first->va < va)
+            first->pieces = (uint32_t)((va - first->va) / g);
+        if (va + len < end) {
+            uint64_t rest_va = va + len;
+            vmm_t *rest;
+            HASH_FIND(hh, vmms, &rest_va, sizeof rest_va, rest);
+            if (rest != NULL)
+                rest->pieces = (uint32_t)((end - rest_va) / g);
+        }
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    if (found > 0)
+        REAL(cudaDeviceSynchronize)(); /* as vmm_free */
+    for (uint64_t k = 0; k < n; k++)
+        if (all[k] != NULL) {
+            release_one(all[k], forget);
+            free(all[k]);
+        }
+    free(all);
+    return found > 0;
 }
 
 size_t vmm_gran(void)
@@ -437,10 +541,12 @@ int vmm_free(void *p, int (*forget)(vmm_t *v))
     /* cudaFree synchronises the device before releasing; so do we. */
     REAL(cudaDeviceSynchronize)();
     uint64_t len = n * v->size;
+    int external = v->external;
     for (size_t k = 0; k < n; k++)
         if (all[k] != NULL)
             release_one(all[k], forget);
-    va_put(va, len);
+    if (!external)
+        va_put(va, len);
     for (size_t k = 0; k < n; k++)
         free(all[k]);
     if (all != &v)

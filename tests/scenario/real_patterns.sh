@@ -7,7 +7,9 @@
 # both of the first and last; a compiler timing one kernel before the loop (--autotune);
 # weights allocated through the driver API (--drv-alloc); the first weight initialised
 # three times (--init-twice) or twice by two kernels (--init-other), or every weight
-# filled twice, several to a segment (--init-refill --segments); weights in memory the program maps itself (--own-vmm); a stale address off any
+# filled twice, several to a segment (--init-refill --segments); weights in memory the
+# program maps itself, a mapping a tensor (--own-vmm), chunks of a pool end to end
+# (--own-vmm-pool, XLA's), or exported handles (--own-vmm-export); a stale address off any
 # tensor's alignment in three kernels of every layer (--stale-rope); a launcher asking
 # pointer attributes before each launch (--ptr-query); activations in the room after
 # the weights of a segment (--room-from), reached at two pointers from a far layer
@@ -202,19 +204,50 @@ compare_run act-twin --act-kernels 8 --act-twin 12 --iters 30 -- FT_GPU_MEM_LIMI
 expect_grep 'residency: passes left the record [1-9][0-9]* time\(s\)' "$WORK/act-twin.err" "act-twin"
 timed=$(awk '/^flextensor:   unit\.[0-9]+ / && $10 + 0 > 0 { n++ } END { print n + 0 }' "$WORK/act-twin.err")
 [ "$timed" = 12 ] || fail "act-twin: $timed of 12 units' compute timed"
-# Weights in memory the program maps itself (PyTorch's expandable_segments): nothing
-# FlexTensor can find or move; the same output, and a verdict that says why.
-# Every tensor there, activations too (as on the H200: no launch touches a region
-# FlexTensor knows, and discovery would observe until its bound, at 1.4x the step
-# time): past the budget, FlexTensor stands down within 256 launches. Under a budget
-# above that memory, it observes on, and says the same at the end.
-run own-vmm --own-vmm -- FT_SPILL=1
-expect_grep 'the program maps device memory itself \(cuMemMap' "$WORK/own-vmm.err" "own-vmm"
-expect_grep 'verdict: stood down: the program maps its device memory itself \(cuMemMap, 100\.0 MiB: .*more than the budget 16\.0 MiB' \
-    "$WORK/own-vmm.err" "own-vmm"
-compare_run own-vmm-room --own-vmm -- FT_SPILL=1 FT_GPU_MEM_LIMIT=200MiB
-expect_grep 'verdict: no plan: .*; the program mapped up to 100\.0 MiB of device memory itself' "$WORK/own-vmm-room.err" \
-    "own-vmm with room"
+# Weights in memory the program maps itself (cuMemCreate, cuMemMap, cuMemSetAccess):
+# with FT_PROGRAM_MAPPINGS=serve (not yet the default: no GPU run has shown it),
+# FlexTensor stands in for the handles (shim/progmap.c) and serves each whole mapping
+# as an allocation of its own at the program's address, which it can find weights in
+# and move. One mapping per tensor (PyTorch's expandable_segments):
+compare_run own-vmm --own-vmm -- FT_PROGRAM_MAPPINGS=serve FT_GPU_MEM_LIMIT=24MiB
+expect_grep "the program's own mappings: 38 served as FlexTensor's allocations" "$WORK/own-vmm.err" "own-vmm"
+expect_grep 'verdict: offloaded: 12 of 12 units stream' "$WORK/own-vmm.err" "own-vmm"
+# XLA's pool: chunks mapped end to end in one reserved range as the pool grows, the
+# tensors carved across chunk boundaries, everything unmapped in one call at the end.
+# The chunks are one allocation's pieces: a copy across a boundary with the next chunk
+# moved out by FT_SPILL was an illegal address when each chunk was an allocation.
+L_SAVED=("${L[@]}")
+L=(--layers 12 --dim 2048 --iters 20 --quiet)
+for spill in 1 0; do
+    compare_run own-pool-$spill --own-vmm-pool 64 -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=$spill FT_GPU_MEM_LIMIT=140MiB
+    expect_grep "the program's own mappings: 4 served" "$WORK/own-pool-$spill.err" "own-pool-$spill"
+    expect_grep 'verdict: offloaded: [1-9][0-9]* of 12 units stream' "$WORK/own-pool-$spill.err" "own-pool-$spill"
+done
+L=("${L_SAVED[@]}")
+# The pool's room not yet used (206 MiB of one 256 MiB chunk) is not weights a set-up
+# pass left aside: discovery ends on the forward, not over and over.
+compare_run own-pool-room --own-vmm-pool 256 -- FT_PROGRAM_MAPPINGS=serve FT_GPU_MEM_LIMIT=300MiB
+expect_grep 'discovery: done, 1 iteration\(s\), 12 units' "$WORK/own-pool-room.err" "own-pool-room"
+expect_no_grep 'lies unused beside them' "$WORK/own-pool-room.err" "own-pool-room"
+# Handles exported before they are mapped (NCCL's buffers) are made real, the program's:
+# nothing FlexTensor can find or move. Every tensor there, activations too (as on the
+# H200: no launch touches a region FlexTensor knows, and discovery would observe until
+# its bound, at 1.4x the step time): past the budget, FlexTensor stands down within 256
+# launches. Under a budget above that memory, it observes on, and says the same at the
+# end.
+run own-export --own-vmm-export -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=1
+expect_grep "the program's own mappings: 0 served as FlexTensor's allocations \(0\.0 MiB in all\), 38 handle\(s\) made real" \
+    "$WORK/own-export.err" "own-export"
+expect_grep 'verdict: stood down: the program maps its device memory itself \(cuMemMap, 100\.0 MiB, .*more than the budget 16\.0 MiB' \
+    "$WORK/own-export.err" "own-export"
+# FT_PROGRAM_MAPPINGS=leave (the default): the handles stay the program's, as exported
+# ones do.
+run own-leave --own-vmm -- FT_SPILL=1 FT_PROGRAM_MAPPINGS=leave
+expect_grep 'verdict: stood down: the program maps its device memory itself \(cuMemMap, 100\.0 MiB' "$WORK/own-leave.err" \
+    "own-leave"
+compare_run own-export-room --own-vmm-export -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 FT_GPU_MEM_LIMIT=200MiB
+expect_grep 'verdict: no plan: .*; the program mapped up to 100\.0 MiB of device memory itself' "$WORK/own-export-room.err" \
+    "own-export with room"
 run grow-bound --grow-cache -- FT_SPILL=1 FT_OBSERVE_MAX_LAUNCHES=100
 expect_grep 'verdict: stood down: discovery did not find the program.s passes in 100 launches' "$WORK/grow-bound.err" "bounded"
 for name in init-kernel-1 init-kernel-0 load-after-launch-1 load-after-launch-0 init-threads; do
@@ -306,4 +339,4 @@ expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-threads.err
 compare_run one-seg-graph --layers 8 --dim 2048 --segments 136 --iters 6 --graph 3 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB
 expect_grep 'CUDA graphs: 3 launch\(es\) guarded' "$WORK/one-seg-graph.err" "one-seg, a graph"
 pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces mapped from one physical allocation and unmapped in one call (one a mapping where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

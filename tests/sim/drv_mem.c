@@ -1097,6 +1097,35 @@ SIM_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHa
     return r;
 }
 
+/* A POSIX file descriptor for a handle made with that type requested (a descriptor of
+ * /dev/null: nothing imports it here); any other type, or a handle without it, is
+ * refused as by the driver. */
+SIM_EXPORT CUresult CUDAAPI cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
+                                                         CUmemAllocationHandleType type, unsigned long long flags)
+{
+    cuMemExportToShareableHandle_params p = {shareable, handle, type, flags};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuMemExportToShareableHandle, &p, &r, SIMCU_CALL_STICKY);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_sim.lock);
+        sim_phys_t *ph = phys_find(handle);
+        if (!ph || !shareable || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+            !(ph->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+            r = CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_unlock(&g_sim.lock);
+        if (r == CUDA_SUCCESS) {
+            int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                r = CUDA_ERROR_OPERATING_SYSTEM;
+            else
+                *(int *)shareable = fd;
+        }
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
 SIM_EXPORT CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
                                                                    CUmemGenericAllocationHandle handle)
 {

@@ -3,8 +3,8 @@
  * and so does PyTorch with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.
  *
  * A handle the program creates holds physical memory FlexTensor cannot give back while
- * the program holds the handle. So, for pinned, uncompressed device memory on the
- * managed device, cuMemCreate makes nothing and hands out a handle of FlexTensor's own
+ * the program holds the handle. So, with FT_PROGRAM_MAPPINGS=serve, for pinned,
+ * uncompressed device memory on the managed device, cuMemCreate makes nothing and hands out a handle of FlexTensor's own
  * (a `stand_in`, its value tagged STAND_IN_TAG, which no driver handle has: those are
  * pointers or small counts). The first cuMemMap of it, whole, at offset 0, serves the
  * range the program reserved as an allocation of FlexTensor's at that address
@@ -94,13 +94,13 @@ CUresult ft_hook_drv_mem_create(cuMemCreate_fn_t real, CUmemGenericAllocationHan
                                 const CUmemAllocationProp *prop, unsigned long long flags)
 {
     if (h == NULL || prop == NULL || !servable(size, prop, flags)) {
-        if (prop != NULL)
+        if (prop != NULL && cfgp->program_mappings == FT_PROGRAM_MAPPINGS_SERVE)
             FT_LOG_CAPPED(FT_LOG_INFO, 4, "cuMemCreate of %zu bytes not stood in for: type %d, location %d:%d (managed "
-                          "%d), handle types %#x, compression %d, rdma %d, usage %d, flags %llu, granularity %zu, "
+                          "%d), handle types %#x, compression %d, rdma %d, usage %d, flags %llu, granule %zu, "
                           "phase %s", size, (int)prop->type, (int)prop->location.type, prop->location.id,
                           managed_device(), (unsigned)prop->requestedHandleTypes,
                           (int)prop->allocFlags.compressionType, (int)prop->allocFlags.gpuDirectRDMACapable,
-                          (int)prop->allocFlags.usage, flags, vmm_gran(), engine_phase_name(engine_phase()));
+                          (int)prop->allocFlags.usage, flags, vmm_gran_now(), engine_phase_name(engine_phase()));
         return real(h, size, prop, flags);
     }
     stand_in_t *x = calloc(1, sizeof *x);

@@ -342,16 +342,21 @@ void budget_view(size_t *free_b, size_t *total_b)
 /* A free begins (the free hooks): what it will give back counts as held until
  * budget_free_end (the budget's admissions meanwhile, on other threads, must not take it
  * as room). */
+/* Whether frees under way are counted. Only budget_admit and FT_SPILL (spill_held)
+ * read them: nothing to count while everything is admitted. Before the plan, FT_SPILL's
+ * faults took a free under way for room: four threads freeing while others faulted
+ * weights in went 2-4 MiB over a 30 MiB budget on the simulator (spill.sh,
+ * --race-alloc). */
+static int frees_counted(void)
+{
+    unsigned s = engine_state();
+    return (state_phase(s) == PHASE_STREAMING && plan.in.budget_bytes != 0) || state_spill(s);
+}
+
 uint64_t budget_free_begin(const void *p)
 {
     ft_region_t r;
-    /* Only budget_admit and FT_SPILL (spill_held) read it: nothing to count while
-     * everything is admitted. Before the plan, FT_SPILL's faults took a free under
-     * way for room: four threads freeing while others faulted weights in went 2-4 MiB
-     * over a 30 MiB budget on the simulator (spill.sh, --race-alloc). */
-    unsigned s = engine_state();
-    int kept = (state_phase(s) == PHASE_STREAMING && plan.in.budget_bytes != 0) || state_spill(s);
-    if (p == NULL || !kept || !ft_regions_find(regions, (uint64_t)(uintptr_t)p, &r))
+    if (p == NULL || !frees_counted() || !ft_regions_find(regions, (uint64_t)(uintptr_t)p, &r))
         return 0;
     vmm_t *v = vmm_find(r.base);
     uint64_t bytes = v != NULL ? vmm_bytes(v) : r.size;
@@ -363,9 +368,7 @@ uint64_t budget_free_begin(const void *p)
  * part of an allocation's pieces. */
 uint64_t budget_free_begin_bytes(uint64_t bytes)
 {
-    unsigned s = engine_state();
-    int kept = (state_phase(s) == PHASE_STREAMING && plan.in.budget_bytes != 0) || state_spill(s);
-    if (!kept)
+    if (!frees_counted())
         return 0;
     __atomic_add_fetch(&releasing, bytes, __ATOMIC_RELAXED);
     return bytes;

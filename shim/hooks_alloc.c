@@ -16,17 +16,23 @@
 
 static void track_one(void *p, size_t size, uint32_t flags);
 
+/* Not a region flag: pieces that continue an allocation tracked before (the program's
+ * mappings end to end, alloc_program_mapping), whose first piece is not the first. */
+#define TRACK_CONTINUES (1u << 31)
+
 /* p's region, or its pieces' (FT_REGION_PIECE: one a granule, vmm_alloc's). */
 static void track(void *p, size_t size, uint32_t flags)
 {
     size_t g = vmm_gran();
+    int first = !(flags & TRACK_CONTINUES);
+    flags &= ~(uint32_t)TRACK_CONTINUES;
     if (p == NULL || size == 0 || !(flags & FT_REGION_PIECE) || g == 0) {
         track_one(p, size, flags & ~(uint32_t)(FT_REGION_PIECE | FT_REGION_PIECE_FIRST));
         return;
     }
     for (size_t off = 0; off < size; off += g)
         track_one((char *)p + off, size - off < g ? size - off : g,
-                  flags | (off == 0 ? FT_REGION_PIECE_FIRST : 0));
+                  flags | (off == 0 && first ? FT_REGION_PIECE_FIRST : 0));
 }
 
 static void track_one(void *p, size_t size, uint32_t flags)
@@ -54,6 +60,13 @@ static void allocated(int adm, uint64_t size, void *p, uint32_t flags)
     admit_done(adm, size, p != NULL);
 }
 
+/* A region taken out of the table: discovery and reload.c let go of it. */
+static void forgotten(const ft_region_t *r)
+{
+    ft_disc_region_freed(disc, r->id);
+    reload_note_free(r->id); /* most of the plan's weights gone: reload.c */
+}
+
 static void untrack(const void *p)
 {
     ft_region_t r;
@@ -62,8 +75,7 @@ static void untrack(const void *p)
     /* An allocation served in pieces: the ones after the first go too. */
     ft_region_t n;
     for (;;) {
-        ft_disc_region_freed(disc, r.id);
-        reload_note_free(r.id); /* most of the plan's weights gone: reload.c */
+        forgotten(&r);
         if (!piece_after(&r, &n) || ft_regions_remove(regions, n.base, &r) != 0)
             break;
     }
@@ -196,23 +208,10 @@ CUresult alloc_program_mapping(uint64_t va, size_t size)
 {
     if (!vmm_serves(size))
         return CUDA_ERROR_NOT_SUPPORTED;
-    int chained = vmm_chain_before(va) != NULL;
-    alloc_t a = { budget_admit(size, 0), FT_REGION_VMM | FT_REGION_PIECE | FT_REGION_PROGRAM, 0 };
+    uint32_t continues = vmm_chain_before(va) != NULL ? TRACK_CONTINUES : 0;
+    alloc_t a = { budget_admit(size, 0), FT_REGION_VMM | FT_REGION_PIECE | FT_REGION_PROGRAM | continues, 0 };
     cudaError_t rc = vmm_alloc_at(va, size, 1, &spill_placement, &a.admitted);
-    void *p = rc == cudaSuccess ? (void *)(uintptr_t)va : NULL;
-    if (p != NULL && chained) {
-        size_t g = vmm_gran();
-        for (size_t off = 0; off < size; off += g)
-            track_one((char *)p + off, size - off < g ? size - off : g, a.flags);
-        admit_done(a.adm, size, 1);
-        if (a.admitted > 0) {
-            res_lock();
-            admitting -= a.admitted;
-            pthread_mutex_unlock(&res.lock);
-        }
-    } else {
-        alloc_end(&a, size, p);
-    }
+    alloc_end(&a, size, rc == cudaSuccess ? (void *)(uintptr_t)va : NULL);
     return rc == cudaSuccess ? CUDA_SUCCESS
          : rc == cudaErrorMemoryAllocation ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -225,10 +224,8 @@ void free_program_mapping(uint64_t va, uint64_t size)
     size_t g = vmm_gran();
     for (uint64_t off = 0; g != 0 && off < size; off += g) {
         ft_region_t r;
-        if (ft_regions_remove(regions, va + off, &r) == 0) {
-            ft_disc_region_freed(disc, r.id);
-            reload_note_free(r.id);
-        }
+        if (ft_regions_remove(regions, va + off, &r) == 0)
+            forgotten(&r);
     }
     vmm_free_program(va, size, res_forget);
     budget_free_end(bytes);

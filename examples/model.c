@@ -169,8 +169,9 @@
  *   --own-vmm-pool N  as --own-vmm, the way XLA's allocator grows its pool: one address
  *                 range reserved, chunks of N MiB (or the tensor's size, if larger) mapped
  *                 one after another as the pool needs them, each tensor carved after the
- *                 last at 256-byte alignment; nothing is given back until the end, where
- *                 one cuMemUnmap covers every chunk
+ *                 last at 256-byte alignment; each chunk's handle is released as soon
+ *                 as it is mapped; nothing is given back until the end, where one
+ *                 cuMemUnmap covers every chunk
  *   --init-twice  with --init-kernel: after all the weights, layer 0's weight (the one
  *                 region alive at the first launch) is written again by the same fill
  *                 kernel, with a host synchronisation between (transformers initialising
@@ -701,20 +702,25 @@ static void *vpool_alloc(size_t bytes, const CUmemAllocationProp *prop, size_t g
         chunk = (chunk + g - 1) / g * g;
         CUmemGenericAllocationHandle h = 0;
         CUdeviceptr va = vpool.base + vpool.mapped;
-        if (vpool.mapped + chunk > vpool.reserved || n_own_maps == (int)(sizeof own_maps / sizeof *own_maps) ||
+        if (vpool.mapped + chunk > vpool.reserved ||
             vm.create(&h, chunk, prop, 0) != CUDA_SUCCESS || vm.map(va, chunk, 0, h, 0) != CUDA_SUCCESS ||
             vm.access(va, chunk, &ad, 1) != CUDA_SUCCESS) {
             fprintf(stderr, "model: --own-vmm-pool: growing the pool by %zu bytes failed\n", chunk);
             exit(1);
         }
-        own_maps[n_own_maps++] = (struct own_map){ (void *)(uintptr_t)va, chunk, h };
+        /* XLA releases each handle as soon as it is mapped: the mapping keeps it. */
+        if (vm.release(h) != CUDA_SUCCESS) {
+            fprintf(stderr, "model: --own-vmm-pool: releasing a mapped chunk failed\n");
+            exit(1);
+        }
         vpool.mapped += chunk;
     }
     vpool.used = at + bytes;
     return (void *)(uintptr_t)(vpool.base + at);
 }
 
-/* The pool given back: one unmap over every chunk, then each handle, then the range. */
+/* The pool given back: one unmap over every chunk (their handles were released when
+ * mapped), then the range. */
 static void vpool_release(void)
 {
     if (vpool.base == 0)
@@ -723,12 +729,6 @@ static void vpool_release(void)
         fprintf(stderr, "model: --own-vmm-pool: unmapping the pool failed\n");
         exit(1);
     }
-    for (int i = 0; i < n_own_maps; i++)
-        if (vm.release(own_maps[i].h) != CUDA_SUCCESS) {
-            fprintf(stderr, "model: --own-vmm-pool: releasing a chunk failed\n");
-            exit(1);
-        }
-    n_own_maps = 0;
     if (vm.address_free(vpool.base, vpool.reserved) != CUDA_SUCCESS) {
         fprintf(stderr, "model: --own-vmm-pool: freeing the pool's range failed\n");
         exit(1);

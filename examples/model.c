@@ -736,7 +736,20 @@ static void vpool_release(void)
     vpool.base = 0;
 }
 
+/* The threads' activations come and go together: one lock over the mappings and the pool. */
+static pthread_mutex_t own_vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *own_vmm_alloc_locked(size_t bytes);
+
 static void *own_vmm_alloc(size_t bytes)
+{
+    pthread_mutex_lock(&own_vmm_lock);
+    void *p = own_vmm_alloc_locked(bytes);
+    pthread_mutex_unlock(&own_vmm_lock);
+    return p;
+}
+
+static void *own_vmm_alloc_locked(size_t bytes)
 {
     own_vmm_resolve();
     CUmemAllocationProp prop;
@@ -771,7 +784,17 @@ static void *own_vmm_alloc(size_t bytes)
     return (void *)(uintptr_t)va;
 }
 
+static int own_vmm_free_locked(void *p);
+
 static int own_vmm_free(void *p)
+{
+    pthread_mutex_lock(&own_vmm_lock);
+    int mine = own_vmm_free_locked(p);
+    pthread_mutex_unlock(&own_vmm_lock);
+    return mine;
+}
+
+static int own_vmm_free_locked(void *p)
 {
     if (own_vmm_pool_mib > 0)
         return vpool.base != 0 && (CUdeviceptr)(uintptr_t)p >= vpool.base &&

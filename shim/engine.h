@@ -857,7 +857,10 @@ void *unit_array(void *arr, int *cap, size_t elem); /* also budget.c's view */
 /* Copies and sets served on the host store of a unit not loaded (res.lock held). */
 int res_host_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
 int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t s);
-int res_forget(vmm_t *v);   /* vmm_free's `forget` */
+/* The program's frees of virtual-memory allocations and unmaps of its served mappings
+ * (vmm_free, vmm_free_program under res.lock, the mover settled). */
+int res_vmm_free(void *p);
+int res_vmm_free_program(uint64_t va, uint64_t len);
 
 /* timing.c: offload timing (FT_OFFLOAD_TIMING, ft_offload_timing_collect). Its state
  * under res.lock; timing_enabled is read without it (relaxed: a hook that misses the
@@ -953,7 +956,7 @@ const char *control_note(char *buf, size_t len); /* the verdict's note, or "" */
 /* spill.c: FT_SPILL. Its engagement is ENGINE_SPILL in engine.c's phase word; the rest
  * under res.lock (spill_limit, once known, is read without it). */
 extern uint64_t spill_ns;
-extern uint64_t spill_bytes;  /* also evict_unit, res_forget (residency.c, res.lock) */
+extern uint64_t spill_bytes;  /* also evict_unit, res_vmm_free (residency.c, res.lock) */
 int spill_bring_back(const char *why);
 int spill_stop(const char *why);
 extern uint64_t spill_faults, spill_evictions;

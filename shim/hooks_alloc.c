@@ -6,9 +6,9 @@
  * untracked and counted as held until it returns.
  *
  * Owns no state of its own. It calls budget.c (admissions, frees under way), reload.c
- * (the plan's weights freed), profiling.c (the table's peak), device.c and vmm.c,
- * passing down FT_SPILL's
- * placement (spill_placement) and residency.c's res_forget for vmm.c to call back. */
+ * (the plan's weights freed), profiling.c (the table's peak), device.c, vmm.c (passing
+ * down FT_SPILL's placement, spill_placement) and residency.c (res_vmm_free and
+ * res_vmm_free_program, which free through vmm.c under res.lock). */
 #define _GNU_SOURCE
 #include "shim/engine.h"
 
@@ -152,7 +152,7 @@ cudaError_t ft_hook_rt_free(cudaFree_fn_t real, void *devPtr)
 {
     uint64_t bytes = budget_free_begin(devPtr);
     untrack(devPtr);
-    cudaError_t rc = devPtr != NULL && vmm_free(devPtr, res_forget) ? cudaSuccess : real(devPtr);
+    cudaError_t rc = res_vmm_free(devPtr) ? cudaSuccess : real(devPtr);
     budget_free_end(bytes);
     return rc;
 }
@@ -227,7 +227,7 @@ void free_program_mapping(uint64_t va, uint64_t size)
         if (ft_regions_remove(regions, va + off, &r) == 0)
             forgotten(&r);
     }
-    vmm_free_program(va, size, res_forget);
+    res_vmm_free_program(va, size);
     budget_free_end(bytes);
 }
 
@@ -236,7 +236,7 @@ CUresult ft_hook_drv_free(cuMemFree_v2_fn_t real, CUdeviceptr dptr)
     void *p = (void *)(uintptr_t)dptr;
     uint64_t bytes = budget_free_begin(p);
     untrack(p);
-    CUresult rc = p != NULL && vmm_free(p, res_forget) ? CUDA_SUCCESS : real(dptr);
+    CUresult rc = res_vmm_free(p) ? CUDA_SUCCESS : real(dptr);
     budget_free_end(bytes);
     return rc;
 }

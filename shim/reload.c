@@ -60,7 +60,7 @@ void reload_now(void)
 }
 
 /* res.lock held: no guarded call is between its guard and its enqueue, and no free is
- * in res_forget, while the plan goes. */
+ * in res_vmm_free, while the plan goes. */
 void reload_now_locked(void)
 {
     if (!__atomic_load_n(&reload_wanted, __ATOMIC_ACQUIRE))

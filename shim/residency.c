@@ -30,7 +30,7 @@
  * The guard that decides what a call needs loaded is guard.c's; this file carries out
  * the loads and unloads it asks for. It also serves copies and sets on the host store
  * of a unit not loaded (res_host_copy, res_host_set), and lets go of what FT_SPILL and
- * the engine kept of a freed allocation (res_forget, vmm_free's callback).
+ * the engine kept of a freed allocation (res_vmm_free, res_vmm_free_program).
  *
  * Owns: res, under res.lock (application threads launch concurrently; engine_enter
  * takes it for every guarded call, from the guard until the real call is enqueued,
@@ -1817,17 +1817,14 @@ int res_host_set(uint64_t dev, unsigned v, int width, size_t count, cudaStream_t
 
 /* --- an allocation freed ------------------------------------------------------------- */
 
-/* vmm_free's `forget` (the free hooks pass it down): the device synchronised, what
- * FT_SPILL and the residency engine kept of v goes, under res.lock -- its host copy and
- * spilled bytes, and a streamed region, which leaves the engine for good. 1 when
- * physical memory is mapped behind v (a streamed region is unmapped while its unit is
- * not loaded). */
-int res_forget(vmm_t *v)
+/* vmm_free's `forget` (res_vmm_free, res_vmm_free_program pass it down; res.lock held,
+ * the mover settled): the device synchronised, what FT_SPILL and the residency engine
+ * kept of v goes -- its host copy and spilled bytes, and a streamed region, which
+ * leaves the engine for good. 1 when physical memory is mapped behind v (a streamed
+ * region is unmapped while its unit is not loaded). */
+static int forget(vmm_t *v)
 {
-    /* Read under the lock: FT_SPILL may be moving v out now (spill_make_room picked it
-     * before vmm_free took it out of the table), and then unmaps it itself. */
-    res_lock();
-    /* The move the lock waited for may have enqueued work after vmm_free's device
+    /* Work a settled move enqueued may still run after vmm_free's device
      * synchronisation: a leaving unit's copy back reads its addresses on the side
      * stream, and v is unmapped once this returns. On the simulator, 1 run in 30 of
      * residency.sh's strict run faulted there when the program's last copy no longer
@@ -1850,8 +1847,32 @@ int res_forget(vmm_t *v)
         host_store_free(r->host);
         r->host = NULL;
     }
-    pthread_mutex_unlock(&res.lock);
     return mapped;
+}
+
+/* The program frees a virtual-memory allocation (vmm_free), or unmaps some of its own
+ * mappings that FlexTensor serves (vmm_free_program): under res.lock, the mover
+ * settled first, so that no move maps, looks up or copies into their pieces while they
+ * leave vmm.c's table (a program unmapping its pool at exit while the mover loaded the
+ * next pass's unit: the mover found a piece gone and crashed, on the simulator), and
+ * FT_SPILL, which picks allocations to move out under res.lock, picks none of them. 1
+ * when they were such memory (now released). */
+int res_vmm_free(void *p)
+{
+    if (p == NULL || vmm_find((uint64_t)(uintptr_t)p) == NULL)
+        return 0; /* not one (a piece past the first included: vmm_free says no) */
+    res_lock();
+    int was = vmm_free(p, forget);
+    pthread_mutex_unlock(&res.lock);
+    return was;
+}
+
+int res_vmm_free_program(uint64_t va, uint64_t len)
+{
+    res_lock();
+    int was = vmm_free_program(va, len, forget);
+    pthread_mutex_unlock(&res.lock);
+    return was;
 }
 
 /* --- the plan changed at run time (control.c) ---------------------------------------- */

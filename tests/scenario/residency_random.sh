@@ -12,7 +12,8 @@
 # times (from a second capture, or node by node), or from the
 # second forward on only replays (found from them), with eager forwards between the
 # replays or a word pointing into layer 1 in the graph only; kernels alternating
-# between layers (a pass that repeats every two). Every
+# between layers (a pass that repeats every two); weights and activations in memory
+# the program maps itself, served (a mapping a tensor, or XLA's pool). Every
 # case must print what a run without the shim prints. The cases come from a fixed
 # seed (FT_TEST_SEED overrides it, FT_TEST_CASES the count); a failure names the seed
 # and the case's command.
@@ -85,11 +86,17 @@ for ((i = 0; i < CASES; i++)); do
             ((RANDOM % 3 == 0)) && extra+=(--graph-eager) # an eager forward after each replay
         fi
     fi
+    # weights and activations in memory the program maps itself, served
+    # (FT_PROGRAM_MAPPINGS=serve): a mapping a tensor, or chunks of a pool end to end
+    # with tensors packed at 256 bytes across them (XLA's)
+    if ((RANDOM % 4 == 0)); then
+        ((RANDOM % 2 == 0)) && extra+=(--own-vmm) || extra+=(--own-vmm-pool $((2 + 2 * (RANDOM % 8))))
+    fi
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
-    what="seed $SEED case $i: FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve model ${args[*]}"
+    what="seed $SEED case $i: FT_SPILL=$spill FT_GPU_MEM_LIMIT=$budget FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve FT_PROGRAM_MAPPINGS=serve model ${args[*]}"
     sim "$MODEL" "${args[@]}" >"$WORK/plain" || fail "$what: run without the shim failed"
     FTSIM_TIME_SCALE=0.002 FT_SPILL=$spill FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=$budget \
-        FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve shim "$MODEL" "${args[@]}" >"$WORK/shim" 2>"$WORK/err" \
+        FT_PINNED_MEMORY_MODE=$mode FT_VMM_RESERVE=$reserve FT_PROGRAM_MAPPINGS=serve shim "$MODEL" "${args[@]}" >"$WORK/shim" 2>"$WORK/err" \
         || { sed 's/^/    | /' "$WORK/err" >&2; fail "$what: failed under the shim"; }
     cmp -s "$WORK/plain" "$WORK/shim" \
         || { diff "$WORK/plain" "$WORK/shim" | sed 's/^/    | /' >&2; fail "$what: output differs"; }

@@ -1115,6 +1115,14 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
             carry = PC_NONE; /* another allocation */
         x->pc_prev = carry;
         if (x->pc_min != UINT64_MAX || x->pc_unsure || x->unit != -2) {
+            /* Touched by tensors of its own, not from its first byte: the tensor that
+             * starts last in the piece before may run into it. A pointer at or past
+             * that start reaches this piece's unit too, which the piece before, kept
+             * on the device for a tensor running into it in turn, does not load (a
+             * launch read this piece unloaded: model --own-vmm-pool 2 --segments 2
+             * --alt-odd --skip-last-from 7, an illegal address on the simulator). */
+            if (carry != PC_NONE && start != NULL && start->pc_next == 0 && (x->pc_min != 0 || x->pc_unsure))
+                start->pc_next = x->id;
             carry = x->pc_unsure || x->pc_pos < 0 || !is_weight(d, x) ? PC_UNKNOWN : x->pc_pos;
             start = x;
             continue;

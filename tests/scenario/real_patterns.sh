@@ -232,6 +232,16 @@ for k in $(seq 1 12); do
         FT_GPU_MEM_LIMIT=28048286 FT_PINNED_MEMORY_MODE=host_register FTSIM_TIME_SCALE=0.002
 done
 expect_grep 'verdict: offloaded' "$WORK/own-pool-exit-1.err" "own-pool-exit"
+# Tensors across the pool's pieces, two layers a unit (kernels alternating between
+# layers): layer 6 starts in a piece kept on the device (layer 5 runs into it) and runs
+# into the next piece, its unit's, streamed. Passes one layer short from forward 7 on
+# leave the record, so the guard alone loads that unit: a pointer past the start of a
+# piece's last tensor reaches the next piece's unit (before, nothing was loaded and
+# layer 6's kernel read the piece unmapped: an illegal address).
+L=(--layers 10 --dim 768 --iters 14 --quiet)
+compare_run own-pool-overrun --own-vmm-pool 2 --segments 2 --alt-odd --skip-last-from 7 -- \
+    FT_PROGRAM_MAPPINGS=serve FT_GPU_MEM_LIMIT=25577155
+expect_grep 'verdict: offloaded: 3 of 5 units stream' "$WORK/own-pool-overrun.err" "own-pool-overrun"
 L=("${L_SAVED[@]}")
 # The pool's room not yet used (206 MiB of one 256 MiB chunk) is not weights a set-up
 # pass left aside: discovery ends on the forward, not over and over.
@@ -348,4 +358,4 @@ expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-threads.err
 compare_run one-seg-graph --layers 8 --dim 2048 --segments 136 --iters 6 --graph 3 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB
 expect_grep 'CUDA graphs: 3 launch\(es\) guarded' "$WORK/one-seg-graph.err" "one-seg, a graph"
 pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces mapped from one physical allocation and unmapped in one call (one a mapping where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads, a tensor from a piece kept on the device into a streamed one; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

@@ -682,8 +682,6 @@ static struct {
     size_t reserved, mapped, used;
 } vpool;
 
-static void *own_vmm_alloc(size_t bytes);
-
 static void *vpool_alloc(size_t bytes, const CUmemAllocationProp *prop, size_t g)
 {
     CUmemAccessDesc ad = { { CU_MEM_LOCATION_TYPE_DEVICE, device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
@@ -739,16 +737,6 @@ static void vpool_release(void)
 /* The threads' activations come and go together: one lock over the mappings and the pool. */
 static pthread_mutex_t own_vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void *own_vmm_alloc_locked(size_t bytes);
-
-static void *own_vmm_alloc(size_t bytes)
-{
-    pthread_mutex_lock(&own_vmm_lock);
-    void *p = own_vmm_alloc_locked(bytes);
-    pthread_mutex_unlock(&own_vmm_lock);
-    return p;
-}
-
 static void *own_vmm_alloc_locked(size_t bytes)
 {
     own_vmm_resolve();
@@ -784,14 +772,12 @@ static void *own_vmm_alloc_locked(size_t bytes)
     return (void *)(uintptr_t)va;
 }
 
-static int own_vmm_free_locked(void *p);
-
-static int own_vmm_free(void *p)
+static void *own_vmm_alloc(size_t bytes)
 {
     pthread_mutex_lock(&own_vmm_lock);
-    int mine = own_vmm_free_locked(p);
+    void *p = own_vmm_alloc_locked(bytes);
     pthread_mutex_unlock(&own_vmm_lock);
-    return mine;
+    return p;
 }
 
 static int own_vmm_free_locked(void *p)
@@ -812,6 +798,14 @@ static int own_vmm_free_locked(void *p)
         return 1;
     }
     return 0;
+}
+
+static int own_vmm_free(void *p)
+{
+    pthread_mutex_lock(&own_vmm_lock);
+    int mine = own_vmm_free_locked(p);
+    pthread_mutex_unlock(&own_vmm_lock);
+    return mine;
 }
 
 static void weight_malloc(void **dev, size_t bytes)

@@ -78,7 +78,7 @@ static const unsigned allowed[PHASE_COUNT] = {
 
 /* What `why` said when FlexTensor stood down (the exit report's verdict). Written once,
  * by the thread whose move to STOOD_DOWN succeeded. */
-static char why_stood_down[192];
+static char why_stood_down[640];
 
 const char *stood_down_why(void)
 {

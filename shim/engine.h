@@ -983,6 +983,10 @@ extern uint64_t vmm_pad;
 /* hooks_alloc.c: device memory the program maps itself (cuMemMap), now and at most;
  * atomic. */
 extern uint64_t program_mapped, program_mapped_peak; /* progmap.c's */
+/* progmap.c: why the program's own mappings are not FlexTensor's to move (the
+ * stand-down's reason): FT_PROGRAM_MAPPINGS=leave, a handle larger than the pieces
+ * served (VMM_PIECES_MAX), or exported or another device's. */
+void progmap_why_kept(char *buf, size_t n);
 /* hooks_alloc.c: the program's own mapping at va served as an allocation of
  * FlexTensor's there (progmap.c), and freed. */
 CUresult alloc_program_mapping(uint64_t va, size_t size);
@@ -996,6 +1000,9 @@ vmm_t *vmm_find(uint64_t va);
 vmm_t *vmm_find_held(uint64_t va); /* in a vmm_each callback */
 size_t vmm_gran(void); /* the mapping granularity, 0 before the first allocation */
 size_t vmm_gran_now(void); /* the same, learnt now if need be; 0: no virtual memory */
+/* An allocation is served in at most this many pieces (16 GiB at 2 MiB): more would make
+ * discovery's regions and a load's mappings too many. A larger one is served whole. */
+#define VMM_PIECES_MAX 8192
 void vmm_grant_peer(int other, unsigned *granted, unsigned *mapped);
 void vmm_each(void (*fn)(vmm_t *v, void *ctx), void *ctx);
 CUresult set_access(CUdevice dev, uint64_t va, size_t len);

@@ -258,7 +258,7 @@ static uint64_t disc_launches, prof_launches;
  * observation until the bound (model --own-vmm). */
 #define OWN_MAPPED_EVERY 256
 
-#define WHY_LEN 384
+#define WHY_LEN 640
 
 static int own_memory_only(char why[WHY_LEN])
 {
@@ -266,11 +266,11 @@ static int own_memory_only(char why[WHY_LEN])
     uint64_t held = device_bytes();
     if (budget == 0 || own <= budget || held > budget)
         return 0;
-    char a[32], b[32], c[32];
-    snprintf(why, WHY_LEN, "the program maps its device memory itself (cuMemMap, %s, of handles FlexTensor does not "
-             "stand in for: exported, or another device's), more than the budget %s, and FlexTensor's "
-             "allocations (%s) fit it: nothing it can move would help",
-             human_bytes(own, a, sizeof a), human_bytes(budget, b, sizeof b), human_bytes(held, c, sizeof c));
+    char a[32], b[32], c[32], kept[256];
+    progmap_why_kept(kept, sizeof kept);
+    snprintf(why, WHY_LEN, "the program maps its device memory itself (cuMemMap, %s: %s), more than the budget "
+             "%s, and FlexTensor's allocations (%s) fit it: nothing it can move would help",
+             human_bytes(own, a, sizeof a), kept, human_bytes(budget, b, sizeof b), human_bytes(held, c, sizeof c));
     return 1;
 }
 

@@ -50,6 +50,10 @@ static uint64_t served_n, served_bytes, made_real; /* pm_lock: for the exit repo
 
 uint64_t program_mapped;      /* bytes the program has mapped itself now (atomic) */
 uint64_t program_mapped_peak; /* the most it had mapped at once (atomic) */
+/* The largest handle not stood in for only because it is more than FlexTensor serves
+ * in pieces (XLA's preallocated arena: 75% of the device in one handle); 0 if none
+ * (atomic), for the stand-down's reason. */
+static uint64_t too_large;
 
 static stand_in_t *find_handle(uint64_t h)
 {
@@ -84,10 +88,35 @@ static int servable(size_t size, const CUmemAllocationProp *p, unsigned long lon
         return 0;
     if (cfgp->program_mappings != FT_PROGRAM_MAPPINGS_SERVE || !vmm_serves(size) || state_quiet(engine_state()))
         return 0;
+    if (!on_managed_device(0) || p->location.id != managed_device())
+        return 0;
     size_t g = vmm_gran_now();
-    if (g == 0 || size % g != 0 || size / g > 8192)
-        return 0; /* more than 16 GiB at 2 MiB: no pieces (vmm.c's PIECES_MAX), not worth standing in */
-    return on_managed_device(0) && p->location.id == managed_device();
+    if (g == 0 || size % g != 0)
+        return 0;
+    if (size / g > VMM_PIECES_MAX) { /* vmm.c serves no more pieces */
+        uint64_t was = __atomic_load_n(&too_large, __ATOMIC_RELAXED);
+        while (size > was &&
+               !__atomic_compare_exchange_n(&too_large, &was, size, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+        return 0;
+    }
+    return 1;
+}
+
+void progmap_why_kept(char *buf, size_t n)
+{
+    uint64_t big = __atomic_load_n(&too_large, __ATOMIC_RELAXED);
+    size_t g = vmm_gran_now();
+    char a[32], b[32];
+    if (cfgp->program_mappings != FT_PROGRAM_MAPPINGS_SERVE)
+        snprintf(buf, n, "FT_PROGRAM_MAPPINGS=leave keeps them the program's");
+    else if (big > 0 && g > 0)
+        snprintf(buf, n, "one handle of %s, more than FlexTensor serves in pieces (%s); XLA preallocates "
+                 "75%% of the device so: with XLA_PYTHON_CLIENT_PREALLOCATE=false, or an "
+                 "XLA_PYTHON_CLIENT_MEM_FRACTION whose arena is at most that, FlexTensor serves it",
+                 human_bytes(big, a, sizeof a), human_bytes((uint64_t)g * VMM_PIECES_MAX, b, sizeof b));
+    else
+        snprintf(buf, n, "handles FlexTensor does not stand in for: exported, or another device's");
 }
 
 CUresult ft_hook_drv_mem_create(cuMemCreate_fn_t real, CUmemGenericAllocationHandle *h, size_t size,

@@ -256,10 +256,6 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
  * vmm_note_copy. */
 static int pieces_made;
 
-/* At most this many pieces (16 GiB at 2 MiB): more would make discovery's regions and a
- * load's mappings too many. A larger allocation is served whole. */
-#define PIECES_MAX 8192
-
 /* at: 0, or the address the program reserved (external). */
 static cudaError_t alloc_at(uint64_t at, void **out, size_t size, int pieced, const vmm_place_t *place,
                             uint64_t *admitted)
@@ -277,7 +273,7 @@ static cudaError_t alloc_at(uint64_t at, void **out, size_t size, int pieced, co
     /* The program's own mapping: always pieces, and, right after another one served, more
      * pieces of that one's allocation (vmm_chain_before). */
     vmm_t *chain = external ? vmm_chain_before(va) : NULL;
-    if (external || (pieced && len / vmm_granularity >= 2 && len / vmm_granularity <= PIECES_MAX)) {
+    if (external || (pieced && len / vmm_granularity >= 2 && len / vmm_granularity <= VMM_PIECES_MAX)) {
         if ((rc = alloc_pieces(dev, va, len, size, place, admitted, external, chain)) != CUDA_SUCCESS)
             goto fail_va;
         *out = (void *)(uintptr_t)va;

@@ -12,7 +12,7 @@
 #                                                          cpu_built expandable tied
 #   GROUP=2 OUT=/some/dir bash bench/conformance/run.sh    moe generate two_models free_load
 #                                                          profiler profiler_late graph
-#   GROUP=3 BUDGETS=3 OUT=/some/dir bash ...               jax jax_prealloc compiled compiled_ro
+#   GROUP=3 BUDGETS=3 OUT=/some/dir bash ...               jax jax_prealloc jax_fraction compiled compiled_ro
 #                                                          (jax_case.py; cases.py's torch.compile)
 #   CASES="tied moe" BUDGETS="5" bash bench/conformance/run.sh       any subset
 #   CONF_TINY=1 bash bench/conformance/run.sh              the smoke test (3-4 minutes):
@@ -54,7 +54,7 @@ mkdir -p "$LOGS"
 GROUP1="gpu_built gpu_built_pad pretrained_device_map pretrained_to cpu_built expandable tied"
 GROUP2="moe generate two_models free_load profiler profiler_late graph"
 # the JAX cases first: the quicker; the compiled ones spend minutes compiling
-GROUP3="jax jax_prealloc compiled compiled_ro"
+GROUP3="jax jax_prealloc jax_fraction compiled compiled_ro"
 DEFAULT_BUDGETS="2 3 5"
 case ${GROUP:-all} in
     1) DEFAULT_CASES=$GROUP1 ;;
@@ -90,12 +90,12 @@ done < <(compgen -e | grep '^FT_')
 # its process limit, and the compiler cache it starts from
 set_case_cmd() {
     case $1 in
-        jax|jax_prealloc) CASE_CMD=("$JAX_PYTHON" "$JAXPY") ;;
+        jax|jax_prealloc|jax_fraction) CASE_CMD=("$JAX_PYTHON" "$JAXPY") ;;
         *) CASE_CMD=(python3 "$PY") ;;
     esac
 }
 out_ext() {
-    case $1 in jax|jax_prealloc) echo .npz ;; *) echo .pt ;; esac
+    case $1 in jax|jax_prealloc|jax_fraction) echo .npz ;; *) echo .pt ;; esac
 }
 # PROC_TIMEOUT_<case> if set, else PROC_TIMEOUT, at least 300 s for the compiled cases
 # (Inductor compiles two graphs of a 28-layer Llama) and 240 s for the JAX ones
@@ -103,7 +103,7 @@ proc_timeout() {
     local v=PROC_TIMEOUT_$1 least=0
     case $1 in
         compiled|compiled_ro|all_compiled) least=300 ;;
-        jax|jax_prealloc) least=240 ;;
+        jax|jax_prealloc|jax_fraction) least=240 ;;
     esac
     [ "$PROC_TIMEOUT" -gt "$least" ] && least=$PROC_TIMEOUT
     echo "${!v:-$least}"

@@ -88,6 +88,9 @@ static int try_location(CUmemLocationType type, int id, const char *name, size_t
     if (rc != CUDA_SUCCESS)
         return 1;
     CUmemGenericAllocationHandle h;
+    size_t fr0 = 0, tot0 = 0;
+    cuMemGetInfo(&fr0, &tot0);
+    printf("  cuMemGetInfo before: free %zu MiB\n", fr0 >> 20);
     double t = now();
     rc = cuMemCreate(&h, size, &p, 0);
     printf("  cuMemCreate %zu MiB: rc %d, %.1f ms\n", size >> 20, (int)rc, (now() - t) * 1e3);
@@ -105,6 +108,19 @@ static int try_location(CUmemLocationType type, int id, const char *name, size_t
     printf("  cuMemSetAccess(device 0, rw): rc %d\n", (int)rc);
     if (rc != CUDA_SUCCESS)
         return 1;
+    unsigned mt = 0;
+    int ord = -2;
+    CUresult r1 = cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va);
+    CUresult r2 = cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, va);
+    CUdeviceptr base = 0;
+    size_t range = 0;
+    CUresult r3 = cuMemGetAddressRange(&base, &range, va + 4096);
+    printf("  pointer attributes: memory type rc %d = %u (device %d, host %d), device ordinal rc %d = %d, "
+           "address range rc %d = +%llu, %zu bytes\n", (int)r1, mt, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST, (int)r2,
+           ord, (int)r3, (unsigned long long)(base - va), range);
+    size_t fr = 0, tot = 0;
+    cuMemGetInfo(&fr, &tot);
+    printf("  cuMemGetInfo with it mapped: free %zu MiB of %zu MiB\n", fr >> 20, tot >> 20);
 
     unsigned *host = NULL;
     CK(cuMemAllocHost((void **)&host, size));

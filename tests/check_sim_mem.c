@@ -215,6 +215,91 @@ START_TEST(test_access_after_set_access_works)
 }
 END_TEST
 
+/* Host-located physical memory (CU_MEM_LOCATION_TYPE_HOST, HOST_NUMA node 0): no device
+ * memory used; mapped, it is reached by a kernel and by copies only once cuMemSetAccess
+ * grants the device (any device, peer access or not); a 2 MiB piece of it remapped
+ * onto device memory under the same addresses. HOST with handle types, another NUMA node, or FTSIM_HOST_VMM=0 refuse. */
+START_TEST(test_host_located_memory)
+{
+    setenv("FTSIM_DEVICE_COUNT", "2", 1);
+    setenv("FTSIM_PEER", "0", 1); /* host memory needs no peer access */
+    sim_test_register();
+    RT_OK(cudaFree(0));
+    int on = 0;
+    CU_OK(cuDeviceGetAttribute(&on, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0));
+    ck_assert_int_eq(on, 1);
+    size_t g = 2u << 20, size = 4 * g;
+    CUmemAllocationProp hp = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {.type = CU_MEM_LOCATION_TYPE_HOST}};
+    CUmemGenericAllocationHandle bad;
+    hp.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    ck_assert_int_eq(cuMemCreate(&bad, g, &hp, 0), CUDA_ERROR_INVALID_VALUE);
+    hp.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    CUmemAllocationProp np = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_HOST_NUMA, .id = 1}};
+    ck_assert_int_eq(cuMemCreate(&bad, g, &np, 0), CUDA_ERROR_INVALID_VALUE);
+    np.location.id = 0;
+    CU_OK(cuMemCreate(&bad, g, &np, 0));
+    CU_OK(cuMemRelease(bad));
+    /* One handle a piece (cuMemMap maps a handle whole, at offset 0). */
+    CUmemGenericAllocationHandle h[4];
+    CUdeviceptr va;
+    CU_OK(cuMemAddressReserve(&va, size, 0, 0, 0));
+    for (int i = 0; i < 4; i++) {
+        CU_OK(cuMemCreate(&h[i], g, &hp, 0));
+        CU_OK(cuMemMap(va + (size_t)i * g, g, 0, h[i], 0));
+    }
+    ck_assert_uint_eq(simcudaDeviceMemUsed(0), 0);
+    RT_OK(launch_touch((void *)va, 0, 0));
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaErrorIllegalAddress); /* no access yet */
+    RT_OK(cudaDeviceReset());
+    RT_OK(cudaFree(0));
+    CUmemAccessDesc ad = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CU_OK(cuMemSetAccess(va, size, &ad, 1));
+    ad.location.id = 1; /* any device may be granted it */
+    CU_OK(cuMemSetAccess(va, size, &ad, 1));
+    RT_OK(launch_fill((float *)va, 2.5f, size / sizeof(float), 0));
+    /* Piece 1 onto device memory: its bytes copied aside, then remapped. */
+    CUmemAllocationProp dp = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle hd;
+    CU_OK(cuMemCreate(&hd, g, &dp, 0));
+    void *save;
+    RT_OK(cudaMalloc(&save, g));
+    RT_OK(cudaMemcpy(save, (void *)(va + g), g, cudaMemcpyDeviceToDevice));
+    RT_OK(cudaDeviceSynchronize());
+    CU_OK(cuMemUnmap(va + g, g));
+    CU_OK(cuMemMap(va + g, g, 0, hd, 0));
+    ad.location.id = 0;
+    CU_OK(cuMemSetAccess(va + g, g, &ad, 1));
+    RT_OK(cudaMemcpy((void *)(va + g), save, g, cudaMemcpyDeviceToDevice));
+    ck_assert_uint_eq(simcudaDeviceMemUsed(0), 2 * g); /* the piece and `save` */
+    float out[4];
+    for (int i = 0; i < 4; i++)
+        RT_OK(cudaMemcpy(&out[i], (void *)(va + (size_t)i * g + 4), sizeof(float), cudaMemcpyDeviceToHost));
+    ck_assert(out[0] == 2.5f && out[1] == 2.5f && out[2] == 2.5f && out[3] == 2.5f);
+    CU_OK(cuMemUnmap(va, size));
+    for (int i = 0; i < 4; i++)
+        CU_OK(cuMemRelease(h[i]));
+    CU_OK(cuMemRelease(hd));
+    CU_OK(cuMemAddressFree(va, size));
+}
+END_TEST
+
+START_TEST(test_host_located_refused)
+{
+    setenv("FTSIM_HOST_VMM", "0", 1);
+    sim_test_register();
+    RT_OK(cudaFree(0));
+    int on = 1;
+    CU_OK(cuDeviceGetAttribute(&on, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0));
+    ck_assert_int_eq(on, 0);
+    CUmemAllocationProp hp = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {.type = CU_MEM_LOCATION_TYPE_HOST}};
+    CUmemGenericAllocationHandle h;
+    ck_assert_int_eq(cuMemCreate(&h, 2u << 20, &hp, 0), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
 START_TEST(test_double_mapping_same_bytes)
 {
     sim_test_register();
@@ -495,6 +580,8 @@ Suite *sim_mem_suite(void)
     tcase_add_test(tc, test_no_peer_access_refuses_grants);
     tcase_add_test(tc, test_access_after_set_access_works);
     tcase_add_test(tc, test_double_mapping_same_bytes);
+    tcase_add_test(tc, test_host_located_memory);
+    tcase_add_test(tc, test_host_located_refused);
     tcase_add_test(tc, test_vmm_validation_and_granularity);
     tcase_add_test(tc, test_many_vmm_allocations);
     tcase_add_test(tc, test_freed_memory_faults);

@@ -398,10 +398,15 @@ static int run_device_work(struct CUstream_st *s, sim_op_t *op)
     switch (op->kind) {
     case SIM_OP_KERNEL:
         if (op->u.kern.foreign != 0) {
-            sim_log("illegal address %#llx (device %d's memory, no peer access) in kernel %s on "
-                    "stream %u of device %d: CUDA_ERROR_ILLEGAL_ADDRESS is now sticky on the context",
-                    (unsigned long long)op->u.kern.foreign, op->u.kern.foreign_dev,
-                    op->u.kern.k->name, s->id, s->ctx->dev->ordinal);
+            char whose[48];
+            if (op->u.kern.foreign_dev == SIM_MAX_DEVICES)
+                snprintf(whose, sizeof whose, "host-located memory, no access granted");
+            else
+                snprintf(whose, sizeof whose, "device %d's memory, no peer access", op->u.kern.foreign_dev);
+            sim_log("illegal address %#llx (%s) in kernel %s on stream %u of device %d: "
+                    "CUDA_ERROR_ILLEGAL_ADDRESS is now sticky on the context",
+                    (unsigned long long)op->u.kern.foreign, whose, op->u.kern.k->name, s->id,
+                    s->ctx->dev->ordinal);
             t_frame = NULL;
             return -1;
         }

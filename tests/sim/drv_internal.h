@@ -70,6 +70,7 @@
     X(CUPTI_HELD,      long,   0,            "1: CUPTI's subscriber slot is taken (as by Kineto/Nsight)") \
     X(CUPTI_DUP_API,   long,   0,            "N: the Nth runtime or driver API activity record is written twice, under one correlation id, as a second CPU-side record would be (tests FT_CUPTI_AUDIT; 0: never)") \
     X(NO_JIT,          long,   0,            "1: cuModuleLoadData refuses PTX (a driver without its JIT compiler)") \
+    X(HOST_VMM,        size,   16ull << 30,  "host memory cuMemCreate may take with a host location (CU_MEM_LOCATION_TYPE_HOST, HOST_NUMA node 0), mapped where cuMemSetAccess lets devices reach it; 0: host locations refused, as on a system without them") \
     X(PEER,            long,   1,            "1: devices can access each other's virtual-memory mappings where cuMemSetAccess grants it (0: no peer access at all)") \
     X(REPORT_PEAK,     long,   0,            "1: at exit, print each device's peak physical memory (what nvidia-smi would see)")
 

@@ -961,7 +961,18 @@ typedef struct {
     int fd;
     rangeset_t free;
 } phys_heap_t;
-static phys_heap_t g_heap[SIM_MAX_DEVICES];
+static phys_heap_t g_heap[SIM_MAX_DEVICES + 1];
+
+/* Host-located physical memory (cuMemCreate with CU_MEM_LOCATION_TYPE_HOST or
+ * HOST_NUMA): pinned host memory the driver maps into device address ranges, which a
+ * device reaches where cuMemSetAccess lets it (over the link on a GPU). Its own heap,
+ * the last; it counts in no device's memory (FTSIM_HOST_VMM bytes at most). */
+static sim_dev_t g_host_mem = {.ordinal = SIM_MAX_DEVICES};
+
+static int host_located(const CUmemAllocationProp *prop)
+{
+    return prop->location.type == CU_MEM_LOCATION_TYPE_HOST || prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+}
 
 static int heap_alloc(sim_dev_t *dev, size_t size, size_t *offset)
 {
@@ -1012,15 +1023,22 @@ SIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, si
     if (r == CUDA_SUCCESS)
         r = capture_unsafe(0);
     if (r == CUDA_SUCCESS) {
+        /* A host location: HOST (id ignored) with no handle types, as the driver
+         * documents; HOST_NUMA on node 0 (one node here); none where FTSIM_HOST_VMM is 0. */
+        int host = prop != NULL && host_located(prop);
         if (!handle || !prop || size == 0 || size % gran() ||
             prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-            prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+            (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE && !host) ||
+            (host && (g_sim.opt.HOST_VMM == 0 ||
+                      (prop->location.type == CU_MEM_LOCATION_TYPE_HOST && prop->requestedHandleTypes != 0) ||
+                      (prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && prop->location.id != 0)))) {
             r = CUDA_ERROR_INVALID_VALUE;
-        } else if (prop->location.id < 0 || prop->location.id >= g_sim.ndev) {
+        } else if (!host && (prop->location.id < 0 || prop->location.id >= g_sim.ndev)) {
             r = CUDA_ERROR_INVALID_DEVICE;
         } else {
             pthread_mutex_lock(&g_sim.lock);
-            sim_dev_t *dev = &g_sim.dev[prop->location.id];
+            g_host_mem.capacity = g_sim.opt.HOST_VMM;
+            sim_dev_t *dev = host ? &g_host_mem : &g_sim.dev[prop->location.id];
             sim_phys_t *ph = NULL;
             if (sim_fault_hit(SIM_FAULT_KIND_ALLOC) || size > dev->capacity - dev->used ||
                 !(ph = calloc(1, sizeof *ph))) {
@@ -1267,11 +1285,14 @@ SIM_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const C
                 at = m->base + m->size;
                 i++;
             }
-            /* Another device than the memory's own needs peer access (FTSIM_PEER). */
+            /* Another device than the memory's own needs peer access (FTSIM_PEER);
+             * host-located memory any device reaches. */
             for (size_t k = first; r == CUDA_SUCCESS && !g_sim.opt.PEER && k < i; k++)
-                for (size_t d = 0; d < count; d++)
-                    if (((sim_map_t *)RS_AT(&g_maps, k))->ph->dev->ordinal != desc[d].location.id)
+                for (size_t d = 0; d < count; d++) {
+                    const sim_dev_t *own = ((sim_map_t *)RS_AT(&g_maps, k))->ph->dev;
+                    if (own != &g_host_mem && own->ordinal != desc[d].location.id)
                         r = CUDA_ERROR_INVALID_DEVICE;
+                }
             if (r == CUDA_SUCCESS && at < end) {
                 r = CUDA_ERROR_INVALID_VALUE;  /* part of the range is not mapped */
             } else if (r == CUDA_SUCCESS) {
@@ -1345,7 +1366,10 @@ static ptr_info_t ptr_info(uintptr_t a)
     }
     sim_map_t *m = rs_find(&g_maps, a);
     if (m) {
-        i = (ptr_info_t){1, CU_MEMORYTYPE_DEVICE, m->ph->dev, m->base, m->size, m->buffer_id,
+        /* Host-located memory: said as device memory of device 0 (as the driver says
+         * of it is bench/host_pieces.c's question; not yet seen on a GPU). */
+        sim_dev_t *dev = m->ph->dev == &g_host_mem ? &g_sim.dev[0] : m->ph->dev;
+        i = (ptr_info_t){1, CU_MEMORYTYPE_DEVICE, dev, m->base, m->size, m->buffer_id,
                          1, m->access, 0, 1};
         return i;
     }

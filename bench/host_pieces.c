@@ -151,41 +151,50 @@ static int try_location(CUmemLocationType type, int id, const char *name, size_t
     if (check(va, size, 7, "kernel write"))
         return 1;
 
-    /* One 2 MiB piece remapped from host to device memory at the same addresses. */
+    CUresult part = cuMemUnmap(va + (2u << 20), 2u << 20);
+    printf("  unmap one 2 MiB piece of a host handle mapped whole: rc %d\n", (int)part);
+    CK(cuMemUnmap(va, size));
+    CK(cuMemAddressFree(va, size));
+    CK(cuMemRelease(h));
+
+    /* Pieces of one handle each (cuMemMap maps a handle whole): four host ones, then
+     * the second remapped onto device memory under the same addresses. */
     size_t pg = 2u << 20;
+    CUmemGenericAllocationHandle hp[4], hd;
+    CUdeviceptr v4;
+    CK(cuMemAddressReserve(&v4, 4 * pg, 0, 0, 0));
+    for (int i = 0; i < 4; i++) {
+        CK(cuMemCreate(&hp[i], pg, &p, 0));
+        CK(cuMemMap(v4 + (size_t)i * pg, pg, 0, hp[i], 0));
+    }
+    CK(cuMemSetAccess(v4, 4 * pg, &a, 1));
+    CK(cuMemcpyHtoD(v4, host, 4 * pg));
     CUmemAllocationProp dp;
     memset(&dp, 0, sizeof dp);
     dp.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     dp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     dp.location.id = 0;
-    CUmemGenericAllocationHandle hd;
     CK(cuMemCreate(&hd, pg, &dp, 0));
-    CK(cuMemcpyDtoD(d, va + pg, pg)); /* save the piece */
+    CK(cuMemcpyDtoD(d, v4 + pg, pg)); /* the piece's bytes aside */
     CK(cuCtxSynchronize());
-    rc = cuMemUnmap(va + pg, pg);
-    printf("  unmap one 2 MiB piece of a host handle mapped whole: rc %d\n", (int)rc);
-    if (rc == CUDA_SUCCESS) {
-        CK(cuMemMap(va + pg, pg, 0, hd, 0));
-        CK(cuMemSetAccess(va + pg, pg, &a, 1));
-        CK(cuMemcpyDtoD(va + pg, d, pg));
-        CK(cuCtxSynchronize());
-        CUdeviceptr d2;
-        CK(cuMemAlloc(&d2, size));
-        if (kernel_copy(d2, va, size, &s))
-            return 1;
-        printf("  mixed range (one device piece among host ones) read by a kernel: ");
-        fflush(stdout);
-        if (check(d2, size, 7, "mixed"))
-            return 1;
-        CK(cuMemUnmap(va + pg, pg));
-        CK(cuMemFree(d2));
+    CK(cuMemUnmap(v4 + pg, pg));
+    CK(cuMemMap(v4 + pg, pg, 0, hd, 0));
+    CK(cuMemSetAccess(v4 + pg, pg, &a, 1));
+    CK(cuMemcpyDtoD(v4 + pg, d, pg));
+    CK(cuCtxSynchronize());
+    CUdeviceptr d2;
+    CK(cuMemAlloc(&d2, 4 * pg));
+    if (kernel_copy(d2, v4, 4 * pg, &s))
+        return 1;
+    if (check(d2, 4 * pg, 7, "one device piece among host ones, read by a kernel"))
+        return 1;
+    for (int i = 0; i < 4; i++) {
+        CK(cuMemUnmap(v4 + (size_t)i * pg, pg));
+        CK(cuMemRelease(hp[i]));
     }
     CK(cuMemRelease(hd));
-    cuMemUnmap(va, size); /* may fail where the piece was cut out: unmap the rest */
-    cuMemUnmap(va, pg);
-    cuMemUnmap(va + 2 * pg, size - 2 * pg);
-    CK(cuMemAddressFree(va, size));
-    CK(cuMemRelease(h));
+    CK(cuMemAddressFree(v4, 4 * pg));
+    CK(cuMemFree(d2));
     CK(cuMemFree(d));
     CK(cuMemFreeHost(host));
 

@@ -34,6 +34,9 @@ typedef struct {
     int unit;                 /* index in units, -1 none */
     int shared;               /* touched by launches outside its unit's range */
     int direct;               /* touched through a launch's own arguments in the pass */
+    int touched;              /* touched by a launch discovery observed (since the last
+                                 restart, which forgets it but for activations):
+                                 ft_disc_region_touched */
     int kernel_born;          /* allocated after the first launch and first touched by
                                  a launch, not a copy: an activation (a caching
                                  allocator's segment), never a weight, also after a
@@ -2039,7 +2042,8 @@ static void restart(ft_disc_t *d)
     HASH_ITER(hh, d->rmap, r, rt) {
         if (r->kernel_born && !r->freed && !r->init_made) { /* stays out of the candidates */
             *r = (rinfo_t){ .id = r->id, .base = r->base, .size = r->size, .flags = r->flags,
-                            .unit = -1, .kernel_born = 1, .born_kernel = r->born_kernel, .hh = r->hh };
+                            .unit = -1, .kernel_born = 1, .born_kernel = r->born_kernel, .touched = 1,
+                            .hh = r->hh };
             continue;
         }
         d->rvec[r->id] = NULL;
@@ -2203,6 +2207,8 @@ int ft_disc_launch(ft_disc_t *d, uint64_t lane, uint64_t kernel, const char *nam
         } else if (x != NULL && x->kernel_born && x->born_kernel != k->idx) {
             k->foreign++;
         }
+        if (x != NULL)
+            x->touched = 1;
         kept++;
     }
     n = kept;
@@ -2568,6 +2574,15 @@ int ft_disc_region_shared(ft_disc_t *d, uint32_t id)
     int shared = x != NULL && x->shared;
     pthread_mutex_unlock(&d->lock);
     return shared;
+}
+
+int ft_disc_region_touched(ft_disc_t *d, uint32_t id)
+{
+    pthread_mutex_lock(&d->lock);
+    rinfo_t *x = rinfo_get(d, id);
+    int touched = x != NULL && (x->touched || x->kernel_born || x->written || x->unit >= 0);
+    pthread_mutex_unlock(&d->lock);
+    return touched;
 }
 
 int ft_disc_region_indirect_only(ft_disc_t *d, uint32_t id)

@@ -185,6 +185,10 @@ int ft_disc_region_shared(ft_disc_t *d, uint32_t id);
  * through a launch's own arguments): the residency guard, which does not read
  * pointer arrays, could not load it, so the engine keeps it resident. */
 int ft_disc_region_indirect_only(ft_disc_t *d, uint32_t id);
+/* Whether a launch discovery observed touched region id (since its last restart; an
+ * activation's stays), a copy wrote it, or a unit holds it: 0 for a region no observed
+ * call used (the room of a pool the program has not carved yet). */
+int ft_disc_region_touched(ft_disc_t *d, uint32_t id);
 
 /* Launches in the recorded pass. */
 size_t ft_disc_pass_length(ft_disc_t *d);

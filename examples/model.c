@@ -172,6 +172,10 @@
  *                 last at 256-byte alignment; each chunk's handle is released as soon
  *                 as it is mapped; nothing is given back until the end, where one
  *                 cuMemUnmap covers every chunk
+ *   --pool-late N with --own-vmm-pool: from forward N on, each forward carves a fresh 2 MiB
+ *                 buffer from the pool half-way through its layers (the pool never gives
+ *                 one back: new room each time, as a pool's allocator reaches memory no
+ *                 buffer used before), clears it and mixes the activation through it
  *   --init-twice  with --init-kernel: after all the weights, layer 0's weight (the one
  *                 region alive at the first launch) is written again by the same fill
  *                 kernel, with a host synchronisation between (transformers initialising
@@ -413,6 +417,7 @@ static int refill_after = -1; /* --refill */
 static int rewrite_from = -1;
 static int peek_after = -1;
 static int scratch_from = -1;
+static int pool_late = -1; /* --pool-late */
 static int over_from = -1; /* --demote-after-plan */
 static int drv_alloc; /* --drv-alloc */
 static int drv_workspace_mib = 0;
@@ -1640,6 +1645,14 @@ static void layer_tail(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32
         CHECK(cudaMalloc(scratch_buf, 2u << 20));
         CHECK(cudaMemsetAsync(*scratch_buf, 0, 2u << 20, stream));
     }
+    if (pool_late >= 0 && cur_iter >= pool_late && l == layers / 2) {
+        uint32_t *late = own_vmm_alloc(2u << 20);
+        CHECK(cudaMemsetAsync(late, 0, 2u << 20, stream));
+        void *in_args[] = { &late, &b, &dim };
+        CHECK(cudaLaunchKernelExC(cfg, k_mix, in_args));
+        void *out_args[] = { &b, &late, &dim };
+        CHECK(cudaLaunchKernelExC(cfg, k_mix, out_args));
+    }
     if (over_from >= 0 && cur_iter >= over_from && l == layers / 2)
         *over_buf = grow_activation(stream, b);
     if (prologue) {
@@ -1827,8 +1840,9 @@ static int forward_kind(int it)
     int grown = over_from >= 0 && it >= over_from;
     int routed = moe_experts > 0 ? it + 1 : 0; /* --moe: every forward routes its own way */
     int reloaded = reload_after >= 0 && it > reload_after;
+    int late = pool_late >= 0 && it >= pool_late;
     return varied | crossed << 1 | skipped << 2 | stale_late << 3 | far_late << 4 | gathered << 5 | grown << 6 |
-           reloaded << 7 | routed << 8;
+           reloaded << 7 | late << 8 | routed << 9;
 }
 
 /* Whether worker 0 writes weights from the host after forward it (--zero, --peek,
@@ -2481,6 +2495,8 @@ int main(int argc, char **argv)
             own_vmm = own_vmm_export = 1;
         else if (strcmp(a, "--own-vmm-pool") == 0 && i + 1 < argc)
             own_vmm = 1, own_vmm_pool_mib = parse_int(a, argv[++i], 1, 1024);
+        else if (strcmp(a, "--pool-late") == 0 && i + 1 < argc)
+            pool_late = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--init-twice") == 0)
             init_twice = 1;
         else if (strcmp(a, "--init-other") == 0)
@@ -2614,7 +2630,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -2697,6 +2713,10 @@ int main(int argc, char **argv)
          scratch_from >= 0 || over_from >= 0 || outside_from >= 0 || drv_workspace_mib > 0)) {
         fprintf(stderr, "model: --graph and --graph-nodes need one thread, without options that allocate or use "
                         "another device inside a forward\n");
+        return 2;
+    }
+    if (pool_late >= 0 && own_vmm_pool_mib == 0) {
+        fprintf(stderr, "model: --pool-late needs --own-vmm-pool\n");
         return 2;
     }
     /* Its buffer is made by the first forward to need it, which the others would race. */
@@ -2831,7 +2851,8 @@ int main(int argc, char **argv)
     printf("checksum %016" PRIx64 "%s\n",
            wk[0].checksum[poke_after >= 0 || drop_after >= 0 || zero_after >= 0 || rewrite_from >= 0 ||
                           peek_after >= 0 || cross_from >= 0 || skip_from >= 0 || gather_from >= 0 ||
-                          over_from >= 0 || moe_experts > 0 || grow_cache || reload_after >= 0 ? iters - 1 : 0],
+                          over_from >= 0 || moe_experts > 0 || grow_cache || reload_after >= 0 || pool_late >= 0
+                      ? iters - 1 : 0],
            agree ? "" : " (iterations or threads DISAGREE)");
     free(wk);
     free(tid);

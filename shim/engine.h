@@ -158,6 +158,9 @@ typedef struct {
     /* The program reserved the address range and mapped it (progmap.c): freeing it
      * leaves the range reserved, the program's to free. */
     int external;
+    /* A piece of the program's pool that no call had used by the plan, backed by
+     * host-located memory since (vmm_room_to_host): `handle` is that memory's. */
+    int on_host;
     UT_hash_handle hh;
 } vmm_t;
 
@@ -182,6 +185,9 @@ typedef struct {
     ft_plan_t out;
     uint64_t min_budget;
     uint64_t weight_bytes;    /* every unit's regions, in whole granules where mapped */
+    /* The room of the program's pools the switch moves to host memory (left out of the
+     * plan's non-weight memory; vmm_room_to_host). */
+    uint64_t room_bytes;
 } plan_state_t;
 
 /* The runtime's event calls, for FlexTensor's own timing and ordering (cuda.c's ev):
@@ -1020,6 +1026,18 @@ vmm_t *vmm_piece_first(vmm_t *v);
 int piece_after(const ft_region_t *r, ft_region_t *q);
 uint64_t vmm_piece_span(uint64_t base);
 int vmm_free(void *p, int (*forget)(vmm_t *v));
+/* The room of the program's own pools (pieces past the last one any call used, by
+ * used()'s answer, a margin apart) onto host-located memory that the device reaches
+ * over the link, so that it stops counting against the budget; the device synchronised
+ * first (res.lock held, every call guarded: the plan's switch). Its bytes and pieces
+ * moved (`dry`: that would move, nothing done); host_room_bytes (atomic) is what is
+ * there now. 0 where the device has no host-located memory. */
+uint64_t vmm_room_to_host(int (*used)(uint64_t va), int dry, uint64_t *pieces);
+extern uint64_t host_room_bytes;
+/* residency.c: whether any call FlexTensor observed used the piece at va (used() of
+ * vmm_room_to_host). */
+int res_room_used(uint64_t va);
+void vmm_left_host(vmm_t *v); /* v's memory let go (freed, or moved out by FT_SPILL) */
 
 /* phys.c: physical allocations backing several pieces, with their references. */
 int phys_adopt(CUmemGenericAllocationHandle h, size_t size, int refs);

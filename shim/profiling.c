@@ -398,6 +398,10 @@ static void make_plan(void)
         kept += !u->offload;
         kept_bytes += u->offload ? 0 : bytes;
     }
+    /* The room of the program's own pools (XLA's, PyTorch's expandable segments) goes
+     * to host memory at the switch: no device memory the budget must hold. */
+    uint64_t room_pieces = 0;
+    plan.room_bytes = memory_budget() != 0 ? vmm_room_to_host(res_room_used, 1, &room_pieces) : 0;
     uint64_t tracked = device_bytes();
     ft_plan_input_t *in = &plan.in;
     in->units = units;
@@ -415,6 +419,7 @@ static void make_plan(void)
     uint64_t peak = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
     if (peak > tracked)
         tracked = peak;
+    tracked = tracked > plan.room_bytes ? tracked - plan.room_bytes : 0;
     /* Both in whole granules where virtual memory backs them. */
     in->other_bytes = tracked > weights ? tracked - weights : 0;
     /* A plan from a saved profile comes before this run's activations: the saved run's

@@ -91,8 +91,15 @@ typedef struct {
 
 /* Lets go of piece v's reference to its allocation, mapped no more (the allocation
  * released with the last reference). */
+int res_room_used(uint64_t va)
+{
+    ft_region_t r;
+    return !ft_regions_find(regions, va, &r) || ft_disc_region_touched(disc, r.id);
+}
+
 static void drop_piece(vmm_t *v)
 {
+    vmm_left_host(v); /* room moved to host memory that a later plan's unit holds */
     if (phys_drop(v->handle))
         phys_release(v->handle);
 }
@@ -1690,6 +1697,14 @@ int activate_locked(void)
     if (res.side == NULL && own_stream(&res.side) != cudaSuccess)
         res.side = NULL; /* the legacy stream: correct, slower */
     REAL(cudaDeviceSynchronize)();
+    if (plan.room_bytes != 0 && !capture_under_way()) {
+        uint64_t pieces = 0, room = vmm_room_to_host(res_room_used, 0, &pieces);
+        char a[32], b[32];
+        FT_INFO("residency: %s of the program's own pools that no call had used (%llu piece(s)) moved to "
+                "host memory the device reaches over the link: it counts in no device memory, and stays "
+                "the program's to use, more slowly (%s expected)", human_bytes(room, a, sizeof a),
+                (unsigned long long)pieces, human_bytes(plan.room_bytes, b, sizeof b));
+    }
     if (!cfgp->pinned_memory)
         FT_WARN("residency: FT_PINNED_MEMORY=false: streamed weights live in pageable host "
                 "memory; every copy in is staged and synchronous, several times slower");

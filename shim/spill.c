@@ -192,6 +192,7 @@ static int spill_out(vmm_t *v)
         return -1;
     if (drv.unmap(v->va, v->size) != CUDA_SUCCESS)
         return -1;
+    vmm_left_host(v); /* room moved to host-located memory comes back as device memory */
     drv.release(v->handle);
     v->spilled = 1;
     spill_bytes += v->size;

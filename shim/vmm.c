@@ -44,7 +44,9 @@ uint64_t vmm_pad;
  * the region table's bytes, virtual-memory backed ones in whole granules. */
 uint64_t device_bytes(void)
 {
-    return ft_regions_bytes(regions) + __atomic_load_n(&vmm_pad, __ATOMIC_RELAXED);
+    uint64_t b = ft_regions_bytes(regions) + __atomic_load_n(&vmm_pad, __ATOMIC_RELAXED),
+             host = __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED);
+    return b > host ? b - host : 0;
 }
 
 /* vmm_find inside a vmm_each callback, vmm_lock held already. */
@@ -554,6 +556,7 @@ int vmm_free(void *p, int (*forget)(vmm_t *v))
 static void release_one(vmm_t *v, int (*forget)(vmm_t *v))
 {
     __atomic_sub_fetch(&vmm_pad, v->size - v->asked, __ATOMIC_RELAXED);
+    vmm_left_host(v);
     int mapped = forget != NULL ? forget(v) : !v->spilled;
     /* Split (res_split_tail): the part before tail_off is the unit's, mapped when it is
      * loaded; the tail is mapped for good, with physical memory of its own. */
@@ -617,4 +620,204 @@ uint64_t vmm_piece_span(uint64_t base)
 uint64_t vmm_bytes(const vmm_t *v)
 {
     return v->piece ? (uint64_t)v->pieces * v->size : v->size;
+}
+
+/* --- the room of the program's pools in host memory ---------------------------------
+ *
+ * XLA grows its pool by doubling chunks, and with preallocation takes a fraction of the
+ * device at once: at the plan much of it is room no buffer has used yet. On the device
+ * it is non-weight memory the budget must hold, which a budget of a third of the
+ * weights cannot. Host-located physical memory (cuMemCreate with a host location,
+ * mapped with device access) is memory the device reads and writes over the link: the
+ * room moved there stays valid at the same addresses whatever the program does with it
+ * later, only slower, and counts in no device memory. Which pieces are room is a guess
+ * (used(): no call FlexTensor observed touched them, no copy reached them), so nothing
+ * depends on it but speed. Pieces are moved from the last one used on, a margin of
+ * ROOM_MARGIN bytes past it: a buffer a kernel was given the start of may run on into
+ * the next pieces. */
+#define ROOM_MARGIN ((uint64_t)16 << 20)
+
+uint64_t host_room_bytes;
+/* 1: host-located memory works (host_prop), -1: refused, 0: not tried (res.lock). */
+static int host_loc;
+static CUmemAllocationProp host_prop;
+
+/* A handle of len bytes of host-located memory: HOST_NUMA node 0 (CUDA 12.2), else
+ * HOST (no node); the first that works is kept. */
+static CUresult create_host(CUmemGenericAllocationHandle *h, size_t len)
+{
+    if (host_loc < 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (host_loc > 0)
+        return drv.create(h, len, &host_prop, 0);
+    static const CUmemLocationType types[] = { CU_MEM_LOCATION_TYPE_HOST_NUMA, CU_MEM_LOCATION_TYPE_HOST };
+    CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        CUmemAllocationProp p = { 0 };
+        p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.location.type = types[i];
+        p.location.id = 0;
+        if ((rc = drv.create(h, len, &p, 0)) == CUDA_SUCCESS) {
+            host_prop = p;
+            host_loc = 1;
+            return rc;
+        }
+    }
+    host_loc = -1;
+    FT_INFO("the device has no host-located virtual memory (cuMemCreate with a host location: CUresult %d): "
+            "the room of the program's pools stays on the device", (int)rc);
+    return rc;
+}
+
+void vmm_left_host(vmm_t *v)
+{
+    if (v->on_host) {
+        v->on_host = 0;
+        __atomic_sub_fetch(&host_room_bytes, v->size, __ATOMIC_RELAXED);
+    }
+}
+
+/* v's bytes onto host-located memory at the same addresses (bounce: pinned, v->size
+ * bytes). 0, or -1 with v as it was. */
+static int piece_to_host(vmm_t *v, CUdevice dev, void *bounce)
+{
+    CUmemGenericAllocationHandle h;
+    if (create_host(&h, v->size) != CUDA_SUCCESS)
+        return -1;
+    if (own_copy_sync(bounce, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        drv.unmap(v->va, v->size) != CUDA_SUCCESS) {
+        drv.release(h);
+        return -1;
+    }
+    if (drv.map(v->va, v->size, 0, h, 0) != CUDA_SUCCESS || set_access(dev, v->va, v->size) != CUDA_SUCCESS) {
+        drv.unmap(v->va, v->size);
+        drv.release(h);
+        /* Back onto its own device memory, kept until now. */
+        if (drv.map(v->va, v->size, 0, v->handle, 0) != CUDA_SUCCESS || set_access(dev, v->va, v->size) != CUDA_SUCCESS)
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "vmm: a piece at %#llx could not be mapped back after a failed move "
+                          "to host memory: the program will fault there", (unsigned long long)v->va);
+        return -1;
+    }
+    own_copy_sync((void *)(uintptr_t)v->va, bounce, v->size, cudaMemcpyHostToDevice);
+    drv.release(v->handle);
+    v->handle = h;
+    v->on_host = 1;
+    __atomic_add_fetch(&host_room_bytes, v->size, __ATOMIC_RELAXED);
+    return 0;
+}
+
+struct room_scan {
+    uint64_t *va, *copy_end;
+    size_t n, cap;
+};
+
+/* The program's pieces that could move (mapped alone, on their own device memory). */
+static void room_collect(vmm_t *v, void *ctx)
+{
+    struct room_scan *r = ctx;
+    if (!v->piece || !v->external || v->spilled || v->on_host || v->map_n != 1 || v->tail_off != 0 ||
+        phys_size(v->handle) != 0)
+        return;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 256;
+        uint64_t *a = realloc(r->va, cap * sizeof *a), *b = a ? realloc(r->copy_end, cap * sizeof *b) : NULL;
+        if (a != NULL)
+            r->va = a;
+        if (b == NULL)
+            return;
+        r->copy_end = b;
+        r->cap = cap;
+    }
+    r->va[r->n] = v->va;
+    r->copy_end[r->n++] = __atomic_load_n(&v->copy_end, __ATOMIC_RELAXED);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+uint64_t vmm_room_to_host(int (*used)(uint64_t va), int dry, uint64_t *pieces)
+{
+    CUdevice dev;
+    size_t g = vmm_gran();
+    *pieces = 0;
+    if (g == 0 || host_loc < 0 || !vmm_ready(&dev))
+        return 0;
+    struct room_scan r = { 0 };
+    vmm_each(room_collect, &r);
+    if (r.n == 0) {
+        free(r.va);
+        free(r.copy_end);
+        return 0;
+    }
+    /* Address order, each piece's copy end beside it. */
+    uint64_t *pair = malloc(2 * r.n * sizeof *pair);
+    if (pair == NULL) {
+        free(r.va);
+        free(r.copy_end);
+        return 0;
+    }
+    for (size_t i = 0; i < r.n; i++)
+        pair[2 * i] = r.va[i], pair[2 * i + 1] = r.copy_end[i];
+    qsort(pair, r.n, 2 * sizeof *pair, cmp_u64);
+    /* Pinned, one piece: kept for a later plan (the bytes pass through it). */
+    static void *bounce;
+    static size_t bounce_len;
+    uint64_t moved = 0;
+    int synced = 0;
+    /* Runs of pieces end to end (a pool's chunks continue one allocation); in each, the
+     * room begins ROOM_MARGIN past the end of the last piece used or reached by a copy. */
+    for (size_t i = 0; i < r.n;) {
+        size_t j = i + 1;
+        while (j < r.n && pair[2 * j] == pair[2 * (j - 1)] + g)
+            j++;
+        uint64_t reach = pair[2 * i];
+        for (size_t k = i; k < j; k++) {
+            uint64_t va = pair[2 * k];
+            if (pair[2 * k + 1] > reach)
+                reach = pair[2 * k + 1];
+            if (used(va) && va + g > reach)
+                reach = va + g;
+        }
+        uint64_t from = reach + ROOM_MARGIN;
+        for (size_t k = i; k < j && host_loc >= 0; k++) {
+            uint64_t va = pair[2 * k];
+            if (va < from)
+                continue;
+            if (dry) {
+                if (host_loc == 0) { /* whether the device has host-located memory at all */
+                    CUmemGenericAllocationHandle h;
+                    if (create_host(&h, g) != CUDA_SUCCESS)
+                        break;
+                    drv.release(h);
+                }
+                moved += g;
+                (*pieces)++;
+                continue;
+            }
+            if (!synced) { /* nothing the program runs may be using what moves */
+                sync_reaching_devices();
+                synced = 1;
+            }
+            if (bounce_len != g) {
+                void *b = NULL;
+                if (own_host_alloc(&b, g) != cudaSuccess)
+                    break;
+                bounce = b; /* a different granule (never, in one process): the old one is left */
+                bounce_len = g;
+            }
+            vmm_t *v = vmm_find(va);
+            if (v != NULL && !v->on_host && piece_to_host(v, dev, bounce) == 0) {
+                moved += g;
+                (*pieces)++;
+            }
+        }
+        i = j;
+    }
+    free(pair);
+    free(r.va);
+    free(r.copy_end);
+    return moved;
 }

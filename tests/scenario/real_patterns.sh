@@ -248,6 +248,24 @@ L=("${L_SAVED[@]}")
 compare_run own-pool-room --own-vmm-pool 256 -- FT_PROGRAM_MAPPINGS=serve FT_GPU_MEM_LIMIT=300MiB
 expect_grep 'discovery: done, 1 iteration\(s\), 12 units' "$WORK/own-pool-room.err" "own-pool-room"
 expect_no_grep 'lies unused beside them' "$WORK/own-pool-room.err" "own-pool-room"
+# A pool much larger than what the program has used by the plan (XLA's doubling chunks;
+# a preallocated arena): the room past the last piece used (16 MiB apart) goes to
+# host-located memory at the switch, so the budget need not hold it (before, the plan
+# counted 206 MiB of non-weight memory and planned nothing). From forward 12 on each
+# forward carves a fresh buffer from the pool, reaching into that room: same output.
+# Without host-located memory (FTSIM_HOST_VMM=0) the room stays, said, and nothing is
+# planned.
+L=(--layers 24 --dim 1024 --iters 60 --quiet)
+compare_run own-pool-host --own-vmm-pool 256 --pool-late 12 -- FT_PROGRAM_MAPPINGS=serve FT_GPU_MEM_LIMIT=72MiB
+expect_grep "142\.0 MiB of the program's own pools that no call had used \(71 piece\(s\)\) moved to host memory" \
+    "$WORK/own-pool-host.err" "own-pool-host"
+expect_grep 'verdict: offloaded: 23 of 24 units stream' "$WORK/own-pool-host.err" "own-pool-host"
+compare_run own-pool-nohost --own-vmm-pool 256 --pool-late 12 -- FT_PROGRAM_MAPPINGS=serve FT_GPU_MEM_LIMIT=72MiB \
+    FTSIM_HOST_VMM=0
+expect_grep 'the device has no host-located virtual memory' "$WORK/own-pool-nohost.err" "own-pool-nohost"
+expect_grep 'verdict: no plan: the budget 72\.0 MiB is below the smallest that works' "$WORK/own-pool-nohost.err" \
+    "own-pool-nohost"
+L=("${L_SAVED[@]}")
 # Handles exported before they are mapped (NCCL's buffers) are made real, the program's:
 # nothing FlexTensor can find or move. Every tensor there, activations too (as on the
 # H200: no launch touches a region FlexTensor knows, and discovery would observe until
@@ -364,4 +382,4 @@ expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-threads.err
 compare_run one-seg-graph --layers 8 --dim 2048 --segments 136 --iters 6 --graph 3 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB
 expect_grep 'CUDA graphs: 3 launch\(es\) guarded' "$WORK/one-seg-graph.err" "one-seg, a graph"
 pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces mapped from one physical allocation and unmapped in one call (one a mapping where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads, a tensor from a piece kept on the device into a streamed one; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads, a tensor from a piece kept on the device into a streamed one, the pool's unused room moved to host memory and carved into later; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

@@ -2710,7 +2710,7 @@ int main(int argc, char **argv)
     }
     if ((graph_replays > 0 || graph_nodes > 0) &&
         (threads > 1 || grow_cache || swap_from >= 0 || alternate_acts || drop_after >= 0 || side_device >= 0 ||
-         scratch_from >= 0 || over_from >= 0 || outside_from >= 0 || drv_workspace_mib > 0)) {
+         scratch_from >= 0 || over_from >= 0 || outside_from >= 0 || drv_workspace_mib > 0 || pool_late >= 0)) {
         fprintf(stderr, "model: --graph and --graph-nodes need one thread, without options that allocate or use "
                         "another device inside a forward\n");
         return 2;

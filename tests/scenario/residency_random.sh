@@ -89,8 +89,18 @@ for ((i = 0; i < CASES; i++)); do
     # weights and activations in memory the program maps itself, served
     # (FT_PROGRAM_MAPPINGS=serve): a mapping a tensor, or chunks of a pool end to end
     # with tensors packed at 256 bytes across them (XLA's)
+    # with tensors packed at 256 bytes across them (XLA's); a large pool's room goes to
+    # host memory at the switch, and forwards may carve fresh buffers into it later
     if ((RANDOM % 4 == 0)); then
-        ((RANDOM % 2 == 0)) && extra+=(--own-vmm) || extra+=(--own-vmm-pool $((2 + 2 * (RANDOM % 8))))
+        if ((RANDOM % 2 == 0)); then
+            extra+=(--own-vmm)
+        else
+            pool=$((2 + 2 * (RANDOM % 8)))
+            ((RANDOM % 3 == 0)) && pool=$((64 + 64 * (RANDOM % 3)))
+            extra+=(--own-vmm-pool $pool)
+            # (a forward captured into a graph allocates nothing)
+            [[ " ${extra[*]} " != *" --graph"* ]] && ((RANDOM % 2 == 0)) && extra+=(--pool-late $((RANDOM % iters)))
+        fi
     fi
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
     sim "$MODEL" "${args[@]}" >"$WORK/plain" || fail "seed $SEED case $i: model ${args[*]}: run without the shim failed"

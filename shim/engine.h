@@ -158,9 +158,11 @@ typedef struct {
     /* The program reserved the address range and mapped it (progmap.c): freeing it
      * leaves the range reserved, the program's to free. */
     int external;
-    /* A piece of the program's pool that no call had used by the plan, backed by
-     * host-located memory since (vmm_room_to_host): `handle` is that memory's. */
-    int on_host;
+    /* A piece backed by host-located memory (`handle` is that memory's): the room of
+     * the program's pool at the plan (vmm_room_to_host), or, before the plan, the part
+     * of an allocation served in pieces that the budget could not hold (alloc_pieces).
+     * host_pieced: its allocation has or had such pieces. */
+    int on_host, host_pieced;
     UT_hash_handle hh;
 } vmm_t;
 
@@ -175,6 +177,10 @@ typedef struct {
     /* len bytes mapped whatever the budget (an allocation served in pieces): room made
      * for them as far as it can be; the bytes counted in `admitting`. */
     uint64_t (*on_device)(size_t len);
+    /* Before: by how much len bytes more would take what is held past the budget
+     * (an allocation served in pieces puts that much in host-located memory, where the
+     * device has it, and asks on_device for the rest only). */
+    uint64_t (*over_budget)(size_t len);
 } vmm_place_t;
 
 /* The plan chosen at the end of profiling (planning only: the residency engine that
@@ -1033,6 +1039,13 @@ int vmm_free(void *p, int (*forget)(vmm_t *v));
  * moved (`dry`: that would move, nothing done); host_room_bytes (atomic) is what is
  * there now. 0 where the device has no host-located memory. */
 uint64_t vmm_room_to_host(int (*used)(uint64_t va), int dry, uint64_t *pieces);
+/* The reverse, after the switch's evictions: pieces in host-located memory that are not
+ * room (used, or before the room's margin) onto device memory of their own. */
+uint64_t vmm_used_to_device(int (*used)(uint64_t va), int dry, uint64_t *pieces);
+/* FT_SPILL's last resort before the plan (res.lock held): device pieces of allocations
+ * partly in host memory already go there too, their last first, until `need` bytes have
+ * moved. The bytes moved. */
+uint64_t vmm_pieces_to_host(uint64_t need);
 extern uint64_t host_room_bytes;
 /* residency.c: whether any call FlexTensor observed used the piece at va (used() of
  * vmm_room_to_host). */

@@ -400,9 +400,12 @@ static void make_plan(void)
     }
     /* The room of the program's own pools (XLA's, PyTorch's expandable segments) goes
      * to host memory at the switch: no device memory the budget must hold. */
-    uint64_t room_pieces = 0;
+    uint64_t room_pieces = 0, back_pieces = 0;
     plan.room_bytes = memory_budget() != 0 ? vmm_room_to_host(res_room_used, 1, &room_pieces) : 0;
-    uint64_t tracked = device_bytes();
+    /* ... and what is in host memory but not room (an allocation served in pieces past
+     * the budget before the plan) comes to the device, or streams: counted as there. */
+    uint64_t back = vmm_used_to_device(res_room_used, 1, &back_pieces);
+    uint64_t tracked = device_bytes() + back;
     ft_plan_input_t *in = &plan.in;
     in->units = units;
     in->n = n;
@@ -416,7 +419,7 @@ static void make_plan(void)
     in->budget_bytes = memory_budget();
     /* Non-weight memory: its peak while profiling (activations freed before the plan
      * come back in the next pass). */
-    uint64_t peak = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED);
+    uint64_t peak = __atomic_load_n(&peak_tracked, __ATOMIC_RELAXED) + back;
     if (peak > tracked)
         tracked = peak;
     tracked = tracked > plan.room_bytes ? tracked - plan.room_bytes : 0;

@@ -586,6 +586,12 @@ static int release_regions(res_region_t *rg, int n, int keep)
          * back a run of them), kept whole for the pieces of the next load. */
         if (v->piece && !phys_drop(v->handle))
             continue;
+        if (v->on_host) { /* host-located memory (vmm.c): never a spare for a load */
+            vmm_left_host(v);
+            if (phys_release(v->handle) != CUDA_SUCCESS)
+                ret = -1;
+            continue;
+        }
         size_t run = v->piece ? phys_size(v->handle) : 0;
         CUresult rc = CUDA_SUCCESS;
         if (keep && res.n_spare < res.cap_spare)
@@ -1736,6 +1742,17 @@ int activate_locked(void)
         FT_INFO("residency: %.1f MiB of weights used by several units, or reached only through "
                 "pointer arrays, stay resident",
                 (double)shared_resident / 1048576.0);
+    /* Pieces that were in host memory before the plan and stay (resident units, and
+     * other memory the program used) come to the device, the streamed units having
+     * left; the room stays in host memory. */
+    if (host_room_bytes != 0 && !capture_under_way()) {
+        uint64_t pieces = 0, back = vmm_used_to_device(res_room_used, 0, &pieces);
+        if (pieces > 0) {
+            char a[32];
+            FT_INFO("residency: %s in host memory since before the plan (%llu piece(s)) brought to the device",
+                    human_bytes(back, a, sizeof a), (unsigned long long)pieces);
+        }
+    }
     /* FT_SPILL: what the plan keeps on the device comes back to it; the budget now
      * has room for it, the streamed units having left. */
     spill_end_locked();

@@ -326,6 +326,11 @@ static int spill_make_room(uint64_t size, uint64_t stamp)
          * its next touch, moving others out in turn. */
         int futile = first && !ft_budget_fits(held - (p.movable < held ? p.movable : held), size, budget);
         if (lru == NULL || futile || spill_out_all(lru) != 0) {
+            /* Pieces of an allocation already partly in host-located memory can follow
+             * it there (it stays valid where it is: no fault brings it back). */
+            uint64_t need = held + size - budget;
+            if (vmm_pieces_to_host(need) >= need)
+                continue;
             ft_budget_over(&over, held, size, budget, 0);
             FT_WARN_CAPPED(1, "FT_SPILL: nothing more can leave the device; the budget is exceeded "
                            "while a call needs more than it holds (the exit report's verdict gives "
@@ -717,4 +722,16 @@ static void place_done(vmm_t *v, int in_host, uint64_t *admitted)
     pthread_mutex_unlock(&res.lock);
 }
 
-const vmm_place_t spill_placement = { place_over, place_done, spill_admit };
+/* By how much len bytes more would take what is held past the budget (FT_SPILL on),
+ * else 0. */
+static uint64_t place_excess(size_t len)
+{
+    if (!spill_wanted() || spill_budget() == 0)
+        return 0;
+    res_lock();
+    uint64_t held = spill_held() + len, budget = spill_budget();
+    pthread_mutex_unlock(&res.lock);
+    return held > budget ? held - budget : 0;
+}
+
+const vmm_place_t spill_placement = { place_over, place_done, spill_admit, place_excess };

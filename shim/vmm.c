@@ -254,6 +254,9 @@ static void placed(vmm_t *v, int in_host, const vmm_place_t *place, uint64_t *ad
  * `admitting`, for the caller to take off once the region is tracked. */
 static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t size, const vmm_place_t *place,
                              uint64_t *admitted, int external, vmm_t *chain);
+/* Host-located memory (below): whether the device has it, and a handle of it. */
+static int host_loc;
+static CUresult create_host(CUmemGenericAllocationHandle *h, size_t len);
 /* Some allocation was served in pieces (atomic): until then a copy costs nothing in
  * vmm_note_copy. */
 static int pieces_made;
@@ -365,13 +368,42 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
     vmm_t **p = calloc(n, sizeof *p);
     if (p == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    /* What the budget cannot hold of it besides the rest, its last pieces, goes to
+     * host-located memory the device reaches over the link, until the plan
+     * (vmm_used_to_device): nothing else moves out for it, and the budget holds. Where
+     * the device has no such memory, room is made for all of it as far as it can be. */
+    uint64_t excess = place != NULL && place->over_budget != NULL ? place->over_budget(len) : 0;
+    size_t on_host_from = n;
+    if (excess > 0 && __atomic_load_n(&host_loc, __ATOMIC_RELAXED) >= 0) {
+        CUmemGenericAllocationHandle t;
+        if (create_host(&t, g) == CUDA_SUCCESS) { /* learns whether the device has it */
+            drv.release(t);
+            on_host_from = excess >= len ? 0 : n - (size_t)((excess + g - 1) / g);
+        }
+    }
     if (place != NULL && place->on_device != NULL)
-        *admitted = place->on_device(len);
+        *admitted = place->on_device((uint64_t)on_host_from * g);
+    if (on_host_from < n && *admitted != 0) {
+        /* Admitted whole, as the caller counts it off once the region is tracked: the
+         * pieces in host memory count in host_room_bytes instead, from when they are. */
+        uint64_t rest = (uint64_t)(n - on_host_from) * g;
+        res_lock();
+        admitting += rest;
+        pthread_mutex_unlock(&res.lock);
+        *admitted += rest;
+    }
+    size_t hosted = 0;
     CUresult rc = CUDA_SUCCESS;
     for (k = 0; k < n; k++) {
         CUmemGenericAllocationHandle h;
-        if ((rc = map_physical(dev, va + k * g, g, &h, 0, NULL, 1)) != CUDA_SUCCESS)
+        int host = k >= on_host_from && create_host(&h, g) == CUDA_SUCCESS;
+        if (host && (rc = drv.map(va + k * g, g, 0, h, 0)) != CUDA_SUCCESS)
+            drv.release(h);
+        else if (!host && (rc = map_physical(dev, va + k * g, g, &h, 0, NULL, 1)) != CUDA_SUCCESS)
             break;
+        if (rc != CUDA_SUCCESS)
+            break;
+        hosted += (size_t)host;
         if ((p[k] = calloc(1, sizeof *p[k])) == NULL) {
             drv.unmap(va + k * g, g);
             drv.release(h);
@@ -380,8 +412,10 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
         }
         *p[k] = (vmm_t){ .va = va + k * g, .size = g, .asked = size - k * g < g ? size - k * g : g, .handle = h,
                          .piece = 1, .pieces = k == 0 && chain == NULL ? (uint32_t)n : 0, .map_n = 1,
-                         .external = external };
+                         .external = external, .on_host = host };
     }
+    for (size_t j = 0; hosted > 0 && j < k; j++)
+        p[j]->host_pieced = 1;
     if (rc == CUDA_SUCCESS)
         rc = set_access(dev, va, len);
     if (rc == CUDA_SUCCESS) {
@@ -409,6 +443,13 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
         }
         free(p);
         return rc;
+    }
+    if (hosted > 0) {
+        __atomic_add_fetch(&host_room_bytes, (uint64_t)hosted * g, __ATOMIC_RELAXED);
+        char a[32], b[32];
+        FT_LOG_CAPPED(FT_LOG_INFO, 3, "an allocation of %s, past the budget before the plan: %s of it in host "
+                      "memory the device reaches over the link, until the plan brings what stays to the device",
+                      human_bytes(size, a, sizeof a), human_bytes((uint64_t)hosted * g, b, sizeof b));
     }
     __atomic_store_n(&pieces_made, 1, __ATOMIC_RELAXED);
     char a[32];
@@ -638,35 +679,44 @@ uint64_t vmm_bytes(const vmm_t *v)
 #define ROOM_MARGIN ((uint64_t)16 << 20)
 
 uint64_t host_room_bytes;
-/* 1: host-located memory works (host_prop), -1: refused, 0: not tried (res.lock). */
-static int host_loc;
+/* host_loc: 1 when host-located memory works (host_prop), -1 refused, 0 not tried
+ * (res.lock, or an allocating thread's: a race only tries twice). */
 static CUmemAllocationProp host_prop;
 
 /* A handle of len bytes of host-located memory: HOST_NUMA node 0 (CUDA 12.2), else
  * HOST (no node); the first that works is kept. */
 static CUresult create_host(CUmemGenericAllocationHandle *h, size_t len)
 {
-    if (host_loc < 0)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    if (host_loc > 0)
-        return drv.create(h, len, &host_prop, 0);
-    static const CUmemLocationType types[] = { CU_MEM_LOCATION_TYPE_HOST_NUMA, CU_MEM_LOCATION_TYPE_HOST };
-    CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
-    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
-        CUmemAllocationProp p = { 0 };
-        p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-        p.location.type = types[i];
-        p.location.id = 0;
-        if ((rc = drv.create(h, len, &p, 0)) == CUDA_SUCCESS) {
-            host_prop = p;
-            host_loc = 1;
-            return rc;
+    /* Learnt once, under its own lock: allocating threads and the switch may ask first. */
+    static pthread_mutex_t learn = PTHREAD_MUTEX_INITIALIZER;
+    int known = __atomic_load_n(&host_loc, __ATOMIC_ACQUIRE);
+    if (known == 0) {
+        pthread_mutex_lock(&learn);
+        known = __atomic_load_n(&host_loc, __ATOMIC_ACQUIRE);
+        CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
+        static const CUmemLocationType types[] = { CU_MEM_LOCATION_TYPE_HOST_NUMA, CU_MEM_LOCATION_TYPE_HOST };
+        for (size_t i = 0; known == 0 && i < sizeof types / sizeof *types; i++) {
+            CUmemAllocationProp p = { 0 };
+            p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+            p.location.type = types[i];
+            p.location.id = 0;
+            if ((rc = drv.create(h, len, &p, 0)) == CUDA_SUCCESS) {
+                host_prop = p;
+                __atomic_store_n(&host_loc, 1, __ATOMIC_RELEASE);
+                pthread_mutex_unlock(&learn);
+                return rc;
+            }
         }
+        if (known == 0) {
+            __atomic_store_n(&host_loc, -1, __ATOMIC_RELEASE);
+            FT_INFO("the device has no host-located virtual memory (cuMemCreate with a host location: CUresult %d): "
+                    "the room of the program's pools, and what the budget cannot hold of an allocation served in "
+                    "pieces before the plan, stay on the device", (int)rc);
+            known = -1;
+        }
+        pthread_mutex_unlock(&learn);
     }
-    host_loc = -1;
-    FT_INFO("the device has no host-located virtual memory (cuMemCreate with a host location: CUresult %d): "
-            "the room of the program's pools stays on the device", (int)rc);
-    return rc;
+    return known > 0 ? drv.create(h, len, &host_prop, 0) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 void vmm_left_host(vmm_t *v)
@@ -675,6 +725,22 @@ void vmm_left_host(vmm_t *v)
         v->on_host = 0;
         __atomic_sub_fetch(&host_room_bytes, v->size, __ATOMIC_RELAXED);
     }
+}
+
+/* The pinned buffer a piece's bytes pass through as it moves (res.lock held), kept
+ * for the next move; NULL without memory for it. */
+static void *bounce_get(size_t g)
+{
+    static void *bounce;
+    static size_t bounce_len;
+    if (bounce_len != g) {
+        void *b = NULL;
+        if (own_host_alloc(&b, g) != cudaSuccess)
+            return NULL;
+        bounce = b; /* a different granule (never, in one process): the old one is left */
+        bounce_len = g;
+    }
+    return bounce;
 }
 
 /* v's bytes onto host-located memory at the same addresses (bounce: pinned, v->size
@@ -706,88 +772,121 @@ static int piece_to_host(vmm_t *v, CUdevice dev, void *bounce)
     return 0;
 }
 
+/* v's bytes back onto device memory of its own at the same addresses (bounce as
+ * piece_to_host's). 0, or -1 with v as it was. */
+static int piece_to_device(vmm_t *v, CUdevice dev, void *bounce)
+{
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop = vmm_prop(dev);
+    if (drv.create(&h, v->size, &prop, 0) != CUDA_SUCCESS)
+        return -1;
+    if (own_copy_sync(bounce, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        drv.unmap(v->va, v->size) != CUDA_SUCCESS) {
+        drv.release(h);
+        return -1;
+    }
+    if (drv.map(v->va, v->size, 0, h, 0) != CUDA_SUCCESS || set_access(dev, v->va, v->size) != CUDA_SUCCESS) {
+        drv.unmap(v->va, v->size);
+        drv.release(h);
+        if (drv.map(v->va, v->size, 0, v->handle, 0) != CUDA_SUCCESS || set_access(dev, v->va, v->size) != CUDA_SUCCESS)
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "vmm: a piece at %#llx could not be mapped back after a failed move "
+                          "to device memory: the program will fault there", (unsigned long long)v->va);
+        return -1;
+    }
+    own_copy_sync((void *)(uintptr_t)v->va, bounce, v->size, cudaMemcpyHostToDevice);
+    drv.release(v->handle);
+    v->handle = h;
+    vmm_left_host(v);
+    return 0;
+}
+
+/* Every piece of the program's served mappings and of allocations with pieces in host
+ * memory: its address, its copy end, and whether it may move (0: no; 1: mapped alone on
+ * its own device memory; 2: in host memory). */
 struct room_scan {
     uint64_t *va, *copy_end;
+    uint8_t *movable;
     size_t n, cap;
 };
 
-/* The program's pieces that could move (mapped alone, on their own device memory). */
 static void room_collect(vmm_t *v, void *ctx)
 {
     struct room_scan *r = ctx;
-    if (!v->piece || !v->external || v->spilled || v->on_host || v->map_n != 1 || v->tail_off != 0 ||
-        phys_size(v->handle) != 0)
+    if (!v->piece || (!v->external && !v->on_host && !v->host_pieced))
         return;
     if (r->n == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 256;
-        uint64_t *a = realloc(r->va, cap * sizeof *a), *b = a ? realloc(r->copy_end, cap * sizeof *b) : NULL;
+        uint64_t *a = realloc(r->va, cap * sizeof *a);
         if (a != NULL)
             r->va = a;
-        if (b == NULL)
+        uint64_t *b = a != NULL ? realloc(r->copy_end, cap * sizeof *b) : NULL;
+        if (b != NULL)
+            r->copy_end = b;
+        uint8_t *c = b != NULL ? realloc(r->movable, cap * sizeof *c) : NULL;
+        if (c == NULL)
             return;
-        r->copy_end = b;
+        r->movable = c;
         r->cap = cap;
     }
     r->va[r->n] = v->va;
-    r->copy_end[r->n++] = __atomic_load_n(&v->copy_end, __ATOMIC_RELAXED);
+    r->copy_end[r->n] = __atomic_load_n(&v->copy_end, __ATOMIC_RELAXED);
+    r->movable[r->n++] = v->on_host ? 2
+                       : !v->spilled && v->map_n == 1 && v->tail_off == 0 && phys_size(v->handle) == 0 ? 1 : 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
+struct room_piece {
+    uint64_t va, copy_end;
+    uint8_t movable;
+};
+
+static int cmp_piece(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    uint64_t x = ((const struct room_piece *)a)->va, y = ((const struct room_piece *)b)->va;
     return x < y ? -1 : x > y;
 }
 
-uint64_t vmm_room_to_host(int (*used)(uint64_t va), int dry, uint64_t *pieces)
+/* What vmm_room_to_host and vmm_used_to_device share: the pieces in address order, and
+ * for each run of them end to end, the room from its margin past the last piece used.
+ * to_host: room on the device goes to host memory; else pieces in host memory that are
+ * not room come to the device. */
+static uint64_t pools_place(int (*used)(uint64_t va), int to_host, int dry, uint64_t *pieces)
 {
     CUdevice dev;
     size_t g = vmm_gran();
     *pieces = 0;
-    if (g == 0 || host_loc < 0 || !vmm_ready(&dev))
+    if (g == 0 || (to_host && __atomic_load_n(&host_loc, __ATOMIC_RELAXED) < 0) || !vmm_ready(&dev))
         return 0;
     struct room_scan r = { 0 };
     vmm_each(room_collect, &r);
-    if (r.n == 0) {
-        free(r.va);
-        free(r.copy_end);
+    struct room_piece *p = r.n > 0 ? malloc(r.n * sizeof *p) : NULL;
+    for (size_t i = 0; p != NULL && i < r.n; i++)
+        p[i] = (struct room_piece){ r.va[i], r.copy_end[i], r.movable[i] };
+    free(r.va);
+    free(r.copy_end);
+    free(r.movable);
+    if (p == NULL)
         return 0;
-    }
-    /* Address order, each piece's copy end beside it. */
-    uint64_t *pair = malloc(2 * r.n * sizeof *pair);
-    if (pair == NULL) {
-        free(r.va);
-        free(r.copy_end);
-        return 0;
-    }
-    for (size_t i = 0; i < r.n; i++)
-        pair[2 * i] = r.va[i], pair[2 * i + 1] = r.copy_end[i];
-    qsort(pair, r.n, 2 * sizeof *pair, cmp_u64);
-    /* Pinned, one piece: kept for a later plan (the bytes pass through it). */
-    static void *bounce;
-    static size_t bounce_len;
+    qsort(p, r.n, sizeof *p, cmp_piece);
     uint64_t moved = 0;
     int synced = 0;
-    /* Runs of pieces end to end (a pool's chunks continue one allocation); in each, the
-     * room begins ROOM_MARGIN past the end of the last piece used or reached by a copy. */
     for (size_t i = 0; i < r.n;) {
         size_t j = i + 1;
-        while (j < r.n && pair[2 * j] == pair[2 * (j - 1)] + g)
+        while (j < r.n && p[j].va == p[j - 1].va + g)
             j++;
-        uint64_t reach = pair[2 * i];
+        uint64_t reach = p[i].va;
         for (size_t k = i; k < j; k++) {
-            uint64_t va = pair[2 * k];
-            if (pair[2 * k + 1] > reach)
-                reach = pair[2 * k + 1];
-            if (used(va) && va + g > reach)
-                reach = va + g;
+            if (p[k].copy_end > reach)
+                reach = p[k].copy_end;
+            if (used(p[k].va) && p[k].va + g > reach)
+                reach = p[k].va + g;
         }
         uint64_t from = reach + ROOM_MARGIN;
-        for (size_t k = i; k < j && host_loc >= 0; k++) {
-            uint64_t va = pair[2 * k];
-            if (va < from)
+        for (size_t k = i; k < j; k++) {
+            int room = p[k].va >= from;
+            if (to_host ? !(room && p[k].movable == 1) : !(!room && p[k].movable == 2))
                 continue;
             if (dry) {
-                if (host_loc == 0) { /* whether the device has host-located memory at all */
+                if (to_host && __atomic_load_n(&host_loc, __ATOMIC_RELAXED) == 0) { /* whether the device has host-located memory at all */
                     CUmemGenericAllocationHandle h;
                     if (create_host(&h, g) != CUDA_SUCCESS)
                         break;
@@ -801,23 +900,73 @@ uint64_t vmm_room_to_host(int (*used)(uint64_t va), int dry, uint64_t *pieces)
                 sync_reaching_devices();
                 synced = 1;
             }
-            if (bounce_len != g) {
-                void *b = NULL;
-                if (own_host_alloc(&b, g) != cudaSuccess)
-                    break;
-                bounce = b; /* a different granule (never, in one process): the old one is left */
-                bounce_len = g;
-            }
-            vmm_t *v = vmm_find(va);
-            if (v != NULL && !v->on_host && piece_to_host(v, dev, bounce) == 0) {
+            void *bounce = bounce_get(g);
+            if (bounce == NULL)
+                break;
+            vmm_t *v = vmm_find(p[k].va);
+            if (v != NULL && (to_host ? !v->on_host && piece_to_host(v, dev, bounce) == 0
+                                      : v->on_host && piece_to_device(v, dev, bounce) == 0)) {
                 moved += g;
                 (*pieces)++;
             }
         }
+        if (to_host && __atomic_load_n(&host_loc, __ATOMIC_RELAXED) < 0)
+            break;
         i = j;
     }
-    free(pair);
-    free(r.va);
+    free(p);
+    return moved;
+}
+
+uint64_t vmm_room_to_host(int (*used)(uint64_t va), int dry, uint64_t *pieces)
+{
+    return pools_place(used, 1, dry, pieces);
+}
+
+uint64_t vmm_used_to_device(int (*used)(uint64_t va), int dry, uint64_t *pieces)
+{
+    return pools_place(used, 0, dry, pieces);
+}
+
+/* The device pieces of allocations partly in host memory already (alloc_pieces). */
+static void hosted_collect(vmm_t *v, void *ctx)
+{
+    struct room_scan *r = ctx;
+    if (v->host_pieced && !v->on_host && !v->spilled && v->map_n == 1 && v->tail_off == 0 &&
+        phys_size(v->handle) == 0)
+        room_collect(v, r);
+}
+
+static int cmp_va_down(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x > y ? -1 : x < y;
+}
+
+uint64_t vmm_pieces_to_host(uint64_t need)
+{
+    CUdevice dev;
+    size_t g = vmm_gran();
+    if (g == 0 || need == 0 || __atomic_load_n(&host_loc, __ATOMIC_RELAXED) <= 0 || !vmm_ready(&dev))
+        return 0;
+    struct room_scan r = { 0 };
+    vmm_each(hosted_collect, &r);
     free(r.copy_end);
+    free(r.movable);
+    if (r.n == 0) {
+        free(r.va);
+        return 0;
+    }
+    qsort(r.va, r.n, sizeof *r.va, cmp_va_down);
+    void *bounce = bounce_get(g);
+    uint64_t moved = 0;
+    if (bounce != NULL)
+        sync_reaching_devices(); /* nothing the program runs may be using what moves */
+    for (size_t i = 0; bounce != NULL && i < r.n && moved < need; i++) {
+        vmm_t *v = vmm_find(r.va[i]);
+        if (v != NULL && !v->on_host && piece_to_host(v, dev, bounce) == 0)
+            moved += g;
+    }
+    free(r.va);
     return moved;
 }

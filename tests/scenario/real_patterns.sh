@@ -324,18 +324,33 @@ for spill in 1 0; do
     expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-$spill.err" "one-seg"
     expect_grep 'a copy or set: miss on unit\.[0-9]' "$WORK/one-seg-$spill.err" "one-seg: the copy across layers"
     expect_no_grep 'illegal address' "$WORK/one-seg-$spill.err" "one-seg"
-    # Larger than the budget, the allocation stays on the device until the plan under
-    # FT_SPILL, and nothing else moves for it (moving it out, its next touch brought it
-    # back whole: 68 pieces in and out here; on the H100, 470846 moves and a timeout).
+    # Larger than the budget, under FT_SPILL the part of the allocation the budget cannot
+    # hold is in host-located memory until the plan (its last 72 MiB), which the device
+    # reads over the link: the whole run's device peak is within the budget, nothing
+    # else moves for it, and at the switch what stays of it comes to the device (before:
+    # it stayed on the device whole, 72 MiB past the budget; moving it out whole, its
+    # next touch brought it back: 68 pieces in and out here, on the H100 470846 moves).
     if [ "$spill" = 1 ]; then
-        expect_grep 'FT_SPILL: an allocation of 136\.0 MiB, larger than the budget \(64\.0 MiB\), stays on the device until the plan' \
+        expect_grep 'an allocation of 136\.0 MiB, past the budget before the plan: 72\.0 MiB of it in host memory' \
             "$WORK/one-seg-1.err" "one-seg: the allocation larger than the budget"
+        expect_grep 'residency: 8\.0 MiB in host memory since before the plan \(4 piece\(s\)\) brought to the device' \
+            "$WORK/one-seg-1.err" "one-seg: what stays comes to the device"
         expect_no_grep 'FT_SPILL: before the plan, [0-9]+ allocation\(s\) moved in' "$WORK/one-seg-1.err" \
             "one-seg: nothing moves before the plan"
+        expect_no_grep 'budget exceeded' "$WORK/one-seg-1.err" "one-seg: the budget holds"
+        peak=$(sed -nE 's/^simcuda: device 0: peak physical memory ([0-9]+) bytes.*/\1/p' "$WORK/one-seg-1.err")
+        [ -n "$peak" ] && [ "$peak" -le $((64 << 20)) ] || fail "one-seg-1: device peak ${peak:-unknown} bytes, over the 64 MiB budget"
     fi
     misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/one-seg-$spill.err")
     [ -n "$misses" ] && [ "$misses" -le 6 ] || fail "one-seg-$spill: ${misses:-no} misses, at most 6 wanted"
 done
+# Without host-located memory (FTSIM_HOST_VMM=0) the allocation stays on the device
+# whole until the plan, said, and nothing else moves for it.
+compare_run one-seg-nohost --layers 8 --dim 2048 --segments 136 --refill 10 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB \
+    FTSIM_HOST_VMM=0
+expect_grep 'FT_SPILL: an allocation of 136\.0 MiB, larger than the budget \(64\.0 MiB\), stays on the device until the plan' \
+    "$WORK/one-seg-nohost.err" "one-seg-nohost"
+expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-nohost.err" "one-seg-nohost"
 # A unit's pieces lie end to end: one cuMemUnmap a run of them, as access is set, not
 # one a piece. A driver that refuses a range of several mappings (FTSIM_VMM_UNMAP_ONE)
 # gets one call a mapping from its refusal on.
@@ -381,5 +396,5 @@ compare_run one-seg-threads --layers 8 --dim 2048 --segments 136 --threads 2 -- 
 expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-threads.err" "one-seg, two threads"
 compare_run one-seg-graph --layers 8 --dim 2048 --segments 136 --iters 6 --graph 3 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB
 expect_grep 'CUDA graphs: 3 launch\(es\) guarded' "$WORK/one-seg-graph.err" "one-seg, a graph"
-pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces mapped from one physical allocation and unmapped in one call (one a mapping where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
+pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, what the budget cannot hold of it in host-located memory until the plan (the device peak within the budget), 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces mapped from one physical allocation and unmapped in one call (one a mapping where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
 pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads, a tensor from a piece kept on the device into a streamed one, the pool's unused room moved to host memory and carved into later; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"

@@ -56,7 +56,7 @@ static int host_can_hold(uint64_t len)
  * host memory: they are faulted in on use, so the engine stays on for them. */
 int spill_bring_back(const char *why)
 {
-    if (!state_spill(engine_state()))
+    if (!state_spill(engine_state()) && __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) == 0)
         return 0;
     if (!engine_held)
         res_lock();
@@ -605,13 +605,24 @@ static void restore_one(vmm_t *x, void *ctx)
 
 /* Every spilled allocation back on the device (res.lock held): the plan will not
  * stream, so the budget cannot hold. */
+static int all_used(uint64_t va)
+{
+    (void)va;
+    return 1;
+}
+
 static uint64_t spill_restore_all(const char *why)
 {
-    if (!state_spill(engine_state()))
-        return 0;
+    /* Planning nothing or standing down (`why`): the pieces in host-located memory come
+     * back too, room and all (at the switch, activate_locked brings back what stays). */
+    uint64_t pieces = 0;
+    uint64_t hosted = why != NULL && __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) != 0 && !capture_under_way()
+                    ? vmm_used_to_device(all_used, 0, &pieces) : 0;
     uint64_t bytes[2] = { 0, 0 };
-    vmm_each(restore_one, bytes);
-    uint64_t back = bytes[0], left = bytes[1];
+    if (state_spill(engine_state()))
+        vmm_each(restore_one, bytes);
+    uint64_t back = bytes[0] + hosted,
+             left = bytes[1] + (why != NULL ? __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) : 0);
     if (back > 0 && why != NULL)
         FT_WARN("FT_SPILL: %s: %.1f MiB brought back to the device, over the budget",
                 why, (double)back / 1048576.0);
@@ -621,8 +632,8 @@ static uint64_t spill_restore_all(const char *why)
     if (left > 0)
         FT_LOG(why != NULL ? FT_LOG_WARN : FT_LOG_ERROR,
                "FT_SPILL: the device has no room for %.1f MiB more%s", (double)left / 1048576.0,
-               why != NULL ? ": it stays in host memory and is brought in on use, one "
-                             "allocation at a time (slow)"
+               why != NULL ? ": it stays in host memory, read over the link or brought in on use, "
+                             "one allocation at a time (slow)"
                            : "; kernels touching it will fault");
     return left;
 }
@@ -731,7 +742,9 @@ static uint64_t place_excess(size_t len)
     res_lock();
     uint64_t held = spill_held() + len, budget = spill_budget();
     pthread_mutex_unlock(&res.lock);
-    return held > budget ? held - budget : 0;
+    /* Pinned host memory too: never more than host_can_hold allows (then served on the
+     * device past the budget, as an allocation too large to spill is). */
+    return held > budget && host_can_hold(held - budget) ? held - budget : 0;
 }
 
 const vmm_place_t spill_placement = { place_over, place_done, spill_admit, place_excess };

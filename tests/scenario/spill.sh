@@ -194,12 +194,22 @@ pass "a budget no plan fits on a device too small for the model: what cannot com
 # the most the process went past the budget before the plan.
 W=(--layers 6 --dim 1024 --iters 10 --quiet --drv-workspace 12)
 sim "$MODEL" "${W[@]}" >"$WORK/ws.plain" || fail "workspace past the budget: model without shim failed"
-FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${W[@]}" >"$WORK/ws.out" 2>"$WORK/ws.err" \
+# Without host-located memory (FTSIM_HOST_VMM=0): with it, the part of the workspace the
+# budget cannot hold is there instead (below).
+FTSIM_HOST_VMM=0 FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB shim "$MODEL" "${W[@]}" >"$WORK/ws.out" 2>"$WORK/ws.err" \
     || { sed 's/^/    | /' "$WORK/ws.err" >&2; fail "workspace past the budget: failed"; }
 cmp -s "$WORK/ws.plain" "$WORK/ws.out" || fail "workspace past the budget: output differs"
 [ "$(grep -c 'FT_SPILL: nothing more can leave the device' "$WORK/ws.err")" = 1 ] || fail "workspace past the budget: not said once"
 expect_grep 'verdict: .*; budget exceeded by up to [0-9.]+ MiB before the plan \(FT_SPILL could move nothing more out for [1-9][0-9]* call\(s\)\)' \
     "$WORK/ws.err" "workspace past the budget: the verdict"
+# With host-located memory, the workspace (served in pieces: over half the budget) has
+# what the budget cannot hold of it there, read over the link: the budget holds.
+FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=10MiB FTSIM_REPORT_PEAK=1 shim "$MODEL" "${W[@]}" \
+    >"$WORK/wsh.out" 2>"$WORK/wsh.err" || { sed 's/^/    | /' "$WORK/wsh.err" >&2; fail "workspace in host memory: failed"; }
+cmp -s "$WORK/ws.plain" "$WORK/wsh.out" || fail "workspace in host memory: output differs"
+expect_grep 'an allocation of 12\.0 MiB, past the budget before the plan: [0-9.]+ MiB of it in host memory' "$WORK/wsh.err" \
+    "workspace in host memory"
+expect_no_grep 'budget exceeded' "$WORK/wsh.err" "workspace in host memory: the budget holds"
 # A 40 MiB one on a host taken for 128 MiB (FT_TEST_HOST_MEM): more than a quarter of
 # the host's memory is never held there (XLA's arena is 75% of the device: pinned, it
 # would starve the host); the weights' 24 MiB may go, never the 40 (before: 65 MiB
@@ -211,7 +221,7 @@ FT_TEST_HOST_MEM=134217728 FTSIM_DEVICE_MEM=128MiB FT_SPILL=1 FT_ENABLED=1 FT_DI
 cmp -s "$WORK/ws40.plain" "$WORK/ws40.out" || fail "40 MiB workspace: output differs"
 peak=$(sed -n 's/.*host memory: at most \([0-9.]*\) MiB of pinned host memory.*/\1/p' "$WORK/ws40.err")
 awk -v p="${peak:-none}" 'BEGIN { exit !(p != "none" && p + 0 < 40) }' || fail "40 MiB workspace: ${peak:-no} MiB of host memory at most"
-pass "before the plan, an allocation larger than the budget goes through past it: same output, said once, the excess in the verdict; one over a quarter of the host's memory never held there (${peak} MiB at most, the weights')"
+pass "before the plan, an allocation larger than the budget goes through past it (without host-located memory; with it, the part the budget cannot hold is there and the budget holds): same output, said once, the excess in the verdict; one over a quarter of the host's memory never held there (${peak} MiB at most, the weights')"
 
 # Warm-up kernels before the weights exist (discovery starts over): the faults go on
 # until the plan, then the engine streams.

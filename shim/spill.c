@@ -632,8 +632,8 @@ static uint64_t spill_restore_all(const char *why)
     if (left > 0)
         FT_LOG(why != NULL ? FT_LOG_WARN : FT_LOG_ERROR,
                "FT_SPILL: the device has no room for %.1f MiB more%s", (double)left / 1048576.0,
-               why != NULL ? ": it stays in host memory, read over the link or brought in on use, "
-                             "one allocation at a time (slow)"
+               why != NULL ? ": it stays in host memory and is brought in on use, one "
+                             "allocation at a time (slow), or read there over the link"
                            : "; kernels touching it will fault");
     return left;
 }
@@ -741,10 +741,20 @@ static uint64_t place_excess(size_t len)
         return 0;
     res_lock();
     uint64_t held = spill_held() + len, budget = spill_budget();
-    pthread_mutex_unlock(&res.lock);
     /* Pinned host memory too: never more than host_can_hold allows (then served on the
      * device past the budget, as an allocation too large to spill is). */
-    return held > budget && host_can_hold(held - budget) ? held - budget : 0;
+    uint64_t excess = held > budget && host_can_hold(held - budget) ? held - budget : 0;
+    /* Memory in host-located pieces stays valid, but FlexTensor moves it (more of it
+     * there when room is needed, back to the device at the switch or a stand-down):
+     * from now on calls are guarded, so that no launch runs on a piece as it moves. */
+    if (excess > 0 && !state_spill(engine_state())) {
+        char a[32];
+        FT_INFO("FT_SPILL: an allocation the budget (%s) cannot hold besides the rest: what it cannot hold "
+                "goes to host memory", human_bytes(budget, a, sizeof a));
+        spill_engage_locked();
+    }
+    pthread_mutex_unlock(&res.lock);
+    return excess;
 }
 
 const vmm_place_t spill_placement = { place_over, place_done, spill_admit, place_excess };

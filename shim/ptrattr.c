@@ -1,4 +1,5 @@
-/* ptrattr.c - pointer attributes of allocations FlexTensor holds unmapped.
+/* ptrattr.c - pointer attributes of allocations FlexTensor holds unmapped, or in
+ * host-located memory (vmm.c: the driver calls that host memory).
  *
  * An allocation FT_SPILL holds in host memory, or a streamed unit's weight while it
  * is not loaded, has its addresses reserved and nothing mapped there. To the driver
@@ -151,13 +152,25 @@ static int steady(const ft_region_t *r)
     return 1;
 }
 
+/* Whether the driver takes ptr for host memory: a piece FlexTensor keeps in host-located
+ * memory (vmm.c), which the program allocated as device memory and must see as such. */
+static int driver_says_host(cuPointerGetAttribute_fn_t real, CUdeviceptr ptr)
+{
+    unsigned int type = 0;
+    return __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) != 0 &&
+           real(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+}
+
 CUresult ft_hook_drv_pointer_get_attribute(cuPointerGetAttribute_fn_t real, void *data,
                                            CUpointer_attribute attribute, CUdeviceptr ptr)
 {
     ft_region_t r;
     int locked = held(ptr, &r) && steady(&r);
     CUresult rc = real(data, attribute, ptr);
-    if (rc == CUDA_ERROR_INVALID_VALUE && data != NULL && held(ptr, &r)) /* else the driver knows it */
+    /* Unmapped, or in host-located memory: answered as device memory; else the driver
+     * knows it. */
+    if (data != NULL && held(ptr, &r) &&
+        (rc == CUDA_ERROR_INVALID_VALUE || (rc == CUDA_SUCCESS && driver_says_host(real, ptr))))
         rc = attribute_of(real, data, attribute, ptr, &r);
     if (rc == CUDA_SUCCESS && held(ptr, &r))
         piece_range(data, attribute, &r);
@@ -175,7 +188,8 @@ CUresult ft_hook_drv_pointer_get_attributes(cuPointerGetAttributes_fn_t real, un
     cuPointerGetAttribute_fn_t one = (cuPointerGetAttribute_fn_t)ft_shim_real(FT_FN_cuPointerGetAttribute);
     unsigned int type = 0;
     if (rc == CUDA_SUCCESS && attributes != NULL && data != NULL && one != NULL && held(ptr, &r) &&
-        one(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS) { /* else mapped: the driver's answer */
+        (one(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS || type == CU_MEMORYTYPE_HOST)) {
+        /* unmapped, or in host-located memory; else mapped: the driver's answer */
         for (unsigned int i = 0; i < n && rc == CUDA_SUCCESS; i++)
             if (data[i] != NULL && attribute_of(one, data[i], attributes[i], ptr, &r) != CUDA_SUCCESS)
                 rc = CUDA_ERROR_INVALID_VALUE;

@@ -682,6 +682,19 @@ uint64_t host_room_bytes;
 /* host_loc: 1 when host-located memory works (host_prop), -1 refused, 0 not tried
  * (res.lock, or an allocating thread's: a race only tries twice). */
 static CUmemAllocationProp host_prop;
+/* The pinned buffer a piece's bytes pass through as it moves (one granule), made with
+ * host_loc's answer, which it is part of: without FlexTensor's own copies (a process
+ * without the CUDA runtime's exports, as JAX's), pieces that went to host-located
+ * memory could never come back, and a kernel reading its weights over the link made
+ * the H100's JAX run time out (4 min against 17 s). */
+static void *host_bounce;
+
+/* The bounce, once host_loc says host-located memory works (acquire), else NULL. */
+static void *bounce_get(size_t g)
+{
+    (void)g;
+    return __atomic_load_n(&host_loc, __ATOMIC_ACQUIRE) > 0 ? host_bounce : NULL;
+}
 
 /* A handle of len bytes of host-located memory: HOST_NUMA node 0 (CUDA 12.2), else
  * HOST (no node); the first that works is kept. */
@@ -695,6 +708,16 @@ static CUresult create_host(CUmemGenericAllocationHandle *h, size_t len)
         known = __atomic_load_n(&host_loc, __ATOMIC_ACQUIRE);
         CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
         static const CUmemLocationType types[] = { CU_MEM_LOCATION_TYPE_HOST_NUMA, CU_MEM_LOCATION_TYPE_HOST };
+        void *b = NULL;
+        if (known == 0 && own_host_alloc(&b, len) != cudaSuccess) {
+            __atomic_store_n(&host_loc, -1, __ATOMIC_RELEASE);
+            FT_INFO("FlexTensor's own copies are not available in this process (cudaHostAlloc): the room of the "
+                    "program's pools, and what the budget cannot hold of an allocation served in pieces before the "
+                    "plan, stay on the device");
+            pthread_mutex_unlock(&learn);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+        host_bounce = b;
         for (size_t i = 0; known == 0 && i < sizeof types / sizeof *types; i++) {
             CUmemAllocationProp p = { 0 };
             p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -725,22 +748,6 @@ void vmm_left_host(vmm_t *v)
         v->on_host = 0;
         __atomic_sub_fetch(&host_room_bytes, v->size, __ATOMIC_RELAXED);
     }
-}
-
-/* The pinned buffer a piece's bytes pass through as it moves (res.lock held), kept
- * for the next move; NULL without memory for it. */
-static void *bounce_get(size_t g)
-{
-    static void *bounce;
-    static size_t bounce_len;
-    if (bounce_len != g) {
-        void *b = NULL;
-        if (own_host_alloc(&b, g) != cudaSuccess)
-            return NULL;
-        bounce = b; /* a different granule (never, in one process): the old one is left */
-        bounce_len = g;
-    }
-    return bounce;
 }
 
 /* v's bytes onto host-located memory at the same addresses (bounce: pinned, v->size

@@ -249,6 +249,9 @@ START_TEST(test_host_located_memory)
         CU_OK(cuMemMap(va + (size_t)i * g, g, 0, h[i], 0));
     }
     ck_assert_uint_eq(simcudaDeviceMemUsed(0), 0);
+    unsigned int type = 0;
+    CU_OK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + 4096));
+    ck_assert_uint_eq(type, CU_MEMORYTYPE_HOST); /* as the H100's driver answers */
     RT_OK(launch_touch((void *)va, 0, 0));
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaErrorIllegalAddress); /* no access yet */
     RT_OK(cudaDeviceReset());

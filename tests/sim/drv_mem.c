@@ -1366,11 +1366,11 @@ static ptr_info_t ptr_info(uintptr_t a)
     }
     sim_map_t *m = rs_find(&g_maps, a);
     if (m) {
-        /* Host-located memory: said as device memory of device 0 (as the driver says
-         * of it is bench/host_pieces.c's question; not yet seen on a GPU). */
-        sim_dev_t *dev = m->ph->dev == &g_host_mem ? &g_sim.dev[0] : m->ph->dev;
-        i = (ptr_info_t){1, CU_MEMORYTYPE_DEVICE, dev, m->base, m->size, m->buffer_id,
-                         1, m->access, 0, 1};
+        /* Host-located memory: host memory of device 0's context, as the H100's driver
+         * answers (bench/host_pieces.c: CU_MEMORYTYPE_HOST, ordinal 0). */
+        int host = m->ph->dev == &g_host_mem;
+        i = (ptr_info_t){1, host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE, host ? &g_sim.dev[0] : m->ph->dev,
+                         m->base, m->size, m->buffer_id, 1, m->access, 0, 1};
         return i;
     }
     sim_host_t *h = rs_find(&g_hosts, a);

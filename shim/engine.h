@@ -181,6 +181,10 @@ typedef struct {
      * (an allocation served in pieces puts that much in host-located memory, where the
      * device has it, and asks on_device for the rest only). */
     uint64_t (*over_budget)(size_t len);
+    /* The bytes of such an allocation put in host-located memory, counted in
+     * `admitting` with on_device's until the region is tracked (host_room_bytes takes
+     * them off the device's count). */
+    void (*admit_host)(uint64_t bytes);
 } vmm_place_t;
 
 /* The plan chosen at the end of profiling (planning only: the residency engine that

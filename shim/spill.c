@@ -757,4 +757,11 @@ static uint64_t place_excess(size_t len)
     return excess;
 }
 
-const vmm_place_t spill_placement = { place_over, place_done, spill_admit, place_excess };
+static void place_admit_host(uint64_t bytes)
+{
+    res_lock();
+    admitting += bytes;
+    pthread_mutex_unlock(&res.lock);
+}
+
+const vmm_place_t spill_placement = { place_over, place_done, spill_admit, place_excess, place_admit_host };

@@ -2,10 +2,14 @@
  * access, and the address arena (core/vaspace.c) the reservations come from. It knows
  * nothing of units: the residency engine and FT_SPILL map and unmap through it.
  *
+ * Pieces may be backed by host-located memory (cuMemCreate with a host location, which
+ * the device reads over the link): the room of the program's pools after the plan, and
+ * before it what the budget cannot hold of an allocation served in pieces (below).
+ *
  * Owns: the vmm table (vmm_lock: allocations and frees come from any thread), the
  * address arena (vas_lock: a chunk's reservation is a driver call not to make under
- * res.lock), the granularity, vmm_pad (atomic) and the FT_VMM_* settings (written once
- * in ft_hooks_init). It calls hoststore.c, device.c, phys.c and cuda.c only, and takes
+ * res.lock), the granularity, vmm_pad (atomic), the FT_VMM_* settings (written once
+ * in ft_hooks_init), and whether host-located memory works (host_loc, its own lock). It calls hoststore.c, device.c, phys.c and cuda.c only, and takes
  * no lock of the engine's: what FT_SPILL decides of a new allocation (vmm_place_t) and
  * what the engine lets go of a freed one (vmm_free's `forget`) come from the caller,
  * as callbacks. */
@@ -383,13 +387,11 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
     }
     if (place != NULL && place->on_device != NULL)
         *admitted = place->on_device((uint64_t)on_host_from * g);
-    if (on_host_from < n && *admitted != 0) {
+    if (on_host_from < n && *admitted != 0 && place->admit_host != NULL) {
         /* Admitted whole, as the caller counts it off once the region is tracked: the
          * pieces in host memory count in host_room_bytes instead, from when they are. */
         uint64_t rest = (uint64_t)(n - on_host_from) * g;
-        res_lock();
-        admitting += rest;
-        pthread_mutex_unlock(&res.lock);
+        place->admit_host(rest);
         *admitted += rest;
     }
     size_t hosted = 0;

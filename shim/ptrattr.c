@@ -152,13 +152,14 @@ static int steady(const ft_region_t *r)
     return 1;
 }
 
-/* Whether the driver takes ptr for host memory: a piece FlexTensor keeps in host-located
- * memory (vmm.c), which the program allocated as device memory and must see as such. */
-static int driver_says_host(cuPointerGetAttribute_fn_t real, CUdeviceptr ptr)
+/* Whether r is a piece FlexTensor keeps in host-located memory (vmm.c), which the driver
+ * calls host memory and the program allocated as device memory: a table lookup, no
+ * driver call (Triton's launchers ask before every launch). */
+static int on_host_piece(const ft_region_t *r)
 {
-    unsigned int type = 0;
-    return __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) != 0 &&
-           real(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+    vmm_t *v;
+    return __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) != 0 && (v = vmm_find(r->base)) != NULL &&
+           v->on_host;
 }
 
 CUresult ft_hook_drv_pointer_get_attribute(cuPointerGetAttribute_fn_t real, void *data,
@@ -170,7 +171,7 @@ CUresult ft_hook_drv_pointer_get_attribute(cuPointerGetAttribute_fn_t real, void
     /* Unmapped, or in host-located memory: answered as device memory; else the driver
      * knows it. */
     if (data != NULL && held(ptr, &r) &&
-        (rc == CUDA_ERROR_INVALID_VALUE || (rc == CUDA_SUCCESS && driver_says_host(real, ptr))))
+        (rc == CUDA_ERROR_INVALID_VALUE || (rc == CUDA_SUCCESS && on_host_piece(&r))))
         rc = attribute_of(real, data, attribute, ptr, &r);
     if (rc == CUDA_SUCCESS && held(ptr, &r))
         piece_range(data, attribute, &r);
@@ -188,7 +189,7 @@ CUresult ft_hook_drv_pointer_get_attributes(cuPointerGetAttributes_fn_t real, un
     cuPointerGetAttribute_fn_t one = (cuPointerGetAttribute_fn_t)ft_shim_real(FT_FN_cuPointerGetAttribute);
     unsigned int type = 0;
     if (rc == CUDA_SUCCESS && attributes != NULL && data != NULL && one != NULL && held(ptr, &r) &&
-        (one(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS || type == CU_MEMORYTYPE_HOST)) {
+        (on_host_piece(&r) || one(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS)) {
         /* unmapped, or in host-located memory; else mapped: the driver's answer */
         for (unsigned int i = 0; i < n && rc == CUDA_SUCCESS; i++)
             if (data[i] != NULL && attribute_of(one, data[i], attributes[i], ptr, &r) != CUDA_SUCCESS)

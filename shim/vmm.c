@@ -261,6 +261,7 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
 /* Host-located memory (below): whether the device has it, and a handle of it. */
 static int host_loc;
 static CUresult create_host(CUmemGenericAllocationHandle *h, size_t len);
+static int host_memory_works(size_t g);
 /* Some allocation was served in pieces (atomic): until then a copy costs nothing in
  * vmm_note_copy. */
 static int pieces_made;
@@ -378,13 +379,8 @@ static CUresult alloc_pieces(CUdevice dev, CUdeviceptr va, size_t len, size_t si
      * the device has no such memory, room is made for all of it as far as it can be. */
     uint64_t excess = place != NULL && place->over_budget != NULL ? place->over_budget(len) : 0;
     size_t on_host_from = n;
-    if (excess > 0 && __atomic_load_n(&host_loc, __ATOMIC_RELAXED) >= 0) {
-        CUmemGenericAllocationHandle t;
-        if (create_host(&t, g) == CUDA_SUCCESS) { /* learns whether the device has it */
-            drv.release(t);
-            on_host_from = excess >= len ? 0 : n - (size_t)((excess + g - 1) / g);
-        }
-    }
+    if (excess > 0 && host_memory_works(g))
+        on_host_from = excess >= len ? 0 : n - (size_t)((excess + g - 1) / g);
     if (place != NULL && place->on_device != NULL)
         *admitted = place->on_device((uint64_t)on_host_from * g);
     if (on_host_from < n && *admitted != 0 && place->admit_host != NULL) {
@@ -752,42 +748,26 @@ void vmm_left_host(vmm_t *v)
     }
 }
 
-/* v's bytes onto host-located memory at the same addresses (bounce: pinned, v->size
- * bytes). 0, or -1 with v as it was. */
-static int piece_to_host(vmm_t *v, CUdevice dev, void *bounce)
+/* Whether the device has host-located memory (learnt with one handle made and let go). */
+static int host_memory_works(size_t g)
 {
     CUmemGenericAllocationHandle h;
-    if (create_host(&h, v->size) != CUDA_SUCCESS)
-        return -1;
-    if (own_copy_sync(bounce, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        drv.unmap(v->va, v->size) != CUDA_SUCCESS) {
-        drv.release(h);
-        return -1;
-    }
-    if (drv.map(v->va, v->size, 0, h, 0) != CUDA_SUCCESS || set_access(dev, v->va, v->size) != CUDA_SUCCESS) {
-        drv.unmap(v->va, v->size);
-        drv.release(h);
-        /* Back onto its own device memory, kept until now. */
-        if (drv.map(v->va, v->size, 0, v->handle, 0) != CUDA_SUCCESS || set_access(dev, v->va, v->size) != CUDA_SUCCESS)
-            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "vmm: a piece at %#llx could not be mapped back after a failed move "
-                          "to host memory: the program will fault there", (unsigned long long)v->va);
-        return -1;
-    }
-    own_copy_sync((void *)(uintptr_t)v->va, bounce, v->size, cudaMemcpyHostToDevice);
-    drv.release(v->handle);
-    v->handle = h;
-    v->on_host = 1;
-    __atomic_add_fetch(&host_room_bytes, v->size, __ATOMIC_RELAXED);
-    return 0;
+    if (__atomic_load_n(&host_loc, __ATOMIC_ACQUIRE) != 0)
+        return __atomic_load_n(&host_loc, __ATOMIC_ACQUIRE) > 0;
+    if (create_host(&h, g) != CUDA_SUCCESS)
+        return 0;
+    drv.release(h);
+    return 1;
 }
 
-/* v's bytes back onto device memory of its own at the same addresses (bounce as
- * piece_to_host's). 0, or -1 with v as it was. */
-static int piece_to_device(vmm_t *v, CUdevice dev, void *bounce)
+/* v's bytes onto memory of the other kind at the same addresses: host-located memory
+ * (to_host), or device memory of its own; through bounce (pinned, v->size bytes).
+ * 0, or -1 with v as it was. */
+static int piece_move(vmm_t *v, CUdevice dev, void *bounce, int to_host)
 {
     CUmemGenericAllocationHandle h;
     CUmemAllocationProp prop = vmm_prop(dev);
-    if (drv.create(&h, v->size, &prop, 0) != CUDA_SUCCESS)
+    if ((to_host ? create_host(&h, v->size) : drv.create(&h, v->size, &prop, 0)) != CUDA_SUCCESS)
         return -1;
     if (own_copy_sync(bounce, (void *)(uintptr_t)v->va, v->size, cudaMemcpyDeviceToHost) != cudaSuccess ||
         drv.unmap(v->va, v->size) != CUDA_SUCCESS) {
@@ -797,56 +777,71 @@ static int piece_to_device(vmm_t *v, CUdevice dev, void *bounce)
     if (drv.map(v->va, v->size, 0, h, 0) != CUDA_SUCCESS || set_access(dev, v->va, v->size) != CUDA_SUCCESS) {
         drv.unmap(v->va, v->size);
         drv.release(h);
+        /* Back onto its own memory, kept until now. */
         if (drv.map(v->va, v->size, 0, v->handle, 0) != CUDA_SUCCESS || set_access(dev, v->va, v->size) != CUDA_SUCCESS)
-            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "vmm: a piece at %#llx could not be mapped back after a failed move "
-                          "to device memory: the program will fault there", (unsigned long long)v->va);
+            FT_LOG_CAPPED(FT_LOG_ERROR, 3, "vmm: a piece at %#llx could not be mapped back after a failed move: "
+                          "the program will fault there", (unsigned long long)v->va);
         return -1;
     }
     own_copy_sync((void *)(uintptr_t)v->va, bounce, v->size, cudaMemcpyHostToDevice);
     drv.release(v->handle);
     v->handle = h;
-    vmm_left_host(v);
+    if (to_host) {
+        v->on_host = 1;
+        __atomic_add_fetch(&host_room_bytes, v->size, __ATOMIC_RELAXED);
+    } else {
+        vmm_left_host(v);
+    }
     return 0;
 }
 
-/* Every piece of the program's served mappings and of allocations with pieces in host
- * memory: its address, its copy end, and whether it may move (0: no; 1: mapped alone on
- * its own device memory; 2: in host memory). */
-struct room_scan {
-    uint64_t *va, *copy_end;
-    uint8_t *movable;
-    size_t n, cap;
-};
-
-static void room_collect(vmm_t *v, void *ctx)
+/* A piece mapped alone on device memory of its own, as alloc_pieces made it: one that
+ * can move. */
+static int alone_on_device(const vmm_t *v)
 {
-    struct room_scan *r = ctx;
-    if (!v->piece || (!v->external && !v->on_host && !v->host_pieced))
-        return;
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 256;
-        uint64_t *a = realloc(r->va, cap * sizeof *a);
-        if (a != NULL)
-            r->va = a;
-        uint64_t *b = a != NULL ? realloc(r->copy_end, cap * sizeof *b) : NULL;
-        if (b != NULL)
-            r->copy_end = b;
-        uint8_t *c = b != NULL ? realloc(r->movable, cap * sizeof *c) : NULL;
-        if (c == NULL)
-            return;
-        r->movable = c;
-        r->cap = cap;
-    }
-    r->va[r->n] = v->va;
-    r->copy_end[r->n] = __atomic_load_n(&v->copy_end, __ATOMIC_RELAXED);
-    r->movable[r->n++] = v->on_host ? 2
-                       : !v->spilled && v->map_n == 1 && v->tail_off == 0 && phys_size(v->handle) == 0 ? 1 : 0;
+    return !v->on_host && !v->spilled && v->map_n == 1 && v->tail_off == 0 && phys_size(v->handle) == 0;
 }
 
+/* A piece, its copy end, and whether it may move (0: no; 1: alone on the device; 2: in
+ * host memory). */
 struct room_piece {
     uint64_t va, copy_end;
     uint8_t movable;
 };
+
+struct room_scan {
+    struct room_piece *p;
+    size_t n, cap;
+};
+
+static void room_push(struct room_scan *r, const vmm_t *v)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 256;
+        struct room_piece *p = realloc(r->p, cap * sizeof *p);
+        if (p == NULL)
+            return;
+        r->p = p;
+        r->cap = cap;
+    }
+    r->p[r->n++] = (struct room_piece){ v->va, __atomic_load_n(&v->copy_end, __ATOMIC_RELAXED),
+                                        v->on_host ? 2 : alone_on_device(v) ? 1 : 0 };
+}
+
+/* Every piece of the program's served mappings and of allocations with pieces in host
+ * memory. */
+static void room_collect(vmm_t *v, void *ctx)
+{
+    if (v->piece && (v->external || v->on_host || v->host_pieced))
+        room_push(ctx, v);
+}
+
+/* The device pieces of allocations partly in host memory already (alloc_pieces). */
+static void hosted_collect(vmm_t *v, void *ctx)
+{
+    if (v->host_pieced && alone_on_device(v))
+        room_push(ctx, v);
+}
 
 static int cmp_piece(const void *a, const void *b)
 {
@@ -867,12 +862,7 @@ static uint64_t pools_place(int (*used)(uint64_t va), int to_host, int dry, uint
         return 0;
     struct room_scan r = { 0 };
     vmm_each(room_collect, &r);
-    struct room_piece *p = r.n > 0 ? malloc(r.n * sizeof *p) : NULL;
-    for (size_t i = 0; p != NULL && i < r.n; i++)
-        p[i] = (struct room_piece){ r.va[i], r.copy_end[i], r.movable[i] };
-    free(r.va);
-    free(r.copy_end);
-    free(r.movable);
+    struct room_piece *p = r.p;
     if (p == NULL)
         return 0;
     qsort(p, r.n, sizeof *p, cmp_piece);
@@ -895,12 +885,8 @@ static uint64_t pools_place(int (*used)(uint64_t va), int to_host, int dry, uint
             if (to_host ? !(room && p[k].movable == 1) : !(!room && p[k].movable == 2))
                 continue;
             if (dry) {
-                if (to_host && __atomic_load_n(&host_loc, __ATOMIC_RELAXED) == 0) { /* whether the device has host-located memory at all */
-                    CUmemGenericAllocationHandle h;
-                    if (create_host(&h, g) != CUDA_SUCCESS)
-                        break;
-                    drv.release(h);
-                }
+                if (to_host && !host_memory_works(g))
+                    break;
                 moved += g;
                 (*pieces)++;
                 continue;
@@ -913,8 +899,7 @@ static uint64_t pools_place(int (*used)(uint64_t va), int to_host, int dry, uint
             if (bounce == NULL)
                 break;
             vmm_t *v = vmm_find(p[k].va);
-            if (v != NULL && (to_host ? !v->on_host && piece_to_host(v, dev, bounce) == 0
-                                      : v->on_host && piece_to_device(v, dev, bounce) == 0)) {
+            if (v != NULL && v->on_host != to_host && piece_move(v, dev, bounce, to_host) == 0) {
                 moved += g;
                 (*pieces)++;
             }
@@ -937,45 +922,30 @@ uint64_t vmm_used_to_device(int (*used)(uint64_t va), int dry, uint64_t *pieces)
     return pools_place(used, 0, dry, pieces);
 }
 
-/* The device pieces of allocations partly in host memory already (alloc_pieces). */
-static void hosted_collect(vmm_t *v, void *ctx)
+static int cmp_piece_down(const void *a, const void *b)
 {
-    struct room_scan *r = ctx;
-    if (v->host_pieced && !v->on_host && !v->spilled && v->map_n == 1 && v->tail_off == 0 &&
-        phys_size(v->handle) == 0)
-        room_collect(v, r);
-}
-
-static int cmp_va_down(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x > y ? -1 : x < y;
+    return cmp_piece(b, a);
 }
 
 uint64_t vmm_pieces_to_host(uint64_t need)
 {
     CUdevice dev;
     size_t g = vmm_gran();
-    if (g == 0 || need == 0 || __atomic_load_n(&host_loc, __ATOMIC_RELAXED) <= 0 || !vmm_ready(&dev))
+    void *bounce = bounce_get(g);
+    if (g == 0 || need == 0 || bounce == NULL || !vmm_ready(&dev))
         return 0;
     struct room_scan r = { 0 };
     vmm_each(hosted_collect, &r);
-    free(r.copy_end);
-    free(r.movable);
-    if (r.n == 0) {
-        free(r.va);
+    if (r.p == NULL)
         return 0;
-    }
-    qsort(r.va, r.n, sizeof *r.va, cmp_va_down);
-    void *bounce = bounce_get(g);
+    qsort(r.p, r.n, sizeof *r.p, cmp_piece_down); /* the last pieces first */
+    sync_reaching_devices(); /* nothing the program runs may be using what moves */
     uint64_t moved = 0;
-    if (bounce != NULL)
-        sync_reaching_devices(); /* nothing the program runs may be using what moves */
-    for (size_t i = 0; bounce != NULL && i < r.n && moved < need; i++) {
-        vmm_t *v = vmm_find(r.va[i]);
-        if (v != NULL && !v->on_host && piece_to_host(v, dev, bounce) == 0)
+    for (size_t i = 0; i < r.n && moved < need; i++) {
+        vmm_t *v = vmm_find(r.p[i].va);
+        if (v != NULL && !v->on_host && piece_move(v, dev, bounce, 1) == 0)
             moved += g;
     }
-    free(r.va);
+    free(r.p);
     return moved;
 }

@@ -351,6 +351,15 @@ compare_run one-seg-nohost --layers 8 --dim 2048 --segments 136 --refill 10 -- F
 expect_grep 'FT_SPILL: an allocation of 136\.0 MiB, larger than the budget \(64\.0 MiB\), stays on the device until the plan' \
     "$WORK/one-seg-nohost.err" "one-seg-nohost"
 expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-nohost.err" "one-seg-nohost"
+# Without FlexTensor's own copies (on the H100, a JAX process: FlexTensor's runtime calls
+# failed, its 3.1 GiB in host-located memory could not come back, and XLA's GEMMs read
+# them over the link until the run timed out), nothing goes to host-located memory:
+# here the first pinned allocation, the bounce buffer that test makes, fails.
+compare_run one-seg-noown --layers 8 --dim 2048 --segments 136 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB \
+    FTSIM_FAIL_HOST_ALLOC=1
+expect_grep "FlexTensor's own copies are not available in this process" "$WORK/one-seg-noown.err" "one-seg-noown"
+expect_no_grep 'past the budget before the plan: .* in host memory' "$WORK/one-seg-noown.err" "one-seg-noown"
+expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-noown.err" "one-seg-noown"
 # A unit's pieces lie end to end: one cuMemUnmap a run of them, as access is set, not
 # one a piece. A driver that refuses a range of several mappings (FTSIM_VMM_UNMAP_ONE)
 # gets one call a mapping from its refusal on.

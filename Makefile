@@ -31,6 +31,10 @@ ifneq ($(SAN),)
 SAN_FLAGS += -fno-omit-frame-pointer
 endif
 BUILD     ?= build$(if $(SAN_RT),-$(SAN_RT))
+# The same tree named by its absolute path (tests/scenario/install.sh passes one) is the
+# relative one: otherwise an object rebuilt then records its header dependencies under
+# the absolute name, and a later plain `make` never sees them.
+override BUILD := $(patsubst $(CURDIR)/%,%,$(BUILD))
 
 # The set-up comes before anything below asks the system (pkg-config, libinih.a):
 # tools/setup-deps.sh installs the Debian packages that the build and the tests need

@@ -14,6 +14,14 @@ $(BUILD)/examples/model-sim-cupti: $(EXAMPLE_HOST) examples/kernels_sim.c exampl
 	$(CC) $(FT_CFLAGS) -DMODEL_CUPTI_LINKED -o $@ $(EXAMPLE_HOST) examples/kernels_sim.c \
 	    -L$(BUILD)/sim -lcudart -lcupti -Wl,-rpath,'$$ORIGIN/../sim' $(FT_LDFLAGS) -ldl
 
+# The same model with the simulated runtime linked in statically, as JAX's XLA links the
+# CUDA runtime: no libcudart in the process, only the driver, which the runtime reaches
+# with dlopen and cuGetProcAddress (tests/scenario/real_patterns.sh, static-runtime).
+$(BUILD)/examples/model-sim-static: $(EXAMPLE_HOST) examples/kernels_sim.c examples/*.h $(SIM_RT_OBJS) $(SIM_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FT_CFLAGS) -o $@ $(EXAMPLE_HOST) examples/kernels_sim.c $(SIM_RT_OBJS) \
+	    -Wl,-rpath,'$$ORIGIN/../sim' $(FT_LDFLAGS) -ldl
+
 # The same model as a library (model_main, model_set_hook), for a program that embeds
 # it: tests/scenario/python.sh runs it from Python, whose hook calls the control API.
 $(BUILD)/examples/libmodel-sim.so: $(EXAMPLE_HOST) examples/kernels_sim.c examples/*.h $(SIM_LIBS)
@@ -33,4 +41,5 @@ $(BUILD)/examples/model-gpu: $(EXAMPLE_HOST) examples/*.h $(BUILD)/examples/kern
 .PHONY: gpu-example
 gpu-example: $(BUILD)/examples/model-gpu
 
-all: $(BUILD)/examples/model-sim $(BUILD)/examples/model-sim-cupti $(BUILD)/examples/libmodel-sim.so
+all: $(BUILD)/examples/model-sim $(BUILD)/examples/model-sim-cupti $(BUILD)/examples/model-sim-static \
+     $(BUILD)/examples/libmodel-sim.so

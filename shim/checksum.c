@@ -85,8 +85,8 @@ static void checksum_kernel_init(void)
     typedef cudaError_t (*get_device_fn)(int *);
     load_fn load = (load_fn)ft_shim_driver_proc("cuModuleLoadData", 2000);
     get_fn get = (get_fn)ft_shim_driver_proc("cuModuleGetFunction", 2000);
-    attr_fn attr = (attr_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaDeviceGetAttribute");
-    get_device_fn get_device = (get_device_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
+    attr_fn attr = (attr_fn)own_rt("cudaDeviceGetAttribute");
+    get_device_fn get_device = (get_device_fn)own_rt("cudaGetDevice");
     ck.launch = (launch_fn)ft_shim_driver_proc("cuLaunchKernel", 4000);
     if (load == NULL || get == NULL || ck.launch == NULL)
         return;
@@ -190,7 +190,7 @@ int checksum_room(size_t n)
     /* The old sums are read by no one now: the engine is not running. */
     REAL(cudaFree)(ck.dev);
     typedef cudaError_t (*free_host_fn)(void *);
-    free_host_fn free_host = (free_host_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaFreeHost");
+    free_host_fn free_host = (free_host_fn)own_rt("cudaFreeHost");
     if (free_host != NULL)
         free_host(ck.host);
     ck.dev = dev;

@@ -74,7 +74,7 @@ static void *lazy_sym(void **fn, const char *name)
 {
     void *f = __atomic_load_n(fn, __ATOMIC_ACQUIRE);
     if (f == NULL) {
-        f = ft_shim_real_dlsym(RTLD_NEXT, name);
+        f = own_rt(name);
         __atomic_store_n(fn, f, __ATOMIC_RELEASE);
     }
     return f;
@@ -151,7 +151,7 @@ cudaError_t own_malloc(void **p, size_t n)
 cudaError_t own_host_alloc(void **p, size_t n)
 {
     typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
-    host_alloc_fn alloc = (host_alloc_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostAlloc");
+    host_alloc_fn alloc = (host_alloc_fn)own_rt("cudaHostAlloc");
     if (alloc == NULL)
         return cudaErrorSharedObjectSymbolNotFound;
     cudaError_t pending = own_pending();
@@ -161,7 +161,7 @@ cudaError_t own_host_alloc(void **p, size_t n)
 cudaError_t own_stream(cudaStream_t *s)
 {
     typedef cudaError_t (*stream_create_fn)(cudaStream_t *, unsigned int);
-    stream_create_fn create = (stream_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamCreateWithFlags");
+    stream_create_fn create = (stream_create_fn)own_rt("cudaStreamCreateWithFlags");
     if (create == NULL)
         return cudaErrorSharedObjectSymbolNotFound;
     cudaError_t pending = own_pending();
@@ -172,7 +172,7 @@ cudaError_t own_stream(cudaStream_t *s)
 static cudaError_t own_event_create(cudaEvent_t *e, unsigned int flags)
 {
     static event_create_fn create;
-    if (create == NULL && (create = (event_create_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventCreateWithFlags")) == NULL)
+    if (create == NULL && (create = (event_create_fn)own_rt("cudaEventCreateWithFlags")) == NULL)
         return cudaErrorSharedObjectSymbolNotFound;
     cudaError_t pending = own_pending();
     return own_call(create(e, flags), pending);
@@ -477,7 +477,7 @@ void own_event_destroy(cudaEvent_t e)
     if (e == NULL)
         return;
     if (destroy == NULL)
-        destroy = (cudaError_t (*)(cudaEvent_t))ft_shim_real_dlsym(RTLD_NEXT, "cudaEventDestroy");
+        destroy = (cudaError_t (*)(cudaEvent_t))own_rt("cudaEventDestroy");
     cudaError_t pending = own_pending();
     if (destroy != NULL)
         own_call(destroy(e), pending);
@@ -486,10 +486,275 @@ void own_event_destroy(cudaEvent_t e)
 void events_resolve(void)
 {
     ev.create = own_event_create;
-    rt_event_record = (event_record_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventRecord");
+    rt_event_record = (event_record_fn)own_rt("cudaEventRecord");
     ev.record = rt_event_record != NULL ? own_event_record : NULL;
-    ev.sync = (event_sync_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventSynchronize");
-    ev.elapsed = (event_elapsed_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaEventElapsedTime");
-    rt_stream_wait = (stream_wait_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamWaitEvent");
+    ev.sync = (event_sync_fn)own_rt("cudaEventSynchronize");
+    ev.elapsed = (event_elapsed_fn)own_rt("cudaEventElapsedTime");
+    rt_stream_wait = (stream_wait_fn)own_rt("cudaStreamWaitEvent");
     ev.wait = rt_stream_wait != NULL ? own_stream_wait : NULL;
+}
+
+/* --- without the runtime: driver stand-ins -----------------------------------------
+ *
+ * A process may have no CUDA runtime that FlexTensor can find: JAX's XLA links its own
+ * statically, and a library dlopened with RTLD_LOCAL under another name is in no scope
+ * RTLD_NEXT searches. Its kernels, copies and allocations reach the driver and are seen
+ * there; FlexTensor's own runtime calls (its streams, events, pinned buffers, copies,
+ * checksums) would find nothing to call. Each of those has a stand-in here, of the
+ * runtime's signature, made of driver calls: the handles are the same objects, the
+ * enumerations the runtime passes through (event, stream and host-allocation flags,
+ * device attributes) have the driver's values, and cuMemcpy infers the direction as
+ * cudaMemcpyDefault does. The runtime makes the device's primary context current on a
+ * thread's first call; so do the stand-ins (the managed device's, else device 0), and
+ * cudaSetDevice makes a device's primary context current, as the runtime's does. There
+ * is no runtime last error to take back: own_call finds no cudaGetLastError. */
+#define SD_DEVICES 64
+static struct {
+    CUresult (*ctx_get)(CUcontext *);
+    CUresult (*ctx_set)(CUcontext);
+    CUresult (*ctx_device)(CUdevice *);
+    CUresult (*device_get)(CUdevice *, int);
+    CUresult (*primary_retain)(CUcontext *, CUdevice);
+    CUresult (*attr)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+    CUresult (*mem_free)(CUdeviceptr);
+    CUresult (*mem_info)(size_t *, size_t *);
+    CUresult (*host_alloc)(void **, size_t, unsigned int);
+    CUresult (*host_free)(void *);
+    CUresult (*host_register)(void *, size_t, unsigned int);
+    CUresult (*host_unregister)(void *);
+    CUresult (*stream_create)(CUstream *, unsigned int);
+    CUresult (*stream_destroy)(CUstream);
+    CUresult (*event_create)(CUevent *, unsigned int);
+    CUresult (*event_destroy)(CUevent);
+    CUresult (*event_sync)(CUevent);
+    CUresult (*event_elapsed)(float *, CUevent, CUevent);
+    CUcontext primary[SD_DEVICES];
+    pthread_mutex_t lock;
+} sd = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+
+static void sd_resolve(void)
+{
+    own_drv_ready();
+    sd.ctx_get = ft_shim_driver_proc("cuCtxGetCurrent", 4000);
+    sd.ctx_set = ft_shim_driver_proc("cuCtxSetCurrent", 4000);
+    sd.ctx_device = ft_shim_driver_proc("cuCtxGetDevice", 2000);
+    sd.device_get = ft_shim_driver_proc("cuDeviceGet", 2000);
+    sd.primary_retain = ft_shim_driver_proc("cuDevicePrimaryCtxRetain", 7000);
+    sd.attr = ft_shim_driver_proc("cuDeviceGetAttribute", 2000);
+    sd.mem_alloc = ft_shim_driver_proc("cuMemAlloc", 3020);
+    sd.mem_free = ft_shim_driver_proc("cuMemFree", 3020);
+    sd.mem_info = ft_shim_driver_proc("cuMemGetInfo", 3020);
+    sd.host_alloc = ft_shim_driver_proc("cuMemHostAlloc", 3020);
+    sd.host_free = ft_shim_driver_proc("cuMemFreeHost", 2000);
+    sd.host_register = ft_shim_driver_proc("cuMemHostRegister", 6050);
+    sd.host_unregister = ft_shim_driver_proc("cuMemHostUnregister", 4000);
+    sd.stream_create = ft_shim_driver_proc("cuStreamCreate", 2000);
+    sd.stream_destroy = ft_shim_driver_proc("cuStreamDestroy", 4000);
+    sd.event_create = ft_shim_driver_proc("cuEventCreate", 2000);
+    sd.event_destroy = ft_shim_driver_proc("cuEventDestroy", 4000);
+    sd.event_sync = ft_shim_driver_proc("cuEventSynchronize", 2000);
+    sd.event_elapsed = ft_shim_driver_proc("cuEventElapsedTime", 12080);
+}
+
+static void sd_ready(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, sd_resolve);
+}
+
+/* Device dev's primary context, retained once and kept (NULL: none). */
+static CUcontext sd_primary(int dev)
+{
+    if (dev < 0 || dev >= SD_DEVICES || sd.device_get == NULL || sd.primary_retain == NULL)
+        return NULL;
+    CUcontext c = __atomic_load_n(&sd.primary[dev], __ATOMIC_ACQUIRE);
+    if (c != NULL)
+        return c;
+    pthread_mutex_lock(&sd.lock);
+    CUdevice d;
+    if ((c = sd.primary[dev]) == NULL && sd.device_get(&d, dev) == CUDA_SUCCESS &&
+        sd.primary_retain(&c, d) == CUDA_SUCCESS)
+        __atomic_store_n(&sd.primary[dev], c, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&sd.lock);
+    return c;
+}
+
+/* The calling thread's context: its current one, else the managed device's primary
+ * context made current (the runtime's implicit initialisation). */
+static CUresult sd_ctx(void)
+{
+    sd_ready();
+    CUcontext c = NULL;
+    if (sd.ctx_get == NULL || sd.ctx_set == NULL)
+        return CUDA_ERROR_NOT_FOUND;
+    if (sd.ctx_get(&c) == CUDA_SUCCESS && c != NULL)
+        return CUDA_SUCCESS;
+    int dev = managed_device();
+    c = sd_primary(dev >= 0 ? dev : 0);
+    return c != NULL ? sd.ctx_set(c) : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* The stand-in's body: the driver's entry fn (NULL: not found) called once the thread
+ * has a context, its CUresult as the runtime's error (equal for the common codes). */
+#define SD_CALL(fn, ...)                                                                       \
+    do {                                                                                       \
+        CUresult rc_ = sd_ctx();                                                               \
+        if (rc_ == CUDA_SUCCESS)                                                               \
+            rc_ = (fn) != NULL ? (fn)(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND;                     \
+        return (cudaError_t)rc_;                                                               \
+    } while (0)
+
+static cudaError_t sd_malloc(void **p, size_t n) { SD_CALL(sd.mem_alloc, (CUdeviceptr *)p, n); }
+static cudaError_t sd_mem_info(size_t *free, size_t *total) { SD_CALL(sd.mem_info, free, total); }
+static cudaError_t sd_host_alloc(void **p, size_t n, unsigned int flags) { SD_CALL(sd.host_alloc, p, n, flags); }
+static cudaError_t sd_free_host(void *p) { SD_CALL(sd.host_free, p); }
+static cudaError_t sd_host_register(void *p, size_t n, unsigned int flags) { SD_CALL(sd.host_register, p, n, flags); }
+static cudaError_t sd_host_unregister(void *p) { SD_CALL(sd.host_unregister, p); }
+static cudaError_t sd_stream_create(cudaStream_t *s, unsigned int flags) { SD_CALL(sd.stream_create, (CUstream *)s, flags); }
+static cudaError_t sd_stream_destroy(cudaStream_t s) { SD_CALL(sd.stream_destroy, (CUstream)s); }
+static cudaError_t sd_event_create(cudaEvent_t *e, unsigned int flags) { SD_CALL(sd.event_create, (CUevent *)e, flags); }
+static cudaError_t sd_event_destroy(cudaEvent_t e) { SD_CALL(sd.event_destroy, (CUevent)e); }
+static cudaError_t sd_event_sync(cudaEvent_t e) { SD_CALL(sd.event_sync, (CUevent)e); }
+static cudaError_t sd_event_elapsed(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    SD_CALL(sd.event_elapsed, ms, (CUevent)a, (CUevent)b);
+}
+
+static cudaError_t sd_free(void *p)
+{
+    /* cudaFree(NULL): the runtime's way to make the context; nothing to free. */
+    if (p == NULL)
+        return (cudaError_t)sd_ctx();
+    SD_CALL(sd.mem_free, (CUdeviceptr)(uintptr_t)p);
+}
+
+static cudaError_t sd_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    SD_CALL(own_drv.memcpy, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n);
+}
+
+static cudaError_t sd_memcpy_async(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    (void)kind;
+    SD_CALL(own_drv.memcpy_async, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n, (CUstream)s);
+}
+
+static cudaError_t sd_memset_async(void *p, int value, size_t n, cudaStream_t s)
+{
+    SD_CALL(own_drv.memset_async, (CUdeviceptr)(uintptr_t)p, (unsigned char)value, n, (CUstream)s);
+}
+
+static cudaError_t sd_stream_sync(cudaStream_t s) { SD_CALL(own_drv.stream_sync, (CUstream)s); }
+static cudaError_t sd_device_sync(void) { SD_CALL(own_drv.ctx_sync); }
+static cudaError_t sd_stream_wait(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+    SD_CALL(own_drv.stream_wait, (CUstream)s, (CUevent)e, flags);
+}
+static cudaError_t sd_event_record(cudaEvent_t e, cudaStream_t s) { SD_CALL(own_drv.event_record, (CUevent)e, (CUstream)s); }
+
+static cudaError_t sd_get_device(int *dev)
+{
+    sd_ready();
+    CUdevice d;
+    /* No context yet: the runtime's current device is 0 until one is set. */
+    if (sd.ctx_device == NULL || sd.ctx_device(&d) != CUDA_SUCCESS)
+        d = 0;
+    *dev = (int)d;
+    return cudaSuccess;
+}
+
+static cudaError_t sd_set_device(int dev)
+{
+    sd_ready();
+    CUcontext c = sd_primary(dev);
+    if (c == NULL)
+        return cudaErrorInvalidDevice;
+    return (cudaError_t)sd.ctx_set(c);
+}
+
+static cudaError_t sd_device_attr(int *value, enum cudaDeviceAttr attr, int dev)
+{
+    sd_ready();
+    CUdevice d;
+    CUresult rc = sd.device_get != NULL && sd.attr != NULL ? sd.device_get(&d, dev) : CUDA_ERROR_NOT_FOUND;
+    if (rc == CUDA_SUCCESS)
+        rc = sd.attr(value, (CUdevice_attribute)attr, d);
+    return (cudaError_t)rc;
+}
+
+static cudaError_t sd_no_error(void) { return cudaSuccess; }
+
+static const struct {
+    const char *name;
+    void *fn;
+} stand_ins[] = {
+    { "cudaMalloc", (void *)sd_malloc },
+    { "cudaFree", (void *)sd_free },
+    { "cudaMemGetInfo", (void *)sd_mem_info },
+    { "cudaHostAlloc", (void *)sd_host_alloc },
+    { "cudaFreeHost", (void *)sd_free_host },
+    { "cudaHostRegister", (void *)sd_host_register },
+    { "cudaHostUnregister", (void *)sd_host_unregister },
+    { "cudaStreamCreateWithFlags", (void *)sd_stream_create },
+    { "cudaStreamDestroy", (void *)sd_stream_destroy },
+    { "cudaStreamSynchronize", (void *)sd_stream_sync },
+    { "cudaStreamWaitEvent", (void *)sd_stream_wait },
+    { "cudaEventCreateWithFlags", (void *)sd_event_create },
+    { "cudaEventDestroy", (void *)sd_event_destroy },
+    { "cudaEventRecord", (void *)sd_event_record },
+    { "cudaEventSynchronize", (void *)sd_event_sync },
+    { "cudaEventElapsedTime", (void *)sd_event_elapsed },
+    { "cudaMemcpy", (void *)sd_memcpy },
+    { "cudaMemcpyAsync", (void *)sd_memcpy_async },
+    { "cudaMemsetAsync", (void *)sd_memset_async },
+    { "cudaDeviceSynchronize", (void *)sd_device_sync },
+    { "cudaGetDevice", (void *)sd_get_device },
+    { "cudaSetDevice", (void *)sd_set_device },
+    { "cudaDeviceGetAttribute", (void *)sd_device_attr },
+    { "cudaGetLastError", (void *)sd_no_error },
+    { "cudaPeekAtLastError", (void *)sd_no_error },
+};
+
+/* The stand-in for runtime entry `name`, or NULL (none: the caller does without). */
+static void *stand_in(const char *name)
+{
+    for (size_t i = 0; i < sizeof stand_ins / sizeof stand_ins[0]; i++)
+        if (strcmp(stand_ins[i].name, name) == 0) {
+            static int said;
+            if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+                FT_INFO("no CUDA runtime in this process that FlexTensor can call (%s not found; a runtime linked "
+                        "statically, as JAX's XLA links it): FlexTensor makes its own calls through the driver",
+                        name);
+            return stand_ins[i].fn;
+        }
+    return NULL;
+}
+
+void *own_rt(const char *name)
+{
+    void *f = ft_shim_real_dlsym(RTLD_NEXT, name);
+    if (f == NULL) {
+        void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL) {
+            f = ft_shim_real_dlsym(h, name);
+            dlclose(h);
+        }
+    }
+    return f != NULL ? f : stand_in(name);
+}
+
+void *own_rt_fn(ft_shim_fn_t fn)
+{
+    static void *cache[FT_FN_COUNT];
+    void *f = ft_shim_real_quiet(fn);
+    if (f != NULL)
+        return f;
+    if ((f = __atomic_load_n(&cache[fn], __ATOMIC_RELAXED)) == NULL) {
+        f = stand_in(ft_shim_fn_name(fn));
+        __atomic_store_n(&cache[fn], f, __ATOMIC_RELAXED);
+    }
+    return f;
 }

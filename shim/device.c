@@ -176,8 +176,8 @@ static pthread_once_t cur_dev_once = PTHREAD_ONCE_INIT;
 
 static void cur_dev_lookup(void)
 {
-    cur_dev.set = (cudaError_t(*)(int))ft_shim_real_dlsym(RTLD_NEXT, "cudaSetDevice");
-    cur_dev.get = (cudaError_t(*)(int *))ft_shim_real_dlsym(RTLD_NEXT, "cudaGetDevice");
+    cur_dev.set = (cudaError_t(*)(int))own_rt("cudaSetDevice");
+    cur_dev.get = (cudaError_t(*)(int *))own_rt("cudaGetDevice");
 }
 
 /* Once, whatever threads ask first (the application's, the prefetching thread, the

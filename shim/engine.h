@@ -254,6 +254,11 @@ typedef struct {
  * (cuda.c, "own calls inside a driver hook"). */
 #define REAL(name) ((name##_fn_t)own_real(FT_FN_##name))
 void *own_driver_flavour(ft_shim_fn_t fn);
+/* A runtime entry point for FlexTensor's own call: the process's runtime's, else a
+ * stand-in made of driver calls (cuda.c, "without the runtime"), else NULL. By name,
+ * or by entry point. */
+void *own_rt(const char *name);
+void *own_rt_fn(ft_shim_fn_t fn);
 int own_in_driver_hook(void);
 static inline void *own_real(ft_shim_fn_t fn)
 {
@@ -262,7 +267,7 @@ static inline void *own_real(ft_shim_fn_t fn)
         if (p != NULL)
             return p;
     }
-    return ft_shim_real(fn);
+    return own_rt_fn(fn);
 }
 
 /* The kinds of one-time work inside a launch (once_charge, hooks_launch.c). */

@@ -101,7 +101,7 @@ static void *store_register(size_t size, int fault)
         madvise(p, len, MADV_HUGEPAGE);
     for (size_t off = 0; fault && off < len; off += 4096)
         ((volatile char *)p)[off] = 0;
-    host_register_fn reg = (host_register_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostRegister");
+    host_register_fn reg = (host_register_fn)own_rt("cudaHostRegister");
     cudaError_t pending = own_pending();
     if (reg == NULL || own_call(reg(p, size, cudaHostRegisterDefault), pending) != cudaSuccess) {
         free(p);
@@ -348,13 +348,13 @@ void host_store_free(void *p)
         return;
     int how = held_remove(p);
     if (how == STORE_HOST_ALLOC) {
-        host_free_fn f = (host_free_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaFreeHost");
+        host_free_fn f = (host_free_fn)own_rt("cudaFreeHost");
         if (f != NULL)
             f(p);
         return;
     }
     if (how == STORE_REGISTERED) {
-        host_free_fn unreg = (host_free_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostUnregister");
+        host_free_fn unreg = (host_free_fn)own_rt("cudaHostUnregister");
         if (unreg != NULL)
             unreg(p);
     }

@@ -34,7 +34,7 @@ uint64_t bw_device_bytes;
 static void measure_bandwidth(void)
 {
     typedef cudaError_t (*stream_destroy_fn)(cudaStream_t);
-    stream_destroy_fn stream_destroy = (stream_destroy_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaStreamDestroy");
+    stream_destroy_fn stream_destroy = (stream_destroy_fn)own_rt("cudaStreamDestroy");
     if (!stream_destroy)
         return;
     enum { MIN_BYTES = 256 << 10 };

@@ -95,8 +95,11 @@ uint64_t ft_shim_calls(ft_shim_fn_t fn);
 /* Name of an entry point, for reports. */
 const char *ft_shim_fn_name(ft_shim_fn_t fn);
 
-/* The real function behind entry point fn, resolved on first use, or NULL. */
+/* The real function behind entry point fn, resolved on first use, or NULL (said at
+ * error level: a wrapper of the application's call has nothing to call). */
 void *ft_shim_real(ft_shim_fn_t fn);
+/* The same, saying nothing: FlexTensor's own calls have a stand-in (cuda.c). */
+void *ft_shim_real_quiet(ft_shim_fn_t fn);
 
 /* Makes sure init ran (a library's constructor may call CUDA before ours). */
 void ft_shim_ensure_init(void);

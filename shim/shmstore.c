@@ -136,7 +136,7 @@ static int pin(uint32_t u, const char *name)
 {
     if (!cfgp->pinned_memory || shm.pinned[u])
         return 0;
-    host_register_fn reg = (host_register_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostRegister");
+    host_register_fn reg = (host_register_fn)own_rt("cudaHostRegister");
     uint64_t len = (ft_shmseg_unit_bytes(shm.seg, u) + 4095) / 4096 * 4096;
     cudaError_t pending = own_pending();
     cudaError_t err = reg == NULL ? cudaErrorSharedObjectSymbolNotFound
@@ -154,7 +154,7 @@ static void unpin(uint32_t u)
 {
     if (!shm.pinned[u])
         return;
-    host_unregister_fn unreg = (host_unregister_fn)ft_shim_real_dlsym(RTLD_NEXT, "cudaHostUnregister");
+    host_unregister_fn unreg = (host_unregister_fn)own_rt("cudaHostUnregister");
     cudaError_t pending = own_pending();
     if (unreg != NULL)
         own_call(unreg(ft_shmseg_unit_data(shm.seg, u)), pending);

@@ -76,10 +76,15 @@ static int is_driver(ft_shim_fn_t fn)
     return fn_names[fn][0] == 'c' && fn_names[fn][1] == 'u' && fn_names[fn][2] != 'd' && !is_cupti(fn);
 }
 
-void *ft_shim_real(ft_shim_fn_t fn)
+/* Entry points looked up and found in no loaded object: 1 once said so (a runtime the
+ * process links statically, as JAX's XLA does, is never found; each call would look
+ * again). */
+static _Atomic unsigned char real_missing[FT_FN_COUNT];
+
+static void *real_lookup(ft_shim_fn_t fn)
 {
     void *real = atomic_load_explicit(&real_fn[fn], memory_order_relaxed);
-    if (real != NULL)
+    if (real != NULL || atomic_load_explicit(&real_missing[fn], memory_order_relaxed))
         return real;
     ft_shim_ensure_init();
     real = ft_shim_real_dlsym(RTLD_NEXT, fn_names[fn]);
@@ -110,9 +115,22 @@ void *ft_shim_real(ft_shim_fn_t fn)
         }
     }
     if (real == NULL)
-        FT_LOG_CAPPED(FT_LOG_ERROR, 5, "cannot find the real %s", fn_names[fn]);
+        atomic_store_explicit(&real_missing[fn], 1, memory_order_relaxed);
     ft_shim_set_real(fn, real);
     return real;
+}
+
+void *ft_shim_real(ft_shim_fn_t fn)
+{
+    void *real = real_lookup(fn);
+    if (real == NULL)
+        FT_LOG_CAPPED(FT_LOG_ERROR, 5, "cannot find the real %s", fn_names[fn]);
+    return real;
+}
+
+void *ft_shim_real_quiet(ft_shim_fn_t fn)
+{
+    return real_lookup(fn);
 }
 
 #define COUNT(name)                                                                     \

@@ -407,3 +407,32 @@ compare_run one-seg-graph --layers 8 --dim 2048 --segments 136 --iters 6 --graph
 expect_grep 'CUDA graphs: 3 launch\(es\) guarded' "$WORK/one-seg-graph.err" "one-seg, a graph"
 pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, what the budget cannot hold of it in host-located memory until the plan (the device peak within the budget), 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces mapped from one physical allocation and unmapped in one call (one a mapping where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
 pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop, weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads, a tensor from a piece kept on the device into a streamed one, the pool's unused room moved to host memory and carved into later; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+# No CUDA runtime FlexTensor can call: the model with the runtime linked in statically
+# (model-sim-static), as JAX's XLA links it. The program's calls reach FlexTensor at the
+# driver only, and FlexTensor's own (its streams, events, pinned buffers, copies,
+# checksums) go to the driver too (before: a segmentation fault at the first
+# allocation, calling a runtime function that was not there; on the H100, a JAX process
+# could not make a stream or an event, and planned nothing). At 1/3 of the weights,
+# with FT_SPILL on and off, the pool XLA maps itself served (its room in host-located
+# memory, which needs FlexTensor's own copies), and the allocation larger than the
+# budget: same output, the plan streams.
+MODEL_SAVED=$MODEL
+MODEL=$BUILD/examples/model-sim-static
+for spill in 1 0; do
+    run static-$spill -- FT_SPILL=$spill
+    expect_grep 'no CUDA runtime in this process that FlexTensor can call' "$WORK/static-$spill.err" "static-runtime"
+    expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/static-$spill.err" "static-runtime"
+    expect_no_grep 'cannot find the real|did not load|cannot set up CUDA events' "$WORK/static-$spill.err" "static-runtime"
+done
+L=(--layers 24 --dim 1024 --iters 60 --quiet)
+compare_run static-pool --own-vmm-pool 256 --pool-late 12 -- FT_PROGRAM_MAPPINGS=serve FT_GPU_MEM_LIMIT=72MiB
+expect_grep "142\.0 MiB of the program's own pools that no call had used \(71 piece\(s\)\) moved to host memory" \
+    "$WORK/static-pool.err" "static-runtime, XLA's pool"
+expect_grep 'verdict: offloaded: 23 of 24 units stream' "$WORK/static-pool.err" "static-runtime, XLA's pool"
+L=("${L_SAVED[@]}")
+compare_run static-seg --layers 8 --dim 2048 --segments 136 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB FTSIM_REPORT_PEAK=1
+expect_grep 'an allocation of 136\.0 MiB, past the budget before the plan: 72\.0 MiB of it in host memory' \
+    "$WORK/static-seg.err" "static-runtime, one segment"
+expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/static-seg.err" "static-runtime, one segment"
+MODEL=$MODEL_SAVED
+pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan; same output"

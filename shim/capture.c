@@ -92,6 +92,8 @@ typedef struct {
     CUgraphExec exec;
     CUgraph graph;
     uint32_t *ids;
+    uint64_t *lo;             /* per id, its calls' lowest pointers there, the highest of them (0: not
+                                 known): whether a call reaches on into the next piece (res.follow) */
     size_t n;
     int begins, ends;
 } seg_t;
@@ -357,6 +359,7 @@ static void segs_free(owner_t *x)
         if (x->seg[k].graph != NULL && drv.graph_destroy != NULL)
             drv.graph_destroy(x->seg[k].graph);
         free(x->seg[k].ids);
+        free(x->seg[k].lo);
     }
     free(x->seg);
     x->seg = NULL;
@@ -632,7 +635,7 @@ static void spill_halt(const char *what, const char *why)
 
 static void before_capture(void)
 {
-    spill_halt("a stream capture", "a stream capture begins (a captured copy, set or kernel cannot reach host memory)");
+    spill_halt("a stream capture", "a stream capture begins (a captured copy, set or kernel cannot reach an address with nothing mapped)");
 }
 
 /* For the verdict: "; FT_SPILL stopped at ..." when a capture made it stop, else "". */
@@ -948,7 +951,7 @@ CUresult ft_hook_drv_graph_destroy(cuGraphDestroy_fn_t real, CUgraph graph)
 void capture_graph_made(uint64_t graph)
 {
     spill_halt("a CUDA graph built node by node",
-               "a CUDA graph is built node by node (a copy, set or kernel node cannot reach host memory)");
+               "a CUDA graph is built node by node (a copy, set or kernel node cannot reach an address with nothing mapped)");
     owner_t *g = calloc(1, sizeof *g);
     pthread_mutex_lock(&cap_lock);
     owner_t **stale = find(&graphs, graph); /* destroyed unseen */
@@ -1026,12 +1029,17 @@ static int seg_grow(seg_t *sg, const uint32_t *ids, size_t n)
     if (v == NULL)
         return -1;
     sg->ids = v;
+    uint64_t *l = realloc(sg->lo, (sg->n + n + 1) * sizeof *l);
+    if (l == NULL)
+        return -1;
+    sg->lo = l;
     for (size_t i = 0; i < n; i++) {
-        int dup = 0;
-        for (size_t q = 0; q < sg->n && !dup; q++)
-            dup = sg->ids[q] == ids[i];
-        if (!dup)
+        size_t q = 0;
+        while (q < sg->n && sg->ids[q] != ids[i])
+            q++;
+        if (q == sg->n)
             sg->ids[sg->n++] = ids[i];
+        sg->lo[q] = 0; /* its pointers not known */
     }
     return 0;
 }
@@ -1274,8 +1282,28 @@ void capture_cut_forbid(const char *why)
 
 /* The streamed unit of region id that a cut follows (-1: none): a unit kept on the
  * device (pinned), loaded or not yet, costs no load past its first. */
+/* The j-th region id call c touches, j < 2 * c->n (res.lock held): its own ids, then for
+ * each the piece its pointer reaches on into (res.follow: a tensor that starts in a
+ * piece kept on the device and runs on into a streamed unit's; the graph guard counts
+ * the same, res_guard_graph). UINT32_MAX: none. A cut by the ids alone found no
+ * streamed unit in a graph over the program's own pool, whose tensors all start in
+ * such pieces, and the graph was launched whole with every unit over the slots. */
+static uint32_t call_id(const calls_t *cs, const call_t *c, size_t j)
+{
+    if (j < c->n)
+        return cs->ids[c->first + j];
+    size_t e = c->first + (j - c->n);
+    uint32_t id = cs->ids[e];
+    if (res.follow == NULL || id >= res.n_ids || res.follow[id].next == 0)
+        return UINT32_MAX;
+    uint64_t lo = cs->lo[e];
+    return lo == 0 || lo >= res.follow[id].from ? res.follow[id].next : UINT32_MAX;
+}
+
 static int cut_unit(uint32_t id)
 {
+    if (id == UINT32_MAX)
+        return -1;
     int u = res_unit_of(id);
     return u >= 0 && res.units[u].pinned ? -1 : u;
 }
@@ -1291,8 +1319,8 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
     for (size_t i = 0; i < x->calls.n; i++) {
         const call_t *c = &x->calls.v[i];
         int fresh = 0;
-        for (size_t j = 0; j < c->n; j++) {
-            int u = cut_unit(x->calls.ids[c->first + j]);
+        for (size_t j = 0; j < 2 * c->n; j++) {
+            int u = cut_unit(call_id(&x->calls, c, j));
             fresh |= u >= 0 && mark[u] != k;
         }
         /* Never between two calls of one node (a child graph's calls; a call that made
@@ -1302,8 +1330,8 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
             k++;
             any = 0;
         }
-        for (size_t j = 0; j < c->n; j++) {
-            int u = cut_unit(x->calls.ids[c->first + j]);
+        for (size_t j = 0; j < 2 * c->n; j++) {
+            int u = cut_unit(call_id(&x->calls, c, j));
             if (u >= 0) {
                 mark[u] = last[u] = k;
                 any = 1;
@@ -1399,8 +1427,8 @@ static int units_again(const owner_t *x, uint64_t exec, const int *seg_of, int *
         if (seg_of[i] != k && dlen < sizeof dbg)
             dlen += (size_t)snprintf(dbg + dlen, sizeof dbg - dlen, "%s%d:", k < 0 ? "" : " | ", seg_of[i]);
         k = seg_of[i];
-        for (size_t j = 0; j < c->n; j++) {
-            int u = cut_unit(x->calls.ids[c->first + j]);
+        for (size_t j = 0; j < 2 * c->n; j++) {
+            int u = cut_unit(call_id(&x->calls, c, j));
             if (u < 0 || seen[u] == k)
                 continue;
             if (dlen < sizeof dbg)
@@ -1478,6 +1506,8 @@ static int segments(owner_t *x, uint64_t exec)
             /* Cut only where it streams: the graph's units do not fit the slots together. */
             if (n < 2 || units <= res.slots)
                 n = 0;
+            FT_DEBUG("CUDA graphs: graph %#llx: %d segment(s), %d streamed unit(s) read, %d slot(s)",
+                     (unsigned long long)exec, n, units, res.slots);
             if (again || n == 0 || !units_again(x, exec, seg_of, mark))
                 break;
         }
@@ -1501,7 +1531,8 @@ static int segments(owner_t *x, uint64_t exec)
             if (seg_of[i] == k)
                 m += x->calls.v[i].n;
         sg->ids = malloc((m + 1) * sizeof *sg->ids);
-        if (sg->ids == NULL) {
+        sg->lo = malloc((m + 1) * sizeof *sg->lo);
+        if (sg->ids == NULL || sg->lo == NULL) {
             why = "no memory";
             break;
         }
@@ -1509,13 +1540,25 @@ static int segments(owner_t *x, uint64_t exec)
             if (seg_of[i] != k)
                 continue;
             const call_t *c = &x->calls.v[i];
-            for (size_t j = 0; j < c->n; j++) {
-                uint32_t id = x->calls.ids[c->first + j];
-                int u = cut_unit(id), dup = 0;
-                for (size_t q = 0; q < sg->n && !dup; q++)
-                    dup = sg->ids[q] == id;
-                if (!dup)
-                    sg->ids[sg->n++] = id;
+            /* The segment's own ids (its guard, res_guard_graph, adds the pieces they
+             * reach on into); its first and last units with those pieces. */
+            for (size_t j = 0; j < 2 * c->n; j++) {
+                uint32_t id = call_id(&x->calls, c, j);
+                if (id == UINT32_MAX)
+                    continue;
+                int u = cut_unit(id);
+                if (j < c->n) {
+                    uint64_t lo = x->calls.lo[c->first + j];
+                    size_t q = 0;
+                    while (q < sg->n && sg->ids[q] != id)
+                        q++;
+                    if (q == sg->n) {
+                        sg->ids[sg->n++] = id;
+                        sg->lo[q] = lo;
+                    } else if (sg->lo[q] != 0 && (lo == 0 || lo > sg->lo[q])) {
+                        sg->lo[q] = lo; /* the highest call's: any call that reaches on counts */
+                    }
+                }
                 if (u >= 0 && sg->begins < 0)
                     sg->begins = u;
                 if (u >= 0 && last[u] == k && sg->ends < 0)
@@ -1558,7 +1601,7 @@ static void launch_segments(owner_t *x, uint64_t exec, cudaStream_t stream, grap
     for (int k = 0; k < x->n_seg; k++) {
         seg_t *sg = &x->seg[k];
         snprintf(name, sizeof name, "graph %#llx segment %d", (unsigned long long)exec, k);
-        graph_units_loaded += (uint64_t)res_guard_segment(name, sg->ids, sg->n, k == 0, sg->begins, sg->ends, stream);
+        graph_units_loaded += (uint64_t)res_guard_segment(name, sg->ids, sg->lo, sg->n, k == 0, sg->begins, sg->ends, stream);
         int rc = how->fn(how->real, (uint64_t)(uintptr_t)sg->exec, stream);
         if (rc != 0) {
             how->rc = rc;
@@ -1799,7 +1842,7 @@ static int graph_guard(uint64_t exec, cudaStream_t stream, unsigned s, graph_lau
     } else {
         char name[48];
         snprintf(name, sizeof name, "graph %#llx", (unsigned long long)exec);
-        int n = res_guard_graph(name, t.id, t.n, t.all, stream);
+        int n = res_guard_graph(name, t.id, NULL, t.n, t.all, stream);
         pthread_mutex_lock(&cap_lock);
         graph_units_loaded += (uint64_t)n;
         pthread_mutex_unlock(&cap_lock);

@@ -920,13 +920,16 @@ int touched_by_this_call(int u);
 void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream);
 /* dspan, sspan: the bytes the copy reaches from dst and src (0: not known). */
 void res_guard_copy(const void *dst, const void *src, size_t dspan, size_t sspan, cudaStream_t stream);
-int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cudaStream_t stream);
+/* lo: per id, the lowest pointer there (0: not known); NULL: none known, every touch of
+ * a piece reaches on into the pieces its last tensor runs into. */
+int res_guard_graph(const char *name, const uint32_t *ids, const uint64_t *lo, size_t n, int all,
+                    cudaStream_t stream);
 /* A segment of a cut graph (capture.c), as res_guard_graph, and a pass's position: the
  * first segment begins a pass, `begins` (-1: none) is the streamed unit whose units
  * after it are prefetched once the segment is enqueued, `ends` the unit whose checksum
  * follows it. */
-int res_guard_segment(const char *name, const uint32_t *ids, size_t n, int first, int begins, int ends,
-                      cudaStream_t stream);
+int res_guard_segment(const char *name, const uint32_t *ids, const uint64_t *lo, size_t n, int first, int begins,
+                      int ends, cudaStream_t stream);
 /* The streamed unit region id belongs to, -1: none (resident, or not a weight). */
 int res_unit_of(uint32_t id);
 int res_pin_unit(int u, const char *why);

@@ -204,14 +204,23 @@ static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *u
  * which another unit may hold (lo NULL: no pointers known, every touch of such a piece). In *xid, *xlo and *xunsure (malloc'd; the caller frees
  * them) and their count returned; 0 when no touch reaches on (or no memory: then
  * every streamed unit is loaded instead, *all set). */
+/* The piece a touch of region id with lowest pointer lo (0: not known) reaches on
+ * into, 0: none. */
+static uint32_t follow_of(uint32_t id, uint64_t lo)
+{
+    return res.follow != NULL && id < res.n_ids && res.follow[id].next != 0 &&
+                   (lo == 0 || lo >= res.follow[id].from)
+               ? res.follow[id].next
+               : 0;
+}
+
 static size_t follow_pieces(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
                             uint32_t **xid, uint64_t **xlo, uint8_t **xunsure, int *all)
 {
     size_t extra = 0;
     *all = 0;
     for (size_t i = 0; i < n; i++)
-        if (ids[i] < res.n_ids && res.follow[ids[i]].next != 0 &&
-            (lo == NULL || lo[i] == 0 || lo[i] >= res.follow[ids[i]].from))
+        if (follow_of(ids[i], lo != NULL ? lo[i] : 0) != 0)
             extra++;
     if (extra == 0)
         return 0;
@@ -230,8 +239,7 @@ static size_t follow_pieces(const uint32_t *ids, const uint64_t *lo, const uint8
         (*xid)[m] = ids[i];
         (*xlo)[m] = lo != NULL ? lo[i] : 0;
         (*xunsure)[m++] = unsure != NULL ? unsure[i] : 0;
-        if (ids[i] < res.n_ids && res.follow[ids[i]].next != 0 &&
-            (lo == NULL || lo[i] == 0 || lo[i] >= res.follow[ids[i]].from)) {
+        if (follow_of(ids[i], lo != NULL ? lo[i] : 0) != 0) {
             (*xid)[m] = res.follow[ids[i]].next;
             (*xlo)[m] = res.follow[ids[i]].at;
             (*xunsure)[m++] = unsure != NULL ? unsure[i] : 0;
@@ -718,20 +726,22 @@ void res_guard_copy(const void *dst, const void *src, size_t dspan, size_t sspan
  * wrappers when it runs: this is the only guard they get (capture.c). A graph that
  * reads more than the slots hold is loaded over them at each launch, said once with
  * its bytes. Returns the units loaded for it. */
-int res_guard_graph(const char *name, const uint32_t *ids, size_t n, int all, cudaStream_t stream)
+int res_guard_graph(const char *name, const uint32_t *ids, const uint64_t *lo, size_t n, int all,
+                    cudaStream_t stream)
 {
     if (!guarding())
         return 0;
     int loads = 0, reads = 0;
     uint64_t over0 = res.over_loads, bytes = 0;
-    /* The pieces a captured touch reaches on into (res.follow): a capture keeps no
-     * pointer offsets, so every touch of such a piece counts. */
+    /* The pieces a captured touch reaches on into (res.follow): where its pointers are
+     * not known (lo NULL or 0: a whole graph's touches keep none; a cut segment's do),
+     * every touch of such a piece counts. */
     uint32_t *xid = NULL;
     uint64_t *xlo = NULL;
     uint8_t *xunsure = NULL;
     if (!all && res.follow != NULL) {
         int none; /* no memory: every streamed unit, never one missing */
-        size_t m = follow_pieces(ids, NULL, NULL, n, &xid, &xlo, &xunsure, &none);
+        size_t m = follow_pieces(ids, lo, NULL, n, &xid, &xlo, &xunsure, &none);
         all |= none;
         if (m > 0) {
             ids = xid;
@@ -787,8 +797,8 @@ int res_unit_of(uint32_t id)
     return un->n > 0 && !(un->pinned && un->loaded) ? u : -1;
 }
 
-int res_guard_segment(const char *name, const uint32_t *ids, size_t n, int first, int begins, int ends,
-                      cudaStream_t stream)
+int res_guard_segment(const char *name, const uint32_t *ids, const uint64_t *lo, size_t n, int first, int begins,
+                      int ends, cudaStream_t stream)
 {
     if (!guarding())
         return 0;
@@ -796,14 +806,16 @@ int res_guard_segment(const char *name, const uint32_t *ids, size_t n, int first
         step_mark(stream);
     /* A unit the prefetching thread is moving is its until the move ends; one it is
      * about to load, it loads now (mover_catch), as for an eager launch's touch. */
-    for (size_t i = 0; i < n; i++) {
-        int u = res_unit_of(ids[i]);
+    for (size_t i = 0; i < 2 * n; i++) {
+        /* ... the units of its regions, then of the pieces they reach on into */
+        uint32_t id = i < n ? ids[i] : follow_of(ids[i - n], lo != NULL ? lo[i - n] : 0);
+        int u = id != 0 || i < n ? res_unit_of(id) : -1;
         if (u >= 0 && res.units[u].moving)
             mover_settle_unit(u);
         else if (u >= 0 && !res.units[u].loaded)
             mover_catch(u);
     }
-    int loads = res_guard_graph(name, ids, n, 0, stream);
+    int loads = res_guard_graph(name, ids, lo, n, 0, stream);
     /* The eager lane's placement (lane_placed) is left as it is: a graph's segments do
      * not tell where the thread's eager passes are. */
     if (begins >= 0)

@@ -406,6 +406,11 @@ static void make_plan(void)
      * the budget before the plan) comes to the device, or streams: counted as there. */
     uint64_t back = vmm_used_to_device(res_room_used, 1, &back_pieces);
     uint64_t tracked = device_bytes() + back;
+    FT_DEBUG("plan: %.1f MiB tracked on the device, %.1f MiB of pools' room to host memory (%llu pieces), %.1f MiB "
+             "in host memory to come back (%llu pieces), peak while profiling %.1f MiB",
+             (double)device_bytes() / 1048576.0, (double)plan.room_bytes / 1048576.0,
+             (unsigned long long)room_pieces, (double)back / 1048576.0, (unsigned long long)back_pieces,
+             (double)__atomic_load_n(&peak_tracked, __ATOMIC_RELAXED) / 1048576.0);
     ft_plan_input_t *in = &plan.in;
     in->units = units;
     in->n = n;

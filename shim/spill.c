@@ -31,7 +31,7 @@ uint64_t spill_ns;
 /* Bytes of allocations now in host memory (res.lock). */
 uint64_t spill_bytes;
 
-static uint64_t spill_restore_all(const char *why);
+static uint64_t spill_restore_all(const char *why, int pieces);
 static void drop_hosts(void);
 
 /* Whether FT_SPILL may hold an allocation of len bytes in host memory: at most a
@@ -54,19 +54,24 @@ static int host_can_hold(uint64_t len)
 /* FT_SPILL's allocations back on the device when FlexTensor will stream nothing (`why`
  * goes in the warning about what the device cannot take back). 1 when some stay in
  * host memory: they are faulted in on use, so the engine stays on for them. */
-int spill_bring_back(const char *why)
+static int bring_back(const char *why, int pieces)
 {
     if (!state_spill(engine_state()) && __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) == 0)
         return 0;
     if (!engine_held)
         res_lock();
-    int keep = spill_restore_all(why) > 0;
+    int keep = spill_restore_all(why, pieces) > 0;
     drop_hosts();
     if (!keep)
         engine_spill(0);
     if (!engine_held)
         pthread_mutex_unlock(&res.lock);
     return keep;
+}
+
+int spill_bring_back(const char *why)
+{
+    return bring_back(why, 1);
 }
 
 static uint64_t spill_clock;
@@ -85,15 +90,19 @@ static int spill_wanted(void)
            state_phase(s) != PHASE_STREAMING && !state_quiet(s);
 }
 
-/* FT_SPILL stops for the rest of the run: what it holds in host memory comes back
- * (spill_bring_back, `why` in its warning) and no allocation starts in host memory or
- * moves there any more; the budget gives way until the plan. A stream capture needs
- * this (capture.c): captured calls cannot reach host memory, and its allocations come
- * while it is under way. */
+/* FT_SPILL stops for the rest of the run: what it holds in host memory unmapped comes
+ * back (`why` in its warning) and no allocation starts in host memory or moves there
+ * any more; the budget gives way until the plan. A stream capture needs this
+ * (capture.c): captured calls cannot reach an address with nothing mapped, and its
+ * allocations come while it is under way. Pieces in host-located memory stay there:
+ * they are mapped, and the device reaches them over the link, in a graph too; the
+ * switch or a stand-down brings back what stays. (Brought back here, XLA's pool, whose
+ * first command buffer comes before any plan, put the device 3 GiB past a 1 GiB
+ * budget until the switch.) */
 int spill_stop(const char *why)
 {
     __atomic_store_n(&stopped, 1, __ATOMIC_RELEASE);
-    return spill_bring_back(why);
+    return bring_back(why, 0);
 }
 
 uint64_t spill_budget(void)
@@ -611,18 +620,24 @@ static int all_used(uint64_t va)
     return 1;
 }
 
-static uint64_t spill_restore_all(const char *why)
+static uint64_t spill_restore_all(const char *why, int pieces)
 {
-    /* Planning nothing or standing down (`why`): the pieces in host-located memory come
-     * back too, room and all (at the switch, activate_locked brings back what stays). */
-    uint64_t pieces = 0;
-    uint64_t hosted = why != NULL && __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) != 0 && !capture_under_way()
-                    ? vmm_used_to_device(all_used, 0, &pieces) : 0;
+    /* Planning nothing or standing down (`why`, `pieces`): the pieces in host-located
+     * memory come back too, room and all (at the switch, activate_locked brings back
+     * what stays). */
+    uint64_t n = 0;
+    int hosts = why != NULL && pieces;
+    uint64_t hosted = hosts && __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) != 0 && !capture_under_way()
+                    ? vmm_used_to_device(all_used, 0, &n) : 0;
     uint64_t bytes[2] = { 0, 0 };
     if (state_spill(engine_state()))
         vmm_each(restore_one, bytes);
+    uint64_t stay = why != NULL && !pieces ? __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) : 0;
     uint64_t back = bytes[0] + hosted,
-             left = bytes[1] + (why != NULL ? __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) : 0);
+             left = bytes[1] + (hosts ? __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) : 0);
+    if (stay > 0)
+        FT_INFO("FT_SPILL: %s: %.1f MiB in host-located memory stay there until the plan (the device reads "
+                "them over the link)", why, (double)stay / 1048576.0);
     if (back > 0 && why != NULL)
         FT_WARN("FT_SPILL: %s: %.1f MiB brought back to the device, over the budget",
                 why, (double)back / 1048576.0);
@@ -668,7 +683,7 @@ void spill_end_locked(void)
 {
     if (!state_spill(engine_state()))
         return;
-    spill_restore_all(NULL);
+    spill_restore_all(NULL, 0);
     drop_hosts();
     engine_spill(0);
 }

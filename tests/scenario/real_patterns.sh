@@ -434,5 +434,23 @@ compare_run static-seg --layers 8 --dim 2048 --segments 136 -- FT_SPILL=1 FT_GPU
 expect_grep 'an allocation of 136\.0 MiB, past the budget before the plan: 72\.0 MiB of it in host memory' \
     "$WORK/static-seg.err" "static-runtime, one segment"
 expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/static-seg.err" "static-runtime, one segment"
+# ... and XLA's command buffer: built node by node before the plan, the layers traced
+# into it, over the served pool. At the graph's making FT_SPILL stops; the pool's pieces
+# in host-located memory stay there (mapped, the device reads them; before, they all
+# came back, over the budget). After the plan the graph is cut at its units: its
+# tensors start in pieces kept on the device and run on into streamed ones, and the cut
+# counts those (before: it found no streamed unit, and each replay loaded all 20 over
+# the 2 slots), prefetched one segment ahead.
+L=(--layers 24 --dim 1024 --iters 4 --quiet)
+compare_run static-graph --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-into -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 \
+    FT_GPU_MEM_LIMIT=80MiB FTSIM_REPORT_PEAK=1
+expect_grep 'a CUDA graph is built node by node .*: 176\.0 MiB in host-located memory stay there until the plan' \
+    "$WORK/static-graph.err" "static-runtime, a graph built node by node"
+expect_grep 'CUDA graphs: graph 0x[0-9a-f]+ reads 20 streamed unit\(s\), more than the 2 slot\(s\) hold: cut into 20 segment' \
+    "$WORK/static-graph.err" "static-runtime, a graph built node by node"
+expect_grep 'verdict: offloaded: 20 of 24 units stream' "$WORK/static-graph.err" "static-runtime, a graph built node by node"
+misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/static-graph.err")
+[ -n "$misses" ] && [ "$misses" -le 2 ] || fail "static-graph: ${misses:-no} misses, at most 2 wanted"
+L=("${L_SAVED[@]}")
 MODEL=$MODEL_SAVED
-pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan; same output"
+pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units; same output"

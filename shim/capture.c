@@ -1293,11 +1293,8 @@ static uint32_t call_id(const calls_t *cs, const call_t *c, size_t j)
     if (j < c->n)
         return cs->ids[c->first + j];
     size_t e = c->first + (j - c->n);
-    uint32_t id = cs->ids[e];
-    if (res.follow == NULL || id >= res.n_ids || res.follow[id].next == 0)
-        return UINT32_MAX;
-    uint64_t lo = cs->lo[e];
-    return lo == 0 || lo >= res.follow[id].from ? res.follow[id].next : UINT32_MAX;
+    uint32_t next = res_follow_of(cs->ids[e], cs->lo[e]);
+    return next != 0 ? next : UINT32_MAX;
 }
 
 static int cut_unit(uint32_t id)

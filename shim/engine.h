@@ -920,6 +920,10 @@ int touched_by_this_call(int u);
 void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream);
 /* dspan, sspan: the bytes the copy reaches from dst and src (0: not known). */
 void res_guard_copy(const void *dst, const void *src, size_t dspan, size_t sspan, cudaStream_t stream);
+/* The piece a touch of region id whose lowest pointer there is lo (0: not known) reaches
+ * on into (res.follow: the piece's last tensor runs on into another unit's), 0: none.
+ * res.lock held. */
+uint32_t res_follow_of(uint32_t id, uint64_t lo);
 /* lo: per id, the lowest pointer there (0: not known); NULL: none known, every touch of
  * a piece reaches on into the pieces its last tensor runs into. */
 int res_guard_graph(const char *name, const uint32_t *ids, const uint64_t *lo, size_t n, int all,

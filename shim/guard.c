@@ -199,14 +199,7 @@ static const char *stale_text(const res_unit_t *un, char *out, size_t len)
 static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
                        cudaStream_t stream, long pos, int weightless, uint64_t kernel, long at);
 
-/* res_touch's ids with the pieces touches reach on into (res.follow): a pointer at or
- * past the start of a piece's last tensor reaches the pieces of that tensor's body,
- * which another unit may hold (lo NULL: no pointers known, every touch of such a piece). In *xid, *xlo and *xunsure (malloc'd; the caller frees
- * them) and their count returned; 0 when no touch reaches on (or no memory: then
- * every streamed unit is loaded instead, *all set). */
-/* The piece a touch of region id with lowest pointer lo (0: not known) reaches on
- * into, 0: none. */
-static uint32_t follow_of(uint32_t id, uint64_t lo)
+uint32_t res_follow_of(uint32_t id, uint64_t lo)
 {
     return res.follow != NULL && id < res.n_ids && res.follow[id].next != 0 &&
                    (lo == 0 || lo >= res.follow[id].from)
@@ -214,13 +207,18 @@ static uint32_t follow_of(uint32_t id, uint64_t lo)
                : 0;
 }
 
+/* res_touch's ids with the pieces touches reach on into (res.follow): a pointer at or
+ * past the start of a piece's last tensor reaches the pieces of that tensor's body,
+ * which another unit may hold (lo NULL: no pointers known, every touch of such a piece). In *xid, *xlo and *xunsure (malloc'd; the caller frees
+ * them) and their count returned; 0 when no touch reaches on (or no memory: then
+ * every streamed unit is loaded instead, *all set). */
 static size_t follow_pieces(const uint32_t *ids, const uint64_t *lo, const uint8_t *unsure, size_t n,
                             uint32_t **xid, uint64_t **xlo, uint8_t **xunsure, int *all)
 {
     size_t extra = 0;
     *all = 0;
     for (size_t i = 0; i < n; i++)
-        if (follow_of(ids[i], lo != NULL ? lo[i] : 0) != 0)
+        if (res_follow_of(ids[i], lo != NULL ? lo[i] : 0) != 0)
             extra++;
     if (extra == 0)
         return 0;
@@ -239,7 +237,7 @@ static size_t follow_pieces(const uint32_t *ids, const uint64_t *lo, const uint8
         (*xid)[m] = ids[i];
         (*xlo)[m] = lo != NULL ? lo[i] : 0;
         (*xunsure)[m++] = unsure != NULL ? unsure[i] : 0;
-        if (follow_of(ids[i], lo != NULL ? lo[i] : 0) != 0) {
+        if (res_follow_of(ids[i], lo != NULL ? lo[i] : 0) != 0) {
             (*xid)[m] = res.follow[ids[i]].next;
             (*xlo)[m] = res.follow[ids[i]].at;
             (*xunsure)[m++] = unsure != NULL ? unsure[i] : 0;
@@ -808,7 +806,7 @@ int res_guard_segment(const char *name, const uint32_t *ids, const uint64_t *lo,
      * about to load, it loads now (mover_catch), as for an eager launch's touch. */
     for (size_t i = 0; i < 2 * n; i++) {
         /* ... the units of its regions, then of the pieces they reach on into */
-        uint32_t id = i < n ? ids[i] : follow_of(ids[i - n], lo != NULL ? lo[i - n] : 0);
+        uint32_t id = i < n ? ids[i] : res_follow_of(ids[i - n], lo != NULL ? lo[i - n] : 0);
         int u = id != 0 || i < n ? res_unit_of(id) : -1;
         if (u >= 0 && res.units[u].moving)
             mover_settle_unit(u);

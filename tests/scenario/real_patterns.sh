@@ -451,6 +451,14 @@ expect_grep 'CUDA graphs: graph 0x[0-9a-f]+ reads 20 streamed unit\(s\), more th
 expect_grep 'verdict: offloaded: 20 of 24 units stream' "$WORK/static-graph.err" "static-runtime, a graph built node by node"
 misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/static-graph.err")
 [ -n "$misses" ] && [ "$misses" -le 2 ] || fail "static-graph: ${misses:-no} misses, at most 2 wanted"
+# ... its nodes updated on the executable graph, as XLA updates a command buffer's
+# between steps: the segments follow.
+compare_run static-graph-update --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-update -- \
+    FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 FT_GPU_MEM_LIMIT=80MiB
+expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 37 launch\(es\) of them streamed' \
+    "$WORK/static-graph-update.err" "static-runtime, a graph updated node by node"
+expect_grep 'verdict: offloaded: 2[01] of 24 units stream' "$WORK/static-graph-update.err" \
+    "static-runtime, a graph updated node by node"
 L=("${L_SAVED[@]}")
 MODEL=$MODEL_SAVED
 pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units; same output"

@@ -76,15 +76,16 @@ static int is_driver(ft_shim_fn_t fn)
     return fn_names[fn][0] == 'c' && fn_names[fn][1] == 'u' && fn_names[fn][2] != 'd' && !is_cupti(fn);
 }
 
-/* Entry points looked up and found in no loaded object: 1 once said so (a runtime the
- * process links statically, as JAX's XLA does, is never found; each call would look
- * again). */
+/* Entry points FlexTensor's own calls looked up and found in no loaded object (a
+ * runtime the process links statically, as JAX's XLA does, is never found; each own
+ * call would look again). Only ft_shim_real_quiet reads it: the application's call of
+ * an entry point a library loaded later exports still finds it. */
 static _Atomic unsigned char real_missing[FT_FN_COUNT];
 
 static void *real_lookup(ft_shim_fn_t fn)
 {
     void *real = atomic_load_explicit(&real_fn[fn], memory_order_relaxed);
-    if (real != NULL || atomic_load_explicit(&real_missing[fn], memory_order_relaxed))
+    if (real != NULL)
         return real;
     ft_shim_ensure_init();
     real = ft_shim_real_dlsym(RTLD_NEXT, fn_names[fn]);
@@ -114,8 +115,6 @@ static void *real_lookup(ft_shim_fn_t fn)
             dlclose(h);
         }
     }
-    if (real == NULL)
-        atomic_store_explicit(&real_missing[fn], 1, memory_order_relaxed);
     ft_shim_set_real(fn, real);
     return real;
 }
@@ -130,7 +129,12 @@ void *ft_shim_real(ft_shim_fn_t fn)
 
 void *ft_shim_real_quiet(ft_shim_fn_t fn)
 {
-    return real_lookup(fn);
+    if (atomic_load_explicit(&real_missing[fn], memory_order_relaxed))
+        return NULL;
+    void *real = real_lookup(fn);
+    if (real == NULL)
+        atomic_store_explicit(&real_missing[fn], 1, memory_order_relaxed);
+    return real;
 }
 
 #define COUNT(name)                                                                     \

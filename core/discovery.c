@@ -1112,11 +1112,13 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
     rinfo_t **v = pieces_sorted(d, r, &n);
     int64_t carry = PC_NONE;
     rinfo_t *start = NULL; /* the piece the carried tensor starts in */
+    uint64_t filled = 0;   /* the furthest end of the copies begun from `start` on (0: none known) */
     for (size_t i = 0; i < n; i++) {
         rinfo_t *x = v[i];
         if ((x->flags & FT_REGION_PIECE_FIRST) || i == 0 || v[i - 1]->base + v[i - 1]->size != x->base)
             carry = PC_NONE; /* another allocation */
         x->pc_prev = carry;
+        uint64_t span = d->p.piece_span != NULL ? d->p.piece_span(x->base) : 0;
         if (x->pc_min != UINT64_MAX || x->pc_unsure || x->unit != -2) {
             /* Touched by tensors of its own, not from its first byte: the tensor that
              * starts last in the piece before may run into it. A pointer at or past
@@ -1128,10 +1130,22 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
                 start->pc_next = x->id;
             carry = x->pc_unsure || x->pc_pos < 0 || !is_weight(d, x) ? PC_UNKNOWN : x->pc_pos;
             start = x;
+            filled = span;
             continue;
         }
+        if (span > filled)
+            filled = span;
         if (carry < 0 || !is_weight(d, x))
             continue; /* resident: what runs into it is not a weight's, or nothing does */
+        /* The program's own pool past where the copies begun from the carried tensor's
+         * piece on ended: room its allocator has not used, whose content never changed
+         * (XLA's last chunk holds the weights' end, then room: the last weight's unit
+         * took 1 GiB of it, and the smallest budget that works was 1.42 GiB for 3 GB of
+         * weights on the H100). It stays out of the unit, as room (the plan moves it to
+         * host memory). A tensor that runs on into it, written by a kernel rather than
+         * copied, finds it mapped. */
+        if ((x->flags & FT_REGION_PROGRAM) && filled != 0 && filled <= x->base)
+            continue;
         if (*m == *cap) {
             touch_t *nt = realloc(*t, 2 * *cap * sizeof *nt);
             if (nt == NULL) {

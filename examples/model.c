@@ -172,6 +172,10 @@
  *                 last at 256-byte alignment; each chunk's handle is released as soon
  *                 as it is mapped; nothing is given back until the end, where one
  *                 cuMemUnmap covers every chunk
+ *   --pool-weights-only  with --own-vmm-pool: the activations from cudaMalloc, so
+ *                 that the pool holds the weights and, after the last one, room no
+ *                 buffer has used (XLA's last chunk on the H100: 2 GiB, the weights'
+ *                 end, then room)
  *   --pool-late N with --own-vmm-pool: from forward N on, each forward carves a fresh 2 MiB
  *                 buffer from the pool half-way through its layers (the pool never gives
  *                 one back: new room each time, as a pool's allocator reaches memory no
@@ -636,7 +640,7 @@ static void drv_alloc_resolve(void)
 /* --own-vmm: the weights in device memory the program maps itself, as PyTorch's
  * expandable_segments does (cuMemAddressReserve, cuMemCreate, cuMemMap,
  * cuMemSetAccess), one mapping per tensor. */
-static int own_vmm, own_vmm_export, own_vmm_pool_mib;
+static int own_vmm, own_vmm_export, own_vmm_pool_mib, pool_weights_only;
 static struct own_map {
     void *p;
     size_t size;
@@ -2281,7 +2285,7 @@ static void *run_worker(void *arg)
          * hidden states in PyTorch's small pool */
         a = act_pool + (256u << 10);
         b = a + dim;
-    } else if (!grow_cache && own_vmm) {
+    } else if (!grow_cache && own_vmm && !pool_weights_only) {
         /* --own-vmm: the activations in the program's own mappings too, as every
          * tensor is under PyTorch's expandable_segments */
         a = own_vmm_alloc((size_t)dim * sizeof *a);
@@ -2495,6 +2499,8 @@ int main(int argc, char **argv)
             own_vmm = own_vmm_export = 1;
         else if (strcmp(a, "--own-vmm-pool") == 0 && i + 1 < argc)
             own_vmm = 1, own_vmm_pool_mib = parse_int(a, argv[++i], 1, 1024);
+        else if (strcmp(a, "--pool-weights-only") == 0)
+            pool_weights_only = 1;
         else if (strcmp(a, "--pool-late") == 0 && i + 1 < argc)
             pool_late = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--init-twice") == 0)
@@ -2630,7 +2636,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -2713,6 +2719,10 @@ int main(int argc, char **argv)
          scratch_from >= 0 || over_from >= 0 || outside_from >= 0 || drv_workspace_mib > 0 || pool_late >= 0)) {
         fprintf(stderr, "model: --graph and --graph-nodes need one thread, without options that allocate or use "
                         "another device inside a forward\n");
+        return 2;
+    }
+    if (pool_weights_only && own_vmm_pool_mib == 0) {
+        fprintf(stderr, "model: --pool-weights-only needs --own-vmm-pool\n");
         return 2;
     }
     if (pool_late >= 0 && own_vmm_pool_mib == 0) {

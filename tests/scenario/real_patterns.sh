@@ -459,6 +459,20 @@ expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 37 launch\(es\) of the
     "$WORK/static-graph-update.err" "static-runtime, a graph updated node by node"
 expect_grep 'verdict: offloaded: 2[01] of 24 units stream' "$WORK/static-graph-update.err" \
     "static-runtime, a graph updated node by node"
+# ... and a pool that holds the weights only, then room no buffer has used (XLA's last
+# chunk on the H100: the last weight's unit took the room after it, 4092 MiB of "weights"
+# for 3 GB, and the smallest budget that works was 1.42 GiB against 0.96): the room stays
+# out of the units, and every unit streams under 72 MiB (before: 256 MiB of weights, no
+# plan below 216 MiB).
+L=(--layers 24 --dim 1024 --iters 60 --quiet)
+compare_run static-pool-end --own-vmm-pool 256 --pool-weights-only -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 \
+    FT_GPU_MEM_LIMIT=72MiB FTSIM_REPORT_PEAK=1
+expect_grep 'discovery: done, 1 iteration\(s\), 24 units, 98\.0 MiB of weights' "$WORK/static-pool-end.err" \
+    "static-runtime, the pool's room after the weights"
+expect_grep 'verdict: offloaded: 24 of 24 units stream' "$WORK/static-pool-end.err" \
+    "static-runtime, the pool's room after the weights"
+peak=$(sed -nE 's/^simcuda: device 0: peak physical memory ([0-9]+) bytes.*/\1/p' "$WORK/static-pool-end.err")
+[ -n "$peak" ] && [ "$peak" -le $((72 << 20)) ] || fail "static-pool-end: device peak ${peak:-unknown} bytes, over the 72 MiB budget"
 L=("${L_SAVED[@]}")
 MODEL=$MODEL_SAVED
-pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units; same output"
+pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units, the pool's room after the last weight left out of its unit; same output"

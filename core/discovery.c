@@ -14,6 +14,7 @@
  * failed allocation; the entry is simply not added). */
 #include "core/hash.h"
 
+#include "core/checksum.h"
 #include "core/log.h"
 #include "core/size.h"
 
@@ -1102,6 +1103,16 @@ static rinfo_t **pieces_sorted(ft_disc_t *d, const record_t *r, size_t *n)
     return v;
 }
 
+/* The content hash (the shim's: core/checksum.h, salted by address) of size bytes of
+ * zeros at base: what a piece of fresh memory no one has written sums to. */
+static uint64_t zeros_hash(uint64_t base, uint64_t size)
+{
+    uint64_t s = 0, salt = base / 8;
+    for (uint64_t i = 0; i < size / 8; i++)
+        s += ft_checksum_mix(0, salt + i);
+    return s;
+}
+
 /* In build_units, after the walk that gave each touched weight its touch in t (m of
  * cap): each piece no launch touched, a weight by its content, is given the touch of
  * the tensor whose start came last before it in its allocation, and joins that
@@ -1138,13 +1149,17 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
         if (carry < 0 || !is_weight(d, x))
             continue; /* resident: what runs into it is not a weight's, or nothing does */
         /* The program's own pool past where the copies begun from the carried tensor's
-         * piece on ended: room its allocator has not used, whose content never changed
-         * (XLA's last chunk holds the weights' end, then room: the last weight's unit
-         * took 1 GiB of it, and the smallest budget that works was 1.42 GiB for 3 GB of
-         * weights on the H100). It stays out of the unit, as room (the plan moves it to
-         * host memory). A tensor that runs on into it, written by a kernel rather than
-         * copied, finds it mapped. */
-        if ((x->flags & FT_REGION_PROGRAM) && filled != 0 && filled <= x->base)
+         * piece on ended, or, where no copy filled the tensor (weights a kernel made, as
+         * JAX's jitted initialisers do), a piece all zeros, as fresh memory is: room its
+         * allocator has not used, whose content never changed (XLA's last chunk holds
+         * the weights' end, then room: the last weight's unit took 1 GiB of it, and the
+         * smallest budget that works was 1.42 GiB for 3 GB of weights on the H100). It
+         * stays out of the unit, as room (the plan moves it to host memory). A tensor
+         * that does run on into it (a weight of zeros) finds it mapped, on the device or
+         * in host memory. */
+        if ((x->flags & FT_REGION_PROGRAM) &&
+            ((filled != 0 && filled <= x->base) ||
+             (filled == 0 && x->hashed && x->size % 8 == 0 && x->hash == zeros_hash(x->base, x->size))))
             continue;
         if (*m == *cap) {
             touch_t *nt = realloc(*t, 2 * *cap * sizeof *nt);

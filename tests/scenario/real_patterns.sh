@@ -473,6 +473,14 @@ expect_grep 'verdict: offloaded: 24 of 24 units stream' "$WORK/static-pool-end.e
     "static-runtime, the pool's room after the weights"
 peak=$(sed -nE 's/^simcuda: device 0: peak physical memory ([0-9]+) bytes.*/\1/p' "$WORK/static-pool-end.err")
 [ -n "$peak" ] && [ "$peak" -le $((72 << 20)) ] || fail "static-pool-end: device peak ${peak:-unknown} bytes, over the 72 MiB budget"
+# ... where no copy says where the last weight ends (JAX's weights, made on the device by
+# jitted initialisers: the H100's unit of 1.1 GiB): the room is the pieces all zeros.
+compare_run static-pool-end-kernel --own-vmm-pool 256 --pool-weights-only -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 \
+    FT_GPU_MEM_LIMIT=72MiB FT_TEST_NO_COPY_SPAN=1
+expect_grep 'discovery: done, 1 iteration\(s\), 24 units, 98\.0 MiB of weights' "$WORK/static-pool-end-kernel.err" \
+    "static-runtime, the pool's room after weights no copy filled"
+expect_grep 'verdict: offloaded: 24 of 24 units stream' "$WORK/static-pool-end-kernel.err" \
+    "static-runtime, the pool's room after weights no copy filled"
 L=("${L_SAVED[@]}")
 MODEL=$MODEL_SAVED
 pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units, the pool's room after the last weight left out of its unit; same output"

@@ -97,7 +97,7 @@ static int spill_wanted(void)
  * allocations come while it is under way. Pieces in host-located memory stay there:
  * they are mapped, and the device reaches them over the link, in a graph too; the
  * switch or a stand-down brings back what stays. (Brought back here, XLA's pool, whose
- * first command buffer comes before any plan, put the device 3 GiB past a 1 GiB
+ * first command buffer comes before any plan, would put the device 3 GiB past a 1 GiB
  * budget until the switch.) */
 int spill_stop(const char *why)
 {

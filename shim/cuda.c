@@ -736,13 +736,8 @@ static void *stand_in(const char *name)
 void *own_rt(const char *name)
 {
     void *f = ft_shim_real_dlsym(RTLD_NEXT, name);
-    if (f == NULL) {
-        void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            f = ft_shim_real_dlsym(h, name);
-            dlclose(h);
-        }
-    }
+    if (f == NULL)
+        f = ft_shim_loaded_symbol("libcudart.so.13", name);
     return f != NULL ? f : stand_in(name);
 }
 

@@ -330,18 +330,21 @@ static void *from_default(const char *name, const void *caller)
     return p;
 }
 
+void *ft_shim_loaded_symbol(const char *lib, const char *name)
+{
+    void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD), *p = NULL;
+    if (h != NULL) {
+        p = ft_shim_real_dlsym(h, name);
+        dlclose(h);
+    }
+    return p;
+}
+
 static void *libcuda_symbol(const char *name)
 {
     void *p = ft_shim_real_dlsym(RTLD_NEXT, name);
-    if (p == NULL) {
-        /* libcudart dlopens libcuda RTLD_LOCAL: look in it directly. */
-        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            p = ft_shim_real_dlsym(h, name);
-            dlclose(h);
-        }
-    }
-    return p;
+    /* libcudart dlopens libcuda RTLD_LOCAL: look in it directly. */
+    return p != NULL ? p : ft_shim_loaded_symbol("libcuda.so.1", name);
 }
 
 static gpa_v2_fn_t get_real_gpa_v2(void)

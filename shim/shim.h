@@ -113,6 +113,9 @@ extern int ft_shim_called;
  * cuGetProcAddress returns the newest version not newer than it, and some functions
  * changed their arguments (cuCtxGetDevice_v2 takes a context since CUDA 13). */
 void *ft_shim_real_dlsym(void *handle, const char *name);
+/* name in the library `lib` when the process has it loaded (RTLD_LOCAL too, where
+ * RTLD_NEXT does not look), or NULL. */
+void *ft_shim_loaded_symbol(const char *lib, const char *name);
 void *ft_shim_driver_proc(const char *base, int abi_version);
 /* Records the real function for (base, ptsz) and returns the wrapper to hand out, or
  * NULL when FlexTensor does not wrap `base`. */

@@ -89,32 +89,15 @@ static void *real_lookup(ft_shim_fn_t fn)
         return real;
     ft_shim_ensure_init();
     real = ft_shim_real_dlsym(RTLD_NEXT, fn_names[fn]);
-    if (real == NULL && !is_driver(fn)) {
-        /* The application may have dlopened libcudart after us, with RTLD_LOCAL. */
-        void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            real = ft_shim_real_dlsym(h, fn_names[fn]);
-            dlclose(h);
-        }
-    }
-    if (real == NULL && is_cupti(fn)) {
-        /* The application dlopened libcupti RTLD_LOCAL (its dlsym, wrapped, would have
-         * recorded the real function already); FlexTensor's observer did too. */
-        void *h = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD);
-        if (h == NULL)
-            h = dlopen("libcupti.so", RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            real = ft_shim_real_dlsym(h, fn_names[fn]);
-            dlclose(h);
-        }
-    }
-    if (real == NULL && is_driver(fn)) {
-        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            real = ft_shim_real_dlsym(h, fn_names[fn]);
-            dlclose(h);
-        }
-    }
+    /* The application may have dlopened libcudart after us, with RTLD_LOCAL. */
+    if (real == NULL && !is_driver(fn))
+        real = ft_shim_loaded_symbol("libcudart.so.13", fn_names[fn]);
+    /* The application dlopened libcupti RTLD_LOCAL (its dlsym, wrapped, would have
+     * recorded the real function already); FlexTensor's observer did too. */
+    if (real == NULL && is_cupti(fn) && (real = ft_shim_loaded_symbol("libcupti.so.13", fn_names[fn])) == NULL)
+        real = ft_shim_loaded_symbol("libcupti.so", fn_names[fn]);
+    if (real == NULL && is_driver(fn))
+        real = ft_shim_loaded_symbol("libcuda.so.1", fn_names[fn]);
     ft_shim_set_real(fn, real);
     return real;
 }
@@ -129,9 +112,10 @@ void *ft_shim_real(ft_shim_fn_t fn)
 
 void *ft_shim_real_quiet(ft_shim_fn_t fn)
 {
-    if (atomic_load_explicit(&real_missing[fn], memory_order_relaxed))
-        return NULL;
-    void *real = real_lookup(fn);
+    void *real = atomic_load_explicit(&real_fn[fn], memory_order_relaxed);
+    if (real != NULL || atomic_load_explicit(&real_missing[fn], memory_order_relaxed))
+        return real;
+    real = real_lookup(fn);
     if (real == NULL)
         atomic_store_explicit(&real_missing[fn], 1, memory_order_relaxed);
     return real;

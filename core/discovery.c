@@ -2161,9 +2161,9 @@ static void launch_ids_free(launch_ids_t *l)
 static void warn_lost(size_t lost, const char *name)
 {
     if (lost > 0)
-        FT_WARN_CAPPED(1, "discovery: out of memory: %zu region(s) a launch of %s reached were not "
-                       "recorded; a weight among them may stream although that launch reads it "
-                       "(with FT_STRICT_GUARD=0 its kernel could then fault)", lost, name);
+        FT_WARN_CAPPED(1, "discovery: a launch of %s may reach %zu region(s) not recorded (arguments whose "
+                       "layout the driver does not give, or out of memory): a weight among them is not seen "
+                       "as read by it, and the guard loads every streamed unit for its launches", name, lost);
 }
 
 /* The end of a pass's work begun at t0 (FT_DISC_PASS_WORK), under d->lock. */

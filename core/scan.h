@@ -39,7 +39,8 @@ typedef struct {
     uint8_t *indirect;               /* found one level down, in a pointer array */
     uint8_t *unsure;                 /* found only at words that held garbage (below) */
     size_t n, cap;
-    size_t dropped;                  /* ids lost: the entries could not grow (no memory) */
+    size_t dropped;                  /* ids lost: the entries could not grow (no memory),
+                                        or arguments with no layout known (the shim) */
     void *heap;                      /* the entries once past the inline room; NULL: inline */
     uint32_t id_in[FT_SCAN_INLINE_IDS];
     uint64_t ptr_in[FT_SCAN_INLINE_IDS];

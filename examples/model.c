@@ -329,6 +329,13 @@
  *                 cuGraphExecKernelNodeSetParams
  *   --graph-nodes-generic-old  as --graph-nodes-generic, with cuGraphAddNode's CUDA 12.2
  *                 form (version 12020, no edge data)
+ *   --graph-nodes-second N  with --graph-nodes: after its replays, a second graph built
+ *                 the same way over two activations of 4 MiB carved anew (from the pool
+ *                 with --own-vmm-pool), its GEMMs gemv_wide's (the same arithmetic),
+ *                 replayed N times, printing "graph2 replay R checksum C" (XLA's
+ *                 prefill: an executable compiled after the decode's replays, its
+ *                 command buffer built node by node then, its buffers taken from the
+ *                 pool's room, its kernels others than decode's)
  *   --graph-nodes-into  with --graph-nodes: the layers are captured straight into the
  *                 graph instead of into child graphs, as XLA traces into its command
  *                 buffer: after the memset and input memcpy nodes, the first layer's
@@ -480,10 +487,13 @@ static int per_thread_stream; /* --per-thread-stream: workers run on cudaStreamP
 static uint32_t *side_buf;    /* its buffer, on that device */
 static __thread int cur_iter; /* the forward under way on this thread */
 
-/* --prefill-every N: this forward is a prefill's (every Nth). */
+static int in_graph2; /* --graph-nodes-second's graph is being built: a prefill's */
+
+/* --prefill-every N: this forward is a prefill's (every Nth); so is the second graph of
+ * --graph-nodes-second. */
 static int prefill_pass(void)
 {
-    return prefill_every > 0 && cur_iter % prefill_every == prefill_every - 1;
+    return in_graph2 || (prefill_every > 0 && cur_iter % prefill_every == prefill_every - 1);
 }
 static int usage;
 /* --control: after forward `after`, `action` (with `bytes` for limit=). */
@@ -512,6 +522,7 @@ static int graph_nodes_update = 0; /* --graph-nodes-update */
 static int graph_nodes_swap = 0;   /* --graph-nodes-swap */
 static int graph_nodes_into = 0;   /* --graph-nodes-into */
 static int graph_nodes_generic = 0; /* --graph-nodes-generic (2: its CUDA 12.2 form) */
+static int graph_nodes_second = 0;  /* --graph-nodes-second */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -2251,6 +2262,42 @@ static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *works
             forward_nodes(NULL, exec, &fn, gs, moved, b, out, workspace, ws_bytes);
         }
     }
+    /* --graph-nodes-second: another graph, built the same way over activations carved
+     * anew (XLA's prefill executable, compiled and built into a command buffer of its
+     * own after the decode's replays, its buffers taken from the pool's room). */
+    if (graph_nodes_second > 0) {
+        size_t big = (size_t)4 << 20; /* prefill's activations: larger than decode's */
+        uint32_t *a2, *b2;
+        if (own_vmm) {
+            a2 = own_vmm_alloc(big);
+            b2 = own_vmm_alloc(big);
+        } else {
+            CHECK(cudaMalloc((void **)&a2, big));
+            CHECK(cudaMalloc((void **)&b2, big));
+        }
+        cudaGraph_t g2;
+        cudaGraphExec_t x2;
+        forward_nodes_t fn2 = { 0 };
+        fn2.layer = calloc((size_t)layers, sizeof *fn2.layer);
+        if (fn2.layer == NULL) {
+            fprintf(stderr, "model: --graph-nodes-second: no memory\n");
+            exit(1);
+        }
+        CHECK(cudaGraphCreate(&g2, 0));
+        in_graph2 = 1;
+        forward_nodes(g2, NULL, &fn2, gs, a2, b2, out, workspace, ws_bytes);
+        in_graph2 = 0;
+        CHECK(cudaGraphInstantiate(&x2, g2, 0));
+        for (int r = 0; r < graph_nodes_second; r++) {
+            CHECK(cudaGraphLaunch(x2, gs));
+            CHECK(cudaStreamSynchronize(gs));
+            CHECK(cudaGetLastError());
+            printf("graph2 replay %d checksum %016" PRIx64 "\n", r, fnv1a(out, (size_t)dim * sizeof *out));
+        }
+        CHECK(cudaGraphExecDestroy(x2));
+        CHECK(cudaGraphDestroy(g2));
+        free(fn2.layer);
+    }
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(graph));
     if (moved != NULL) {
@@ -2622,6 +2669,8 @@ int main(int argc, char **argv)
             graph_nodes_generic = 2;
         else if (strcmp(a, "--graph-nodes-into") == 0)
             graph_nodes_into = 1;
+        else if (strcmp(a, "--graph-nodes-second") == 0 && v)
+            graph_nodes_second = parse_int(a, v, 1, 1 << 20), i++;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--reload") == 0)
@@ -2637,7 +2686,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
-                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into] [--graph-nodes-second N]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
@@ -2675,7 +2724,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "model: --graph-nodes-swap needs --graph-nodes-update\n");
         return 2;
     }
-    if ((graph_nodes_update || graph_nodes_into || graph_nodes_generic) && graph_nodes == 0) {
+    if ((graph_nodes_update || graph_nodes_into || graph_nodes_generic || graph_nodes_second) && graph_nodes == 0) {
         fprintf(stderr, "model: --graph-nodes-update, --graph-nodes-into and --graph-nodes-generic need --graph-nodes\n");
         return 2;
     }

@@ -21,6 +21,8 @@ static void resolve(void)
     /* Each with the CUDA version of the ABI this file calls (see ft_shim_driver_proc). */
     drv.kernel_param_info = (kernel_param_info_fn)ft_shim_driver_proc("cuKernelGetParamInfo", 12040);
     drv.func_param_info = (func_param_info_fn)ft_shim_driver_proc("cuFuncGetParamInfo", 12040);
+    drv.func_is_loaded = ft_shim_driver_proc("cuFuncIsLoaded", 12040);
+    drv.func_load = ft_shim_driver_proc("cuFuncLoad", 12040);
     drv.kernel_name = (kernel_name_fn)ft_shim_driver_proc("cuKernelGetName", 12030);
     drv.func_name = (func_name_fn)ft_shim_driver_proc("cuFuncGetName", 12030);
     drv.ctx_get_device = ft_shim_driver_proc("cuCtxGetDevice", 2000);

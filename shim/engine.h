@@ -83,6 +83,10 @@ typedef cudaError_t (*get_kernel_fn)(cudaKernel_t *, const void *);
 typedef struct {
     kernel_param_info_fn kernel_param_info;
     func_param_info_fn func_param_info;
+    /* A function handed out partly loaded (lazy loading) is loaded before its
+     * parameters are asked again (observe.c). */
+    CUresult (*func_is_loaded)(CUfunctionLoadingState *, CUfunction);
+    CUresult (*func_load)(CUfunction);
     kernel_name_fn kernel_name;
     func_name_fn func_name;
     get_kernel_fn get_kernel;

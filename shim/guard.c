@@ -372,15 +372,16 @@ static void touch_each(const uint32_t *ids, const uint64_t *lo, const uint8_t *u
     touched_stream = stream;
 }
 
-/* A launch whose regions could not all be recorded (its scan set could not grow: out
- * of memory; core/scan.h): any streamed unit may be among them, so every one is loaded
+/* A launch whose regions could not all be recorded (arguments whose layout the driver
+ * does not give, observe.c; its scan set could not grow: out of memory, core/scan.h):
+ * any streamed unit may be among them, so every one is loaded
  * (a miss when it was not) and waited for, over the slots if it must be. Slow, never a
  * fault. res.lock held. */
 static void touch_every_unit(const char *name, size_t lost, cudaStream_t stream)
 {
     mover_settle(1);
-    FT_WARN_CAPPED(1, "residency: %s reached more regions than could be recorded (%zu lost, "
-                  "out of memory): every streamed unit is loaded for it", name, lost);
+    FT_WARN_CAPPED(1, "residency: %s may reach regions that were not recorded (%zu: arguments whose layout "
+                  "the driver does not give, or out of memory): every streamed unit is loaded for it", name, lost);
     /* The units loaded now are the call's first, so that no load below evicts them. */
     for (int u = 0; u < res.n_units; u++)
         if (res.units[u].n > 0 && res.units[u].loaded)

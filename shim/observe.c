@@ -44,19 +44,34 @@ static kinfo_t *kinfos;
 
 /* Metadata for a driver handle: a CUkernel (what nvcc-built code and cuBLAS pass) or a
  * CUfunction (cuModuleGetFunction). The measured H200 driver answers the cuFunc*
- * calls with 400 for a CUkernel, so the cuKernel* calls go first. */
+ * calls with 400 for a CUkernel, so the cuKernel* calls go first.
+ * A kernel whose first parameter the driver does not describe has no layout known
+ * (nparams -1): the driver answers so for a kernel without parameters and for one it
+ * has no layout for alike (XLA's kernels on the H100: CUDA_ERROR_INVALID_VALUE at index
+ * 0 for kernels that take pointers), so its launches are taken to reach anything
+ * (observe_launch), never nothing. A function partly loaded (lazy loading) is loaded
+ * first, in case the layout comes with it. */
 static void fill_kinfo(kinfo_t *k, uint64_t handle)
 {
     const char *name = NULL;
     size_t off, size;
     k->nparams = -1;
+    CUfunctionLoadingState st;
+    if (drv.kernel_param_info != NULL &&
+        drv.kernel_param_info((CUkernel)(uintptr_t)handle, 0, &off, &size) == CUDA_ERROR_INVALID_HANDLE &&
+        drv.func_param_info != NULL &&
+        drv.func_param_info((CUfunction)(uintptr_t)handle, 0, &off, &size) != CUDA_SUCCESS &&
+        drv.func_is_loaded != NULL && drv.func_load != NULL &&
+        drv.func_is_loaded(&st, (CUfunction)(uintptr_t)handle) == CUDA_SUCCESS &&
+        st != CU_FUNCTION_LOADING_STATE_LOADED)
+        drv.func_load((CUfunction)(uintptr_t)handle);
     if (drv.kernel_param_info != NULL &&
         drv.kernel_param_info((CUkernel)(uintptr_t)handle, 0, &off, &size) != CUDA_ERROR_INVALID_HANDLE) {
         int n = 0;
         while (n < MAX_PARAMS &&
                drv.kernel_param_info((CUkernel)(uintptr_t)handle, (size_t)n, &off, &size) == CUDA_SUCCESS)
             k->size[n++] = (uint32_t)size;
-        k->nparams = n;
+        k->nparams = n > 0 ? n : -1;
         if (drv.kernel_name != NULL)
             drv.kernel_name(&name, (CUkernel)(uintptr_t)handle);
     } else if (drv.func_param_info != NULL) {
@@ -64,11 +79,15 @@ static void fill_kinfo(kinfo_t *k, uint64_t handle)
         while (n < MAX_PARAMS &&
                drv.func_param_info((CUfunction)(uintptr_t)handle, (size_t)n, &off, &size) == CUDA_SUCCESS)
             k->size[n++] = (uint32_t)size;
-        k->nparams = n;
+        k->nparams = n > 0 ? n : -1;
         if (drv.func_name != NULL)
             drv.func_name(&name, (CUfunction)(uintptr_t)handle);
     }
     snprintf(k->name, sizeof k->name, "%s", name ? name : "?");
+    if (k->nparams < 0)
+        FT_LOG_CAPPED(FT_LOG_INFO, 8, "the driver gives no parameter layout for kernel %s: a launch of it with "
+                      "arguments is taken to reach any memory (every streamed unit loaded for it; before the plan, "
+                      "everything FT_SPILL holds in host memory brought back)", k->name);
 }
 
 /* A kinfo is never freed: each thread keeps the ones it used last in a small
@@ -428,8 +447,11 @@ void observe_launch(uint64_t key, int is_stub, void **params, void **extra, cuda
                 trace_arg_words(k, "kernelParams", params[i], k->size[i]);
     } else if (extra != NULL) {
         scan_extra(extra, k, scan, &set, first);
-    } else if (first) {
-        FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
+    } else if (params != NULL) {
+        /* Arguments whose layout is not known: they may reach anything. */
+        set.dropped++;
+        if (first)
+            FT_TRACE("launch args of %s: none readable (%d params known)", k->name, k->nparams);
     }
     if (cap != 0) {
         /* Every region it may reach, unsure words included: its graph's launches load
@@ -457,7 +479,7 @@ void observe_node_args(uint64_t key, int is_stub, void **params, void **extra, f
         ft_scan_params_junk(regions, params, k->size, (size_t)k->nparams, &k->junk, scan, set);
     else if (k != NULL && extra != NULL)
         scan_extra(extra, k, scan, set, 0);
-    else if (k == NULL || k->nparams != 0)
+    else if (k == NULL || params != NULL)
         set->dropped++; /* arguments not readable: it may touch anything */
 }
 

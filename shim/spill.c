@@ -470,8 +470,9 @@ void spill_touch(const uint64_t *ptrs, size_t n, int all, cudaStream_t stream)
     uint64_t stamp = ++spill_clock;
     int moving = 0;
     if (all) {
-        FT_WARN_CAPPED(1, "FT_SPILL: a launch reached more allocations than could be recorded "
-                      "(out of memory): every allocation in host memory is brought in for it");
+        FT_WARN_CAPPED(1, "FT_SPILL: a launch may reach allocations that were not recorded (arguments whose "
+                      "layout the driver does not give, or out of memory): every allocation in host memory is "
+                      "brought in for it");
         vmm_each(stamp_one, &stamp);
         for (vmm_t *v = NULL;; v = NULL) {
             vmm_each(first_spilled, &v);

@@ -481,6 +481,42 @@ expect_grep 'discovery: done, 1 iteration\(s\), 24 units, 98\.0 MiB of weights' 
     "static-runtime, the pool's room after weights no copy filled"
 expect_grep 'verdict: offloaded: 24 of 24 units stream' "$WORK/static-pool-end-kernel.err" \
     "static-runtime, the pool's room after weights no copy filled"
+# ... a second graph, built node by node after the plan over activations carved anew
+# from the pool (XLA's prefill executable after the decode's replays): cut at its units
+# too, the same output.
+L=(--layers 24 --dim 1024 --iters 4 --quiet)
+compare_run static-graph2 --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-second 3 -- FT_PROGRAM_MAPPINGS=serve \
+    FT_SPILL=1 FT_GPU_MEM_LIMIT=80MiB
+expect_grep 'CUDA graphs: 2 graph\(s\) cut into segments' "$WORK/static-graph2.err" \
+    "static-runtime, a second graph built after the plan"
+# ... and its GEMM kernel one the driver gives no parameter layout for (the H100's
+# driver answered so for XLA's kernels, CUDA_ERROR_INVALID_VALUE at index 0, as for a
+# kernel without parameters): its node is taken to reach anything, and the graph's
+# streamed units are loaded before each launch, never none.
+compare_run static-graph2-nolayout --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-second 3 -- \
+    FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 FT_GPU_MEM_LIMIT=80MiB FTSIM_NO_PARAM_INFO=gemv_wide
+expect_grep 'the driver gives no parameter layout for kernel _Z15model_gemv_wide' "$WORK/static-graph2-nolayout.err" \
+    "static-runtime, a kernel with no parameter layout in a graph"
+expect_grep 'is not cut into segments \(a captured call.s regions were not all kept\)' \
+    "$WORK/static-graph2-nolayout.err" "static-runtime, a kernel with no parameter layout in a graph"
 L=("${L_SAVED[@]}")
 MODEL=$MODEL_SAVED
-pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units, the pool's room after the last weight left out of its unit; same output"
+pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units, the pool's room after the last weight left out of its unit, a second graph built after the plan cut too, one with a kernel whose parameter layout the driver does not give loaded whole; same output"
+
+# A kernel the driver gives no parameter layout for (CUDA_ERROR_INVALID_VALUE at index 0,
+# as for one without parameters: the H100's driver for XLA's kernels that take pointers),
+# launched in the prefill passes on the weights the decode passes' kernel reads. It was
+# taken to have no parameters, to reach nothing: the guard loaded nothing for it, and
+# it read a streamed unit that was not loaded (the simulator's illegal address, with
+# FT_SPILL on and off). Now its launches are taken to reach anything: every streamed
+# unit is loaded for them (before the plan, FT_SPILL brings everything in): slow where
+# it happens, never a fault.
+L=(--layers 12 --dim 1024 --iters 40 --quiet)
+for spill in 0 1; do
+    compare_run nolayout-$spill --act-kernels 8 --prefill-every 4 -- FT_SPILL=$spill FT_GPU_MEM_LIMIT=16MiB \
+        FTSIM_NO_PARAM_INFO=gemv_wide
+    expect_grep 'the driver gives no parameter layout for kernel _Z15model_gemv_wide' "$WORK/nolayout-$spill.err" \
+        "a kernel with no parameter layout"
+    expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/nolayout-$spill.err" "a kernel with no parameter layout"
+done
+pass "a kernel with no parameter layout from the driver: taken to reach any weight (loaded for it), same output with FT_SPILL on and off"

@@ -112,6 +112,9 @@
  *   --vary N      from forward N on, every other forward launches one more kernel per
  *                 layer (bump, touching only activations): passes of two lengths, as a
  *                 server alternating prefill and decode steps
+ *   --func-wide   with --prefill-every: the prefill forwards launch gemv_wide through
+ *                 its CUfunction (cuKernelGetFunction) and the driver's cuLaunchKernel,
+ *                 as XLA launches its kernels
  *   --prefill-every N  every Nth forward is a prefill's: each layer's GEMM another
  *                 kernel (gemv_wide, the same arithmetic) and half the --act-kernels, so
  *                 that its launches follow no recorded pass and no pass begins there
@@ -414,6 +417,7 @@ static int layers = 16, dim = 2048, iters = 3, threads = 1, quiet = 0, ptr_array
 static int act_kernels = 0; /* --act-kernels */
 static int act_twin = -1;   /* --act-twin */
 static int prefill_every = 0; /* --prefill-every */
+static int func_wide = 0;     /* --func-wide */
 static uint32_t *act_pool;  /* its 2 MiB buffer, allocated before the weights */
 static uint32_t *rope_buf;  /* --stale-rope's own activation, allocated before the weights */
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
@@ -1537,6 +1541,14 @@ static void nvtx_layer_pop(void)
     nvtxRangePop();
 }
 
+/* --func-wide: gemv_wide's CUfunction and the driver's launch, through which the
+ * prefill passes launch it (XLA launches its kernels so). */
+typedef CUresult (*drv_launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  CUstream, void **, void **);
+static drv_launch_fn drv_launch;
+static CUfunction f_gemv_wide;
+static void drv_check(CUresult r, const char *what);
+
 /* Layer l's first part, from its input a into b: the matrix product (gemv), then the
  * bias (mix), with what options launch between them. --graph-nodes makes the last
  * layer's gemv and mix nodes of their own instead, --graph-nodes-into the first
@@ -1546,7 +1558,12 @@ static void layer_head(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32
     cudaStream_t stream = cfg->stream;
     dim3 grid = cfg->gridDim, block = cfg->blockDim;
     void *gemv_args[] = { &model[l].w, &a, &b, &dim };
-    CHECK(__cudaLaunchKernel(prefill_pass() ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0, stream));
+    if (prefill_pass() && func_wide)
+        drv_check(drv_launch(f_gemv_wide, grid.x, grid.y, grid.z, block.x, block.y, block.z, 0, (CUstream)stream,
+                             gemv_args, NULL),
+                  "cuLaunchKernel");
+    else
+        CHECK(__cudaLaunchKernel(prefill_pass() ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0, stream));
     /* Once a forward, early, a kernel discovery never saw whose unused tail holds a
      * far layer's weight (generate's reduce kernel on the GPU did this). */
     if (l == 0 && far_new >= 0 && cur_iter >= far_new)
@@ -2514,6 +2531,8 @@ int main(int argc, char **argv)
             far_new = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--prefill-every") == 0 && i + 1 < argc)
             prefill_every = parse_int(a, argv[++i], 2, 1 << 20);
+        else if (strcmp(a, "--func-wide") == 0)
+            func_wide = 1;
         else if (strcmp(a, "--segments") == 0 && i + 1 < argc)
             segment_bytes = (size_t)parse_int(a, argv[++i], 1, 1024) << 20;
         else if (strcmp(a, "--segment-kib") == 0 && i + 1 < argc)
@@ -2685,7 +2704,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into] [--graph-nodes-second N]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -2791,6 +2810,20 @@ int main(int argc, char **argv)
     cudaKernel_t k_scale;
     CHECK(cudaGetKernel(&k_gemv, model_kernel_gemv()));
     CHECK(cudaGetKernel(&k_gemv_wide, model_kernel_gemv_wide()));
+    if (func_wide) {
+        typedef CUresult (*get_function_fn)(CUfunction *, CUkernel);
+        get_function_fn get_function = NULL;
+        enum cudaDriverEntryPointQueryResult found;
+        CHECK(cudaGetDriverEntryPointByVersion("cuKernelGetFunction", (void **)&get_function, 12000,
+                                               cudaEnableDefault, &found));
+        CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", (void **)&drv_launch, 12000, cudaEnableDefault,
+                                               &found));
+        if (get_function == NULL || drv_launch == NULL) {
+            fprintf(stderr, "model: --func-wide: no cuKernelGetFunction or cuLaunchKernel\n");
+            exit(1);
+        }
+        drv_check(get_function(&f_gemv_wide, (CUkernel)k_gemv_wide), "cuKernelGetFunction");
+    }
     CHECK(cudaGetKernel(&k_scale, model_kernel_scale()));
     k_mix = model_kernel_mix();
     k_mix_alt = model_kernel_mix_alt();

@@ -519,4 +519,18 @@ for spill in 0 1; do
         "a kernel with no parameter layout"
     expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/nolayout-$spill.err" "a kernel with no parameter layout"
 done
-pass "a kernel with no parameter layout from the driver: taken to reach any weight (loaded for it), same output with FT_SPILL on and off"
+# ... launched through its CUfunction (cuKernelGetFunction, cuLaunchKernel), as XLA
+# launches: the same with no layout; and a function handed out partly loaded (lazy
+# loading: the driver gives its layout once it is loaded) is loaded and asked again, so
+# its launches are guarded by what they reach (before, taken to reach nothing: the
+# simulator's illegal address).
+compare_run nolayout-func --act-kernels 8 --prefill-every 4 --func-wide -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB \
+    FTSIM_NO_PARAM_INFO=gemv_wide
+expect_grep 'the driver gives no parameter layout for kernel _Z15model_gemv_wide' "$WORK/nolayout-func.err" \
+    "a CUfunction with no parameter layout"
+compare_run lazy-func --act-kernels 8 --prefill-every 4 --func-wide -- FT_SPILL=0 FT_GPU_MEM_LIMIT=16MiB \
+    FTSIM_LAZY_FUNCS=1
+expect_no_grep 'no parameter layout|may reach regions that were not recorded' "$WORK/lazy-func.err" \
+    "a CUfunction partly loaded"
+expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/lazy-func.err" "a CUfunction partly loaded"
+pass "a kernel with no parameter layout from the driver: taken to reach any weight (loaded for it), same output with FT_SPILL on and off, launched through a CUfunction too; a function partly loaded is loaded and its layout read"

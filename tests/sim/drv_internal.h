@@ -69,6 +69,7 @@
     X(FAIL_PERSIST,    long,   0,            "1: every call of a FAIL_ kind from the Nth on fails") \
     X(CUPTI_HELD,      long,   0,            "1: CUPTI's subscriber slot is taken (as by Kineto/Nsight)") \
     X(CUPTI_DUP_API,   long,   0,            "N: the Nth runtime or driver API activity record is written twice, under one correlation id, as a second CPU-side record would be (tests FT_CUPTI_AUDIT; 0: never)") \
+    X(LAZY_FUNCS,      long,   0,            "1: a kernel's CUfunction starts partly loaded (CUDA_MODULE_LOADING=LAZY): cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE until cuFuncLoad or its first launch loads it") \
     X(NO_JIT,          long,   0,            "1: cuModuleLoadData refuses PTX (a driver without its JIT compiler)") \
     X(HOST_VMM,        size,   16ull << 30,  "host memory cuMemCreate may take with a host location (CU_MEM_LOCATION_TYPE_HOST, HOST_NUMA node 0), mapped where cuMemSetAccess lets devices reach it; 0: host locations refused, as on a system without them") \
     X(PEER,            long,   1,            "1: devices can access each other's virtual-memory mappings where cuMemSetAccess grants it (0: no peer access at all)") \
@@ -278,6 +279,7 @@ typedef struct sim_kernel {
     size_t argsize;                     /* bytes of a packed parameter buffer */
     const void *stub;
     struct sim_func func;               /* the CUfunction view of this kernel */
+    int func_loaded;                    /* FTSIM_LAZY_FUNCS: its CUfunction loaded (atomic) */
     UT_hash_handle hh_stub;
 } sim_kernel_t;
 

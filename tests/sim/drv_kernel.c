@@ -148,11 +148,14 @@ static sim_kernel_t *kernel_by_name(const char *name)
 CUresult sim_kernel_op_new(CUfunction f, const sim_launch_dims_t *d, void **params, void **extra, sim_op_t **out,
                            uint64_t *cost)
 {
+    int is_func = 0;
     pthread_mutex_lock(&g_sim.lock);
-    sim_kernel_t *k = sim_kernel_from_handle(f, NULL);
+    sim_kernel_t *k = sim_kernel_from_handle(f, &is_func);
     pthread_mutex_unlock(&g_sim.lock);
     if (!k)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (is_func) /* a launch loads a partly loaded function */
+        __atomic_store_n(&k->func_loaded, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < 3; i++)
         if (d->grid[i] == 0 || d->block[i] == 0)
             return CUDA_ERROR_INVALID_VALUE;
@@ -443,8 +446,44 @@ SIM_EXPORT CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramInde
     if (r == CUDA_SUCCESS) {
         sim_kernel_t *k;
         r = handle_kernel(func, 1, &k);
+        if (r == CUDA_SUCCESS && g_sim.opt.LAZY_FUNCS && !__atomic_load_n(&k->func_loaded, __ATOMIC_ACQUIRE))
+            r = CUDA_ERROR_INVALID_VALUE; /* partly loaded: no layout yet */
         if (r == CUDA_SUCCESS)
             r = param_info(k, paramIndex, paramOffset, paramSize);
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
+{
+    cuFuncIsLoaded_params p = {state, function};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuFuncIsLoaded, &p, &r, 0);
+    if (r == CUDA_SUCCESS) {
+        sim_kernel_t *k;
+        r = state ? handle_kernel(function, 1, &k) : CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS)
+            *state = !g_sim.opt.LAZY_FUNCS || __atomic_load_n(&k->func_loaded, __ATOMIC_ACQUIRE)
+                         ? CU_FUNCTION_LOADING_STATE_LOADED
+                         : CU_FUNCTION_LOADING_STATE_UNLOADED;
+    }
+    sim_api_exit(&c);
+    return r;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuFuncLoad(CUfunction function)
+{
+    cuFuncLoad_params p = {function};
+    simcu_call_t c;
+    CUresult r;
+    r = DRV_ENTER(&c, cuFuncLoad, &p, &r, 0);
+    if (r == CUDA_SUCCESS) {
+        sim_kernel_t *k;
+        r = handle_kernel(function, 1, &k);
+        if (r == CUDA_SUCCESS)
+            __atomic_store_n(&k->func_loaded, 1, __ATOMIC_RELEASE);
     }
     sim_api_exit(&c);
     return r;

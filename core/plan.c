@@ -806,7 +806,7 @@ static int global(search_t *s)
 
 int ft_plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budget)
 {
-    if (!input_ok(in) || !out || !out->resident || !out->slot || in->min_slots < 2 ||
+    if (!input_ok(in) || !out || !out->resident || !out->slot || in->min_slots < 1 ||
         in->max_slots < in->min_slots || in->time_budget_factor < 0)
         return -EINVAL;
     size_t n = in->n;

@@ -70,7 +70,10 @@ typedef struct {
      * tolerates stalls. (A literal "step <= factor x all-resident" could never hold
      * for a factor below 1.) Ignored in memory mode, as in the Python library. */
     double time_budget_factor;      /* > 0; 0 is read as 1 */
-    int min_slots, max_slots;       /* FT_MIN_BLOCKS..FT_NUM_BLOCKS, 2 <= min <= max */
+    /* FT_MIN_BLOCKS..FT_NUM_BLOCKS, 2 <= min <= max; 1..1 is the shim's last resort
+     * where no two-slot plan fits the budget (no copy overlaps the unit before's
+     * kernels then) */
+    int min_slots, max_slots;
     ft_plan_strategy_t strategy;
 } ft_plan_input_t;
 

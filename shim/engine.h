@@ -794,6 +794,13 @@ void stop_profile_timing(void);
 extern __thread int tag_pushed; /* cleared by engine_leave, on the same thread */
 uint64_t configured_budget(size_t total_b);
 const char *kept_by(void);
+/* ft_plan_choose with in's slots (FT_MIN_BLOCKS..FT_NUM_BLOCKS); in memory mode, when no
+ * such plan fits the budget, a plan of one slot, the last resort (*one_slot set): each
+ * unit then comes in once the one before has left, no copy overlapped with compute.
+ * *pipelined: the smallest budget with in's slots when the one-slot plan was made, else
+ * 0; *min_budget, on -ENOSPC: the smallest budget that works (one slot's after a try). */
+int plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budget, uint64_t *pipelined,
+                int *one_slot);
 int profile_overdue(uint64_t launches);
 void profile_launch(uint64_t lane, long pos, cudaStream_t stream);
 int profile_cut_at(long pos); /* 1: a unit's time begins at pos (a graph is cut there) */

@@ -352,6 +352,28 @@ static void start_residency(void)
         engine_to(PHASE_PLANNING, PHASE_OFF, "the plan streams nothing");
 }
 
+int plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budget, uint64_t *pipelined,
+                int *one_slot)
+{
+    *pipelined = 0;
+    *one_slot = 0;
+    int rc = ft_plan_choose(in, out, min_budget);
+    if (rc != -ENOSPC || in->budget_bytes == 0 || in->min_slots <= 1)
+        return rc;
+    ft_plan_input_t one = *in;
+    uint64_t least = 0;
+    one.min_slots = one.max_slots = 1;
+    int rc1 = ft_plan_choose(&one, out, &least);
+    if (rc1 != 0 && rc1 != -ENOSPC)
+        return rc; /* no memory: the first answer stands */
+    *one_slot = 1;
+    if (rc1 == 0)
+        *pipelined = *min_budget;
+    else
+        *min_budget = least;
+    return rc1;
+}
+
 /* Profiling is done: choose the plan (FT_STRATEGY) and say what it is. */
 static void make_plan(void)
 {
@@ -439,7 +461,9 @@ static void make_plan(void)
     in->max_slots = cfgp->num_blocks;
     in->strategy = cfgp->strategy == FT_STRATEGY_GREEDY ? FT_PLAN_GREEDY
                  : cfgp->strategy == FT_STRATEGY_GLOBAL ? FT_PLAN_GLOBAL : FT_PLAN_KNAPSACK;
-    plan.rc = ft_plan_choose(in, &plan.out, &plan.min_budget);
+    uint64_t pipelined = 0;
+    int one_slot = 0;
+    plan.rc = plan_choose(in, &plan.out, &plan.min_budget, &pipelined, &one_slot);
     __atomic_store_n(&plan.made, 1, __ATOMIC_RELEASE); /* ft_get_gpu_memory_usage reads */
     char a[32], b[32], c[32], d[32], e[160] = "";
     if (kept > 0)
@@ -447,10 +471,10 @@ static void make_plan(void)
                  human_bytes(kept_bytes, d, sizeof d));
     if (plan.rc == -ENOSPC) {
         FT_ERROR("plan: the memory budget %s cannot hold this model's non-weight memory (%s)%s%s "
-                 "and %d slots; the smallest budget that works is %s (FT_GPU_MEM_LIMIT or "
+                 "and %d slot(s); the smallest budget that works is %s (FT_GPU_MEM_LIMIT or "
                  "FT_MAX_GPU_MEM_FRACTION%s%s); nothing will be offloaded",
                  human_bytes(in->budget_bytes, a, sizeof a), human_bytes(in->other_bytes, b, sizeof b),
-                 kept ? ", " : "", e, in->min_slots, human_bytes(plan.min_budget, c, sizeof c),
+                 kept ? ", " : "", e, one_slot ? 1 : in->min_slots, human_bytes(plan.min_budget, c, sizeof c),
                  kept ? ", or fewer units kept by " : "", kept ? kept_by() : "");
         start_residency(); /* it will not start: FT_SPILL's moves are undone */
         return;
@@ -469,6 +493,11 @@ static void make_plan(void)
             n, plan.out.slots, human_bytes(plan.out.slot_bytes, a, sizeof a),
             human_bytes(plan.out.device_bytes, b, sizeof b), plan.out.step_us,
             plan.out.all_resident_us, kept ? "; " : "", e);
+    if (pipelined > 0)
+        FT_WARN("plan: one slot: the budget %s is below the smallest that pipelines the copies with %d slots "
+                "(%s), so each streamed unit is copied in once the one before has left, after the kernels "
+                "before it, none of its copy overlapped with compute",
+                human_bytes(in->budget_bytes, a, sizeof a), cfgp->min_blocks, human_bytes(pipelined, c, sizeof c));
     if (log_diagnostics) {
         size_t need = ft_plan_format(in, &plan.out, NULL, 0) + 1;
         char *table = malloc(need);

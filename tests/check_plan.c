@@ -176,7 +176,7 @@ START_TEST(invalid_inputs_are_refused)
     ck_assert_double_lt(ft_plan_predict(&in, res, 2, NULL), 0);
     in.h2d_bytes_per_us = 1;
     ft_plan_t p = {.resident = res, .slot = slot};
-    in.min_slots = 1;
+    in.min_slots = 0;
     ck_assert_int_eq(ft_plan_choose(&in, &p, NULL), -EINVAL);
     in.min_slots = 3;
     in.max_slots = 2;
@@ -635,6 +635,40 @@ START_TEST(least_budget_keeps_a_huge_unit_resident)
 }
 END_TEST
 
+/* One slot, the shim's last resort below the smallest two-slot plan: every strategy
+ * gives a plan of one slot within the budget, each streamed unit's copy exposed (no
+ * copy overlaps the unit before's compute: the step is the sum of compute and of the
+ * streamed copies); below one slot's least budget, refused with it. */
+START_TEST(one_slot_plan_fits_below_two_slots)
+{
+    ft_plan_unit_t u[] = {{"l0", 10 * MIB, 5}, {"l1", 10 * MIB, 5}, {"l2", 10 * MIB, 5}, {"l3", 10 * MIB, 5}};
+    ft_plan_input_t in = hand(u, 4);
+    in.h2d_bytes_per_us = (double)MIB; /* 10 MiB in 10 us: twice a layer's compute */
+    in.other_bytes = 3 * MIB;
+    in.budget_bytes = 3 * MIB + 15 * MIB; /* two slots need 23 MiB */
+    int res[4], slot[4];
+    ft_plan_t p = {.resident = res, .slot = slot};
+    uint64_t mb = 0;
+    ck_assert_int_eq(ft_plan_choose(&in, &p, &mb), -ENOSPC);
+    ck_assert_uint_eq(mb, 3 * MIB + 2 * 10 * MIB);
+    in.min_slots = in.max_slots = 1;
+    ck_assert_uint_eq(ft_plan_min_budget(&in), 3 * MIB + 10 * MIB);
+    static const ft_plan_strategy_t st[] = {FT_PLAN_KNAPSACK, FT_PLAN_GREEDY, FT_PLAN_GLOBAL};
+    for (int s = 0; s < 3; s++) {
+        in.strategy = st[s];
+        ck_assert_int_eq(ft_plan_choose(&in, &p, NULL), 0);
+        ck_assert_int_eq(p.slots, 1);
+        ck_assert_uint_le(p.device_bytes, in.budget_bytes);
+        for (int i = 0; i < 4; i++)
+            ck_assert_int_eq(res[i], 0);
+        ck_assert_double_ge(p.step_us, 4 * 5 + 4 * 10 - 1e-6);
+    }
+    in.budget_bytes = 12 * MIB;
+    ck_assert_int_eq(ft_plan_choose(&in, &p, &mb), -ENOSPC);
+    ck_assert_uint_eq(mb, 13 * MIB);
+}
+END_TEST
+
 /* 200 layer-like units: each strategy gives a plan within the budget (how fast is a
  * figure for bench/, not an assertion). */
 START_TEST(two_hundred_units_plan)
@@ -790,6 +824,7 @@ Suite *plan_suite(void)
     tcase_add_test(bf, kept_units_are_resident_in_every_plan);
     tcase_add_test(bf, every_unit_kept_streams_nothing);
     tcase_add_test(bf, two_hundred_units_plan);
+    tcase_add_test(bf, one_slot_plan_fits_below_two_slots);
     tcase_add_test(bf, knapsack_spreads_resident_layers_at_scale);
     tcase_add_test(bf, memory_mode_ties_prefer_fewer_copies);
     tcase_add_test(bf, format_lists_every_unit_and_the_totals);

@@ -18,14 +18,26 @@ assert p["slots"] == 2 and not any(u["resident"] for u in p["units"]), p
 assert p["step_ns"] == p["all_resident_ns"], p' || fail "3 MiB budget: wrong plan"
 pass "memory mode, 5 MiB: every unit streamed through 2 slots, within the budget, no stall"
 
+# Below the smallest two-slot plan (4 MiB), one slot: each unit copied in once the one
+# before has left, none overlapped, within the budget, said (before: no plan, every
+# weight on the device past the budget). Below one slot's (a unit's 2 MiB and more),
+# refused with that smallest budget.
+plain=$(sim "$MODEL" "${ARGS[@]}" | tail -n 1)
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=3MiB FTSIM_REPORT_PEAK=1 shim "$MODEL" "${ARGS[@]}" \
+    >"$WORK/out" 2>"$WORK/err" || fail "a one-slot plan's run failed"
+[ "$(tail -n 1 "$WORK/out")" = "$plain" ] || fail "3 MiB, one slot: checksum differs"
+expect_grep 'plan \(memory mode, knapsack\): 4 of 4 units streamed through 1 slot\(s\)' "$WORK/err" "one-slot plan"
+expect_grep 'warning: plan: one slot: the budget 3\.0 MiB is below the smallest that pipelines the copies with 2 slots \(4\.0 MiB\)' \
+    "$WORK/err" "one-slot plan"
+expect_grep 'verdict: offloaded: 4 of 4 units stream' "$WORK/err" "one-slot plan"
 set +e
-FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=3MiB shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
+FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=1MiB shim "$MODEL" "${ARGS[@]}" >"$WORK/out" 2>"$WORK/err"
 rc=$?
 set -e
 [ $rc -eq 0 ] || fail "an infeasible budget must not stop the program (exit $rc)"
-expect_grep 'error: plan: the memory budget 3\.0 MiB .* smallest budget that works is 4\.0 MiB' "$WORK/err" \
-    "infeasible budget message"
-pass "infeasible budget: a clear error with the smallest budget that works; the program runs on"
+expect_grep 'error: plan: the memory budget 1\.0 MiB .* and 1 slot\(s\); the smallest budget that works is 2\.0 MiB' \
+    "$WORK/err" "infeasible budget message"
+pass "below the smallest two-slot plan: one slot, same output, said; below one slot's: a clear error with the smallest budget that works; the program runs on"
 
 # A slow link (1 GB/s: a 1 MiB copy takes longer than a layer's compute) and room for
 # everything: the planner keeps every unit resident.

@@ -21,14 +21,15 @@
 SEED=${FT_TEST_SEED:-20261129}
 CASES=${FT_TEST_CASES:-10}
 RANDOM=$SEED
-offloaded=0 refused=0 resident=0 cut=0
+offloaded=0 refused=0 resident=0 cut=0 one=0
 for ((i = 0; i < CASES; i++)); do
     layers=$((3 + RANDOM % 8))
     dim=$((512 + 256 * (RANDOM % 3)))
     layer_bytes=$((dim * dim * 4 + 2 * dim * 4))
     total=$((layers * layer_bytes))
     # A slot holds a layer's weight mapped at the 2 MiB granularity; the budget goes
-    # from 1.5 slots (below the smallest plan, 2 slots) to a little over the model.
+    # from 1.5 slots (below the smallest two-slot plan: one slot, or none) to a little
+    # over the model.
     slot=$(((dim * dim * 4 + 2097151) / 2097152 * 2097152))
     lo=$((slot * 3 / 2)) hi=$((total + layer_bytes))
     budget=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo)))
@@ -116,6 +117,7 @@ for ((i = 0; i < CASES; i++)); do
         cmp -s "$WORK/plain" "$WORK/shim" \
             || { diff "$WORK/plain" "$WORK/shim" | sed 's/^/    | /' >&2; fail "$what: output differs"; }
         grep -q 'CUDA graphs: graph 0x[0-9a-f]* reads .* cut into' "$WORK/err" && cut=$((cut + 1))
+        grep -q 'warning: plan: one slot' "$WORK/err" && one=$((one + 1))
         if grep -q 'residency: [0-9]* unit(s), .* moved to pinned host memory' "$WORK/err"; then
             offloaded=$((offloaded + 1))
             break
@@ -132,4 +134,4 @@ for ((i = 0; i < CASES; i++)); do
         budget=$((least + (RANDOM * 32768 + RANDOM) % span))
     done
 done
-pass "$CASES random cases (seed $SEED): same output as without the shim; $offloaded runs offloaded, $refused under the smallest budget (kept resident; each case run again above it), $resident fitting; $cut with a CUDA graph cut into segments"
+pass "$CASES random cases (seed $SEED): same output as without the shim; $offloaded runs offloaded ($one through one slot), $refused under the smallest budget (kept resident; each case run again above it), $resident fitting; $cut with a CUDA graph cut into segments"

@@ -31,8 +31,8 @@ run mem FT_GPU_MEM_LIMIT=5MiB
 verdict mem 'offloaded: 4 of 4 units stream \(memory mode, budget 5\.0 MiB, 4\.0 MiB planned\)$'
 run roomy FT_GPU_MEM_LIMIT=64MiB
 verdict roomy 'no plan: all 4 units stay resident: the budget 64\.0 MiB holds the whole model'
-run small FT_GPU_MEM_LIMIT=3MiB
-verdict small 'no plan: the budget 3\.0 MiB is below the smallest that works, 4\.0 MiB \(FT_GPU_MEM_LIMIT'
+run small FT_GPU_MEM_LIMIT=1MiB
+verdict small 'no plan: the budget 1\.0 MiB is below the smallest that works, 2\.0 MiB \(FT_GPU_MEM_LIMIT'
 run early FT_DISCOVERY_ITERS=50
 verdict early 'no plan: the program ended during discovery, after [0-9]+ of 50 iteration\(s\)'
 run prof FT_PROFILING_ITERS=50

@@ -303,11 +303,14 @@ static int calls_copy(calls_t *to, const calls_t *from)
         return -1;
     }
     to->cap = from->n + 1;
-    memcpy(to->v, from->v, from->n * sizeof *to->v);
-    memcpy(to->ids, from->ids, from->n_ids * sizeof *to->ids);
-    memcpy(to->ptr, from->ptr, from->n_ids * sizeof *to->ptr);
-    memcpy(to->lo, from->lo, from->n_ids * sizeof *to->lo);
-    memcpy(to->flags, from->flags, from->n_ids);
+    if (from->n > 0)
+        memcpy(to->v, from->v, from->n * sizeof *to->v);
+    if (from->n_ids > 0) { /* calls that touch nothing known have no arrays */
+        memcpy(to->ids, from->ids, from->n_ids * sizeof *to->ids);
+        memcpy(to->ptr, from->ptr, from->n_ids * sizeof *to->ptr);
+        memcpy(to->lo, from->lo, from->n_ids * sizeof *to->lo);
+        memcpy(to->flags, from->flags, from->n_ids);
+    }
     to->n = from->n;
     to->n_ids = from->n_ids;
     return 0;
@@ -321,10 +324,12 @@ static int calls_push(calls_t *c, const calls_t *from, size_t i, CUgraphNode nod
     const call_t *f = &from->v[i];
     if (call_room(c, f->n) != 0)
         return -1;
-    memcpy(c->ids + c->n_ids, from->ids + f->first, f->n * sizeof *c->ids);
-    memcpy(c->ptr + c->n_ids, from->ptr + f->first, f->n * sizeof *c->ptr);
-    memcpy(c->lo + c->n_ids, from->lo + f->first, f->n * sizeof *c->lo);
-    memcpy(c->flags + c->n_ids, from->flags + f->first, f->n);
+    if (f->n > 0) { /* a call that touches nothing known (calls of none: no arrays) */
+        memcpy(c->ids + c->n_ids, from->ids + f->first, f->n * sizeof *c->ids);
+        memcpy(c->ptr + c->n_ids, from->ptr + f->first, f->n * sizeof *c->ptr);
+        memcpy(c->lo + c->n_ids, from->lo + f->first, f->n * sizeof *c->lo);
+        memcpy(c->flags + c->n_ids, from->flags + f->first, f->n);
+    }
     c->v[c->n] = *f;
     c->v[c->n].first = c->n_ids;
     if (orig != NULL) {

@@ -169,18 +169,28 @@ for i in 1 2 3 4 5; do
 done
 pass "2 threads reading far layers' weights after discovery under FT_SPILL, 5 runs: same output"
 
-# A budget under the smallest plan: nothing can stream, so what was spilled comes back
-# (over the budget, with a warning) and the model runs on.
-FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=6MiB \
+# A budget under the smallest plan, one slot's (a unit of 4 MiB): nothing can stream, so
+# what was spilled comes back (over the budget, with a warning) and the model runs on.
+FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=3MiB \
     shim "$MODEL" "${ARGS[@]}" >"$WORK/out4" 2>"$WORK/err4" \
     || { sed 's/^/    | /' "$WORK/err4" >&2; fail "infeasible budget: failed"; }
 cmp -s "$WORK/plain" "$WORK/out4" || fail "infeasible budget: output differs"
 expect_grep 'FT_SPILL: the plan streams nothing: [0-9.]+ MiB brought back to the device, over the budget' "$WORK/err4" "restore warning"
 pass "a budget no plan fits: the spilled weights come back with a warning, same output"
 
+# Between one slot's least and two slots' (6 MiB): every unit streams through one slot,
+# on demand, within the budget; same output.
+FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=6MiB \
+    shim "$MODEL" "${ARGS[@]}" >"$WORK/out6" 2>"$WORK/err6" \
+    || { sed 's/^/    | /' "$WORK/err6" >&2; fail "one slot: failed"; }
+cmp -s "$WORK/plain" "$WORK/out6" || fail "one slot: output differs"
+expect_grep 'warning: plan: one slot: the budget 6\.0 MiB' "$WORK/err6" "one slot"
+expect_grep 'verdict: offloaded: 16 of 16 units stream' "$WORK/err6" "one slot"
+pass "a budget under two slots (6 MiB): one slot, every unit streamed on demand, same output"
+
 # The same with the device too small for what the plan would keep: what does not fit
 # stays in host memory, brought in on use.
-FTSIM_DEVICE_MEM=41MiB FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=6MiB \
+FTSIM_DEVICE_MEM=41MiB FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=3MiB \
     shim "$MODEL" "${ARGS[@]}" >"$WORK/out5" 2>"$WORK/err5" \
     || { sed 's/^/    | /' "$WORK/err5" >&2; fail "infeasible budget, small device: failed"; }
 cmp -s "$WORK/plain" "$WORK/out5" || fail "infeasible budget, small device: output differs"

@@ -159,14 +159,20 @@ static void setup_passes(void)
     prof.ev = calloc(n + 1, sizeof *prof.ev);
     prof.seen = calloc(n ? n : 1, sizeof *prof.seen);
     prof.moves_ns = calloc(n ? n : 1, sizeof *prof.moves_ns);
+    /* Without units or events there is nothing to plan: the engine goes off (FT_SPILL's
+     * allocations come back to the device, calls pass through), rather than staying in
+     * planning with FT_SPILL on for good (the H100's jax_fraction: no units, XLA's arena
+     * read over the link from host memory until the process timed out). */
     if (n == 0 || !ev.create || !ev.record || !ev.sync || !ev.elapsed || !prof.prof ||
         !prof.first || !prof.ev || !prof.seen || !prof.moves_ns) {
         FT_WARN("profiling skipped: %s", n == 0 ? "no units" : "cannot set up CUDA events");
+        engine_to(PHASE_PLANNING, PHASE_OFF, n == 0 ? "discovery found no weights" : "profiling could not start");
         return;
     }
     for (size_t i = 0; i <= n; i++) {
         if (ev.create(&prof.ev[i], cudaEventDefault) != cudaSuccess) {
             FT_WARN("profiling skipped: cudaEventCreate failed");
+            engine_to(PHASE_PLANNING, PHASE_OFF, "profiling could not start");
             return;
         }
     }

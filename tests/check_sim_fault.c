@@ -84,6 +84,21 @@ START_TEST(test_fail_copy)
 }
 END_TEST
 
+START_TEST(test_fail_event)
+{
+    cudaEvent_t e;
+    ck_assert_int_eq(simcudaInjectFault(SIMCUDA_FAULT_EVENT, 1, 0), 0);
+    ck_assert_int_eq(cudaEventCreate(&e), cudaErrorMemoryAllocation);
+    RT_OK(cudaEventCreate(&e)); /* once: the next one is made */
+    RT_OK(cudaEventDestroy(e));
+    CUevent ce;
+    ck_assert_int_eq(simcudaInjectFault(SIMCUDA_FAULT_EVENT, 1, 0), 0);
+    ck_assert_int_eq(cuEventCreate(&ce, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_OK(cuEventCreate(&ce, 0));
+    CU_OK(cuEventDestroy(ce));
+}
+END_TEST
+
 START_TEST(test_inject_fault_api)
 {
     void *p;
@@ -177,6 +192,7 @@ Suite *sim_fault_suite(void)
     tcase_add_test(tc, test_fail_alloc_counts_vmm_and_async);
     tcase_add_test(tc, test_fail_host_alloc);
     tcase_add_test(tc, test_fail_copy);
+    tcase_add_test(tc, test_fail_event);
     tcase_add_test(tc, test_inject_fault_api);
     tcase_add_test(tc, test_oom_loop);
     tcase_add_test(tc, test_bad_env_value_falls_back);

@@ -188,6 +188,21 @@ expect_grep 'warning: plan: one slot: the budget 6\.0 MiB' "$WORK/err6" "one slo
 expect_grep 'verdict: offloaded: 16 of 16 units stream' "$WORK/err6" "one slot"
 pass "a budget under two slots (6 MiB): one slot, every unit streamed on demand, same output"
 
+# Profiling cannot start (CUDA events refused: FTSIM_FAIL_EVENT; no units at all, as the
+# H100's jax_fraction, takes the same way): no plan will come, so the engine goes off and
+# what FT_SPILL holds comes back to the device, once, said. Before, the engine stayed in
+# planning with FT_SPILL on for the rest of the run, nothing brought back (a model of 12
+# layers under 16 MiB: 237 moves in and 237 out, against 25; on the H100, XLA's arena
+# read over the link from host memory until the time limit).
+FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=6MiB FTSIM_FAIL_EVENT=5 FTSIM_FAIL_PERSIST=1 \
+    shim "$MODEL" "${ARGS[@]}" >"$WORK/out7" 2>"$WORK/err7" \
+    || { sed 's/^/    | /' "$WORK/err7" >&2; fail "no events: failed"; }
+cmp -s "$WORK/plain" "$WORK/out7" || fail "no events: output differs"
+expect_grep 'FT_SPILL: profiling could not start: [0-9.]+ MiB brought back to the device, over the budget' "$WORK/err7" \
+    "no events"
+expect_grep 'verdict: no plan: profiling could not start \(no CUDA events\)' "$WORK/err7" "no events"
+pass "profiling cannot start (no CUDA events): FT_SPILL's allocations brought back, the engine off, same output"
+
 # The same with the device too small for what the plan would keep: what does not fit
 # stays in host memory, brought in on use.
 FTSIM_DEVICE_MEM=41MiB FT_SPILL=1 FT_ENABLED=1 FT_DISCOVERY_ITERS=2 FT_GPU_MEM_LIMIT=3MiB \

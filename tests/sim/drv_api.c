@@ -136,6 +136,8 @@ static int check_option(const char *name, sim_options_t *o)
         return o->FAIL_HOST_ALLOC >= 0 ? 0 : -1;
     if (!strcmp(name, "FAIL_COPY"))
         return o->FAIL_COPY >= 0 ? 0 : -1;
+    if (!strcmp(name, "FAIL_EVENT"))
+        return o->FAIL_EVENT >= 0 ? 0 : -1;
     if (!strcmp(name, "FAIL_PERSIST"))
         return o->FAIL_PERSIST == 0 || o->FAIL_PERSIST == 1 ? 0 : -1;
     if (!strcmp(name, "CUPTI_HELD"))
@@ -169,6 +171,7 @@ static void load_options_once(void)
     g_fault_nth[SIM_FAULT_KIND_ALLOC] = o->FAIL_ALLOC;
     g_fault_nth[SIM_FAULT_KIND_HOST_ALLOC] = o->FAIL_HOST_ALLOC;
     g_fault_nth[SIM_FAULT_KIND_COPY] = o->FAIL_COPY;
+    g_fault_nth[SIM_FAULT_KIND_EVENT] = o->FAIL_EVENT;
     for (int i = 0; i < SIM_FAULT_KIND_N; i++)
         g_fault_persist[i] = (int)o->FAIL_PERSIST;
 }

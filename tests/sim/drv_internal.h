@@ -66,6 +66,7 @@
     X(FAIL_ALLOC,      long,   0,            "fail the Nth device allocation (0: never)") \
     X(FAIL_HOST_ALLOC, long,   0,            "fail the Nth pinned allocation or registration") \
     X(FAIL_COPY,       long,   0,            "fail the Nth copy at enqueue") \
+    X(FAIL_EVENT,      long,   0,            "fail the Nth cuEventCreate (CUDA_ERROR_OUT_OF_MEMORY)") \
     X(FAIL_PERSIST,    long,   0,            "1: every call of a FAIL_ kind from the Nth on fails") \
     X(CUPTI_HELD,      long,   0,            "1: CUPTI's subscriber slot is taken (as by Kineto/Nsight)") \
     X(CUPTI_DUP_API,   long,   0,            "N: the Nth runtime or driver API activity record is written twice, under one correlation id, as a second CPU-side record would be (tests FT_CUPTI_AUDIT; 0: never)") \
@@ -320,7 +321,7 @@ void sim_load_options(void);             /* once; safe before cuInit */
 struct CUctx_st *sim_current_ctx(void);  /* this thread's current context or NULL */
 void sim_set_current_ctx(struct CUctx_st *ctx);
 uint32_t sim_current_corr(void);         /* correlation id of the outermost call, or 0 */
-enum { SIM_FAULT_KIND_ALLOC, SIM_FAULT_KIND_HOST_ALLOC, SIM_FAULT_KIND_COPY, SIM_FAULT_KIND_N };
+enum { SIM_FAULT_KIND_ALLOC, SIM_FAULT_KIND_HOST_ALLOC, SIM_FAULT_KIND_COPY, SIM_FAULT_KIND_EVENT, SIM_FAULT_KIND_N };
 int sim_fault_hit(int kind);             /* 1: this call must fail (injected) */
 CUresult sim_ctx_init(struct CUctx_st *ctx, sim_dev_t *dev);
 int sim_ctx_valid(CUcontext ctx);        /* a live context handle */

@@ -79,7 +79,8 @@ uint64_t simcudaHostNow(void);
 typedef enum {
     SIMCUDA_FAULT_ALLOC = 0,        /* cuMemAlloc*, cuMemCreate, stream-ordered allocs */
     SIMCUDA_FAULT_HOST_ALLOC = 1,   /* pinned host allocation or registration */
-    SIMCUDA_FAULT_COPY = 2          /* any memcpy, sync or async */
+    SIMCUDA_FAULT_COPY = 2,         /* any memcpy, sync or async */
+    SIMCUDA_FAULT_EVENT = 3         /* cuEventCreate */
 } simcuda_fault_t;
 int simcudaInjectFault(simcuda_fault_t kind, long nth, int persist);
 

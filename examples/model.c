@@ -112,9 +112,10 @@
  *   --vary N      from forward N on, every other forward launches one more kernel per
  *                 layer (bump, touching only activations): passes of two lengths, as a
  *                 server alternating prefill and decode steps
- *   --func-wide   with --prefill-every: the prefill forwards launch gemv_wide through
- *                 its CUfunction (cuKernelGetFunction) and the driver's cuLaunchKernel,
- *                 as XLA launches its kernels
+ *   --func-wide   with --prefill-every or --graph-nodes-second: the prefill forwards
+ *                 launch gemv_wide through its CUfunction (cuKernelGetFunction) and the
+ *                 driver's cuLaunchKernel, and the second graph's gemv node names that
+ *                 function, as XLA launches its kernels and builds its command buffers
  *   --prefill-every N  every Nth forward is a prefill's: each layer's GEMM another
  *                 kernel (gemv_wide, the same arithmetic) and half the --act-kernels, so
  *                 that its launches follow no recorded pass and no pass begins there
@@ -2134,6 +2135,10 @@ static void kernel_nodes(cudaGraph_t graph, cudaGraphExec_t x, forward_nodes_t *
     CUDA_KERNEL_NODE_PARAMS gemv;
     memset(&gemv, 0, sizeof gemv);
     gemv.kern = (CUkernel)(prefill_pass() ? k_gemv_wide : k_gemv);
+    if (prefill_pass() && func_wide) { /* --func-wide: its CUfunction, as XLA's nodes name theirs */
+        gemv.func = f_gemv_wide;
+        gemv.kern = NULL;
+    }
     gemv.gridDimX = cfg.gridDim.x;
     gemv.blockDimX = cfg.blockDim.x;
     gemv.gridDimY = gemv.gridDimZ = gemv.blockDimY = gemv.blockDimZ = 1;

@@ -499,9 +499,17 @@ expect_grep 'the driver gives no parameter layout for kernel _Z15model_gemv_wide
     "static-runtime, a kernel with no parameter layout in a graph"
 expect_grep 'is not cut into segments \(a captured call.s regions were not all kept\)' \
     "$WORK/static-graph2-nolayout.err" "static-runtime, a kernel with no parameter layout in a graph"
+# ... its GEMM nodes naming a function handed out partly loaded (lazy loading: the
+# driver gives its layout once it is loaded): loaded and read, the graph cut at its units.
+compare_run static-graph2-lazy --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-second 3 --func-wide -- \
+    FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 FT_GPU_MEM_LIMIT=80MiB FTSIM_LAZY_FUNCS=1
+expect_grep 'CUDA graphs: 2 graph\(s\) cut into segments' "$WORK/static-graph2-lazy.err" \
+    "static-runtime, a second graph naming a function partly loaded"
+expect_no_grep 'no parameter layout' "$WORK/static-graph2-lazy.err" \
+    "static-runtime, a second graph naming a function partly loaded"
 L=("${L_SAVED[@]}")
 MODEL=$MODEL_SAVED
-pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units, the pool's room after the last weight left out of its unit, a second graph built after the plan cut too, one with a kernel whose parameter layout the driver does not give loaded whole; same output"
+pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units, the pool's room after the last weight left out of its unit, a second graph built after the plan cut too, one with a kernel whose parameter layout the driver does not give loaded whole, one naming a function partly loaded cut; same output"
 
 # A kernel the driver gives no parameter layout for (CUDA_ERROR_INVALID_VALUE at index 0,
 # as for one without parameters: the H100's driver for XLA's kernels that take pointers),

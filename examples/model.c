@@ -2228,6 +2228,16 @@ static void forward_nodes(cudaGraph_t graph, cudaGraphExec_t x, forward_nodes_t 
         CHECK(cudaGraphAddMemcpyNode1D(&fn->out, graph, &last, 1, out, a, bytes, cudaMemcpyDeviceToHost));
 }
 
+/* One replay of exec on gs, waited for, its output's checksum printed as "LABEL replay R
+ * checksum C". */
+static void replay_nodes(cudaGraphExec_t exec, cudaStream_t gs, const char *label, int r, const uint32_t *out)
+{
+    CHECK(cudaGraphLaunch(exec, gs));
+    CHECK(cudaStreamSynchronize(gs));
+    CHECK(cudaGetLastError());
+    printf("%s replay %d checksum %016" PRIx64 "\n", label, r, fnv1a(out, (size_t)dim * sizeof *out));
+}
+
 /* --graph-nodes: as run_graph, the graph built node by node (forward_nodes). It lives as
  * long as its executable graph, whose nodes the update names by the graph's. */
 static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *workspace, size_t ws_bytes)
@@ -2265,10 +2275,7 @@ static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *works
     forward_nodes(graph, NULL, &fn, gs, a, b, out, workspace, ws_bytes);
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int r = 0; r < graph_nodes; r++) {
-        CHECK(cudaGraphLaunch(exec, gs));
-        CHECK(cudaStreamSynchronize(gs));
-        CHECK(cudaGetLastError());
-        printf("graph replay %d checksum %016" PRIx64 "\n", r, fnv1a(out, (size_t)dim * sizeof *out));
+        replay_nodes(exec, gs, "graph", r, out);
         /* --graph-nodes-update: the input moves, as XLA's buffers may from one
          * execution to the next (its pinned host copy and the activation it is copied
          * into, both to new allocations), and every node naming it takes the new one.
@@ -2310,15 +2317,15 @@ static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *works
         forward_nodes(g2, NULL, &fn2, gs, a2, b2, out, workspace, ws_bytes);
         in_graph2 = 0;
         CHECK(cudaGraphInstantiate(&x2, g2, 0));
-        for (int r = 0; r < graph_nodes_second; r++) {
-            CHECK(cudaGraphLaunch(x2, gs));
-            CHECK(cudaStreamSynchronize(gs));
-            CHECK(cudaGetLastError());
-            printf("graph2 replay %d checksum %016" PRIx64 "\n", r, fnv1a(out, (size_t)dim * sizeof *out));
-        }
+        for (int r = 0; r < graph_nodes_second; r++)
+            replay_nodes(x2, gs, "graph2", r, out);
         CHECK(cudaGraphExecDestroy(x2));
         CHECK(cudaGraphDestroy(g2));
         free(fn2.layer);
+        if (!own_vmm || !own_vmm_free(a2)) /* the pool's stay until the end */
+            CHECK(cudaFree(a2));
+        if (!own_vmm || !own_vmm_free(b2))
+            CHECK(cudaFree(b2));
     }
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(graph));

@@ -157,9 +157,7 @@ static int cand_make(cand_t *c, uint64_t limit, const ft_prof_t *times)
     c->in.units = units;
     c->in.budget_bytes = budget_for(limit);
     c->in.other_bytes = other_now();
-    uint64_t pipelined;
-    int one_slot;
-    return c->rc = plan_choose(&c->in, &c->out, &c->min_budget, &pipelined, &one_slot);
+    return c->rc = plan_choose(&c->in, &c->out, &c->min_budget, NULL, NULL);
 }
 
 /* The plan becomes c's (res.lock held): its numbers, its slots, the units' compute

@@ -798,7 +798,8 @@ const char *kept_by(void);
  * such plan fits the budget, a plan of one slot, the last resort (*one_slot set): each
  * unit then comes in once the one before has left, no copy overlapped with compute.
  * *pipelined: the smallest budget with in's slots when the one-slot plan was made, else
- * 0; *min_budget, on -ENOSPC: the smallest budget that works (one slot's after a try). */
+ * 0; *min_budget, on -ENOSPC: the smallest budget that works (one slot's after a try).
+ * pipelined and one_slot may be NULL. */
 int plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budget, uint64_t *pipelined,
                 int *one_slot);
 int profile_overdue(uint64_t launches);

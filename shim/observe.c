@@ -56,15 +56,6 @@ static void fill_kinfo(kinfo_t *k, uint64_t handle)
     const char *name = NULL;
     size_t off, size;
     k->nparams = -1;
-    CUfunctionLoadingState st;
-    if (drv.kernel_param_info != NULL &&
-        drv.kernel_param_info((CUkernel)(uintptr_t)handle, 0, &off, &size) == CUDA_ERROR_INVALID_HANDLE &&
-        drv.func_param_info != NULL &&
-        drv.func_param_info((CUfunction)(uintptr_t)handle, 0, &off, &size) != CUDA_SUCCESS &&
-        drv.func_is_loaded != NULL && drv.func_load != NULL &&
-        drv.func_is_loaded(&st, (CUfunction)(uintptr_t)handle) == CUDA_SUCCESS &&
-        st != CU_FUNCTION_LOADING_STATE_LOADED)
-        drv.func_load((CUfunction)(uintptr_t)handle);
     if (drv.kernel_param_info != NULL &&
         drv.kernel_param_info((CUkernel)(uintptr_t)handle, 0, &off, &size) != CUDA_ERROR_INVALID_HANDLE) {
         int n = 0;
@@ -75,13 +66,19 @@ static void fill_kinfo(kinfo_t *k, uint64_t handle)
         if (drv.kernel_name != NULL)
             drv.kernel_name(&name, (CUkernel)(uintptr_t)handle);
     } else if (drv.func_param_info != NULL) {
+        CUfunction f = (CUfunction)(uintptr_t)handle;
+        CUfunctionLoadingState st;
+        if (drv.func_param_info(f, 0, &off, &size) != CUDA_SUCCESS && drv.func_is_loaded != NULL &&
+            drv.func_load != NULL && drv.func_is_loaded(&st, f) == CUDA_SUCCESS &&
+            st != CU_FUNCTION_LOADING_STATE_LOADED)
+            drv.func_load(f);
         int n = 0;
         while (n < MAX_PARAMS &&
-               drv.func_param_info((CUfunction)(uintptr_t)handle, (size_t)n, &off, &size) == CUDA_SUCCESS)
+               drv.func_param_info(f, (size_t)n, &off, &size) == CUDA_SUCCESS)
             k->size[n++] = (uint32_t)size;
         k->nparams = n > 0 ? n : -1;
         if (drv.func_name != NULL)
-            drv.func_name(&name, (CUfunction)(uintptr_t)handle);
+            drv.func_name(&name, f);
     }
     snprintf(k->name, sizeof k->name, "%s", name ? name : "?");
     if (k->nparams < 0)

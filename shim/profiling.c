@@ -361,6 +361,10 @@ static void start_residency(void)
 int plan_choose(const ft_plan_input_t *in, ft_plan_t *out, uint64_t *min_budget, uint64_t *pipelined,
                 int *one_slot)
 {
+    uint64_t unused_p;
+    int unused_o;
+    pipelined = pipelined != NULL ? pipelined : &unused_p;
+    one_slot = one_slot != NULL ? one_slot : &unused_o;
     *pipelined = 0;
     *one_slot = 0;
     int rc = ft_plan_choose(in, out, min_budget);

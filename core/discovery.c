@@ -2072,7 +2072,12 @@ static void detect_period(ft_disc_t *d, lane_t *ln, uint64_t key, uint32_t minid
             free(pr);
             return;
         }
-    } else if (ln->n_cands < MAX_PERIOD_CANDS) {
+    } else if (ln->n_cands < MAX_PERIOD_CANDS && ln->seq_pos[j] - ln->seq_pos[pr->last] != 1) {
+        /* A pass of one launch is none worth finding: what that launch reaches must be
+         * on the device at once, so no plan could stream anything. One launch repeated
+         * back to back is a compiler or autotuner timing a kernel (XLA's, before its
+         * loop). (A period of one weight-touching launch among others stays: the first
+         * pass of a GPU-built model, whose one candidate is the first region.) */
         ln->cands[ln->n_cands++] = (period_cand_t){ j, j - pr->last, 0 };
     }
     pr->last = j;

@@ -135,6 +135,8 @@
  *                 layer's matrix product N times on its weight into a scratch buffer (a
  *                 compiler benchmarking a kernel, Inductor's or XLA's autotuner): N
  *                 launches of one kernel on one weight, a period of one launch
+ *   --autotune N,2  the same with gemv and gemv_wide in turn (a benchmarked template
+ *                 and its epilogue): a period of two launches on one weight
  *   --prologue    before the weights exist, a 2 MiB buffer (a caching allocator's small
  *                 segment) gets a few kernels (a framework's warm-up, an NCCL
  *                 communicator's first all-reduce), and every layer of every forward
@@ -470,7 +472,8 @@ typedef cudaError_t (*static_launch_fn)(const void *, dim3, dim3, void **, size_
 static static_launch_fn static_launch;
 static int bypass_from = -1; /* from this forward on, mix launches bypass the interposer */
 static int prologue;
-static int autotune; /* --autotune N */
+static int autotune;         /* --autotune N[,K] */
+static int autotune_kernels_n = 1; /* K */
 static int grow_cache;     /* --grow-cache */
 static int init_kernel;       /* --init-kernel */
 static int init_twice;        /* --init-twice */
@@ -959,7 +962,7 @@ static void autotune_kernels(void)
     dim3 block = { MODEL_BLOCK, 1, 1 };
     void *gemv_args[] = { &model[0].w, &x, &y, &dim };
     for (int i = 0; i < autotune; i++)
-        CHECK(__cudaLaunchKernel(k_gemv, grid, block, gemv_args, 0, 0));
+        CHECK(__cudaLaunchKernel(autotune_kernels_n == 2 && i % 2 ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0, 0));
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));
@@ -2567,8 +2570,15 @@ int main(int argc, char **argv)
             prologue = 1;
         else if (strcmp(a, "--drv-alloc") == 0)
             drv_alloc = 1;
-        else if (strcmp(a, "--autotune") == 0 && i + 1 < argc)
-            autotune = atoi(argv[++i]);
+        else if (strcmp(a, "--autotune") == 0 && i + 1 < argc) {
+            const char *comma = strchr(argv[++i], ',');
+            autotune = atoi(argv[i]);
+            autotune_kernels_n = comma != NULL ? atoi(comma + 1) : 1;
+            if (autotune_kernels_n != 1 && autotune_kernels_n != 2) {
+                fprintf(stderr, "model: --autotune N,K: K is 1 or 2, not %s\n", comma + 1);
+                return 2;
+            }
+        }
         else if (strcmp(a, "--init-kernel") == 0)
             init_kernel = 1;
         else if (strcmp(a, "--own-vmm") == 0)
@@ -2716,7 +2726,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into] [--graph-nodes-second N]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

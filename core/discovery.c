@@ -1861,6 +1861,20 @@ static uint64_t idle_weight_bytes(ft_disc_t *d)
 #define SHORT_RESTARTS_MAX 10
 #define SHORT_QUIET 16
 #define IDLE_RATIO 4
+/* A pass of at most this many launches that touches no weight is set-up work too (an
+ * autotuner timing kernels on buffers it set anew each time, in XLA's arena): starting
+ * over at the next launch, such passes spent MAX_RESTARTS in 25 launches. */
+#define SETUP_PASS_MAX 8
+
+/* Set-up work, not the program's loop: discovery starts over after a quiet window. */
+static void restart_after_quiet(ft_disc_t *d)
+{
+    d->short_restarts++;
+    d->quiet_len = d->quiet_len ? 2 * d->quiet_len : SHORT_QUIET;
+    d->quiet_until = d->launches_total + d->quiet_len;
+    d->restart_uncounted = 1;
+    d->restart_pending = 1;
+}
 
 static void end_iteration(ft_disc_t *d, lane_t *ln)
 {
@@ -1880,6 +1894,17 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         if (fold_repeated_pass(d) != 0 || build_units(d) != 0)
             FT_WARN("discovery: out of memory building units; nothing will be offloaded");
         uint64_t init_bytes = d->restarts < MAX_RESTARTS ? mark_init_made(d) : 0;
+        int marked = d->boundary_source != 0;
+        if (d->n_units == 0 && d->last.n <= SETUP_PASS_MAX && d->short_restarts < SHORT_RESTARTS_MAX && !marked) {
+            if (d->short_restarts == 0 || d->short_restarts + 1 == SHORT_RESTARTS_MAX)
+                FT_INFO("discovery: %d iteration(s) of %zu launches touch no weight: set-up work (a "
+                        "compiler timing kernels on its own buffers), not the program's loop; starting "
+                        "over after %llu launches (%d of at most %d such)", ln->iterations, d->last.n,
+                        (unsigned long long)(d->quiet_len ? 2 * d->quiet_len : SHORT_QUIET),
+                        d->short_restarts + 1, SHORT_RESTARTS_MAX);
+            restart_after_quiet(d);
+            return;
+        }
         if (d->n_units == 0 && d->restarts < MAX_RESTARTS) {
             FT_INFO("discovery: %d iteration(s) of %zu launches touch no weight (regions "
                     "allocated after the first launch are not weights, unless kernels that do "
@@ -1891,7 +1916,7 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         }
         /* Passes the program marks (ft_iteration_mark, FT_ITERATION_MARKER) are its own
          * word: never taken for set-up work. */
-        uint64_t idle = d->short_restarts < SHORT_RESTARTS_MAX && d->boundary_source == 0 ? idle_weight_bytes(d) : 0;
+        uint64_t idle = d->short_restarts < SHORT_RESTARTS_MAX && !marked ? idle_weight_bytes(d) : 0;
         if (d->n_units > 0 && idle > IDLE_RATIO * d->weight_bytes && init_bytes <= d->weight_bytes) {
             if (d->short_restarts == 0 || d->short_restarts + 1 == SHORT_RESTARTS_MAX)
                 FT_INFO("discovery: %d iteration(s) of %zu launches use %.1f MiB of weights, while %.1f MiB "
@@ -1901,11 +1926,7 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
                         (double)idle / 1048576.0,
                         (unsigned long long)(d->quiet_len ? 2 * d->quiet_len : SHORT_QUIET), d->short_restarts + 1,
                         SHORT_RESTARTS_MAX);
-            d->short_restarts++;
-            d->quiet_len = d->quiet_len ? 2 * d->quiet_len : SHORT_QUIET;
-            d->quiet_until = d->launches_total + d->quiet_len;
-            d->restart_uncounted = 1;
-            d->restart_pending = 1;
+            restart_after_quiet(d);
             return;
         }
         if (init_bytes > d->weight_bytes && d->restarts < MAX_RESTARTS) {

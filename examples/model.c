@@ -137,6 +137,10 @@
  *                 launches of one kernel on one weight, a period of one launch
  *   --autotune N,2  the same with gemv and gemv_wide in turn (a benchmarked template
  *                 and its epilogue): a period of two launches on one weight
+ *   --autotune N,3  the same two kernels on a matrix, input and output carved from one
+ *                 scratch allocation made for the timing, its input set anew for each
+ *                 pair (XLA's autotuner on buffers of its arena): a period of two
+ *                 launches that touches no weight
  *   --prologue    before the weights exist, a 2 MiB buffer (a caching allocator's small
  *                 segment) gets a few kernels (a framework's warm-up, an NCCL
  *                 communicator's first all-reduce), and every layer of every forward
@@ -953,19 +957,35 @@ static void unrelated_kernels(void)
  * the program's loop begins. */
 static void autotune_kernels(void)
 {
-    uint32_t *x, *y;
+    uint32_t *x, *y, *w = model[0].w, *arena = NULL;
     size_t bytes = (size_t)dim * sizeof *x;
-    CHECK(cudaMalloc((void **)&x, bytes));
-    CHECK(cudaMalloc((void **)&y, bytes));
-    CHECK(cudaMemset(x, 0, bytes));
+    if (autotune_kernels_n == 3) { /* matrix, input and output carved from one scratch arena */
+        size_t words = (size_t)dim * dim + 2 * (size_t)dim;
+        CHECK(cudaMalloc((void **)&arena, words * sizeof *arena));
+        CHECK(cudaMemset(arena, 0, words * sizeof *arena));
+        w = arena;
+        x = arena + (size_t)dim * dim;
+        y = x + dim;
+    } else {
+        CHECK(cudaMalloc((void **)&x, bytes));
+        CHECK(cudaMalloc((void **)&y, bytes));
+        CHECK(cudaMemset(x, 0, bytes));
+    }
     dim3 grid = { (unsigned)((dim + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 };
     dim3 block = { MODEL_BLOCK, 1, 1 };
-    void *gemv_args[] = { &model[0].w, &x, &y, &dim };
-    for (int i = 0; i < autotune; i++)
-        CHECK(__cudaLaunchKernel(autotune_kernels_n == 2 && i % 2 ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0, 0));
+    void *gemv_args[] = { &w, &x, &y, &dim };
+    for (int i = 0; i < autotune; i++) {
+        if (arena != NULL && i % 2 == 0) /* a new input for each pair timed, as a redzone allocator fills its buffers */
+            CHECK(cudaMemsetAsync(x, i & 0xff, bytes, 0));
+        CHECK(__cudaLaunchKernel(autotune_kernels_n >= 2 && i % 2 ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0, 0));
+    }
     CHECK(cudaDeviceSynchronize());
-    CHECK(cudaFree(x));
-    CHECK(cudaFree(y));
+    if (arena != NULL) {
+        CHECK(cudaFree(arena));
+    } else {
+        CHECK(cudaFree(x));
+        CHECK(cudaFree(y));
+    }
 }
 
 /* --hf-warmup: transformers 5.17 sizes its allocator warm-up as the free memory less
@@ -2574,8 +2594,8 @@ int main(int argc, char **argv)
             const char *comma = strchr(argv[++i], ',');
             autotune = atoi(argv[i]);
             autotune_kernels_n = comma != NULL ? atoi(comma + 1) : 1;
-            if (autotune_kernels_n != 1 && autotune_kernels_n != 2) {
-                fprintf(stderr, "model: --autotune N,K: K is 1 or 2, not %s\n", comma + 1);
+            if (autotune_kernels_n < 1 || autotune_kernels_n > 3) {
+                fprintf(stderr, "model: --autotune N,K: K is 1, 2 or 3, not %s\n", comma + 1);
                 return 2;
             }
         }

@@ -90,8 +90,12 @@ expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/act-kernels.err" 
 # one 64 MiB segment (XLA's arena), where the rule below cannot tell, that pass was taken
 # for the loop before (one unit of 64 MiB, no plan at 48 MiB). Two kernels timed in turn
 # (--autotune N,2): a pass whose units hold under a fifth of the unchanged memory beside
-# them is set-up work; discovery starts over after it.
-for at in autotune:300:16 autotune-seg:300:48:--segments:64 autotune-pair:300,2:16; do
+# them is set-up work; discovery starts over after it. The two on a matrix, input and
+# output in one scratch allocation whose input is set anew for each pair (--autotune
+# N,3; XLA's autotuner in its arena, jax_fraction on the H100): a short pass touching no
+# weight is set-up work too (before, such passes spent discovery's four restarts in 25
+# launches: no weights found, nothing planned).
+for at in autotune:300:16 autotune-seg:300:48:--segments:64 autotune-pair:300,2:16 autotune-arena:300,3:16; do
     IFS=: read -r name n mib extra <<<"$at"
     compare_run "$name" --autotune "$n" ${extra//:/ } -- FT_SPILL=1 FT_GPU_MEM_LIMIT="${mib}MiB"
     expect_no_grep 'iteration\(s\) of 1 launches' "$WORK/$name.err" "$name"
@@ -99,6 +103,8 @@ for at in autotune:300:16 autotune-seg:300:48:--segments:64 autotune-pair:300,2:
     expect_grep 'verdict: offloaded: [1-9][0-9]* of 12 units stream' "$WORK/$name.err" "$name"
 done
 expect_grep 'set-up work \(a compiler timing a kernel\), not the program.s loop' "$WORK/autotune-pair.err" "autotune-pair"
+expect_grep 'touch no weight: set-up work \(a compiler timing kernels on its own buffers\)' "$WORK/autotune-arena.err" \
+    "autotune-arena"
 # Weights from the driver's cuMemAlloc_v2 (XLA's allocator, programs on the driver
 # API): served from virtual memory as cudaMalloc's are, so they stream (they stayed
 # resident before: "none of its regions is backed by virtual memory").
@@ -414,7 +420,7 @@ expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-threads.err
 compare_run one-seg-graph --layers 8 --dim 2048 --segments 136 --iters 6 --graph 3 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB
 expect_grep 'CUDA graphs: 3 launch\(es\) guarded' "$WORK/one-seg-graph.err" "one-seg, a graph"
 pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, what the budget cannot hold of it in host-located memory until the plan (the device peak within the budget), 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces mapped from one physical allocation and unmapped in one call (one a mapping where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop (in a 64 MiB segment too; two kernels in turn), weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads, a tensor from a piece kept on the device into a streamed one, the pool's unused room moved to host memory and carved into later; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop (in a 64 MiB segment too; two kernels in turn, on the weight or in a scratch arena), weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads, a tensor from a piece kept on the device into a streamed one, the pool's unused room moved to host memory and carved into later; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
 # No CUDA runtime FlexTensor can call: the model with the runtime linked in statically
 # (model-sim-static), as JAX's XLA links it. The program's calls reach FlexTensor at the
 # driver only, and FlexTensor's own (its streams, events, pinned buffers, copies,

@@ -1894,6 +1894,8 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         if (fold_repeated_pass(d) != 0 || build_units(d) != 0)
             FT_WARN("discovery: out of memory building units; nothing will be offloaded");
         uint64_t init_bytes = d->restarts < MAX_RESTARTS ? mark_init_made(d) : 0;
+        /* Passes the program marks (ft_iteration_mark, FT_ITERATION_MARKER) are its own
+         * word: never taken for set-up work. */
         int marked = d->boundary_source != 0;
         if (d->n_units == 0 && d->last.n <= SETUP_PASS_MAX && d->short_restarts < SHORT_RESTARTS_MAX && !marked) {
             if (d->short_restarts == 0 || d->short_restarts + 1 == SHORT_RESTARTS_MAX)
@@ -1914,8 +1916,6 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
             d->restart_pending = 1;
             return;
         }
-        /* Passes the program marks (ft_iteration_mark, FT_ITERATION_MARKER) are its own
-         * word: never taken for set-up work. */
         uint64_t idle = d->short_restarts < SHORT_RESTARTS_MAX && !marked ? idle_weight_bytes(d) : 0;
         if (d->n_units > 0 && idle > IDLE_RATIO * d->weight_bytes && init_bytes <= d->weight_bytes) {
             if (d->short_restarts == 0 || d->short_restarts + 1 == SHORT_RESTARTS_MAX)

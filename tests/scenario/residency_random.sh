@@ -13,7 +13,9 @@
 # second forward on only replays (found from them), with eager forwards between the
 # replays or a word pointing into layer 1 in the graph only; kernels alternating
 # between layers (a pass that repeats every two); weights and activations in memory
-# the program maps itself, served (a mapping a tensor, or XLA's pool). Every
+# the program maps itself, served (a mapping a tensor, or XLA's pool); weights made by
+# a kernel or copied in after other kernels, a compiler's timing or a framework's
+# warm-up before the loop. Every
 # case must print what a run without the shim prints. The cases come from a fixed
 # seed (FT_TEST_SEED overrides it, FT_TEST_CASES the count); a failure names the seed
 # and the case's command.
@@ -103,6 +105,16 @@ for ((i = 0; i < CASES; i++)); do
             [[ " ${extra[*]} " != *" --graph"* ]] && ((RANDOM % 2 == 0)) && extra+=(--pool-late $((RANDOM % iters)))
         fi
     fi
+    # how the weights came to be, or what ran before the loop: written by a kernel after
+    # the first launch (torch.device("cuda")), copied in after unrelated kernels,
+    # a compiler timing kernels (one, two in turn, or two on its own buffers), a
+    # framework's warm-up before the weights exist
+    case $((RANDOM % 8)) in
+    0) extra+=(--init-kernel) ;;
+    1) extra+=(--load-after-launch) ;;
+    2) extra+=(--autotune "$((50 + RANDOM % 250)),$((1 + RANDOM % 3))") ;;
+    3) extra+=(--prologue) ;;
+    esac
     args=(--layers "$layers" --dim "$dim" --iters "$iters" --threads "$threads" --quiet "${extra[@]}")
     sim "$MODEL" "${args[@]}" >"$WORK/plain" || fail "seed $SEED case $i: model ${args[*]}: run without the shim failed"
     # Under the smallest budget that works, the case runs once more at a budget drawn

@@ -147,6 +147,9 @@
  *                 adds its input to it (mix: small activations reusing the segment),
  *                 each thread to a slice of its own (larger than 2 MiB when the
  *                 threads' slices need more)
+ *   --small-weights  every layer's two vectors (each far below FT_VMM_MIN_SIZE) packed,
+ *                 512-byte aligned, in 2 MiB segments (PyTorch's small pool holding a
+ *                 model's norm weights and biases); the matrices as usual
  *   --grow-cache  decode steps with a KV cache, as transformers' DynamicCache under
  *                 PyTorch's caching allocator (one thread): device memory other than the
  *                 layers' matrices comes from a pool of 2 MiB segments (cudaMalloc'd when
@@ -479,6 +482,7 @@ static int prologue;
 static int autotune;         /* --autotune N[,K] */
 static int autotune_kernels_n = 1; /* K */
 static int grow_cache;     /* --grow-cache */
+static int small_weights;  /* --small-weights */
 static int init_kernel;       /* --init-kernel */
 static int init_twice;        /* --init-twice */
 static int init_other;        /* --init-other */
@@ -1166,7 +1170,7 @@ static void upload_layers(uint32_t *host)
         if (l == layers - 1)
             pad += (size_t)(big_last - 1) * n * n * sizeof *model[l].w;
         model[l].w = upload_padded_or_init((0x9e3779b97f4a7c15ull * (uint64_t)(l + 1)) ^ weight_seed, n * n, host, pad);
-        uint32_t *(*up)(uint64_t, size_t, uint32_t *) = grow_cache ? pool_upload : upload;
+        uint32_t *(*up)(uint64_t, size_t, uint32_t *) = grow_cache || small_weights ? pool_upload : upload;
         model[l].bias = up(0xd1b54a32d192ed03ull * (uint64_t)(l + 1), n, host);
         model[l].s = up(0x8cb92ba72f3d8dd7ull * (uint64_t)(l + 1), n, host);
         if (ptr_arrays)
@@ -2692,6 +2696,8 @@ int main(int argc, char **argv)
             act_kernels = parse_int(a, argv[++i], 0, 1 << 10);
         else if (strcmp(a, "--grow-cache") == 0)
             grow_cache = 1;
+        else if (strcmp(a, "--small-weights") == 0)
+            small_weights = 1;
         else if (strcmp(a, "--mark") == 0)
             mark = 1;
         else if (strcmp(a, "--nvtx") == 0)
@@ -2746,7 +2752,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--small-weights] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into] [--graph-nodes-second N]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

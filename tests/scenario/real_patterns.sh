@@ -4,7 +4,8 @@
 # --init-kernel), weights copied in after unrelated kernels ran (a framework's warm-up,
 # --load-after-launch), decode steps with a KV cache grown every step (transformers'
 # DynamicCache, --grow-cache; discovery_kvcache.sh checks that its pass is found), and
-# both of the first and last; a compiler timing one kernel before the loop (--autotune);
+# both of the first and last; norm weights and biases packed in a small-pool segment
+# (--small-weights); a compiler timing one kernel before the loop (--autotune);
 # weights allocated through the driver API (--drv-alloc); the first weight initialised
 # three times (--init-twice) or twice by two kernels (--init-other), or every weight
 # filled twice, several to a segment (--init-refill --segments); weights in memory the
@@ -33,6 +34,20 @@ for pattern in init-kernel load-after-launch grow-cache; do
     done
 done
 run both --init-kernel --grow-cache -- FT_SPILL=1
+# Weights far below FT_VMM_MIN_SIZE (every layer's two vectors, 4 KiB each) packed in a
+# 2 MiB segment, as PyTorch's small pool holds norm weights and biases: the segment is
+# read by every layer, so it cannot stream with one of them; it stays on the device
+# while the layers' matrices stream (at 1/3 of the weights, and at 12 MiB where every
+# unit streams), the same output.
+for spill in 1 0; do
+    run small-weights-$spill --small-weights -- FT_SPILL=$spill
+    expect_grep 'discovery: done, 1 iteration\(s\), 12 units, 50\.0 MiB of weights' "$WORK/small-weights-$spill.err" \
+        "small-weights"
+    expect_grep 'verdict: offloaded: 1[12] of 12 units stream' "$WORK/small-weights-$spill.err" "small-weights"
+done
+compare_run small-weights-all --small-weights -- FT_GPU_MEM_LIMIT=12MiB
+expect_grep 'residency: 12 unit\(s\), 48\.0 MiB, moved to pinned host memory' "$WORK/small-weights-all.err" \
+    "small-weights, every unit streamed"
 # The one region alive at the first launch written twice more by the initialiser (a
 # GPU-built model's embedding, initialised twice by transformers on the H200): the pass
 # first found is the initialisation itself; the weights its initialiser made are still
@@ -420,7 +435,7 @@ expect_grep 'verdict: offloaded: 8 of 8 units stream' "$WORK/one-seg-threads.err
 compare_run one-seg-graph --layers 8 --dim 2048 --segments 136 --iters 6 --graph 3 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=64MiB
 expect_grep 'CUDA graphs: 3 launch\(es\) guarded' "$WORK/one-seg-graph.err" "one-seg, a graph"
 pass "one allocation holding every weight (from_pretrained with device_map), over half the budget: served in pieces, what the budget cannot hold of it in host-located memory until the plan (the device peak within the budget), 8 of 8 units stream, a copy across two layers loads what it reaches, pointer ranges are the allocation's, a run of pieces mapped from one physical allocation and unmapped in one call (one a mapping where the driver refuses runs); same output (FT_SPILL on and off, two threads, a CUDA graph)"
-pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop (in a 64 MiB segment too; two kernels in turn, on the weight or in a scratch arena), weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads, a tensor from a piece kept on the device into a streamed one, the pool's unused room moved to host memory and carved into later; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
+pass "weights made by kernels, copied in after warm-up kernels, decode with a growing KV cache, small weights packed in one segment (kept on the device while the rest streams), transformers' allocator warm-up, two kinds of layers in one pass, activation-only kernels in every layer, a kernel timed 300 times before the loop (in a 64 MiB segment too; two kernels in turn, on the weight or in a scratch arena), weights from the driver's cuMemAlloc, a stale misaligned address in every layer, pointer attributes asked before launches, activations in the room after a segment's weights (reached at two pointers from a far layer too), weights in the program's own mappings (served and streamed, the pool unmapped while the mover loads, a tensor from a piece kept on the device into a streamed one, the pool's unused room moved to host memory and carved into later; exported ones left, and FlexTensor stands down), at 1/3 of the weights: same output, no crash, one verdict (FT_SPILL on and off, two threads, bounded discovery); the first two found and streamed"
 # No CUDA runtime FlexTensor can call: the model with the runtime linked in statically
 # (model-sim-static), as JAX's XLA links it. The program's calls reach FlexTensor at the
 # driver only, and FlexTensor's own (its streams, events, pinned buffers, copies,

@@ -1743,24 +1743,31 @@ static void replay_profiled(uint64_t exec, cudaStream_t stream, const calls_t *c
     for (size_t i = 1; i < n; i++)
         if (calls->v[i].key != 0 && pos[i] >= 0 && profile_cut_at(pos[i]))
             first[nf++] = i;
-    if (nf == 1) {
+    int whole = nf == 1;
+    owner_t *x = NULL;
+    if (!whole) {
+        pthread_mutex_lock(&cap_lock);
+        x = *find(&execs, exec);
+        if (x == NULL || x->t.all || !parts(x, first, (int)nf)) {
+            pthread_mutex_unlock(&cap_lock);
+            FT_LOG_CAPPED(FT_LOG_INFO, 2, "profiling: graph %#llx cannot be launched in parts between its units "
+                          "(%s): it is timed whole, its units' times all in its last one's",
+                          (unsigned long long)exec,
+                          x == NULL || x->t.all ? "its calls are no longer known"
+                          : x->clone == NULL    ? "it was not cloned"
+                                                : "its parts could not be made, or changed too often");
+            whole = 1;
+        }
+    }
+    /* Timed whole: its calls' positions go to profiling before the caller launches it,
+     * so the pass is timed (before, a program whose passes were such launches, as
+     * XLA's under FT_GRAPH_CUT=false, never finished profiling). */
+    if (whole) {
         for (size_t i = 0; i < n; i++)
             if (calls->v[i].key != 0) {
                 tag_pop();
                 profile_launch(lane, pos[i], stream); /* its tag popped after the launch (engine_leave) */
             }
-        free(first);
-        return;
-    }
-    pthread_mutex_lock(&cap_lock);
-    owner_t *x = *find(&execs, exec);
-    if (x == NULL || x->t.all || !parts(x, first, (int)nf)) {
-        pthread_mutex_unlock(&cap_lock);
-        FT_LOG_CAPPED(FT_LOG_INFO, 2, "profiling: graph %#llx cannot be launched in parts between its units (%s): "
-                      "its launch is left out of the profiled pass", (unsigned long long)exec,
-                      x == NULL || x->t.all ? "its calls are no longer known"
-                      : x->clone == NULL    ? "it was not cloned"
-                                            : "its parts could not be made, or changed too often");
         free(first);
         return;
     }

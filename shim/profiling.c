@@ -298,7 +298,8 @@ static int end_profiled_pass(void)
     for (size_t i = 0; i < prof.n; i++) {
         double moved = (double)__atomic_load_n(&prof.moves_ns[i], __ATOMIC_RELAXED) / 1e3;
         double kept = us[i] - moved > 1.0 ? us[i] - moved : 1.0;
-        prof.moves_out_ns += (uint64_t)((us[i] - kept) * 1e3);
+        if (us[i] > kept) /* a unit timed under 1 us (its graph timed whole) is raised to 1 */
+            prof.moves_out_ns += (uint64_t)((us[i] - kept) * 1e3);
         us[i] = kept;
     }
     ft_prof_add_pass(prof.prof, us);
@@ -522,6 +523,9 @@ static void make_plan(void)
     start_residency();
 }
 
+/* Profiling's findings said at most this many lines. */
+#define FINDINGS_SAID 4
+
 static void finish_profiling(void)
 {
     if (!engine_to(PHASE_PROFILING, PHASE_PLANNING, NULL))
@@ -542,8 +546,14 @@ static void finish_profiling(void)
     if (prof.moves_out_ns > 0)
         FT_INFO("profiling: %.1f ms of FT_SPILL moves taken out of the units' times (the gaps "
                 "they left in the profiled stream)", (double)prof.moves_out_ns / 1e6);
+    /* At most FINDINGS_SAID lines: a graph timed whole spreads every unit's time. */
+    int said = 0;
     for (char *line = strtok(report, "\n"); line != NULL; line = strtok(NULL, "\n"))
-        FT_WARN("profiling: %s", line);
+        if (said++ < FINDINGS_SAID)
+            FT_WARN("profiling: %s", line);
+    if (findings > FINDINGS_SAID)
+        FT_WARN("profiling: %d more finding(s) like these (FT_LOG_DIAGNOSTICS=true lists every unit's times)",
+                findings - FINDINGS_SAID);
     make_plan();
     if (log_diagnostics) {
         FT_INFO("%-24s %12s %10s %10s %10s %4s", "unit", "bytes", "median us", "min us", "max us", "n");

@@ -488,6 +488,17 @@ expect_grep 'CUDA graphs: 1 graph\(s\) cut into segments; 37 launch\(es\) of the
     "$WORK/static-graph-update.err" "static-runtime, a graph updated node by node"
 expect_grep 'verdict: offloaded: 2[01] of 24 units stream' "$WORK/static-graph-update.err" \
     "static-runtime, a graph updated node by node"
+# ... and with FT_GRAPH_CUT=false (a graph is not cloned, so profiling cannot launch it
+# in parts): each replay is timed whole, so profiling ends and the plan is made (before:
+# the replays were left out of every profiled pass and profiling never ended; XLA on
+# the H100, killed at its time limit with FT_SPILL's memory read over the link).
+compare_run static-graph-nocut --own-vmm-pool 256 --graph-nodes 40 -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 \
+    FT_GPU_MEM_LIMIT=80MiB FT_GRAPH_CUT=false
+expect_grep 'cannot be launched in parts between its units \(it was not cloned\): it is timed whole' \
+    "$WORK/static-graph-nocut.err" "static-runtime, graphs not cut"
+expect_grep 'verdict: offloaded: 2[01] of 24 units stream' "$WORK/static-graph-nocut.err" \
+    "static-runtime, graphs not cut"
+expect_no_grep 'moves taken out of the units' "$WORK/static-graph-nocut.err" "static-runtime, graphs not cut"
 # ... and a pool that holds the weights only, then room no buffer has used (XLA's last
 # chunk on the H100: the last weight's unit took the room after it, 4092 MiB of "weights"
 # for 3 GB, and the smallest budget that works was 1.42 GiB against 0.96): the room stays
@@ -538,7 +549,7 @@ expect_no_grep 'no parameter layout' "$WORK/static-graph2-lazy.err" \
     "static-runtime, a second graph naming a function partly loaded"
 L=("${L_SAVED[@]}")
 MODEL=$MODEL_SAVED
-pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units, the pool's room after the last weight left out of its unit, a second graph built after the plan cut too, one with a kernel whose parameter layout the driver does not give loaded whole, one naming a function partly loaded cut; same output"
+pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units (or, not cut, its replays profiled whole), the pool's room after the last weight left out of its unit, a second graph built after the plan cut too, one with a kernel whose parameter layout the driver does not give loaded whole, one naming a function partly loaded cut; same output"
 
 # A kernel the driver gives no parameter layout for (CUDA_ERROR_INVALID_VALUE at index 0,
 # as for one without parameters: the H100's driver for XLA's kernels that take pointers),

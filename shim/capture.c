@@ -1332,14 +1332,24 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
             k++;
             any = 0;
         }
+        char units[160];
+        size_t at = 0;
+        units[0] = '\0';
         for (size_t j = 0; j < 2 * c->n; j++) {
             int u = cut_unit(call_id(&x->calls, c, j));
             if (u >= 0) {
                 mark[u] = last[u] = k;
                 any = 1;
+                if (at < sizeof units - 12)
+                    at += (size_t)snprintf(units + at, sizeof units - at, " %d", u);
             }
         }
         seg_of[i] = k;
+        /* FT_LOG_LEVEL=trace: every call's segment and the streamed units its
+         * arguments reach, to match a fault in a segment with what it loaded. */
+        FT_TRACE("CUDA graphs: call %zu (node %p) in segment %d: %s, %zu region(s)%s, streamed units:%s", i,
+                 (void *)c->orig, k, c->key != 0 && c->name != NULL ? c->name : "(a copy or set)", c->n,
+                 x->calls.lost ? " (some lost)" : "", at > 0 ? units : " none");
     }
     return k + 1;
 }

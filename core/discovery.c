@@ -1866,14 +1866,17 @@ static uint64_t idle_weight_bytes(ft_disc_t *d)
  * over at the next launch, such passes spent MAX_RESTARTS in 25 launches. */
 #define SETUP_PASS_MAX 8
 
-/* Set-up work, not the program's loop: discovery starts over after a quiet window. */
-static void restart_after_quiet(ft_disc_t *d)
+/* Set-up work, not the program's loop: discovery starts over after a quiet window,
+ * twice as long as the last. 1 when this restart is to be said (the first and the
+ * last such). */
+static int restart_after_quiet(ft_disc_t *d)
 {
     d->short_restarts++;
     d->quiet_len = d->quiet_len ? 2 * d->quiet_len : SHORT_QUIET;
     d->quiet_until = d->launches_total + d->quiet_len;
     d->restart_uncounted = 1;
     d->restart_pending = 1;
+    return d->short_restarts == 1 || d->short_restarts == SHORT_RESTARTS_MAX;
 }
 
 static void end_iteration(ft_disc_t *d, lane_t *ln)
@@ -1898,13 +1901,11 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
          * word: never taken for set-up work. */
         int marked = d->boundary_source != 0;
         if (d->n_units == 0 && d->last.n <= SETUP_PASS_MAX && d->short_restarts < SHORT_RESTARTS_MAX && !marked) {
-            if (d->short_restarts == 0 || d->short_restarts + 1 == SHORT_RESTARTS_MAX)
+            if (restart_after_quiet(d))
                 FT_INFO("discovery: %d iteration(s) of %zu launches touch no weight: set-up work (a "
                         "compiler timing kernels on its own buffers), not the program's loop; starting "
                         "over after %llu launches (%d of at most %d such)", ln->iterations, d->last.n,
-                        (unsigned long long)(d->quiet_len ? 2 * d->quiet_len : SHORT_QUIET),
-                        d->short_restarts + 1, SHORT_RESTARTS_MAX);
-            restart_after_quiet(d);
+                        (unsigned long long)d->quiet_len, d->short_restarts, SHORT_RESTARTS_MAX);
             return;
         }
         if (d->n_units == 0 && d->restarts < MAX_RESTARTS) {
@@ -1918,15 +1919,13 @@ static void end_iteration(ft_disc_t *d, lane_t *ln)
         }
         uint64_t idle = d->short_restarts < SHORT_RESTARTS_MAX && !marked ? idle_weight_bytes(d) : 0;
         if (d->n_units > 0 && idle > IDLE_RATIO * d->weight_bytes && init_bytes <= d->weight_bytes) {
-            if (d->short_restarts == 0 || d->short_restarts + 1 == SHORT_RESTARTS_MAX)
+            if (restart_after_quiet(d))
                 FT_INFO("discovery: %d iteration(s) of %zu launches use %.1f MiB of weights, while %.1f MiB "
                         "that no launch changed lies unused beside them: set-up work (a compiler timing a "
                         "kernel), not the program's loop; starting over after %llu launches (%d of at "
                         "most %d such)", ln->iterations, d->last.n, (double)d->weight_bytes / 1048576.0,
-                        (double)idle / 1048576.0,
-                        (unsigned long long)(d->quiet_len ? 2 * d->quiet_len : SHORT_QUIET), d->short_restarts + 1,
+                        (double)idle / 1048576.0, (unsigned long long)d->quiet_len, d->short_restarts,
                         SHORT_RESTARTS_MAX);
-            restart_after_quiet(d);
             return;
         }
         if (init_bytes > d->weight_bytes && d->restarts < MAX_RESTARTS) {

@@ -1315,7 +1315,7 @@ static int cut_unit(uint32_t id)
  * (when that one touched any). Returns the count, and each unit's last segment. */
 static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
 {
-    int k = 0, any = 0;
+    int k = 0, any = 0, trace = FT_LOG_ENABLED(FT_LOG_TRACE);
     for (int u = 0; u < res.n_units; u++)
         mark[u] = last[u] = -1;
     for (size_t i = 0; i < x->calls.n; i++) {
@@ -1340,16 +1340,17 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
             if (u >= 0) {
                 mark[u] = last[u] = k;
                 any = 1;
-                if (at < sizeof units - 12)
+                if (trace && at < sizeof units - 12)
                     at += (size_t)snprintf(units + at, sizeof units - at, " %d", u);
             }
         }
         seg_of[i] = k;
         /* FT_LOG_LEVEL=trace: every call's segment and the streamed units its
          * arguments reach, to match a fault in a segment with what it loaded. */
-        FT_TRACE("CUDA graphs: call %zu (node %p) in segment %d: %s, %zu region(s)%s, streamed units:%s", i,
-                 (void *)c->orig, k, c->key != 0 && c->name != NULL ? c->name : "(a copy or set)", c->n,
-                 x->calls.lost ? " (some lost)" : "", at > 0 ? units : " none");
+        if (trace)
+            FT_TRACE("CUDA graphs: call %zu (node %p) in segment %d: %s, %zu region(s)%s, streamed units:%s", i,
+                     (void *)c->orig, k, c->key != 0 && c->name != NULL ? c->name : "(a copy or set)", c->n,
+                     x->calls.lost ? " (some lost)" : "", at > 0 ? units : " none");
     }
     return k + 1;
 }

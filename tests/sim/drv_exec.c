@@ -862,9 +862,12 @@ SIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
     if (r == CUDA_SUCCESS) {
         unsigned ok = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
         struct CUevent_st *e;
-        pthread_mutex_lock(&g_sim.lock);
-        int fail = sim_fault_hit(SIM_FAULT_KIND_EVENT);
-        pthread_mutex_unlock(&g_sim.lock);
+        int fail = 0; /* counted only for a call whose arguments hold, as a copy's */
+        if (phEvent && !(Flags & ~ok)) {
+            pthread_mutex_lock(&g_sim.lock);
+            fail = sim_fault_hit(SIM_FAULT_KIND_EVENT);
+            pthread_mutex_unlock(&g_sim.lock);
+        }
         if (!phEvent || (Flags & ~ok)) {
             r = CUDA_ERROR_INVALID_VALUE;
         } else if (fail || !(e = calloc(1, sizeof *e))) {

@@ -1620,6 +1620,14 @@ static void launch_segments(owner_t *x, uint64_t exec, cudaStream_t stream, grap
             how->rc = rc;
             return;
         }
+        /* FT_LOG_LEVEL=trace: each segment is waited for and its end said, so that a
+         * fault is seen in the segment that made it (this changes the timing: a fault
+         * that comes only without the wait is one of ordering). */
+        if (FT_LOG_ENABLED(FT_LOG_TRACE)) {
+            cudaError_t e = REAL(cudaStreamSynchronize)(stream);
+            FT_TRACE("CUDA graphs: graph %#llx segment %d of %d ran: cudaError %d", (unsigned long long)exec, k,
+                     x->n_seg, (int)e);
+        }
         if (k + 1 < x->n_seg)
             res_call_done();
     }

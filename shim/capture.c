@@ -1347,10 +1347,27 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
         seg_of[i] = k;
         /* FT_LOG_LEVEL=trace: every call's segment and the streamed units its
          * arguments reach, to match a fault in a segment with what it loaded. */
-        if (trace)
-            FT_TRACE("CUDA graphs: call %zu (node %p) in segment %d: %s, %zu region(s)%s, streamed units:%s", i,
-                     (void *)c->orig, k, c->key != 0 && c->name != NULL ? c->name : "(a copy or set)", c->n,
-                     x->calls.lost ? " (some lost)" : "", at > 0 ? units : " none");
+        if (trace) {
+            /* ... and the regions themselves: id, the lowest word's offset in it, its
+             * streamed unit */
+            char regs[256];
+            size_t rt = 0;
+            regs[0] = '\0';
+            for (size_t j = 0; j < c->n && rt < sizeof regs - 40; j++) {
+                size_t e = c->first + j;
+                int u = res_unit_of(x->calls.ids[e]);
+                ft_region_t r;
+                uint64_t off = ft_regions_find(regions, x->calls.lo[e], &r) ? x->calls.lo[e] - r.base : 0;
+                rt += (size_t)snprintf(regs + rt, sizeof regs - rt, " %u+%lluK", x->calls.ids[e],
+                                       (unsigned long long)(off >> 10));
+                if (u >= 0)
+                    rt += (size_t)snprintf(regs + rt, sizeof regs - rt, "=unit.%d", u);
+            }
+            FT_TRACE("CUDA graphs: call %zu (node %p) in segment %d: %s, %zu region(s)%s, streamed units:%s; "
+                     "regions:%s", i, (void *)c->orig, k,
+                     c->key != 0 && c->name != NULL ? c->name : "(a copy or set)", c->n,
+                     x->calls.lost ? " (some lost)" : "", at > 0 ? units : " none", regs);
+        }
     }
     return k + 1;
 }

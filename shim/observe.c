@@ -30,6 +30,7 @@ typedef struct {
      * further only while they keep finding some (a sync and a copy each time). */
     int peeks_left;
     unsigned launches;        /* counted only when tracing */
+    unsigned nodes;           /* graph nodes made of it: counted only when tracing */
     int nparams;              /* -1: unknown, the kernelParams cannot be scanned */
     uint32_t size[MAX_PARAMS];
     /* Argument words that held garbage at some launch in discovery (core/scan.h): a
@@ -472,10 +473,17 @@ void observe_node_args(uint64_t key, int is_stub, void **params, void **extra, f
     /* As a captured launch's scan: every region the words may reach, unsure ones
      * included; in discovery, words that hold garbage are learned. */
     int scan = engine_phase() == PHASE_DISCOVERY ? FT_SCAN_LEARN : 0;
-    if (k != NULL && params != NULL && k->nparams > 0)
+    /* FT_LOG_LEVEL=trace: a kernel's first node, as a launch's first words are said
+     * (observe_launch): the words of a kernel seen only in graphs. */
+    int first = k != NULL && FT_LOG_ENABLED(FT_LOG_TRACE) &&
+                __atomic_fetch_add(&k->nodes, 1, __ATOMIC_RELAXED) == 0;
+    if (k != NULL && params != NULL && k->nparams > 0) {
         ft_scan_params_junk(regions, params, k->size, (size_t)k->nparams, &k->junk, scan, set);
-    else if (k != NULL && extra != NULL)
-        scan_extra(extra, k, scan, set, 0);
+        for (int i = 0; first && i < k->nparams; i++)
+            if (params[i] != NULL)
+                trace_arg_words(k, "a graph node's kernelParams", params[i], k->size[i]);
+    } else if (k != NULL && extra != NULL)
+        scan_extra(extra, k, scan, set, first);
     else if (k == NULL || params != NULL)
         set->dropped++; /* arguments not readable: it may touch anything */
 }

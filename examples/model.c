@@ -349,6 +349,9 @@
  *                 prefill: an executable compiled after the decode's replays, its
  *                 command buffer built node by node then, its buffers taken from the
  *                 pool's room, its kernels others than decode's)
+ *   --second-far MiB  with --graph-nodes-second and --own-vmm-pool: the second graph's
+ *                 activations are carved past MiB of the pool that no buffer uses (XLA's
+ *                 prefill temporaries, far past what the decode used: in the pool's room)
  *   --graph-nodes-into  with --graph-nodes: the layers are captured straight into the
  *                 graph instead of into child graphs, as XLA traces into its command
  *                 buffer: after the memset and input memcpy nodes, the first layer's
@@ -539,6 +542,7 @@ static int graph_nodes_swap = 0;   /* --graph-nodes-swap */
 static int graph_nodes_into = 0;   /* --graph-nodes-into */
 static int graph_nodes_generic = 0; /* --graph-nodes-generic (2: its CUDA 12.2 form) */
 static int graph_nodes_second = 0;  /* --graph-nodes-second */
+static int second_far = 0;          /* --second-far MiB */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -2325,6 +2329,8 @@ static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *works
         size_t big = (size_t)4 << 20; /* prefill's activations: larger than decode's */
         uint32_t *a2, *b2;
         if (own_vmm) {
+            if (second_far > 0) /* room no call uses, left behind (never freed: a pool's) */
+                (void)own_vmm_alloc((size_t)second_far << 20);
             a2 = own_vmm_alloc(big);
             b2 = own_vmm_alloc(big);
         } else {
@@ -2738,6 +2744,8 @@ int main(int argc, char **argv)
             graph_nodes_into = 1;
         else if (strcmp(a, "--graph-nodes-second") == 0 && v)
             graph_nodes_second = parse_int(a, v, 1, 1 << 20), i++;
+        else if (strcmp(a, "--second-far") == 0 && v)
+            second_far = parse_int(a, v, 1, 1024), i++;
         else if (strcmp(a, "--drop") == 0)
             drop_after = parse_int(a, v, 0, 63), i++;
         else if (strcmp(a, "--reload") == 0)
@@ -2793,6 +2801,10 @@ int main(int argc, char **argv)
     }
     if ((graph_nodes_update || graph_nodes_into || graph_nodes_generic || graph_nodes_second) && graph_nodes == 0) {
         fprintf(stderr, "model: --graph-nodes-update, --graph-nodes-into and --graph-nodes-generic need --graph-nodes\n");
+        return 2;
+    }
+    if (second_far > 0 && (graph_nodes_second == 0 || own_vmm_pool_mib == 0)) {
+        fprintf(stderr, "model: --second-far needs --graph-nodes-second and --own-vmm-pool\n");
         return 2;
     }
     /* The update sets the layers' child graph nodes, which --graph-nodes-into does not

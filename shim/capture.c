@@ -1372,6 +1372,50 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
     return k + 1;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The pieces in host-located memory that x's calls point into -- room of the program's
+ * pools that no call had used before the plan (the switch leaves it there) -- said once
+ * per plan: the device reads them over the link, a step made slow by what no unit's
+ * stream explains (XLA's prefill temporaries, carved from the room after the plan). A
+ * buffer running on into further pieces counts its first only. res.lock held. */
+static void say_host_located(const owner_t *x, uint64_t exec)
+{
+    if (__atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) == 0 || x->calls.n_ids == 0)
+        return;
+    uint64_t *base = malloc(x->calls.n_ids * sizeof *base);
+    if (base == NULL)
+        return;
+    size_t n = 0;
+    for (size_t e = 0; e < x->calls.n_ids; e++) {
+        ft_region_t r;
+        vmm_t *v;
+        if (ft_regions_find(regions, x->calls.lo[e], &r) && (v = vmm_find(r.base)) != NULL && v->on_host)
+            base[n++] = r.base;
+    }
+    qsort(base, n, sizeof *base, cmp_u64);
+    size_t pieces = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || base[i] != base[i - 1]) {
+            ft_region_t r;
+            pieces++;
+            bytes += ft_regions_find(regions, base[i], &r) ? r.size : 0;
+        }
+    free(base);
+    if (pieces > 0) {
+        char a[32];
+        FT_INFO("CUDA graphs: graph %#llx's calls reach at least %s in host-located memory (%zu piece(s) of the "
+                "program's pools where their arguments point, room no call had used before the plan): the device "
+                "reads them over the link, more slowly",
+                (unsigned long long)exec, human_bytes(bytes, a, sizeof a), pieces);
+    }
+}
+
 /* The segment each call's node runs in (home): that of the first call naming the
  * node. A call that made no node names the one before it, which may lie in the
  * segment before: the node stays there, and no segment destroys it twice over. */
@@ -1518,6 +1562,7 @@ static int segments(owner_t *x, uint64_t exec)
         return 0;
     }
     x->seg_plan = res.switches;
+    say_host_located(x, exec);
     int *seg_of = malloc((x->calls.n + 1) * sizeof *seg_of), *home = malloc((x->calls.n + 1) * sizeof *home);
     int *mark = malloc(((size_t)res.n_units + 1) * sizeof *mark), *last = malloc(((size_t)res.n_units + 1) * sizeof *last);
     int n = 0, units = 0;

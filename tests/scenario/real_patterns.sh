@@ -529,6 +529,13 @@ compare_run static-graph2 --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-seco
     FT_SPILL=1 FT_GPU_MEM_LIMIT=80MiB
 expect_grep 'CUDA graphs: 2 graph\(s\) cut into segments' "$WORK/static-graph2.err" \
     "static-runtime, a second graph built after the plan"
+# ... its activations carved far into the pool's room (XLA's prefill temporaries, past
+# what the decode used): the room stays in host-located memory after the plan, and the
+# device reads them there; the same output, and the log says so.
+compare_run static-graph2-far --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-second 3 --second-far 40 -- \
+    FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 FT_GPU_MEM_LIMIT=80MiB
+expect_grep "CUDA graphs: graph 0x[0-9a-f]+'s calls reach at least 4\\.0 MiB in host-located memory \\(2 piece" \
+    "$WORK/static-graph2-far.err" "static-runtime, a second graph's activations in the pool's room"
 # ... and its GEMM kernel one the driver gives no parameter layout for (the H100's
 # driver answered so for XLA's kernels, CUDA_ERROR_INVALID_VALUE at index 0, as for a
 # kernel without parameters): its node is taken to reach anything, and the graph's
@@ -549,7 +556,7 @@ expect_no_grep 'no parameter layout' "$WORK/static-graph2-lazy.err" \
     "static-runtime, a second graph naming a function partly loaded"
 L=("${L_SAVED[@]}")
 MODEL=$MODEL_SAVED
-pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units (or, not cut, its replays profiled whole), the pool's room after the last weight left out of its unit, a second graph built after the plan cut too, one with a kernel whose parameter layout the driver does not give loaded whole, one naming a function partly loaded cut; same output"
+pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units (or, not cut, its replays profiled whole), the pool's room after the last weight left out of its unit, a second graph built after the plan cut too (its activations in the pool's room read there, and said), one with a kernel whose parameter layout the driver does not give loaded whole, one naming a function partly loaded cut; same output"
 
 # A kernel the driver gives no parameter layout for (CUDA_ERROR_INVALID_VALUE at index 0,
 # as for one without parameters: the H100's driver for XLA's kernels that take pointers),

@@ -1378,42 +1378,59 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The pieces in host-located memory that x's calls point into -- room of the program's
- * pools that no call had used before the plan (the switch leaves it there) -- said once
- * per plan: the device reads them over the link, a step made slow by what no unit's
- * stream explains (XLA's prefill temporaries, carved from the room after the plan). A
- * buffer running on into further pieces counts its first only. res.lock held. */
-static void say_host_located(const owner_t *x, uint64_t exec)
+/* The room of the program's pools that x's calls point into, in host-located memory
+ * since the plan (the switch leaves there what no call had used: XLA's prefill
+ * temporaries, carved from it after the decode's replays, are read there over the link,
+ * a slow step that no unit's stream explains). Once per plan, before the graph is cut,
+ * those pieces (vmm_reached_to_device) come to the device, resident units made to stream
+ * for them within the budget; where the budget cannot hold them even so, or a stream
+ * capture is under way (the move synchronises the device), they stay, and that is said.
+ * res.lock held. */
+static void graph_room_in(const owner_t *x, uint64_t exec)
 {
     if (__atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) == 0 || x->calls.n_ids == 0)
         return;
-    uint64_t *base = malloc(x->calls.n_ids * sizeof *base);
-    if (base == NULL)
+    uint64_t *ptr = malloc(x->calls.n_ids * sizeof *ptr);
+    if (ptr == NULL)
         return;
     size_t n = 0;
     for (size_t e = 0; e < x->calls.n_ids; e++) {
         ft_region_t r;
         vmm_t *v;
         if (ft_regions_find(regions, x->calls.lo[e], &r) && (v = vmm_find(r.base)) != NULL && v->on_host)
-            base[n++] = r.base;
+            ptr[n++] = x->calls.lo[e];
     }
-    qsort(base, n, sizeof *base, cmp_u64);
-    size_t pieces = 0;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        if (i == 0 || base[i] != base[i - 1]) {
-            ft_region_t r;
-            pieces++;
-            bytes += ft_regions_find(regions, base[i], &r) ? r.size : 0;
+    qsort(ptr, n, sizeof *ptr, cmp_u64);
+    uint64_t pieces = 0, bytes = n > 0 ? vmm_reached_to_device(ptr, n, 1, UINT64_MAX, &pieces) : 0;
+    if (bytes > 0) {
+        char a[32], b[32], cause[96];
+        uint64_t moved = 0, got = 0;
+        snprintf(cause, sizeof cause, "bringing %s of graph %#llx's temporaries to the device",
+                 human_bytes(bytes, a, sizeof a), (unsigned long long)exec);
+        mover_settle(1);
+        if (!capture_under_way()) {
+            /* Units are made to stream only where the units' planned sizes say the room can
+             * be made; what it makes (a unit may give back less than planned) is used
+             * either way. */
+            if (budget_room_possible_locked(bytes))
+                budget_room_locked(bytes, cause);
+            moved = vmm_reached_to_device(ptr, n, 0, budget_left_locked(), &got);
         }
-    free(base);
-    if (pieces > 0) {
-        char a[32];
-        FT_INFO("CUDA graphs: graph %#llx's calls reach at least %s in host-located memory (%zu piece(s) of the "
-                "program's pools where their arguments point, room no call had used before the plan): the device "
-                "reads them over the link, more slowly",
-                (unsigned long long)exec, human_bytes(bytes, a, sizeof a), pieces);
+        if (moved == bytes)
+            FT_INFO("CUDA graphs: graph %#llx's calls point into the program's pools in host-located memory (room "
+                    "no call had used before the plan): %s (%llu piece(s)) brought to the device",
+                    (unsigned long long)exec, human_bytes(bytes, a, sizeof a), (unsigned long long)pieces);
+        else
+            FT_WARN("CUDA graphs: graph %#llx's calls point into %s of the program's pools in host-located memory "
+                    "(%llu piece(s), room no call had used before the plan); %s brought to the device, the rest "
+                    "stays there (%s), and the device reads it over the link, more slowly",
+                    (unsigned long long)exec, human_bytes(bytes, a, sizeof a), (unsigned long long)pieces,
+                    human_bytes(moved, b, sizeof b),
+                    capture_under_way() ? "a stream capture is under way"
+                                        : "the budget cannot hold it even with every weight that can leave the "
+                                          "device streamed");
     }
+    free(ptr);
 }
 
 /* The segment each call's node runs in (home): that of the first call naming the
@@ -1562,7 +1579,7 @@ static int segments(owner_t *x, uint64_t exec)
         return 0;
     }
     x->seg_plan = res.switches;
-    say_host_located(x, exec);
+    graph_room_in(x, exec);
     int *seg_of = malloc((x->calls.n + 1) * sizeof *seg_of), *home = malloc((x->calls.n + 1) * sizeof *home);
     int *mark = malloc(((size_t)res.n_units + 1) * sizeof *mark), *last = malloc(((size_t)res.n_units + 1) * sizeof *last);
     int n = 0, units = 0;

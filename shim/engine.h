@@ -504,6 +504,9 @@ void budget_view(size_t *free_b, size_t *total_b);
 /* The allocations served past the budget after the plan (read at exit, by the verdict). */
 const ft_budget_over_t *budget_over(void);
 int budget_room_locked(uint64_t size, const char *cause); /* room for size: resident units stream; 0 or -1 */
+int budget_room_possible_locked(uint64_t size); /* whether budget_room_locked could make it, by the
+                                                  units' planned sizes: 1 or 0 */
+uint64_t budget_left_locked(void);                 /* the budget's bytes left, every slot full */
 int budget_hold_locked(const char *cause, int record); /* resident units stream until the budget
                                                         * holds (record: else, the excess kept) */
 const ft_budget_over_t *budget_kept_over(void); /* what FlexTensor kept on the device past it */
@@ -1070,6 +1073,11 @@ uint64_t vmm_room_to_host(int (*used)(uint64_t va), int dry, uint64_t *pieces);
 /* The reverse, after the switch's evictions: pieces in host-located memory that are not
  * room (used, or before the room's margin) onto device memory of their own. */
 uint64_t vmm_used_to_device(int (*used)(uint64_t va), int dry, uint64_t *pieces);
+/* After the plan: the pieces in host-located memory that calls point into (ptrs,
+ * sorted), from the lowest pointer's to a margin past the highest in each run of pieces,
+ * onto device memory, at most `limit` bytes, the lowest first (a graph's temporaries
+ * carved from the room after the plan). */
+uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int dry, uint64_t limit, uint64_t *pieces);
 /* FT_SPILL's last resort before the plan (res.lock held): device pieces of allocations
  * partly in host memory already go there too, their last first, until `need` bytes have
  * moved. The bytes moved. */

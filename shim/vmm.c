@@ -930,6 +930,71 @@ uint64_t vmm_used_to_device(int (*used)(uint64_t va), int dry, uint64_t *pieces)
     return pools_place(used, 0, dry, pieces);
 }
 
+/* Pieces in host-located memory that calls point into (ptrs, sorted) onto device memory
+ * of their own: in each run of pieces end to end, those from the lowest pointer's piece
+ * to ROOM_MARGIN past the highest pointer (a buffer given by its start runs on past it;
+ * the buffers between two pointers are the same program's), the lowest first and at
+ * most `limit` bytes, the device synchronised first. Its bytes and pieces moved (`dry`:
+ * that would move, nothing done). res.lock held, no stream capture under way. */
+uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int dry, uint64_t limit, uint64_t *pieces)
+{
+    CUdevice dev;
+    size_t g = vmm_gran();
+    *pieces = 0;
+    if (g == 0 || n == 0 || __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) == 0 || !vmm_ready(&dev))
+        return 0;
+    struct room_scan r = { 0 };
+    vmm_each(room_collect, &r);
+    struct room_piece *p = r.p;
+    if (p == NULL)
+        return 0;
+    qsort(p, r.n, sizeof *p, cmp_piece);
+    uint64_t moved = 0;
+    int synced = 0;
+    size_t at = 0; /* the first pointer not below the run */
+    for (size_t i = 0; i < r.n;) {
+        size_t j = i + 1;
+        while (j < r.n && p[j].va == p[j - 1].va + g)
+            j++;
+        uint64_t lo = p[i].va, hi = p[j - 1].va + g;
+        while (at < n && ptrs[at] < lo)
+            at++;
+        size_t k = at;
+        uint64_t first = 0, last = 0;
+        for (; k < n && ptrs[k] < hi; k++) {
+            if (k == at)
+                first = ptrs[k] - (ptrs[k] - lo) % g;
+            last = ptrs[k];
+        }
+        uint64_t to = last + ROOM_MARGIN < hi ? last + ROOM_MARGIN : hi;
+        for (size_t q = i; k > at && q < j; q++) {
+            if (p[q].movable != 2 || p[q].va < first || p[q].va >= to)
+                continue;
+            if (moved + g > limit)
+                break;
+            if (dry) {
+                moved += g;
+                (*pieces)++;
+                continue;
+            }
+            if (!synced) { /* nothing the program runs may be using what moves */
+                sync_reaching_devices();
+                synced = 1;
+            }
+            void *bounce = bounce_get(g);
+            vmm_t *v = bounce != NULL ? vmm_find(p[q].va) : NULL;
+            if (v != NULL && v->on_host && piece_move(v, dev, bounce, 0) == 0) {
+                moved += g;
+                (*pieces)++;
+            }
+        }
+        at = k;
+        i = j;
+    }
+    free(p);
+    return moved;
+}
+
 static int cmp_piece_down(const void *a, const void *b)
 {
     return cmp_piece(b, a);

@@ -5,12 +5,15 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "examples/kernels.h"
 #include "tests/sim/simcuda.h"
 
-/* Virtual cost model: the GEMM-like kernel streams its weight at about HBM speed,
- * 3 bytes per virtual ns; the small kernels take a fixed 2 us. */
+/* Virtual cost model: the GEMM-like kernel reads its weight at 3 bytes per virtual ns
+ * (MODEL_SIM_BYTES_PER_NS sets another speed, read once), which makes a step
+ * compute-bound against the simulated link's 55 bytes per ns; the small kernels take a
+ * fixed 2 us. */
 #define SIM_BYTES_PER_NS 3u
 #define SIM_SMALL_KERNEL_NS 2000u
 
@@ -31,8 +34,13 @@ static void gemv(void **args, const simcuda_dims_t *dims)
 
 static uint64_t gemv_cost(void **args, const simcuda_dims_t *dims)
 {
+    static uint64_t bpn;
+    if (bpn == 0) {
+        const char *e = getenv("MODEL_SIM_BYTES_PER_NS");
+        bpn = e != NULL && atoi(e) > 0 ? (uint64_t)atoi(e) : SIM_BYTES_PER_NS;
+    }
     uint64_t n = (uint64_t)*(int *)args[3];
-    return n * n * 4 / SIM_BYTES_PER_NS;
+    return n * n * 4 / bpn;
 }
 
 static void mix(void **args, const simcuda_dims_t *dims)

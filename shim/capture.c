@@ -1372,20 +1372,10 @@ static int cut_points(const owner_t *x, int *seg_of, int *mark, int *last)
     return k + 1;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The room of the program's pools that x's calls point into, in host-located memory
- * since the plan (the switch leaves there what no call had used: XLA's prefill
- * temporaries, carved from it after the decode's replays, are read there over the link,
- * a slow step that no unit's stream explains). Once per plan, before the graph is cut,
- * those pieces (vmm_reached_to_device) come to the device, resident units made to stream
- * for them within the budget; where the budget cannot hold them even so, or a stream
- * capture is under way (the move synchronises the device), they stay, and that is said.
- * res.lock held. */
+ * since the plan (XLA's prefill temporaries, carved from it after the decode's replays),
+ * comes to the device once per plan, before the graph is cut (res_room_in). res.lock
+ * held. */
 static void graph_room_in(const owner_t *x, uint64_t exec)
 {
     if (__atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) == 0 || x->calls.n_ids == 0)
@@ -1394,42 +1384,12 @@ static void graph_room_in(const owner_t *x, uint64_t exec)
     if (ptr == NULL)
         return;
     size_t n = 0;
-    for (size_t e = 0; e < x->calls.n_ids; e++) {
-        ft_region_t r;
-        vmm_t *v;
-        if (ft_regions_find(regions, x->calls.lo[e], &r) && (v = vmm_find(r.base)) != NULL && v->on_host)
+    for (size_t e = 0; e < x->calls.n_ids; e++)
+        if (res_in_room(x->calls.lo[e]))
             ptr[n++] = x->calls.lo[e];
-    }
-    qsort(ptr, n, sizeof *ptr, cmp_u64);
-    uint64_t pieces = 0, bytes = n > 0 ? vmm_reached_to_device(ptr, n, 1, UINT64_MAX, &pieces) : 0;
-    if (bytes > 0) {
-        char a[32], b[32], cause[96];
-        uint64_t moved = 0, got = 0;
-        snprintf(cause, sizeof cause, "bringing %s of graph %#llx's temporaries to the device",
-                 human_bytes(bytes, a, sizeof a), (unsigned long long)exec);
-        mover_settle(1);
-        if (!capture_under_way()) {
-            /* Units are made to stream only where the units' planned sizes say the room can
-             * be made; what it makes (a unit may give back less than planned) is used
-             * either way. */
-            if (budget_room_possible_locked(bytes))
-                budget_room_locked(bytes, cause);
-            moved = vmm_reached_to_device(ptr, n, 0, budget_left_locked(), &got);
-        }
-        if (moved == bytes)
-            FT_INFO("CUDA graphs: graph %#llx's calls point into the program's pools in host-located memory (room "
-                    "no call had used before the plan): %s (%llu piece(s)) brought to the device",
-                    (unsigned long long)exec, human_bytes(bytes, a, sizeof a), (unsigned long long)pieces);
-        else
-            FT_WARN("CUDA graphs: graph %#llx's calls point into %s of the program's pools in host-located memory "
-                    "(%llu piece(s), room no call had used before the plan); %s brought to the device, the rest "
-                    "stays there (%s), and the device reads it over the link, more slowly",
-                    (unsigned long long)exec, human_bytes(bytes, a, sizeof a), (unsigned long long)pieces,
-                    human_bytes(moved, b, sizeof b),
-                    capture_under_way() ? "a stream capture is under way"
-                                        : "the budget cannot hold it even with every weight that can leave the "
-                                          "device streamed");
-    }
+    char what[64];
+    snprintf(what, sizeof what, "graph %#llx's calls", (unsigned long long)exec);
+    res_room_in(ptr, n, what, 0);
     free(ptr);
 }
 

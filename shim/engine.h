@@ -448,6 +448,8 @@ typedef struct {
     uint64_t ns_tail;         /* hand-overs' tails (the mover's, off the device's path) */
     uint64_t ns_tail_wait, ns_tail_unmap, tail_written_back; /* of those: the checksum's wait,
                                                               * cuMemUnmap; copied back */
+    uint64_t room_in_bytes;   /* room of the program's pools brought to the device after the
+                                 plan for calls that point into it (res_room_in) */
     uint64_t access_calls;    /* cuMemSetAccess calls of loads (several regions each at best) */
     uint64_t map_calls;       /* cuMemMap calls of loads (a run of pieces each at best) */
     uint64_t unmap_calls, unmapped; /* cuMemUnmap calls of unloads, and the regions they
@@ -1074,10 +1076,23 @@ uint64_t vmm_room_to_host(int (*used)(uint64_t va), int dry, uint64_t *pieces);
  * room (used, or before the room's margin) onto device memory of their own. */
 uint64_t vmm_used_to_device(int (*used)(uint64_t va), int dry, uint64_t *pieces);
 /* After the plan: the pieces in host-located memory that calls point into (ptrs,
- * sorted), from the lowest pointer's to a margin past the highest in each run of pieces,
- * onto device memory, at most `limit` bytes, the lowest first (a graph's temporaries
- * carved from the room after the plan). */
-uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int dry, uint64_t limit, uint64_t *pieces);
+ * sorted) onto device memory, at most `limit` bytes, the lowest first: with `spread`,
+ * from the lowest pointer's piece to a margin past the highest in each run of pieces (a
+ * graph's temporaries carved from the room after the plan), else the pieces holding a
+ * pointer and the one after each. */
+uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int spread, int dry, uint64_t limit,
+                               uint64_t *pieces);
+/* guard.c: whether ptr lies in a piece in host-located memory (the room of the
+ * program's pools the switch left there); and those of ptr (n, sorted here) brought to
+ * the device within the budget, the rest left and said (`what` names the calls). A
+ * graph's (eager 0): the room from its lowest pointer to a margin past its highest,
+ * resident units made to stream for it where their planned sizes say that can make the
+ * room. An eager launch's (eager 1): the pieces its pointers lie in and the one after
+ * each, within what the budget has left (no unit streams for it), and once the room
+ * could not all come, no more asking until the next plan. The bytes moved. res.lock
+ * held. */
+int res_in_room(uint64_t ptr);
+uint64_t res_room_in(uint64_t *ptr, size_t n, const char *what, int eager);
 /* FT_SPILL's last resort before the plan (res.lock held): device pieces of allocations
  * partly in host memory already go there too, their last first, until `need` bytes have
  * moved. The bytes moved. */

@@ -590,10 +590,90 @@ static void left_record(const char *name, long tracked)
 /* The guard of a launch of kernel `key` (`name`, for messages) whose arguments hold the
  * regions of `set` (res.lock held): pass tracking sees the touches the kernel is sure
  * to make; the guard all. */
+/* --- the room of the program's pools in host-located memory, reached after the plan --- */
+
+/* The plan (res.switches) for which room could not all come to the device: eager
+ * launches stop asking until the next plan (each ask walks every piece). */
+static uint64_t room_refused_plan = UINT64_MAX;
+
+int res_in_room(uint64_t ptr)
+{
+    ft_region_t r;
+    vmm_t *v;
+    return ft_regions_find(regions, ptr, &r) && (v = vmm_find(r.base)) != NULL && v->on_host;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+uint64_t res_room_in(uint64_t *ptr, size_t n, const char *what, int eager)
+{
+    if (n == 0 || (eager && room_refused_plan == res.switches))
+        return 0;
+    qsort(ptr, n, sizeof *ptr, cmp_u64);
+    uint64_t pieces = 0, bytes = vmm_reached_to_device(ptr, n, !eager, 1, UINT64_MAX, &pieces);
+    if (bytes == 0)
+        return 0;
+    char a[32], b[32], cause[128];
+    uint64_t moved = 0, got = 0;
+    snprintf(cause, sizeof cause, "bringing %s of room that %s point into to the device",
+             human_bytes(bytes, a, sizeof a), what);
+    mover_settle(1);
+    int capturing = capture_under_way();
+    if (!capturing) {
+        /* For a graph's, units are made to stream only where the units' planned sizes
+         * say the room can be made; what it makes (a unit may give back less than
+         * planned) is used either way. */
+        if (!eager && budget_room_possible_locked(bytes))
+            budget_room_locked(bytes, cause);
+        moved = vmm_reached_to_device(ptr, n, !eager, 0, budget_left_locked(), &got);
+    }
+    res.room_in_bytes += moved;
+    if (moved == bytes) {
+        FT_LOG_CAPPED(FT_LOG_INFO, 8, "residency: %s point into the program's pools in host-located memory (room "
+                      "no call had used before the plan): %s (%llu piece(s)) brought to the device", what,
+                      human_bytes(bytes, a, sizeof a), (unsigned long long)pieces);
+        return moved;
+    }
+    if (!capturing)
+        room_refused_plan = res.switches;
+    if (!capturing || !eager)
+        FT_WARN_CAPPED(4, "residency: %s point into %s of the program's pools in host-located memory (%llu "
+                       "piece(s), room no call had used before the plan); %s brought to the device, the rest "
+                       "stays there (%s), and the device reads it over the link, more slowly", what,
+                       human_bytes(bytes, a, sizeof a), (unsigned long long)pieces, human_bytes(moved, b, sizeof b),
+                       capturing ? "a stream capture is under way"
+                       : eager   ? "the budget has no more room left, and no unit streams for an eager launch's"
+                                 : "the budget cannot hold it even with every weight that can leave the device "
+                                   "streamed");
+    return moved;
+}
+
+/* An eager launch's pointers into the room (res_room_in). */
+static void launch_room_in(const char *name, const ft_scan_set_t *set)
+{
+    if (__atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) == 0 || room_refused_plan == res.switches)
+        return;
+    uint64_t ptr[16];
+    size_t n = 0;
+    for (size_t i = 0; i < set->n && n < sizeof ptr / sizeof *ptr; i++)
+        if (!set->unsure[i] && res_in_room(set->lo[i]))
+            ptr[n++] = set->lo[i];
+    if (n > 0) {
+        char what[300];
+        snprintf(what, sizeof what, "the arguments of %s", name);
+        res_room_in(ptr, n, what, 1);
+    }
+}
+
 void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream)
 {
     uint64_t guard_t0 = res.passes <= 4 && FT_LOG_ENABLED(FT_LOG_TRACE) ? now_ns() : 0;
     int expected, weightless;
+    launch_room_in(name, set);
     long tracked = ft_disc_track(disc, lane_id(), key, set, &expected, &weightless);
     if (tracked == 0)
         step_mark(stream);

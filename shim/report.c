@@ -268,6 +268,9 @@ void ft_hooks_report(void)
         FT_INFO("residency: %llu region(s) split: other data past their weights, %.1f MiB in all, stays on the "
                 "device; their units stream the rest", (unsigned long long)res.splits,
                 (double)res.split_bytes / 1048576.0);
+    if (res.room_in_bytes > 0)
+        FT_INFO("residency: %.1f MiB of the program's pools' room, left in host-located memory at the switch, "
+                "brought to the device after it for calls that point into it", (double)res.room_in_bytes / 1048576.0);
     if (res.host_copies > 0)
         FT_INFO("residency: %llu copy(ies) or set(s) to or from units in host memory served there, "
                 "without loading them", (unsigned long long)res.host_copies);

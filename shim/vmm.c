@@ -931,12 +931,13 @@ uint64_t vmm_used_to_device(int (*used)(uint64_t va), int dry, uint64_t *pieces)
 }
 
 /* Pieces in host-located memory that calls point into (ptrs, sorted) onto device memory
- * of their own: in each run of pieces end to end, those from the lowest pointer's piece
- * to ROOM_MARGIN past the highest pointer (a buffer given by its start runs on past it;
- * the buffers between two pointers are the same program's), the lowest first and at
+ * of their own: in each run of pieces end to end, with `spread` those from the lowest
+ * pointer's piece to ROOM_MARGIN past the highest pointer (a buffer given by its start
+ * runs on past it; the buffers between two pointers are the same program's), else the
+ * pieces the pointers lie in and the one after each, the lowest first and at
  * most `limit` bytes, the device synchronised first. Its bytes and pieces moved (`dry`:
  * that would move, nothing done). res.lock held, no stream capture under way. */
-uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int dry, uint64_t limit, uint64_t *pieces)
+uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int spread, int dry, uint64_t limit, uint64_t *pieces)
 {
     CUdevice dev;
     size_t g = vmm_gran();
@@ -967,9 +968,18 @@ uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int dry, uint64_t
             last = ptrs[k];
         }
         uint64_t to = last + ROOM_MARGIN < hi ? last + ROOM_MARGIN : hi;
+        size_t near = at; /* !spread: the first pointer at or past this piece */
         for (size_t q = i; k > at && q < j; q++) {
             if (p[q].movable != 2 || p[q].va < first || p[q].va >= to)
                 continue;
+            if (!spread) {
+                while (near < k && ptrs[near] < p[q].va)
+                    near++;
+                int holds = near < k && ptrs[near] < p[q].va + g;
+                int after = q > i && near > at && ptrs[near - 1] >= p[q].va - g && ptrs[near - 1] < p[q].va;
+                if (!holds && !after)
+                    continue;
+            }
             if (moved + g > limit)
                 break;
             if (dry) {

@@ -289,6 +289,13 @@ compare_run own-pool-host --own-vmm-pool 256 --pool-late 12 -- FT_PROGRAM_MAPPIN
 expect_grep "142\.0 MiB of the program's own pools that no call had used \(71 piece\(s\)\) moved to host memory" \
     "$WORK/own-pool-host.err" "own-pool-host"
 expect_grep 'verdict: offloaded: 23 of 24 units stream' "$WORK/own-pool-host.err" "own-pool-host"
+# ... the fresh buffers are carved from that room: an eager launch's pointers there are
+# said; with the budget all planned, they stay in host-located memory (no unit is made
+# to stream for an eager launch's room), and the next ones are not asked about again.
+expect_grep "the arguments of _Z9model_mixPjPKji point into 4\.0 MiB of the program's pools in host-located memory .*0\.0 MiB brought to the device, the rest stays there \(the budget has no more room left" \
+    "$WORK/own-pool-host.err" "own-pool-host: a fresh buffer in the room"
+[ "$(grep -c 'point into .* of the program.s pools in host-located memory' "$WORK/own-pool-host.err")" = 1 ] ||
+    fail "own-pool-host: the room an eager launch reaches is asked about once a plan"
 compare_run own-pool-nohost --own-vmm-pool 256 --pool-late 12 -- FT_PROGRAM_MAPPINGS=serve FT_GPU_MEM_LIMIT=72MiB \
     FTSIM_HOST_VMM=0
 expect_grep 'the device has no host-located virtual memory' "$WORK/own-pool-nohost.err" "own-pool-nohost"
@@ -548,7 +555,7 @@ expect_grep "calls point into [0-9.]+ MiB of the program's pools in host-located
     "$WORK/static-graph2-far-80.err" "static-runtime, a second graph's activations in the pool's room, 80 MiB"
 expect_grep "calls point into the program's pools in host-located memory \\(room no call had used before the plan\\): 22\\.0 MiB \\([0-9]+ piece\\(s\\)\\) brought to the device" \
     "$WORK/static-graph2-far-100.err" "static-runtime, a second graph's activations in the pool's room, 100 MiB"
-expect_grep "bringing 22\\.0 MiB of graph 0x[0-9a-f]+'s temporaries to the device would exceed the budget .* streams from now on" \
+expect_grep "bringing 22\\.0 MiB of room that graph 0x[0-9a-f]+'s calls point into to the device would exceed the budget .* streams from now on" \
     "$WORK/static-graph2-far-100.err" "static-runtime, a second graph's activations in the pool's room, 100 MiB"
 # ... and its GEMM kernel one the driver gives no parameter layout for (the H100's
 # driver answered so for XLA's kernels, CUDA_ERROR_INVALID_VALUE at index 0, as for a

@@ -83,23 +83,6 @@ int ft_budget_demote_pick(const ft_budget_unit_t *units, int n, int slots)
     return best;
 }
 
-int ft_budget_room_possible(ft_budget_unit_t *units, int n, int slots, uint64_t committed, uint64_t size,
-                            uint64_t budget)
-{
-    while (!ft_budget_fits(committed, size, budget)) {
-        int best = ft_budget_demote_pick(units, n, slots);
-        if (best < 0)
-            return 0;
-        uint64_t before = ft_budget_slots_full(units, n, slots, -1);
-        units[best].slot_len = units[best].bytes;
-        units[best].demotable = 0;
-        uint64_t grow = ft_budget_slots_full(units, n, slots, -1) - before;
-        /* the pick gives back more than it adds to the slots: committed falls */
-        committed = committed + grow - units[best].bytes;
-    }
-    return 1;
-}
-
 int ft_budget_over(ft_budget_over_t *over, uint64_t committed, uint64_t size, uint64_t budget,
                    uint64_t weights)
 {

@@ -64,14 +64,6 @@ uint64_t ft_budget_committed(uint64_t held, uint64_t loaded, uint64_t slots_full
  * after that. A unit that gives back no room is never chosen. */
 int ft_budget_demote_pick(const ft_budget_unit_t *units, int n, int slots);
 
-/* Whether making resident units stream, one at a time as ft_budget_demote_pick chooses,
- * could bring a process holding `committed` bytes (every slot full) to hold `size` more
- * within `budget`: played on units (a copy: it is changed), nothing moved. 1 or 0. For
- * room that may stay where it is (host-located memory the device reads over the link):
- * units are made to stream for it only when that ends with it on the device. */
-int ft_budget_room_possible(ft_budget_unit_t *units, int n, int slots, uint64_t committed, uint64_t size,
-                            uint64_t budget);
-
 /* The budget given up: application allocations served past it. The shim keeps one
  * (under res.lock) and the exit report's verdict reads it. */
 typedef struct {

@@ -197,25 +197,6 @@ int budget_room_locked(uint64_t size, const char *cause)
     return demote_for(size, cause, &committed, &weights) == 0 ? 0 : -1;
 }
 
-/* Whether making resident units stream could make room for `size` more bytes within the
- * budget (res.lock held): demote_for's choices played on a copy of the units' view,
- * nothing moved. For room that may stay where it is: no unit is made to stream for
- * nothing. */
-int budget_room_possible_locked(uint64_t size)
-{
-    const ft_budget_unit_t *view = budget_view_locked();
-    if (view == NULL || plan.in.budget_bytes == 0)
-        return view != NULL;
-    ft_budget_unit_t *copy = malloc(((size_t)res.n_units + 1) * sizeof *copy);
-    if (copy == NULL)
-        return 0;
-    memcpy(copy, view, (size_t)res.n_units * sizeof *copy);
-    int ok = ft_budget_room_possible(copy, res.n_units, res.slots, committed_locked(view), size,
-                                     plan.in.budget_bytes);
-    free(copy);
-    return ok;
-}
-
 /* The bytes the budget has left with every slot full (res.lock held): 0 when none, or
  * when the units' view cannot be had; UINT64_MAX with no budget. */
 uint64_t budget_left_locked(void)

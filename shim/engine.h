@@ -506,8 +506,6 @@ void budget_view(size_t *free_b, size_t *total_b);
 /* The allocations served past the budget after the plan (read at exit, by the verdict). */
 const ft_budget_over_t *budget_over(void);
 int budget_room_locked(uint64_t size, const char *cause); /* room for size: resident units stream; 0 or -1 */
-int budget_room_possible_locked(uint64_t size); /* whether budget_room_locked could make it, by the
-                                                  units' planned sizes: 1 or 0 */
 uint64_t budget_left_locked(void);                 /* the budget's bytes left, every slot full */
 int budget_hold_locked(const char *cause, int record); /* resident units stream until the budget
                                                         * holds (record: else, the excess kept) */
@@ -1086,8 +1084,8 @@ uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int spread, int d
  * program's pools the switch left there); and those of ptr (n, sorted here) brought to
  * the device within the budget, the rest left and said (`what` names the calls). A
  * graph's (eager 0): the room from its lowest pointer to a margin past its highest,
- * resident units made to stream for it where their planned sizes say that can make the
- * room. An eager launch's (eager 1): the pieces its pointers lie in and the one after
+ * resident units made to stream for it as for an allocation, as much of it as the
+ * budget then holds. An eager launch's (eager 1): the pieces its pointers lie in and the one after
  * each, within what the budget has left (no unit streams for it), and once the room
  * could not all come, no more asking until the next plan. The bytes moved. res.lock
  * held. */

@@ -624,10 +624,10 @@ uint64_t res_room_in(uint64_t *ptr, size_t n, const char *what, int eager)
     mover_settle(1);
     int capturing = capture_under_way();
     if (!capturing) {
-        /* For a graph's, units are made to stream only where the units' planned sizes
-         * say the room can be made; what it makes (a unit may give back less than
-         * planned) is used either way. */
-        if (!eager && budget_room_possible_locked(bytes))
+        /* For a graph's, units are made to stream as for an allocation, until it fits or
+         * none is left; what that makes is used either way (the room a graph runs on
+         * over the link costs it more than a unit streamed in each step). */
+        if (!eager)
             budget_room_locked(bytes, cause);
         moved = vmm_reached_to_device(ptr, n, !eager, 0, budget_left_locked(), &got);
     }

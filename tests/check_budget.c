@@ -6,7 +6,6 @@
  * most it went past kept), and what cudaMemGetInfo shows. */
 #include <check.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/budget.h"
 
@@ -136,34 +135,6 @@ START_TEST(demote_a_layer_before_the_head)
     ck_assert_int_eq(ft_budget_demote_pick(u, 6, 2), 4);
     u[4] = (ft_budget_unit_t){ 4 * MiB, 4 * MiB, 0 };
     ck_assert_int_eq(ft_budget_demote_pick(u, 6, 2), -1);
-}
-END_TEST
-
-/* Room possible: the same units, a process holding 10 MiB (slots full) of an 11 MiB
- * budget. The two demotable units give back 1 MiB each (the head's 4 MiB less the 3 it
- * adds to one slot): 3 MiB more fits, 4 MiB does not, and nothing is said possible that
- * demote_for would not reach. */
-START_TEST(room_possible_as_the_picks_go)
-{
-    const ft_budget_unit_t u0[6] = {
-        { 1 * MiB, 1 * MiB, 0 }, { 1 * MiB, 1 * MiB, 0 }, { 0, 1 * MiB, 0 },
-        { 0, 1 * MiB, 1 },       { 0, 4 * MiB, 1 },       { 0, 1 * MiB, 0 },
-    };
-    ft_budget_unit_t u[6];
-    memcpy(u, u0, sizeof u);
-    ck_assert_int_eq(ft_budget_room_possible(u, 6, 2, 10 * MiB, 1 * MiB, 11 * MiB), 1);
-    memcpy(u, u0, sizeof u);
-    ck_assert_int_eq(ft_budget_room_possible(u, 6, 2, 10 * MiB, 2 * MiB, 11 * MiB), 1);
-    ck_assert_int_eq(u[3].demotable, 0); /* the layer went first */
-    ck_assert_int_eq(u[4].demotable, 1);
-    memcpy(u, u0, sizeof u);
-    ck_assert_int_eq(ft_budget_room_possible(u, 6, 2, 10 * MiB, 3 * MiB, 11 * MiB), 1);
-    memcpy(u, u0, sizeof u);
-    ck_assert_int_eq(ft_budget_room_possible(u, 6, 2, 10 * MiB, 4 * MiB, 11 * MiB), 0);
-    /* no budget: anything fits, nothing demoted */
-    memcpy(u, u0, sizeof u);
-    ck_assert_int_eq(ft_budget_room_possible(u, 6, 2, 10 * MiB, 64 * MiB, 0), 1);
-    ck_assert_int_eq(u[3].demotable, 1);
 }
 END_TEST
 
@@ -328,7 +299,6 @@ Suite *budget_suite(void)
     tcase_add_test(tc, committed_counts_the_slots_full);
     tcase_add_test(tc, demote_a_layer_before_the_head);
     tcase_add_test(tc, demote_never_a_unit_that_gives_back_nothing);
-    tcase_add_test(tc, room_possible_as_the_picks_go);
     tcase_add_test(tc, demote_ties);
     tcase_add_test(tc, demote_random_against_definition);
     tcase_add_test(tc, over_served_said_once_the_most_kept);

@@ -539,9 +539,10 @@ expect_grep 'CUDA graphs: 2 graph\(s\) cut into segments' "$WORK/static-graph2.e
 # ... its activations carved far into the pool's room (XLA's prefill temporaries, past
 # what the decode used, which the switch left in host-located memory): at the graph's
 # cut they come to the device, resident units made to stream for them within the
-# budget; where even every unit streaming cannot hold them, they stay and are read over
-# the link. The same output either way, and the device peak within the budget (plus
-# the 2 MiB that FT_SPILL's stop brought back over it before the plan, as the log says).
+# budget; where even every unit streaming cannot hold them all, what it holds comes and
+# the rest stays, read over the link. The same output either way, and the device peak
+# within the budget (plus the 2 MiB that FT_SPILL's stop brought back over it before
+# the plan, as the log says).
 for far in 80 100; do
     compare_run static-graph2-far-$far --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-second 3 --second-far 40 -- \
         FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 FT_GPU_MEM_LIMIT=${far}MiB FTSIM_REPORT_PEAK=1
@@ -551,7 +552,7 @@ for far in 80 100; do
     [ -n "$peak" ] && [ "$peak" -le $(((far + 2) * 1048576 + 65536)) ] ||
         fail "static-runtime, a second graph's activations in the pool's room: device peak ${peak:-?} bytes past ${far} MiB + 2 MiB"
 done
-expect_grep "calls point into [0-9.]+ MiB of the program's pools in host-located memory .*0\\.0 MiB brought to the device, the rest stays there \\(the budget cannot hold it" \
+expect_grep "calls point into [0-9.]+ MiB of the program's pools in host-located memory .*; [1-9][0-9.]* MiB brought to the device, the rest stays there \\(the budget cannot hold it" \
     "$WORK/static-graph2-far-80.err" "static-runtime, a second graph's activations in the pool's room, 80 MiB"
 expect_grep "calls point into the program's pools in host-located memory \\(room no call had used before the plan\\): 22\\.0 MiB \\([0-9]+ piece\\(s\\)\\) brought to the device" \
     "$WORK/static-graph2-far-100.err" "static-runtime, a second graph's activations in the pool's room, 100 MiB"

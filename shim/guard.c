@@ -587,9 +587,6 @@ static void left_record(const char *name, long tracked)
              (unsigned long long)res.passes, tracked, name, rec != NULL ? rec : "no launch (it ended before)");
 }
 
-/* The guard of a launch of kernel `key` (`name`, for messages) whose arguments hold the
- * regions of `set` (res.lock held): pass tracking sees the touches the kernel is sure
- * to make; the guard all. */
 /* --- the room of the program's pools in host-located memory, reached after the plan --- */
 
 /* The plan (res.switches) for which room could not all come to the device: eager
@@ -669,6 +666,9 @@ static void launch_room_in(const char *name, const ft_scan_set_t *set)
     }
 }
 
+/* The guard of a launch of kernel `key` (`name`, for messages) whose arguments hold the
+ * regions of `set` (res.lock held): pass tracking sees the touches the kernel is sure
+ * to make; the guard all. */
 void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, cudaStream_t stream)
 {
     uint64_t guard_t0 = res.passes <= 4 && FT_LOG_ENABLED(FT_LOG_TRACE) ? now_ns() : 0;

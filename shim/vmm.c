@@ -857,6 +857,35 @@ static int cmp_piece(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Every piece room_collect takes, in address order, *n of them; NULL when none (or no
+ * memory). The caller frees it. */
+static struct room_piece *room_sorted(size_t *n)
+{
+    struct room_scan r = { 0 };
+    vmm_each(room_collect, &r);
+    *n = r.n;
+    if (r.p != NULL)
+        qsort(r.p, r.n, sizeof *r.p, cmp_piece);
+    return r.p;
+}
+
+/* The piece at va moved to host-located memory (to_host) or onto the device, the
+ * devices that reach it synchronised first, once a walk (*synced): nothing the program
+ * runs may be using what moves. 1 when it moved, 0 when not, -1 when there is no bounce
+ * buffer (nothing more can move). */
+static int move_piece_at(uint64_t va, CUdevice dev, int to_host, int *synced)
+{
+    if (!*synced) {
+        sync_reaching_devices();
+        *synced = 1;
+    }
+    void *bounce = bounce_get(vmm_gran());
+    if (bounce == NULL)
+        return -1;
+    vmm_t *v = vmm_find(va);
+    return v != NULL && v->on_host != to_host && piece_move(v, dev, bounce, to_host) == 0;
+}
+
 /* What vmm_room_to_host and vmm_used_to_device share: the pieces in address order, and
  * for each run of them end to end, the room from its margin past the last piece used.
  * to_host: room on the device goes to host memory; else pieces in host memory that are
@@ -868,17 +897,15 @@ static uint64_t pools_place(int (*used)(uint64_t va), int to_host, int dry, uint
     *pieces = 0;
     if (g == 0 || (to_host && __atomic_load_n(&host_loc, __ATOMIC_RELAXED) < 0) || !vmm_ready(&dev))
         return 0;
-    struct room_scan r = { 0 };
-    vmm_each(room_collect, &r);
-    struct room_piece *p = r.p;
+    size_t np;
+    struct room_piece *p = room_sorted(&np);
     if (p == NULL)
         return 0;
-    qsort(p, r.n, sizeof *p, cmp_piece);
     uint64_t moved = 0;
     int synced = 0;
-    for (size_t i = 0; i < r.n;) {
+    for (size_t i = 0; i < np;) {
         size_t j = i + 1;
-        while (j < r.n && p[j].va == p[j - 1].va + g)
+        while (j < np && p[j].va == p[j - 1].va + g)
             j++;
         uint64_t reach = p[i].va;
         for (size_t k = i; k < j; k++) {
@@ -899,18 +926,11 @@ static uint64_t pools_place(int (*used)(uint64_t va), int to_host, int dry, uint
                 (*pieces)++;
                 continue;
             }
-            if (!synced) { /* nothing the program runs may be using what moves */
-                sync_reaching_devices();
-                synced = 1;
-            }
-            void *bounce = bounce_get(g);
-            if (bounce == NULL)
+            int rc = move_piece_at(p[k].va, dev, to_host, &synced);
+            if (rc < 0)
                 break;
-            vmm_t *v = vmm_find(p[k].va);
-            if (v != NULL && v->on_host != to_host && piece_move(v, dev, bounce, to_host) == 0) {
-                moved += g;
-                (*pieces)++;
-            }
+            moved += rc * g;
+            *pieces += (uint64_t)rc;
         }
         if (to_host && __atomic_load_n(&host_loc, __ATOMIC_RELAXED) < 0)
             break;
@@ -944,18 +964,16 @@ uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int spread, int d
     *pieces = 0;
     if (g == 0 || n == 0 || __atomic_load_n(&host_room_bytes, __ATOMIC_RELAXED) == 0 || !vmm_ready(&dev))
         return 0;
-    struct room_scan r = { 0 };
-    vmm_each(room_collect, &r);
-    struct room_piece *p = r.p;
+    size_t np;
+    struct room_piece *p = room_sorted(&np);
     if (p == NULL)
         return 0;
-    qsort(p, r.n, sizeof *p, cmp_piece);
     uint64_t moved = 0;
     int synced = 0;
     size_t at = 0; /* the first pointer not below the run */
-    for (size_t i = 0; i < r.n;) {
+    for (size_t i = 0; i < np;) {
         size_t j = i + 1;
-        while (j < r.n && p[j].va == p[j - 1].va + g)
+        while (j < np && p[j].va == p[j - 1].va + g)
             j++;
         uint64_t lo = p[i].va, hi = p[j - 1].va + g;
         while (at < n && ptrs[at] < lo)
@@ -987,16 +1005,11 @@ uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int spread, int d
                 (*pieces)++;
                 continue;
             }
-            if (!synced) { /* nothing the program runs may be using what moves */
-                sync_reaching_devices();
-                synced = 1;
-            }
-            void *bounce = bounce_get(g);
-            vmm_t *v = bounce != NULL ? vmm_find(p[q].va) : NULL;
-            if (v != NULL && v->on_host && piece_move(v, dev, bounce, 0) == 0) {
-                moved += g;
-                (*pieces)++;
-            }
+            int rc = move_piece_at(p[q].va, dev, 0, &synced);
+            if (rc < 0)
+                break;
+            moved += rc * g;
+            *pieces += (uint64_t)rc;
         }
         at = k;
         i = j;

@@ -1640,6 +1640,57 @@ static int segments(owner_t *x, uint64_t exec)
     return x->n_seg;
 }
 
+/* FT_LOG_LEVEL=trace, before a segment runs: from each pointer of its calls, the
+ * driver is asked granule by granule (CU_POINTER_ATTRIBUTE_MAPPED) for up to 128 MiB on,
+ * within its allocation (its region, and the pieces of it after); the first unmapped one
+ * a pointer reaches is said with what FlexTensor holds there, so that a fault in the segment is matched
+ * with the memory a kernel of it reached. */
+static void trace_unmapped(const seg_t *sg, uint64_t exec, int k)
+{
+    cuPointerGetAttribute_fn_t get = (cuPointerGetAttribute_fn_t)ft_shim_real(FT_FN_cuPointerGetAttribute);
+    size_t g = vmm_gran();
+    if (get == NULL || g == 0)
+        return;
+    size_t asked = 0, bad = 0;
+    for (size_t q = 0; q < sg->n; q++) {
+        uint64_t lo = sg->lo[q];
+        uint32_t first = 0;
+        if (lo == 0)
+            continue;
+        for (uint64_t a = lo & ~(uint64_t)(g - 1); a < lo + (128ull << 20); a += g) {
+            uint64_t at = a < lo ? lo : a;
+            ft_region_t r;
+            if (!ft_regions_find(regions, at, &r))
+                break;
+            /* within the pointer's allocation: its region, and the pieces after it */
+            if (at == lo)
+                first = r.id;
+            else if (r.id != first && (!(r.flags & FT_REGION_PIECE) || (r.flags & FT_REGION_PIECE_FIRST)))
+                break;
+            unsigned int mapped = 0;
+            CUresult rc = get(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, (CUdeviceptr)at);
+            asked++;
+            if (rc == CUDA_SUCCESS && mapped)
+                continue;
+            int u = r.id < res.n_ids && res.by_id[r.id] >= 0 ? res.regions[res.by_id[r.id]].unit : -1;
+            vmm_t *v = vmm_find(a);
+            bad++;
+            FT_TRACE("CUDA graphs: graph %#llx segment %d: region %u's pointer %#llx reaches %#llx (+%llu KiB), "
+                     "not mapped (CUresult %d, mapped %u): region %u (%llu KiB, flags %#x)%s%s%s, unit %d%s%s",
+                     (unsigned long long)exec, k, sg->ids[q], (unsigned long long)lo, (unsigned long long)at,
+                     (unsigned long long)((at - lo) >> 10), (int)rc, mapped, r.id,
+                     (unsigned long long)(r.size >> 10), r.flags, v == NULL ? ", no piece of FlexTensor's there" : "",
+                     v != NULL && v->on_host ? ", a piece in host memory" : "",
+                     v != NULL && v->spilled ? ", spilled" : "", u,
+                     u >= 0 && res.units[u].loaded ? " (loaded)" : u >= 0 ? " (not loaded)" : "",
+                     u >= 0 && plan.out.resident[u] ? " (resident in the plan)" : "");
+            break;
+        }
+    }
+    FT_TRACE("CUDA graphs: graph %#llx segment %d: %zu granule(s) its %zu region(s)' pointers reach asked of the "
+             "driver, %zu pointer(s) reach an unmapped one", (unsigned long long)exec, k, asked, sg->n, bad);
+}
+
 /* Launches x's segments in order on stream (cap_lock and res.lock held): each guarded
  * as a call touching its regions, the calls before the last one completed here (the
  * last one's by engine_leave, as a launch's). */
@@ -1654,6 +1705,8 @@ static void launch_segments(owner_t *x, uint64_t exec, cudaStream_t stream, grap
         seg_t *sg = &x->seg[k];
         snprintf(name, sizeof name, "graph %#llx segment %d", (unsigned long long)exec, k);
         graph_units_loaded += (uint64_t)res_guard_segment(name, sg->ids, sg->lo, sg->n, k == 0, sg->begins, sg->ends, stream);
+        if (FT_LOG_ENABLED(FT_LOG_TRACE))
+            trace_unmapped(sg, exec, k);
         int rc = how->fn(how->real, (uint64_t)(uintptr_t)sg->exec, stream);
         if (rc != 0) {
             how->rc = rc;

@@ -405,6 +405,7 @@ typedef struct {
     uint64_t stale_splits, stale_split_bytes; /* regions split where their units' stale
                                  touches fell instead, and the bytes kept so (guard.c) */
     uint64_t off_record;      /* times a lane's pass left the record (guard.c) */
+    uint64_t skipped_ends;    /* units whose last launch a weight put the pass past: checksums there (guard.c) */
     uint64_t splits, split_bytes; /* regions split, and the bytes kept on the device past
                                      their split (res_split_tail) */
     int split_hold;           /* a split since the last call was enqueued: hold the budget */

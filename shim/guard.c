@@ -26,6 +26,8 @@ static inline int guarding(void)
  * under way has left the recorded launch sequence (prefetches then follow first touches
  * only, not positions, and no touch is judged by its position, until its next pass). */
 static __thread long lane_last_pos = -1;
+/* The position the guard placed this thread's last launch at (-1: none). */
+static __thread long lane_prev_pos = -1;
 static __thread int lane_off_script;
 /* The unit this thread's pass last placed (its first touch after a load said where the
  * pass is, or its first launch was reached by position; -1: none): a touch of the next
@@ -681,6 +683,20 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     long pos = ft_res_lane_pos(&lane_off_script, tracked, expected);
     if (lane_off_script && !was_off)
         left_record(name, tracked);
+    /* A weight that put the pass forward (expected 2) skipped the positions between:
+     * the units whose last launch lay there are done with, and their checksums follow
+     * at once, as after their last launch (a prefill's passes launch fewer kernels
+     * between their weights than the recorded decode's: without it, each such unit
+     * leaves with a host wait). */
+    if (pos >= 0 && expected == 2 && lane_prev_pos >= 0 && pos > lane_prev_pos + 1 && pos - lane_prev_pos < 4096)
+        for (long q = lane_prev_pos + 1; q < pos; q++) {
+            int u = unit_bound_at((uint32_t)q, 1);
+            res_unit_t *eu = u >= 0 ? &res.units[u] : NULL;
+            if (eu != NULL && !eu->moving && eu->loaded && eu->n > 0 && !checksum_current(eu) &&
+                checksum_issue(u) == 0)
+                res.skipped_ends++;
+        }
+    lane_prev_pos = pos;
     res_kernel_name = name;
     lane_launches++;
     uint64_t over0 = res.over_loads;

@@ -264,6 +264,10 @@ void ft_hooks_report(void)
                 "its position; until the pass's end, or a launch's weight puts it back, prefetch goes by "
                 "the units touched, not by position; FT_LOG_LEVEL=debug says where)",
                 (unsigned long long)res.off_record);
+    if (streaming && res.skipped_ends > 0)
+        FT_INFO("residency: %llu time(s) a launch's weight put its pass past a unit's last launch (fewer "
+                "launches between two weights than the recorded pass had): the unit's checksum was issued there",
+                (unsigned long long)res.skipped_ends);
     if (streaming && res.splits > 0)
         FT_INFO("residency: %llu region(s) split: other data past their weights, %.1f MiB in all, stays on the "
                 "device; their units stream the rest", (unsigned long long)res.splits,

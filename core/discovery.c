@@ -2502,11 +2502,7 @@ static void debug_start_miss(ft_disc_t *d, const uint32_t *ids, size_t n)
  * are read once a pass, each by its own launch, so such a touch says where the pass
  * is; positions then follow the record again (the guard's prefetch, checksums and
  * offload timing go by them). A region alone would seldom do: a caching allocator's
- * segment holds a layer's several weights, read by one GEMM kernel each.
- * A kernel the record never ran at that pointer (a prefill's GEMM, chosen by shape, on
- * the weight a decode's GEMM read) is put back by the pointer alone, where only one
- * launch of the recorded pass, whatever its kernel, read the weight there (RESYNC_ANY). */
-#define RESYNC_ANY UINT64_MAX
+ * segment holds a layer's several weights, read by one GEMM kernel each. */
 static struct resync_key resync_key(const ft_disc_t *d, uint32_t kernel, uint32_t id, uint64_t ptr)
 {
     struct resync_key key;
@@ -2550,37 +2546,9 @@ static void resync_build(ft_disc_t *d)
             HASH_ADD(hh, d->resync, key, sizeof key, e);
         }
     }
-    /* ... and by pointer alone, for kernels the record never ran there */
-    if (d->last.no_ptrs)
-        return;
-    for (size_t p = 1; p < d->last.n; p++) {
-        const launch_t *l = &d->last.l[p];
-        if (d->track_set && p == d->track_start)
-            continue;
-        for (uint32_t i = 0; i < l->n_ids; i++) {
-            uint32_t id = d->last.ids[l->first_id + i];
-            uint64_t ptr = d->last.ptrs[l->first_id + i];
-            rinfo_t *r = rinfo_get(d, id);
-            if ((id & ID_INDIRECT) || r == NULL || r->unit < 0 || ptr == 0)
-                continue;
-            struct resync_key key = resync_key(d, 0, id, ptr);
-            key.kernel = RESYNC_ANY;
-            struct resync *e;
-            HASH_FIND(hh, d->resync, &key, sizeof key, e);
-            if (e != NULL) {
-                e->pos = e->pos == (long)p ? e->pos : -1;
-                continue;
-            }
-            if ((e = malloc(sizeof *e)) == NULL)
-                return;
-            e->key = key;
-            e->pos = (long)p;
-            HASH_ADD(hh, d->resync, key, sizeof key, e);
-        }
-    }
 }
 
-/* What the recorded pass says of a launch of kernel k (NULL: one discovery never saw) touching ids (at ptrs; n, sure
+/* What the recorded pass says of a launch of kernel k touching ids (at ptrs; n, sure
  * touches): RESYNC_AT (*pos set) where one of its launches, and only one, touched one of
  * those weights so; RESYNC_UNSAID otherwise (no weight touched, a weight the record
  * never had read so, or one it read so more than once). */
@@ -2589,30 +2557,12 @@ static int resync_find(ft_disc_t *d, const kinfo_t *k, const uint32_t *ids, cons
                        long *pos)
 {
     resync_build(d);
-    for (size_t i = 0; i < n && k != NULL; i++) {
+    for (size_t i = 0; i < n; i++) {
         rinfo_t *r = rinfo_get(d, ids[i]);
         if ((ids[i] & ID_INDIRECT) || r == NULL || r->unit < 0)
             continue;
         struct resync_key key = resync_key(d, k->idx, ids[i], ptrs[i]);
         struct resync *e;
-        HASH_FIND(hh, d->resync, &key, sizeof key, e);
-        if (e != NULL && e->pos >= 0) {
-            *pos = e->pos;
-            return RESYNC_AT;
-        }
-    }
-    /* A kernel the record never ran at those pointers: by the pointer alone */
-    for (size_t i = 0; i < n && !d->last.no_ptrs; i++) {
-        rinfo_t *r = rinfo_get(d, ids[i]);
-        if ((ids[i] & ID_INDIRECT) || r == NULL || r->unit < 0 || ptrs[i] == 0)
-            continue;
-        struct resync_key key = resync_key(d, k != NULL ? k->idx : 0, ids[i], ptrs[i]);
-        struct resync *e = NULL;
-        if (k != NULL)
-            HASH_FIND(hh, d->resync, &key, sizeof key, e);
-        if (e != NULL)
-            return RESYNC_UNSAID; /* the record ran this kernel there: its own rule said nothing */
-        key.kernel = RESYNC_ANY;
         HASH_FIND(hh, d->resync, &key, sizeof key, e);
         if (e != NULL && e->pos >= 0) {
             *pos = e->pos;
@@ -2700,7 +2650,7 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
          * stands: the same kernel on another slice of one weight (an expert the router
          * picked instead of the record's, in a fused experts tensor) is no shift. */
         long at = -1;
-        int said = !start && pos >= 0 && n > 0 ? resync_find(d, k, ids, ptrs, n, &at) : RESYNC_UNSAID;
+        int said = !start && pos >= 0 && k != NULL && n > 0 ? resync_find(d, k, ids, ptrs, n, &at) : RESYNC_UNSAID;
         int sure = said == RESYNC_AT && (at == pos || !on);
         if (sure && at != pos) {
             ln->track_pos = pos = at;

@@ -52,14 +52,6 @@ __global__ void model_scale(uint32_t *y, const uint32_t *s, int n)
         y[i] = y[i] * (s[i] | 1u) + (y[i] >> 7);
 }
 
-/* scale's twin under another name: a prefill's norm (--prefill-all). */
-__global__ void model_scale_alt(uint32_t *y, const uint32_t *s, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        y[i] = y[i] * (s[i] | 1u) + (y[i] >> 7);
-}
-
 __global__ void model_mixp(uint32_t *y, const uint32_t *const *tbl, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -130,6 +122,5 @@ extern "C" const void *model_kernel_gemv_wide(void) { return (const void *)model
 extern "C" const void *model_kernel_mix(void) { return (const void *)model_mix; }
 extern "C" const void *model_kernel_mix_alt(void) { return (const void *)model_mix_alt; }
 extern "C" const void *model_kernel_scale(void) { return (const void *)model_scale; }
-extern "C" const void *model_kernel_scale_alt(void) { return (const void *)model_scale_alt; }
 
 extern "C" int model_launch_uninterposed(const void *, unsigned, unsigned, void **, void *) { return -1; }

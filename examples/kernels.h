@@ -59,7 +59,6 @@ const void *model_kernel_gemv_wide(void); /* gemv under another name (--prefill-
 const void *model_kernel_mix(void);
 const void *model_kernel_mix_alt(void); /* mix under another name (--act-twin) */
 const void *model_kernel_scale(void);
-const void *model_kernel_scale_alt(void); /* scale under another name (--prefill-all) */
 const void *model_kernel_mixp(void);
 const void *model_kernel_bump(void);
 const void *model_kernel_gather(void);

@@ -141,7 +141,7 @@ static void fill(void **args, const simcuda_dims_t *dims)
 }
 
 /* The stubs only need distinct addresses, as nvcc's host stubs do. */
-static const char gemv_stub, gemv_wide_stub, mix_stub, mix_alt_stub, scale_stub, scale_alt_stub, mixp_stub, bump_stub, gather_stub, cat_stub, attend_stub,
+static const char gemv_stub, gemv_wide_stub, mix_stub, mix_alt_stub, scale_stub, mixp_stub, bump_stub, gather_stub, cat_stub, attend_stub,
     fill_stub;
 
 const void *model_kernel_gemv(void) { return &gemv_stub; }
@@ -149,7 +149,6 @@ const void *model_kernel_gemv_wide(void) { return &gemv_wide_stub; }
 const void *model_kernel_mix(void) { return &mix_stub; }
 const void *model_kernel_mix_alt(void) { return &mix_alt_stub; }
 const void *model_kernel_scale(void) { return &scale_stub; }
-const void *model_kernel_scale_alt(void) { return &scale_alt_stub; }
 const void *model_kernel_mixp(void) { return &mixp_stub; }
 const void *model_kernel_bump(void) { return &bump_stub; }
 const void *model_kernel_gather(void) { return &gather_stub; }
@@ -187,7 +186,6 @@ __attribute__((constructor)) static void register_kernels(void)
         { "_Z10model_fillPjji", fill, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 4, 4 } },
         { "_Z15model_gemv_widePKjS0_Pji", gemv, gemv_cost, 0, 4, { 8, 8, 8, 4 } },
         { "_Z13model_mix_altPjPKji", mix, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
-        { "_Z15model_scale_altPjPKji", scale, NULL, SIM_SMALL_KERNEL_NS, 3, { 8, 8, 4 } },
     };
     simcudaRegisterKernel(&gemv_stub, &descs[0]);
     simcudaRegisterKernel(&mix_stub, &descs[1]);
@@ -200,5 +198,4 @@ __attribute__((constructor)) static void register_kernels(void)
     simcudaRegisterKernel(&fill_stub, &descs[8]);
     simcudaRegisterKernel(&gemv_wide_stub, &descs[9]);
     simcudaRegisterKernel(&mix_alt_stub, &descs[10]);
-    simcudaRegisterKernel(&scale_alt_stub, &descs[11]);
 }

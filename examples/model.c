@@ -119,11 +119,10 @@
  *   --prefill-every N  every Nth forward is a prefill's: each layer's GEMM another
  *                 kernel (gemv_wide, the same arithmetic) and half the --act-kernels, so
  *                 that its launches follow no recorded pass and no pass begins there
- *   --prefill-all with --prefill-every: the prefill forwards read every weight with
- *                 other kernels than the decode's (the bias through mix_alt, the scale
- *                 through scale_alt: the same arithmetic), as a prefill's GEMMs and
- *                 norms are other kernels than a decode's on the GPU: no launch of theirs
- *                 is the recorded pass's on a weight
+ *   --prefill-gemv with --prefill-every: the prefill forwards keep the decode's gemv
+ *                 (only their activation kernels are fewer), as a prefill's GEMM that is
+ *                 the same kernel as the decode's: its weight puts the pass forward past
+ *                 the launches the prefill left out
  *   --act-twin N  from forward N on, each layer's first --act-kernels launch is mix's
  *                 twin (mix_alt, the same arithmetic): a kernel chosen by shape, as the
  *                 attention kernel cuDNN picks once a decode's KV cache has grown, so
@@ -436,7 +435,7 @@ static int act_kernels = 0; /* --act-kernels */
 static int act_twin = -1;   /* --act-twin */
 static int prefill_every = 0; /* --prefill-every */
 static int func_wide = 0;     /* --func-wide */
-static int prefill_all = 0;   /* --prefill-all */
+static int prefill_gemv = 0;  /* --prefill-gemv */
 static uint32_t *act_pool;  /* its 2 MiB buffer, allocated before the weights */
 static uint32_t *rope_buf;  /* --stale-rope's own activation, allocated before the weights */
 static __thread int extra_kernels; /* this forward launches the --vary kernels */
@@ -552,7 +551,7 @@ static int second_far = 0;          /* --second-far MiB */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
-static const void *k_mix, *k_mix_alt, *k_scale_alt;
+static const void *k_mix, *k_mix_alt;
 
 typedef struct {
     int id;
@@ -1601,7 +1600,8 @@ static void layer_head(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32
                              gemv_args, NULL),
                   "cuLaunchKernel");
     else
-        CHECK(__cudaLaunchKernel(prefill_pass() ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0, stream));
+        CHECK(__cudaLaunchKernel(prefill_pass() && !prefill_gemv ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0,
+                                 stream));
     /* Once a forward, early, a kernel discovery never saw whose unused tail holds a
      * far layer's weight (generate's reduce kernel on the GPU did this). */
     if (l == 0 && far_new >= 0 && cur_iter >= far_new)
@@ -1621,8 +1621,7 @@ static void layer_head(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32
             exit(1);
         }
     } else {
-        CHECK(cudaLaunchKernelExC(cfg, (alt_odd && l % 2 == 1) || (prefill_all && prefill_pass()) ? k_mix_alt : k_mix,
-                                  mix_args));
+        CHECK(cudaLaunchKernelExC(cfg, alt_odd && l % 2 == 1 ? k_mix_alt : k_mix, mix_args));
     }
 
     if (moe_experts > 0)
@@ -1636,14 +1635,7 @@ static void layer_tail(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32
 {
     cudaStream_t stream = cfg->stream;
     dim3 grid = cfg->gridDim, block = cfg->blockDim;
-    int rc = 0;
-    if (prefill_all && prefill_pass() && !shared) {
-        /* --prefill-all: the scale's twin (a prefill's norm kernel) */
-        void *s_args[] = { &b, &model[l].s, &dim };
-        CHECK(cudaLaunchKernelExC(cfg, k_scale_alt, s_args));
-    } else {
-        rc = minblas_scale(stream, b, shared ? shared_table : model[l].s, dim);
-    }
+    int rc = minblas_scale(stream, b, shared ? shared_table : model[l].s, dim);
     if (rc != 0) {
         fprintf(stderr, "model: minblas_scale failed: %d\n", rc);
         exit(1);
@@ -2590,8 +2582,8 @@ int main(int argc, char **argv)
             far_new = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--prefill-every") == 0 && i + 1 < argc)
             prefill_every = parse_int(a, argv[++i], 2, 1 << 20);
-        else if (strcmp(a, "--prefill-all") == 0)
-            prefill_all = 1;
+        else if (strcmp(a, "--prefill-gemv") == 0)
+            prefill_gemv = 1;
         else if (strcmp(a, "--func-wide") == 0)
             func_wide = 1;
         else if (strcmp(a, "--segments") == 0 && i + 1 < argc)
@@ -2776,7 +2768,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide] [--prefill-all]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--small-weights] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide | --prefill-gemv]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--small-weights] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into] [--graph-nodes-second N]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
@@ -2903,7 +2895,6 @@ int main(int argc, char **argv)
     CHECK(cudaGetKernel(&k_scale, model_kernel_scale()));
     k_mix = model_kernel_mix();
     k_mix_alt = model_kernel_mix_alt();
-    k_scale_alt = model_kernel_scale_alt();
     if (minblas_init((void *)k_scale) != 0)
         return 1;
 

@@ -501,6 +501,19 @@ expect_grep 'CUDA graphs: graph 0x[0-9a-f]+ reads 20 streamed unit\(s\), more th
 expect_grep 'verdict: offloaded: 20 of 24 units stream' "$WORK/static-graph.err" "static-runtime, a graph built node by node"
 misses=$(sed -nE 's/.* ([0-9]+) on demand \(misses\).*/\1/p' "$WORK/static-graph.err")
 [ -n "$misses" ] && [ "$misses" -le 2 ] || fail "static-graph: ${misses:-no} misses, at most 2 wanted"
+# At FT_LOG_LEVEL=trace, before each segment, the driver is asked what each pointer
+# of its calls reaches within its allocation: an unmapped granule there may only be a
+# streamed unit's that is not loaded (in a pool, a pointer's walk runs on into later
+# layers' pieces), never one of a loaded unit or of memory no unit holds.
+compare_run static-graph-trace --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-into -- FT_PROGRAM_MAPPINGS=serve \
+    FT_SPILL=1 FT_GPU_MEM_LIMIT=80MiB FT_LOG_LEVEL=trace
+n=$(grep -c 'CUDA graphs: graph 0x[0-9a-f]* segment [0-9]*: [0-9]* granule(s) its [0-9]* region(s). pointers reach asked' \
+    "$WORK/static-graph-trace.err" || true)
+[ "$n" -ge 20 ] || fail "static-graph-trace: $n segments' pointers asked of the driver, 20 or more wanted"
+expect_grep 'not mapped \(CUresult [0-9]+, mapped 0\): region [0-9]+ .*, unit [0-9]+ \(not loaded\)' \
+    "$WORK/static-graph-trace.err" "static-graph-trace: later layers' pieces, not loaded"
+expect_no_grep 'not mapped \(CUresult .*(unit -1|\(loaded\))' "$WORK/static-graph-trace.err" \
+    "static-graph-trace: an unmapped granule of a loaded unit, or of no unit"
 # ... its nodes updated on the executable graph, as XLA updates a command buffer's
 # between steps: the segments follow.
 compare_run static-graph-update --own-vmm-pool 256 --graph-nodes 40 --graph-nodes-update -- \
@@ -592,7 +605,7 @@ expect_no_grep 'no parameter layout' "$WORK/static-graph2-lazy.err" \
     "static-runtime, a second graph naming a function partly loaded"
 L=("${L_SAVED[@]}")
 MODEL=$MODEL_SAVED
-pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units (or, not cut, its replays profiled whole), the pool's room after the last weight left out of its unit, a second graph built after the plan cut too (its activations carved from the pool's room brought to the device within the budget, or left there and said), one with a kernel whose parameter layout the driver does not give loaded whole, one naming a function partly loaded cut; same output"
+pass "no CUDA runtime in the process (linked statically, as XLA links it): FlexTensor's own calls through the driver; 11 of 12 units stream, the program's own pool served and its room in host memory, an allocation past the budget in host memory until the plan, a graph built node by node over the pool cut at its units (or, not cut, its replays profiled whole), the pool's room after the last weight left out of its unit, a second graph built after the plan cut too (its activations carved from the pool's room brought to the device within the budget, or left there and said), one with a kernel whose parameter layout the driver does not give loaded whole, one naming a function partly loaded cut; at trace level, what each segment's pointers reach asked of the driver (unmapped only where a streamed unit is not loaded); same output"
 
 # A kernel the driver gives no parameter layout for (CUDA_ERROR_INVALID_VALUE at index 0,
 # as for one without parameters: the H100's driver for XLA's kernels that take pointers),

@@ -2452,13 +2452,39 @@ static uint32_t range_intern(ft_disc_t *d, const char *path)
     return rg->id;
 }
 
-/* Every weight the launch touches (shared ones aside) is of a unit the start's launch
- * touched in the recorded pass. */
-static int touches_only_start_units(ft_disc_t *d, const uint32_t *ids, size_t n)
+/* Every region's off_max, worked out once for the pass recorded now from its launches
+ * (d->lock held). */
+static void off_max_update(ft_disc_t *d)
 {
+    const record_t *rec = &d->last;
+    if (rec->no_ptrs || rec->gen == d->off_gen)
+        return;
+    rinfo_t *x, *xt;
+    HASH_ITER(hh, d->rmap, x, xt) x->off_max = 0;
+    for (size_t i = 0; i < rec->n_ids; i++) {
+        x = (rec->ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, rec->ids[i]);
+        uint64_t p = rec->ptrs[i];
+        if (x != NULL && p >= x->base && p < x->base + x->size && p - x->base > x->off_max)
+            x->off_max = p - x->base;
+    }
+    d->off_gen = rec->gen;
+}
+
+/* Every weight the launch touches (shared ones aside) is of a unit the start's launch
+ * touched in the recorded pass. A touch past every weight's start in another unit's
+ * region (off_max: the room a caching allocator's segment has left past its weights,
+ * where it put the launch's output) is no weight's: a prefill's embedding writing
+ * there still starts its pass (on the H100, gpu_built's prefills started none, and
+ * "no pass has started" was said in every run; model --start-room). */
+static int touches_only_start_units(ft_disc_t *d, const uint32_t *ids, const uint64_t *ptrs, size_t n)
+{
+    off_max_update(d);
     for (size_t i = 0; i < n; i++) {
         rinfo_t *x = (ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, ids[i]);
         if (x == NULL || x->unit < 0 || x->shared)
+            continue;
+        if (!d->last.no_ptrs && ptrs != NULL && ptrs[i] >= x->base && ptrs[i] < x->base + x->size &&
+            ptrs[i] - x->base > x->off_max)
             continue;
         int known = 0;
         for (size_t j = 0; j < d->n_track_units && !known; j++)
@@ -2610,7 +2636,7 @@ long ft_disc_track(ft_disc_t *d, uint64_t lane, uint64_t kernel, const ft_scan_s
             kernel_ok |= d->track_any_kernel && (k == NULL || !k->in_pass);
             for (size_t i = 0; kernel_ok && i < n && !start; i++)
                 start = ids[i] == d->track_region;
-            start = start && touches_only_start_units(d, ids, n);
+            start = start && touches_only_start_units(d, ids, ptrs, n);
         } else {
             uint64_t key = k != NULL ? pair_key(d, k->idx, ids, ptrs, n, &minid) : 0;
             start = key != 0 && key == ln->anchor;
@@ -2707,18 +2733,7 @@ int ft_disc_region_off_max(ft_disc_t *d, uint32_t id, uint64_t *off)
 {
     pthread_mutex_lock(&d->lock);
     const record_t *rec = &d->last;
-    /* Worked out once for the pass recorded now: every region's from its launches. */
-    if (!rec->no_ptrs && rec->gen != d->off_gen) {
-        rinfo_t *x, *xt;
-        HASH_ITER(hh, d->rmap, x, xt) x->off_max = 0;
-        for (size_t i = 0; i < rec->n_ids; i++) {
-            x = (rec->ids[i] & ID_INDIRECT) ? NULL : rinfo_get(d, rec->ids[i]);
-            uint64_t p = rec->ptrs[i];
-            if (x != NULL && p >= x->base && p < x->base + x->size && p - x->base > x->off_max)
-                x->off_max = p - x->base;
-        }
-        d->off_gen = rec->gen;
-    }
+    off_max_update(d);
     rinfo_t *r = rec->no_ptrs || rec->n == 0 ? NULL : rinfo_get(d, id);
     if (r != NULL)
         *off = r->off_max;

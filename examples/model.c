@@ -221,6 +221,11 @@
  *                 launches that reach that segment at two pointers, both past its
  *                 weights, while its unit is not in use (an elementwise kernel whose
  *                 input and output both lie in room a far layer's segment left)
+ *   --start-room N  with --pad-odd: from forward N on, the pass's first launch (layer
+ *                 0's gemv) writes its product into the zeroed room past the weight of
+ *                 the odd layer at or after the middle, then it is copied to b (an
+ *                 embedding's output that a caching allocator placed past a layer's
+ *                 weights, in their segment's room, as prefill's on the H100)
  *   --init-refill with --init-kernel: after all the weights, every layer's weight is
  *                 written once more by the fill kernel, from another seed (a program
  *                 filling a GPU-built model's parameters with its own seeded init after
@@ -586,6 +591,7 @@ static size_t seg_end[4096]; /* each segment's bytes in use, at its end */
 static long room_from = -1;  /* --room-from N */
 static int room_first;       /* --room-first */
 static int room_pair;        /* --room-pair */
+static long start_room = -1; /* --start-room N */
 static int room_low = -1;    /* --room-low: from this forward on, the room 2 MiB lower */
 static uint32_t **room_of;   /* --room-from: per layer, the free room past its segment's weights */
 
@@ -1594,7 +1600,12 @@ static void layer_head(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32
 {
     cudaStream_t stream = cfg->stream;
     dim3 grid = cfg->gridDim, block = cfg->blockDim;
-    void *gemv_args[] = { &model[l].w, &a, &b, &dim };
+    /* --start-room: layer 0's product lands in the zeroed room past a far layer's
+     * weight (--pad-odd), then is copied to b */
+    uint32_t *gout = b;
+    if (start_room >= 0 && l == 0 && cur_iter >= start_room)
+        gout = model[(layers / 2) | 1].w + (size_t)dim * (size_t)dim;
+    void *gemv_args[] = { &model[l].w, &a, &gout, &dim };
     if (prefill_pass() && func_wide)
         drv_check(drv_launch(f_gemv_wide, grid.x, grid.y, grid.z, block.x, block.y, block.z, 0, (CUstream)stream,
                              gemv_args, NULL),
@@ -1602,6 +1613,8 @@ static void layer_head(int l, const cudaLaunchConfig_t *cfg, uint32_t *a, uint32
     else
         CHECK(__cudaLaunchKernel(prefill_pass() && !prefill_gemv ? k_gemv_wide : k_gemv, grid, block, gemv_args, 0,
                                  stream));
+    if (gout != b)
+        CHECK(cudaMemcpyAsync(b, gout, (size_t)dim * sizeof *b, cudaMemcpyDeviceToDevice, stream));
     /* Once a forward, early, a kernel discovery never saw whose unused tail holds a
      * far layer's weight (generate's reduce kernel on the GPU did this). */
     if (l == 0 && far_new >= 0 && cur_iter >= far_new)
@@ -2641,6 +2654,8 @@ int main(int argc, char **argv)
             seg_down = 1;
         else if (strcmp(a, "--room-first") == 0)
             room_first = 1;
+        else if (strcmp(a, "--start-room") == 0 && i + 1 < argc)
+            start_room = parse_int(a, argv[++i], 0, 1 << 20);
         else if (strcmp(a, "--room-pair") == 0)
             room_pair = 1;
         else if (strcmp(a, "--room-low") == 0 && i + 1 < argc)
@@ -2768,7 +2783,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide | --prefill-gemv]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--small-weights] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide | --prefill-gemv]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd [--start-room N]] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--small-weights] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into] [--graph-nodes-second N]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

@@ -247,6 +247,16 @@ expect_grep 'residency: [1-9][0-9]* time\(s\) a launch.s weight put its pass pas
     "$WORK/prefill-gemv.err" "prefill-gemv: checksums where positions were skipped"
 expect_grep 'verdict: offloaded: 11 of 12 units stream' "$WORK/prefill-gemv.err" "prefill-gemv"
 pass "prefill passes (fewer launches between weights) put forward by their weights: the units passed have their checksums there"
+# The pass's first launch writing its output into the room past another layer's weight
+# (--start-room: an embedding's output that a caching allocator placed in the room of a
+# segment holding a layer's weights, as gpu_built's prefills on the H100, where "no
+# pass has started" was said in every run): a touch past every weight's start in
+# another unit's region is no weight's, and the launch still starts its pass (before:
+# 7 passes followed after discovery, 27 now).
+compare_run start-room --pad-odd --start-room 10 --iters 30 -- FT_SPILL=1 FT_GPU_MEM_LIMIT=24MiB
+expect_no_grep 'no pass has started' "$WORK/start-room.err" "start-room"
+expect_grep 'discovery: 2[0-9] pass\(es\) followed since' "$WORK/start-room.err" "start-room: every pass followed"
+pass "a pass's first launch writing into the room past another layer's weight still starts its pass"
 # Weights in memory the program maps itself (cuMemCreate, cuMemMap, cuMemSetAccess):
 # with FT_PROGRAM_MAPPINGS=serve (not yet the default: no GPU run has shown it),
 # FlexTensor stands in for the handles (shim/progmap.c) and serves each whole mapping

@@ -26,6 +26,8 @@ static inline int guarding(void)
  * under way has left the recorded launch sequence (prefetches then follow first touches
  * only, not positions, and no touch is judged by its position, until its next pass). */
 static __thread long lane_last_pos = -1;
+/* The most positions a weight's jump walks for units ended among them (res_guard_launch). */
+#define SKIP_WALK 4096
 /* The position the guard placed this thread's last launch at (-1: none). */
 static __thread long lane_prev_pos = -1;
 static __thread int lane_off_script;
@@ -687,8 +689,9 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
      * the units whose last launch lay there are done with, and their checksums follow
      * at once, as after their last launch (a prefill's passes launch fewer kernels
      * between their weights than the recorded decode's: without it, each such unit
-     * leaves with a host wait). */
-    if (pos >= 0 && expected == 2 && lane_prev_pos >= 0 && pos > lane_prev_pos + 1 && pos - lane_prev_pos < 4096)
+     * leaves with a host wait). SKIP_WALK bounds one launch's host work: a longer jump
+     * walks nothing (its units leave with host waits, as before). */
+    if (pos >= 0 && expected == 2 && lane_prev_pos >= 0 && pos > lane_prev_pos + 1 && pos - lane_prev_pos < SKIP_WALK)
         for (long q = lane_prev_pos + 1; q < pos; q++) {
             int u = unit_bound_at((uint32_t)q, 1);
             res_unit_t *eu = u >= 0 ? &res.units[u] : NULL;

@@ -873,6 +873,16 @@ static struct room_piece *room_sorted(size_t *n)
  * devices that reach it synchronised first, once a walk (*synced): nothing the program
  * runs may be using what moves. 1 when it moved, 0 when not, -1 when there is no bounce
  * buffer (nothing more can move). */
+/* The end of the run of pieces end to end that begins at p[i] (p in address order, np
+ * of them, g the granule): the index past its last. */
+static size_t run_end(const struct room_piece *p, size_t np, size_t i, size_t g)
+{
+    size_t j = i + 1;
+    while (j < np && p[j].va == p[j - 1].va + g)
+        j++;
+    return j;
+}
+
 static int move_piece_at(uint64_t va, CUdevice dev, int to_host, int *synced)
 {
     if (!*synced) {
@@ -904,9 +914,7 @@ static uint64_t pools_place(int (*used)(uint64_t va), int to_host, int dry, uint
     uint64_t moved = 0;
     int synced = 0;
     for (size_t i = 0; i < np;) {
-        size_t j = i + 1;
-        while (j < np && p[j].va == p[j - 1].va + g)
-            j++;
+        size_t j = run_end(p, np, i, g);
         uint64_t reach = p[i].va;
         for (size_t k = i; k < j; k++) {
             if (p[k].copy_end > reach)
@@ -972,9 +980,7 @@ uint64_t vmm_reached_to_device(const uint64_t *ptrs, size_t n, int spread, int d
     int synced = 0;
     size_t at = 0; /* the first pointer not below the run */
     for (size_t i = 0; i < np;) {
-        size_t j = i + 1;
-        while (j < np && p[j].va == p[j - 1].va + g)
-            j++;
+        size_t j = run_end(p, np, i, g);
         uint64_t lo = p[i].va, hi = p[j - 1].va + g;
         while (at < n && ptrs[at] < lo)
             at++;

@@ -591,6 +591,13 @@ static void left_record(const char *name, long tracked)
              (unsigned long long)res.passes, tracked, name, rec != NULL ? rec : "no launch (it ended before)");
 }
 
+/* A streamed unit loaded and still, whose checksum since its last use is not issued yet:
+ * one issued now follows its last use. */
+static int checksum_due(const res_unit_t *un)
+{
+    return !un->moving && un->loaded && un->n > 0 && !checksum_current(un);
+}
+
 /* --- the room of the program's pools in host-located memory, reached after the plan --- */
 
 /* The plan (res.switches) for which room could not all come to the device: eager
@@ -694,9 +701,7 @@ void res_guard_launch(uint64_t key, const char *name, const ft_scan_set_t *set, 
     if (pos >= 0 && expected == 2 && lane_prev_pos >= 0 && pos > lane_prev_pos + 1 && pos - lane_prev_pos < SKIP_WALK)
         for (long q = lane_prev_pos + 1; q < pos; q++) {
             int u = unit_bound_at((uint32_t)q, 1);
-            res_unit_t *eu = u >= 0 ? &res.units[u] : NULL;
-            if (eu != NULL && !eu->moving && eu->loaded && eu->n > 0 && !checksum_current(eu) &&
-                checksum_issue(u) == 0)
+            if (u >= 0 && checksum_due(&res.units[u]) && checksum_issue(u) == 0)
                 res.skipped_ends++;
         }
     lane_prev_pos = pos;
@@ -1047,8 +1052,7 @@ void res_call_done(void)
         checksum_after = -1;
     }
     if (checksum_prev >= 0) {
-        res_unit_t *pu = &res.units[checksum_prev];
-        if (!pu->moving && pu->loaded && pu->n > 0 && !checksum_current(pu))
+        if (checksum_due(&res.units[checksum_prev]))
             checksum_issue(checksum_prev);
         checksum_prev = -1;
     }

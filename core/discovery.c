@@ -1154,7 +1154,10 @@ static int zeros_hashes(const ft_disc_t *d, rinfo_t *const *v, size_t n, uint64_
 /* In build_units, after the walk that gave each touched weight its touch in t (m of
  * cap): each piece no launch touched, a weight by its content, is given the touch of
  * the tensor whose start came last before it in its allocation, and joins that
- * tensor's unit. What may run into each touched piece is kept for pieces_overrun. */
+ * tensor's unit, unless a piece left out of it lies between (room, or memory whose
+ * content changed): a tensor is one run of bytes, so what lies past such a piece is
+ * not that tensor's body. What may run into each touched piece is kept for
+ * pieces_overrun. */
 static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, size_t *m, size_t *cap)
 {
     size_t n;
@@ -1165,6 +1168,7 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
     int64_t carry = PC_NONE;
     rinfo_t *start = NULL; /* the piece the carried tensor starts in */
     uint64_t filled = 0;   /* the furthest end of the copies begun from `start` on (0: none known) */
+    int gap = 0;           /* a piece since `start` was left out of the carried tensor's unit */
     for (size_t i = 0; i < n; i++) {
         rinfo_t *x = v[i];
         if ((x->flags & FT_REGION_PIECE_FIRST) || i == 0 || v[i - 1]->base + v[i - 1]->size != x->base)
@@ -1183,12 +1187,23 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
             carry = x->pc_unsure || x->pc_pos < 0 || !is_weight(d, x) ? PC_UNKNOWN : x->pc_pos;
             start = x;
             filled = span;
+            gap = 0;
             continue;
         }
         if (span > filled)
             filled = span;
-        if (carry < 0 || !is_weight(d, x))
-            continue; /* resident: what runs into it is not a weight's, or nothing does */
+        if (carry < 0)
+            continue; /* resident: nothing known runs into it */
+        if (!is_weight(d, x) || gap) {
+            /* Not the carried tensor's body: its content changed, or a piece before it
+             * was left out of the unit. XLA's pool past the last weight held a piece
+             * of zeros, then one its initialisers' temporaries had written: that one
+             * joined the last weight's unit, and the prefill's temporaries, carved
+             * from the piece of zeros on, ran into it unmapped (an illegal address
+             * on the H100; model --second-reuse). It stays on the device. */
+            gap = 1;
+            continue;
+        }
         /* The program's own pool past where the copies begun from the carried tensor's
          * piece on ended, or, where no copy filled the tensor (weights a kernel made, as
          * JAX's jitted initialisers do), a piece all zeros, as fresh memory is: room its
@@ -1200,8 +1215,10 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
          * in host memory. */
         if ((x->flags & FT_REGION_PROGRAM) &&
             ((filled != 0 && filled <= x->base) ||
-             (filled == 0 && zh != NULL && zeros_candidate(d, x) && x->hash == zh[i])))
+             (filled == 0 && zh != NULL && zeros_candidate(d, x) && x->hash == zh[i]))) {
+            gap = 1;
             continue;
+        }
         if (*m == *cap) {
             touch_t *nt = realloc(*t, 2 * *cap * sizeof *nt);
             if (nt == NULL) {

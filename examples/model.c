@@ -361,6 +361,14 @@
  *   --second-far MiB  with --graph-nodes-second and --own-vmm-pool: the second graph's
  *                 activations are carved past MiB of the pool that no buffer uses (XLA's
  *                 prefill temporaries, far past what the decode used: in the pool's room)
+ *   --second-reuse  with --graph-nodes-second and --own-vmm-pool: past the weights, at
+ *                 a granule's start, 4 MiB carved before the first forward: its first
+ *                 granule left as fresh memory (zeros), its second written once by a
+ *                 copy (an initialiser's temporary), then unused until the second
+ *                 graph takes the 4 MiB for its first activation and, in its first
+ *                 node, fills it past the activation's words (XLA's pool on the H100:
+ *                 the prefill's temporaries carved from a piece of zeros past the last
+ *                 weight, running into a piece that initialisers had written)
  *   --graph-nodes-into  with --graph-nodes: the layers are captured straight into the
  *                 graph instead of into child graphs, as XLA traces into its command
  *                 buffer: after the memset and input memcpy nodes, the first layer's
@@ -553,6 +561,8 @@ static int graph_nodes_into = 0;   /* --graph-nodes-into */
 static int graph_nodes_generic = 0; /* --graph-nodes-generic (2: its CUDA 12.2 form) */
 static int graph_nodes_second = 0;  /* --graph-nodes-second */
 static int second_far = 0;          /* --second-far MiB */
+static int second_reuse = 0;        /* --second-reuse */
+static uint32_t *reuse_buf;         /* --second-reuse's 4 MiB */
 static layer_t *model;
 static uint32_t *input;
 static cudaKernel_t k_gemv, k_gemv_wide;
@@ -829,6 +839,37 @@ static void *own_vmm_alloc(size_t bytes)
     void *p = own_vmm_alloc_locked(bytes);
     pthread_mutex_unlock(&own_vmm_lock);
     return p;
+}
+
+/* --second-reuse: two granules carved from the pool at a granule's start, the second
+ * written by a copy before the first launch (as a weight loaded is), the first left as
+ * it was mapped. */
+static void carve_reuse(void)
+{
+    pthread_mutex_lock(&own_vmm_lock);
+    own_vmm_resolve();
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    size_t g = 0;
+    if (vm.gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) {
+        fprintf(stderr, "model: --second-reuse: no granularity\n");
+        exit(1);
+    }
+    vpool.used = (vpool.used + g - 1) / g * g;
+    reuse_buf = vpool_alloc(2 * g, &prop, g);
+    pthread_mutex_unlock(&own_vmm_lock);
+    uint32_t *junk = malloc(g);
+    if (junk == NULL) {
+        fprintf(stderr, "model: --second-reuse: no memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < g / sizeof *junk; i++)
+        junk[i] = (uint32_t)(i * 2654435761u) | 1;
+    CHECK(cudaMemcpy(reuse_buf + g / sizeof *reuse_buf, junk, g, cudaMemcpyHostToDevice));
+    free(junk);
 }
 
 static int own_vmm_free_locked(void *p)
@@ -2350,7 +2391,7 @@ static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *works
         if (own_vmm) {
             if (second_far > 0) /* room no call uses, left behind (never freed: a pool's) */
                 (void)own_vmm_alloc((size_t)second_far << 20);
-            a2 = own_vmm_alloc(big);
+            a2 = second_reuse ? reuse_buf : own_vmm_alloc(big);
             b2 = own_vmm_alloc(big);
         } else {
             CHECK(cudaMalloc((void **)&a2, big));
@@ -2365,6 +2406,18 @@ static void run_graph_nodes(uint32_t *a, uint32_t *b, uint32_t *out, void *works
             exit(1);
         }
         CHECK(cudaGraphCreate(&g2, 0));
+        if (second_reuse) {
+            /* the 4 MiB past the activation's words, from the granule of zeros into
+             * the one written before: apart from what the layers use, its first node */
+            uint32_t *past = a2 + dim, seed = 0x7e57;
+            int n = (int)(big / sizeof *a2) - dim;
+            void *args[] = { &past, &seed, &n };
+            struct cudaKernelNodeParams kp = { (void *)model_kernel_fill(),
+                                               { (unsigned)((n + MODEL_BLOCK - 1) / MODEL_BLOCK), 1, 1 },
+                                               { MODEL_BLOCK, 1, 1 }, 0, args, NULL };
+            cudaGraphNode_t fill_node;
+            CHECK(cudaGraphAddKernelNode(&fill_node, g2, NULL, 0, &kp));
+        }
         in_graph2 = 1;
         forward_nodes(g2, NULL, &fn2, gs, a2, b2, out, workspace, ws_bytes);
         in_graph2 = 0;
@@ -2416,6 +2469,8 @@ static void *run_worker(void *arg)
     } else if (!grow_cache && own_vmm && !pool_weights_only) {
         /* --own-vmm: the activations in the program's own mappings too, as every
          * tensor is under PyTorch's expandable_segments */
+        if (second_reuse)
+            carve_reuse();
         a = own_vmm_alloc((size_t)dim * sizeof *a);
         b = own_vmm_alloc((size_t)dim * sizeof *b);
     } else if (!grow_cache) {
@@ -2767,6 +2822,8 @@ int main(int argc, char **argv)
             graph_nodes_into = 1;
         else if (strcmp(a, "--graph-nodes-second") == 0 && v)
             graph_nodes_second = parse_int(a, v, 1, 1 << 20), i++;
+        else if (strcmp(a, "--second-reuse") == 0)
+            second_reuse = 1;
         else if (strcmp(a, "--second-far") == 0 && v)
             second_far = parse_int(a, v, 1, 1024), i++;
         else if (strcmp(a, "--drop") == 0)
@@ -2784,7 +2841,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
                             "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide | --prefill-gemv]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd [--start-room N]] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--small-weights] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
-                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into] [--graph-nodes-second N]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
+                            "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into] [--graph-nodes-second N [--second-far MiB | --second-reuse]]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;
         }
@@ -2824,6 +2881,10 @@ int main(int argc, char **argv)
     }
     if ((graph_nodes_update || graph_nodes_into || graph_nodes_generic || graph_nodes_second) && graph_nodes == 0) {
         fprintf(stderr, "model: --graph-nodes-update, --graph-nodes-into and --graph-nodes-generic need --graph-nodes\n");
+        return 2;
+    }
+    if (second_reuse && (graph_nodes_second == 0 || own_vmm_pool_mib == 0 || second_far > 0)) {
+        fprintf(stderr, "model: --second-reuse needs --graph-nodes-second and --own-vmm-pool, without --second-far\n");
         return 2;
     }
     if (second_far > 0 && (graph_nodes_second == 0 || own_vmm_pool_mib == 0)) {

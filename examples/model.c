@@ -798,23 +798,33 @@ static void vpool_release(void)
 /* The threads' activations come and go together: one lock over the mappings and the pool. */
 static pthread_mutex_t own_vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void *own_vmm_alloc_locked(size_t bytes)
+/* The properties of the program's own allocations (*prop) and their granularity. */
+static size_t own_vmm_prop(CUmemAllocationProp *prop)
 {
     own_vmm_resolve();
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device;
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = device;
     if (own_vmm_export)
-        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     size_t g = 0;
+    if (vm.gran(&g, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) {
+        fprintf(stderr, "model: --own-vmm: no granularity\n");
+        exit(1);
+    }
+    return g;
+}
+
+static void *own_vmm_alloc_locked(size_t bytes)
+{
+    CUmemAllocationProp prop;
+    size_t g = own_vmm_prop(&prop);
     CUdeviceptr va = 0;
     CUmemGenericAllocationHandle h = 0;
     CUmemAccessDesc ad = { { CU_MEM_LOCATION_TYPE_DEVICE, device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    if (vm.gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0 ||
-        n_own_maps == (int)(sizeof own_maps / sizeof *own_maps)) {
-        fprintf(stderr, "model: --own-vmm: no granularity, or too many mappings\n");
+    if (n_own_maps == (int)(sizeof own_maps / sizeof *own_maps)) {
+        fprintf(stderr, "model: --own-vmm: too many mappings\n");
         exit(1);
     }
     if (own_vmm_pool_mib > 0)
@@ -847,19 +857,10 @@ static void *own_vmm_alloc(size_t bytes)
 static void carve_reuse(void)
 {
     pthread_mutex_lock(&own_vmm_lock);
-    own_vmm_resolve();
     CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device;
-    size_t g = 0;
-    if (vm.gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) {
-        fprintf(stderr, "model: --second-reuse: no granularity\n");
-        exit(1);
-    }
+    size_t g = own_vmm_prop(&prop);
     vpool.used = (vpool.used + g - 1) / g * g;
-    reuse_buf = vpool_alloc(2 * g, &prop, g);
+    reuse_buf = own_vmm_alloc_locked(2 * g);
     pthread_mutex_unlock(&own_vmm_lock);
     uint32_t *junk = malloc(g);
     if (junk == NULL) {

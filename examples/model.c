@@ -211,7 +211,11 @@
  *   --room-first  with --room-from: in the first forward too (generate's prefill, before
  *                 the decode steps)
  *   --seg-down    with --segments: each segment filled from its end down (a tensor's
- *                 copy ends in the piece where the next-placed layer's tensors start)
+ *                 copy ends in the piece where the next-placed layer's tensors start);
+ *                 with --room-from, the room is a block of the free room below the
+ *                 weights, across the start of the granule where the lowest weight
+ *                 starts (a temporary a caching allocator carves from the free block
+ *                 it keeps at a segment's start, running on into that granule)
  *   --segment-kib N  as --segments, in KiB
  *   --room-low N  with --room-from: the room starts 2 MiB higher, and from forward N
  *                 on it is the 2 MiB below (what a caching allocator handed out first
@@ -1279,6 +1283,18 @@ static void find_rooms(void)
                 /* at the next 2 MiB past the weights, as a caching allocator's block
                  * of its own would start */
                 size_t at = (seg_end[k] + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+                if (seg_down) {
+                    /* the free room lies below the weights: a block carved from it
+                     * that runs over a granule's start into the granule where the
+                     * lowest weight starts, half on each side */
+                    size_t low = segment_bytes - seg_end[k], g = low & ~(size_t)((2u << 20) - 1);
+                    if (g < want / 2 || low - g < want / 2) {
+                        fprintf(stderr, "model: --room-from --seg-down: segment %d's lowest weight starts %zu "
+                                        "bytes into its granule, under %zu\n", k, low - g, want / 2);
+                        exit(1);
+                    }
+                    at = g - want / 2;
+                }
                 if (room_low >= 0)
                     at += 2u << 20; /* the higher room first */
                 if (at + want > segment_bytes) {
@@ -2852,8 +2868,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "model: --act-kernels needs fewer kernels than --dim, one thread, no --grow-cache, --dim <= 128Ki\n");
         return 2;
     }
-    if (seg_down && (segment_bytes == 0 || room_from >= 0)) {
-        fprintf(stderr, "model: --seg-down needs --segments, and not --room-from\n");
+    if (seg_down && (segment_bytes == 0 || room_low >= 0 || room_pair)) {
+        fprintf(stderr, "model: --seg-down needs --segments, and not --room-low or --room-pair\n");
         return 2;
     }
     if (room_from >= 0 && (segment_bytes == 0 || threads > 1)) {

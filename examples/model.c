@@ -1289,8 +1289,9 @@ static void find_rooms(void)
                      * lowest weight starts, half on each side */
                     size_t low = segment_bytes - seg_end[k], g = low & ~(size_t)((2u << 20) - 1);
                     if (g < want / 2 || low - g < want / 2) {
-                        fprintf(stderr, "model: --room-from --seg-down: segment %d's lowest weight starts %zu "
-                                        "bytes into its granule, under %zu\n", k, low - g, want / 2);
+                        fprintf(stderr, "model: --room-from --seg-down: segment %d's lowest weight starts at %zu "
+                                        "bytes: no room of %zu bytes on both sides of a granule's start below "
+                                        "it\n", k, low, want / 2);
                         exit(1);
                     }
                     at = g - want / 2;

@@ -467,9 +467,10 @@ static void pieces_forward(ft_disc_t *d, const uint64_t *w, const uint64_t *norm
     launch(d, 1, "head", act, 1, act);
 }
 
-/* The units of the pieces, after discovery; span: the loader's copies filled w0 and w1
- * with one copy (a storage over two layers). */
-static ft_disc_t *pieces_discovered(uint64_t *seg, uint64_t *w, int span)
+/* The units of the pieces, after discovery, the weights laid from `first` bytes in,
+ * `size` bytes each; span: the loader's copies filled w0 and w1 with one copy (a
+ * storage over two layers). */
+static ft_disc_t *pieces_laid(uint64_t *seg, uint64_t *w, int span, uint64_t first, uint64_t size)
 {
     uint64_t norm[3], in = alloc_region(4096), act = alloc_region(4096);
     for (int l = 0; l < 3; l++)
@@ -481,7 +482,7 @@ static ft_disc_t *pieces_discovered(uint64_t *seg, uint64_t *w, int span)
                          0);
     next_base = *seg + 8 * PIECE;
     for (int l = 0; l < 3; l++)
-        w[l] = *seg + (64ull << 10) + (uint64_t)l * (5ull << 20);
+        w[l] = *seg + first + (uint64_t)l * size;
     span_base = *seg;
     span_end = span ? w[2] : 0;
     ft_disc_params_t p = params(2);
@@ -491,6 +492,11 @@ static ft_disc_t *pieces_discovered(uint64_t *seg, uint64_t *w, int span)
         pieces_forward(d, w, norm, act, in);
     ck_assert_int_eq(ft_disc_state(d), FT_DISC_DONE);
     return d;
+}
+
+static ft_disc_t *pieces_discovered(uint64_t *seg, uint64_t *w, int span)
+{
+    return pieces_laid(seg, w, span, 64ull << 10, 5ull << 20);
 }
 
 /* The unit holding the region at a (-1: none), and whether it is shared. */
@@ -533,6 +539,31 @@ START_TEST(pieces_join_the_unit_of_the_tensor_they_hold)
     ck_assert_uint_eq(next, id_of(seg + 3 * PIECE));
     ck_assert_int_eq(ft_disc_region_follow(d, id_of(seg + 5 * PIECE), &off, &next), 1);
     ck_assert_uint_eq(next, id_of(seg + 6 * PIECE));
+    ft_disc_free(d);
+}
+END_TEST
+
+/* The weights from 64 KiB into piece 1, 4 MiB each (w0 over pieces 1-3, w1 3-5, w2
+ * 5-7): piece 0, room no launch touched, stays on the device outside every unit. The
+ * allocator may carve a temporary from it later that runs on into piece 1's first 64
+ * KiB: piece 1 stays on the device too (streamed with w0's unit, such a temporary would
+ * read it unmapped: model --seg-down --room-from on the simulator). */
+START_TEST(a_piece_after_room_stays_resident)
+{
+    uint64_t seg, w[3];
+    ft_disc_t *d = pieces_laid(&seg, w, 0, PIECE + (64ull << 10), 4ull << 20);
+    int unit[8], shared[8];
+    for (int k = 0; k < 8; k++)
+        unit[k] = piece_unit(d, seg + (uint64_t)k * PIECE, &shared[k]);
+    ck_assert_int_lt(unit[0], 0);
+    for (int k = 1; k < 8; k++)
+        ck_assert_int_ge(unit[k], 0);
+    ck_assert_int_eq(unit[2], unit[1]);
+    ck_assert_int_eq(unit[4], unit[3]);
+    ck_assert_int_eq(unit[6], unit[5]);
+    ck_assert_int_eq(unit[7], unit[6]);
+    for (int k = 1; k < 8; k++)
+        ck_assert_int_eq(shared[k], k == 1 || k == 3 || k == 5);
     ft_disc_free(d);
 }
 END_TEST
@@ -1591,6 +1622,7 @@ Suite *discovery_suite(void)
     tcase_add_test(tc, llama_units_by_wraparound);
     tcase_add_test(tc, kernels_alternating_between_layers_still_give_a_unit_a_layer);
     tcase_add_test(tc, pieces_join_the_unit_of_the_tensor_they_hold);
+    tcase_add_test(tc, a_piece_after_room_stays_resident);
     tcase_add_test(tc, a_copy_over_two_units_pieces_keeps_them_resident);
     tcase_add_test(tc, a_model_freed_after_done_and_another_discovered);
     tcase_add_test(tc, hash_batches_and_failures);

@@ -183,6 +183,9 @@
  *   --own-vmm-export  as --own-vmm, each handle made exportable (a POSIX file
  *                 descriptor) and exported before it is mapped, as NCCL's buffers
  *                 shared with other processes
+ *   --own-vmm-export-late  as --own-vmm-export, each handle exported once the weights
+ *                 are written, after it is mapped (NCCL maps its buffers, then exports
+ *                 them for its peers' processes): the bytes must stay as they were
  *   --own-vmm-pool N  as --own-vmm, the way XLA's allocator grows its pool: one address
  *                 range reserved, chunks of N MiB (or the tensor's size, if larger) mapped
  *                 one after another as the pool needs them, each tensor carved after the
@@ -696,7 +699,7 @@ static void drv_alloc_resolve(void)
 /* --own-vmm: the weights in device memory the program maps itself, as PyTorch's
  * expandable_segments does (cuMemAddressReserve, cuMemCreate, cuMemMap,
  * cuMemSetAccess), one mapping per tensor. */
-static int own_vmm, own_vmm_export, own_vmm_pool_mib, pool_weights_only;
+static int own_vmm, own_vmm_export, own_vmm_export_late, own_vmm_pool_mib, pool_weights_only;
 static struct own_map {
     void *p;
     size_t size;
@@ -836,7 +839,7 @@ static void *own_vmm_alloc_locked(size_t bytes)
     size_t size = (bytes + g - 1) / g * g;
     int fd = -1;
     if (vm.reserve(&va, size, 0, 0, 0) != CUDA_SUCCESS || vm.create(&h, size, &prop, 0) != CUDA_SUCCESS ||
-        (own_vmm_export && (vm.export_fd == NULL ||
+        (own_vmm_export && !own_vmm_export_late && (vm.export_fd == NULL ||
                             vm.export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS ||
                             close(fd) != 0)) ||
         vm.map(va, size, 0, h, 0) != CUDA_SUCCESS || vm.access(va, size, &ad, 1) != CUDA_SUCCESS) {
@@ -1322,6 +1325,15 @@ static void load_weights(void)
         exit(1);
     }
     upload_layers(host);
+    for (int i = 0; own_vmm_export_late && i < n_own_maps; i++) {
+        int fd = -1;
+        if (vm.export_fd == NULL ||
+            vm.export_fd(&fd, own_maps[i].h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS ||
+            close(fd) != 0) {
+            fprintf(stderr, "model: --own-vmm-export-late: exporting mapping %d failed\n", i);
+            exit(1);
+        }
+    }
     if (ptr_arrays) {
         uint32_t **tbl = malloc((size_t)layers * sizeof *tbl);
         for (int l = 0; l < layers; l++)
@@ -2709,6 +2721,8 @@ int main(int argc, char **argv)
             own_vmm = 1;
         else if (strcmp(a, "--own-vmm-export") == 0)
             own_vmm = own_vmm_export = 1;
+        else if (strcmp(a, "--own-vmm-export-late") == 0)
+            own_vmm = own_vmm_export = own_vmm_export_late = 1;
         else if (strcmp(a, "--own-vmm-pool") == 0 && i + 1 < argc)
             own_vmm = 1, own_vmm_pool_mib = parse_int(a, argv[++i], 1, 1024);
         else if (strcmp(a, "--pool-weights-only") == 0)
@@ -2858,7 +2872,7 @@ int main(int argc, char **argv)
             hold_path = argv[++i];
         else {
             fprintf(stderr, "usage: model [--layers L] [--dim N] [--iters I] [--threads T] "
-                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide | --prefill-gemv]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd [--start-room N]] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--small-weights] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
+                            "[--ptr-arrays] [--stale] [--stale-rope] [--ptr-query] [--stale-from N] [--stale-new N [--stale-off KIB]] [--far-new N] [--segments N | --segment-kib N [--seg-down] [--room-from N [--room-first] [--room-pair] [--room-low N]]] [--shared] [--vary N] [--act-kernels N [--prefill-every N [--func-wide | --prefill-gemv]] [--act-twin N]] [--rewrite N] [--peek N] [--scratch] [--scratch-from N] [--demote-after-plan N] [--drv-workspace N] [--outside-from N] [--big-tables] [--big-last K] [--drv-alloc] [--own-vmm | --own-vmm-export | --own-vmm-export-late | --own-vmm-pool N [--pool-late N] [--pool-weights-only]] [--race-alloc N] [--early-end N] [--lockstep] [--pad-odd [--start-room N]] [--swap-acts N] [--alternate-acts] [--cross-from N] [--gather-from N [--gather-until M]] [--moe E,K] [--skip-last-from N] [--bypass-from N] [--autotune N[,K]] [--prologue] [--grow-cache] [--small-weights] [--init-kernel [--init-twice] [--init-other] [--init-refill]] [--load-after-launch] [--hf-warmup M] [--tail-layers K] [--device N] [--side-device N [--side-from K] [--side-late]] [--per-thread-stream] [--mark] [--nvtx] [--pause N] [--poke N] [--refill N] [--zero N] [--drop N] [--reload N] [--time] "
                             "[--graph N [--graph-eager]] [--graph-nodes N [--graph-nodes-generic[-old]] [--graph-nodes-update [--graph-nodes-swap] | --graph-nodes-into] [--graph-nodes-second N [--second-far MiB | --second-reuse]]] [--alt-odd] [--usage] [--control N:ACTION,...] [--profile-from N] [--seed S] [--hold PATH] "
                             "[--quiet]\n");
             return 2;

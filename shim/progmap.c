@@ -20,9 +20,11 @@
  * A stand-in exported (cuMemExportToShareableHandle: XLA asks for exportable handles,
  * and NCCL exports its buffers) or mapped in part or at an offset before any whole
  * mapping is made real then: a handle of the driver's with the same properties, the
- * program's from then on. Exported, or mapped a second time, while served: refused with
- * an error, said (one allocation of FlexTensor's cannot be at two addresses or in
- * another process). Handles that are the program's (made real, another device's,
+ * program's from then on. Exported while served (NCCL maps its buffers, then exports
+ * them): handed back to the program first, its bytes kept (hand_back), where it can be.
+ * Mapped a second time while served, or exported where it cannot be handed back:
+ * refused with an error, said (one allocation of FlexTensor's cannot be at two
+ * addresses or in another process). Handles that are the program's (made real, another device's,
  * compressed) are counted as mapped outside FlexTensor (program_mapped), which a budget
  * they exceed makes FlexTensor stand down before the plan (observe.c).
  *
@@ -46,7 +48,7 @@ typedef struct {
 static pthread_mutex_t pm_lock = PTHREAD_MUTEX_INITIALIZER;
 static stand_in_t *stand_ins;
 static uint64_t next_id;
-static uint64_t served_n, served_bytes, made_real; /* pm_lock: for the exit report */
+static uint64_t served_n, served_bytes, made_real, handed_back; /* pm_lock: for the exit report */
 
 uint64_t program_mapped;      /* bytes the program has mapped itself now (atomic) */
 uint64_t program_mapped_peak; /* the most it had mapped at once (atomic) */
@@ -80,7 +82,7 @@ static stand_in_t *served_in(uint64_t va, uint64_t size)
 /* A handle FlexTensor may stand in for: pinned device memory on the managed device,
  * uncompressed, for any use. Exportable ones too (XLA asks for POSIX file descriptors
  * and RDMA capability, and releases each handle once mapped): an export before the
- * handle is mapped makes it real first; one after is refused, said. */
+ * handle is mapped makes it real first; one after hands the mapping back (hand_back). */
 static int servable(size_t size, const CUmemAllocationProp *p, unsigned long long flags)
 {
     if (flags != 0 || p->type != CU_MEM_ALLOCATION_TYPE_PINNED || p->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
@@ -317,6 +319,79 @@ CUresult ft_hook_drv_mem_retain(cuMemRetainAllocationHandle_fn_t real, CUmemGene
     return x != NULL ? CUDA_SUCCESS : real(h, addr);
 }
 
+/* Whether the driver has every granule of [va, va + size) mapped (it answers
+ * CU_POINTER_ATTRIBUTE_MAPPED for each). */
+static int all_mapped(uint64_t va, size_t size)
+{
+    cuPointerGetAttribute_fn_t get = (cuPointerGetAttribute_fn_t)ft_shim_real(FT_FN_cuPointerGetAttribute);
+    size_t g = vmm_gran();
+    if (get == NULL || g == 0)
+        return 0;
+    for (uint64_t off = 0; off < size; off += g) {
+        unsigned int mapped = 0;
+        if (get(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, (CUdeviceptr)(va + off)) != CUDA_SUCCESS || !mapped)
+            return 0;
+    }
+    return 1;
+}
+
+/* A served mapping handed back to the program, as if never served (its handle is
+ * exported while served: NCCL exports its buffers after mapping them, to share them with
+ * its peers' processes): x made real, the device idle, the mapping's bytes copied into
+ * the real handle through a mapping of it elsewhere, FlexTensor's pieces freed, the real
+ * handle mapped at the program's address. Not while a capture is under way (no
+ * synchronisation is legal then) or while a piece is not mapped (a unit streamed out,
+ * or moved out by FT_SPILL): the bytes could not be read. CUDA_SUCCESS, or the error
+ * (nothing changed, save x made real, unless the last map failed: said). */
+static CUresult hand_back(stand_in_t *x)
+{
+    pthread_mutex_lock(&pm_lock);
+    uint64_t va = x->served_at;
+    size_t size = x->size;
+    int dev = x->prop.location.id;
+    pthread_mutex_unlock(&pm_lock);
+    if (va == 0 || capture_under_way() || !all_mapped(va, size) || drv.reserve == NULL || drv.map == NULL ||
+        drv.unmap == NULL || drv.set_access == NULL || drv.address_free == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUmemGenericAllocationHandle r = 0;
+    CUmemAccessDesc ad = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CUdeviceptr tmp = 0;
+    int mapped = 0;
+    CUresult rc = make_real(x, &r);
+    if (rc == CUDA_SUCCESS)
+        rc = drv.reserve(&tmp, size, 0, 0, 0);
+    if (rc == CUDA_SUCCESS && (rc = drv.map(tmp, size, 0, r, 0)) == CUDA_SUCCESS)
+        mapped = 1;
+    if (rc == CUDA_SUCCESS)
+        rc = drv.set_access(tmp, size, &ad, 1);
+    if (rc == CUDA_SUCCESS &&
+        (REAL(cudaDeviceSynchronize)() != cudaSuccess ||
+         REAL(cudaMemcpy)((void *)(uintptr_t)tmp, (void *)(uintptr_t)va, size, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+         REAL(cudaDeviceSynchronize)() != cudaSuccess))
+        rc = CUDA_ERROR_UNKNOWN;
+    if (mapped)
+        drv.unmap(tmp, size);
+    if (tmp != 0)
+        drv.address_free(tmp, size);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    free_program_mapping(va, size);
+    rc = drv.map(va, size, 0, r, 0);
+    if (rc == CUDA_SUCCESS)
+        rc = drv.set_access(va, size, &ad, 1);
+    if (rc != CUDA_SUCCESS)
+        FT_ERROR("the program's mapping at %#llx (%zu bytes), handed back to it for an export, could not be mapped "
+                 "again at its address (CUresult %d): a launch reaching it will fault",
+                 (unsigned long long)va, size, (int)rc);
+    pthread_mutex_lock(&pm_lock);
+    x->served_at = 0;
+    handed_back++;
+    pthread_mutex_unlock(&pm_lock);
+    if (rc == CUDA_SUCCESS)
+        count_mapped(size);
+    return rc;
+}
+
 CUresult ft_hook_drv_mem_export(cuMemExportToShareableHandle_fn_t real, void *shareable,
                                 CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
                                 unsigned long long flags)
@@ -328,10 +403,23 @@ CUresult ft_hook_drv_mem_export(cuMemExportToShareableHandle_fn_t real, void *sh
     if (x == NULL)
         return real(shareable, handle, type, flags);
     if (served) {
+        /* One allocation of FlexTensor's cannot be mapped in another process: the
+         * mapping goes back to the program first, its memory the program's from now on. */
+        CUresult rc = hand_back(x);
+        if (rc == CUDA_SUCCESS) {
+            FT_LOG_CAPPED(FT_LOG_INFO, 3, "the program exports a handle whose mapping FlexTensor served "
+                          "(cuMemExportToShareableHandle): the mapping is the program's again, its bytes kept; "
+                          "FlexTensor moves nothing in it from now on");
+            pthread_mutex_lock(&pm_lock);
+            CUmemGenericAllocationHandle r = x->real;
+            pthread_mutex_unlock(&pm_lock);
+            return real(shareable, r, type, flags);
+        }
         FT_LOG_CAPPED(FT_LOG_ERROR, 3, "the program exports a handle whose mapping FlexTensor serves "
-                      "(cuMemExportToShareableHandle): its memory is FlexTensor's, not one allocation another "
-                      "process could map; refused (CUDA_ERROR_NOT_SUPPORTED). FT_PROGRAM_MAPPINGS=leave leaves "
-                      "the program's handles to it");
+                      "(cuMemExportToShareableHandle), and it could not be handed back to the program now "
+                      "(CUresult %d: a capture under way, a piece of it streamed out, or the driver refused); "
+                      "the export is refused (CUDA_ERROR_NOT_SUPPORTED). FT_PROGRAM_MAPPINGS=leave leaves the "
+                      "program's handles to it", (int)rc);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     CUmemGenericAllocationHandle r;
@@ -388,12 +476,13 @@ CUresult ft_hook_drv_mem_set_access(cuMemSetAccess_fn_t real, CUdeviceptr ptr, s
 void progmap_report(void)
 {
     pthread_mutex_lock(&pm_lock);
-    uint64_t n = served_n, bytes = served_bytes, real_n = made_real;
+    uint64_t n = served_n, bytes = served_bytes, real_n = made_real, back = handed_back;
     pthread_mutex_unlock(&pm_lock);
     if (n == 0 && real_n == 0)
         return;
     char a[32];
     FT_INFO("the program's own mappings: %llu served as FlexTensor's allocations (%s in all), %llu handle(s) made "
-            "real (exported before mapped, or mapped in part)", (unsigned long long)n, human_bytes(bytes, a, sizeof a),
-            (unsigned long long)real_n);
+            "real (exported before mapped, or mapped in part; %llu of them handed back after being served, for an "
+            "export)", (unsigned long long)n, human_bytes(bytes, a, sizeof a), (unsigned long long)real_n,
+            (unsigned long long)back);
 }

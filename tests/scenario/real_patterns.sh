@@ -348,6 +348,15 @@ expect_grep 'verdict: stood down: the program maps its device memory itself \(cu
 run own-leave --own-vmm -- FT_SPILL=1 FT_PROGRAM_MAPPINGS=leave
 expect_grep 'verdict: stood down: the program maps its device memory itself \(cuMemMap, 100\.0 MiB: FT_PROGRAM_MAPPINGS=leave' \
     "$WORK/own-leave.err" "own-leave"
+# Handles exported after they are mapped and the weights written in them (NCCL maps its
+# buffers, then exports them for its peers' processes): each served mapping is handed
+# back to the program, its bytes kept (the export was refused before, an error in the
+# program), with FT_SPILL's pieces in host memory or not.
+run own-export-late --own-vmm-export-late -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=1
+expect_grep "the program.s own mappings: 38 served as FlexTensor.s allocations \(100\.0 MiB in all\), 36 handle\(s\) made real \(.*36 of them handed back after being served, for an export\)" \
+    "$WORK/own-export-late.err" "own-export-late"
+compare_run own-export-late-0 --own-vmm-export-late -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=0 FT_GPU_MEM_LIMIT=200MiB
+expect_grep "36 of them handed back after being served, for an export" "$WORK/own-export-late-0.err" "own-export-late-0"
 compare_run own-export-room --own-vmm-export -- FT_PROGRAM_MAPPINGS=serve FT_SPILL=1 FT_GPU_MEM_LIMIT=200MiB
 expect_grep 'verdict: no plan: .*; the program mapped up to 100\.0 MiB of device memory itself' "$WORK/own-export-room.err" \
     "own-export with room"

@@ -1103,12 +1103,18 @@ static rinfo_t **pieces_sorted(ft_disc_t *d, const record_t *r, size_t *n)
     return v;
 }
 
+/* Whether no sure pointer of the pass reached piece x, nor one that may (pieces_sorted). */
+static int untouched(const rinfo_t *x)
+{
+    return x->pc_min == UINT64_MAX && !x->pc_unsure;
+}
+
 /* Whether piece x may be asked whether it is all zeros (pieces_follow_tensors): the
  * program's, untouched, its content hashed, no copy known to have begun in it. */
 static int zeros_candidate(const ft_disc_t *d, const rinfo_t *x)
 {
-    return (x->flags & FT_REGION_PROGRAM) && x->hashed && x->size % 8 == 0 && x->pc_min == UINT64_MAX &&
-           !x->pc_unsure && x->unit == -2 && (d->p.piece_span == NULL || d->p.piece_span(x->base) == 0);
+    return (x->flags & FT_REGION_PROGRAM) && x->hashed && x->size % 8 == 0 && untouched(x) && x->unit == -2 &&
+           (d->p.piece_span == NULL || d->p.piece_span(x->base) == 0);
 }
 
 /* For each of the n pieces v that zeros_candidate takes, into zh[i]: the content hash
@@ -1169,24 +1175,21 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
     rinfo_t *start = NULL; /* the piece the carried tensor starts in */
     uint64_t filled = 0;   /* the furthest end of the copies begun from `start` on (0: none known) */
     int gap = 0;           /* a piece since `start` was left out of the carried tensor's unit */
-    int out = 0;           /* the piece before, untouched, was left out of every unit */
     for (size_t i = 0; i < n; i++) {
         rinfo_t *x = v[i];
-        if ((x->flags & FT_REGION_PIECE_FIRST) || i == 0 || v[i - 1]->base + v[i - 1]->size != x->base) {
+        int fresh = (x->flags & FT_REGION_PIECE_FIRST) || i == 0 || v[i - 1]->base + v[i - 1]->size != x->base;
+        if (fresh)
             carry = PC_NONE; /* another allocation */
-            out = 0;
-        }
         x->pc_prev = carry;
         uint64_t span = d->p.piece_span != NULL ? d->p.piece_span(x->base) : 0;
-        if (x->pc_min != UINT64_MAX || x->pc_unsure || x->unit != -2) {
+        if (!untouched(x) || x->unit != -2) {
             /* The piece before stays on the device, outside every unit: room the
              * allocator may carve a temporary from later, which may run on into this
              * piece's bytes before its first tensor (a caching allocator's segment
              * filled from its end down keeps its free block at the start; model
              * --seg-down). Who runs into the piece is then not known. */
-            if (out && (x->pc_min != 0 || x->pc_unsure))
+            if (!fresh && untouched(v[i - 1]) && v[i - 1]->unit == -2 && (x->pc_min != 0 || x->pc_unsure))
                 x->pc_prev = PC_UNKNOWN;
-            out = 0;
             /* Touched by tensors of its own, not from its first byte: the tensor that
              * starts last in the piece before may run into it. A pointer at or past
              * that start reaches this piece's unit too, which the piece before, kept
@@ -1203,7 +1206,6 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
         }
         if (span > filled)
             filled = span;
-        out = 1; /* until it joins the carried tensor's unit, below */
         if (carry < 0)
             continue; /* resident: nothing known runs into it */
         if (!is_weight(d, x) || gap) {
@@ -1241,7 +1243,6 @@ static int pieces_follow_tensors(ft_disc_t *d, const record_t *r, touch_t **t, s
             *t = nt;
             *cap *= 2;
         }
-        out = 0;
         x->unit = (int)*m;
         x->direct = 1; /* reached as its tensor is, through a launch's own arguments */
         x->pc_from = start->id;
@@ -1309,7 +1310,7 @@ static void pieces_overrun(ft_disc_t *d)
     HASH_ITER(hh, d->rmap, x, xt) {
         if (!(x->flags & FT_REGION_PIECE) || x->freed || x->unit < 0 || x->shared || x->pc_prev == PC_NONE)
             continue;
-        if (x->pc_min == UINT64_MAX && !x->pc_unsure)
+        if (untouched(x))
             continue; /* a tensor's body, in that tensor's unit (pieces_follow_tensors) */
         if (x->pc_min == 0 && !x->pc_unsure)
             continue; /* a tensor starts at its first byte: the one before ends there */

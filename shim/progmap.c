@@ -341,9 +341,10 @@ static int all_mapped(uint64_t va, size_t size)
  * the real handle through a mapping of it elsewhere, FlexTensor's pieces freed, the real
  * handle mapped at the program's address. Not while a capture is under way (no
  * synchronisation is legal then) or while a piece is not mapped (a unit streamed out,
- * or moved out by FT_SPILL): the bytes could not be read. CUDA_SUCCESS, or the error
- * (nothing changed, save x made real, unless the last map failed: said). */
-static CUresult hand_back(stand_in_t *x)
+ * or moved out by FT_SPILL): the bytes could not be read. CUDA_SUCCESS (*r the real
+ * handle), or the error (nothing changed, save x made real, unless the last map failed:
+ * said). */
+static CUresult hand_back(stand_in_t *x, CUmemGenericAllocationHandle *r)
 {
     pthread_mutex_lock(&pm_lock);
     uint64_t va = x->served_at;
@@ -353,14 +354,13 @@ static CUresult hand_back(stand_in_t *x)
     if (va == 0 || capture_under_way() || !all_mapped(va, size) || drv.reserve == NULL || drv.map == NULL ||
         drv.unmap == NULL || drv.set_access == NULL || drv.address_free == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
-    CUmemGenericAllocationHandle r = 0;
     CUmemAccessDesc ad = { { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CUdeviceptr tmp = 0;
     int mapped = 0;
-    CUresult rc = make_real(x, &r);
+    CUresult rc = make_real(x, r);
     if (rc == CUDA_SUCCESS)
         rc = drv.reserve(&tmp, size, 0, 0, 0);
-    if (rc == CUDA_SUCCESS && (rc = drv.map(tmp, size, 0, r, 0)) == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && (rc = drv.map(tmp, size, 0, *r, 0)) == CUDA_SUCCESS)
         mapped = 1;
     if (rc == CUDA_SUCCESS)
         rc = drv.set_access(tmp, size, &ad, 1);
@@ -376,7 +376,7 @@ static CUresult hand_back(stand_in_t *x)
     if (rc != CUDA_SUCCESS)
         return rc;
     free_program_mapping(va, size);
-    rc = drv.map(va, size, 0, r, 0);
+    rc = drv.map(va, size, 0, *r, 0);
     if (rc == CUDA_SUCCESS)
         rc = drv.set_access(va, size, &ad, 1);
     if (rc != CUDA_SUCCESS)
@@ -405,14 +405,12 @@ CUresult ft_hook_drv_mem_export(cuMemExportToShareableHandle_fn_t real, void *sh
     if (served) {
         /* One allocation of FlexTensor's cannot be mapped in another process: the
          * mapping goes back to the program first, its memory the program's from now on. */
-        CUresult rc = hand_back(x);
+        CUmemGenericAllocationHandle r = 0;
+        CUresult rc = hand_back(x, &r);
         if (rc == CUDA_SUCCESS) {
             FT_LOG_CAPPED(FT_LOG_INFO, 3, "the program exports a handle whose mapping FlexTensor served "
                           "(cuMemExportToShareableHandle): the mapping is the program's again, its bytes kept; "
                           "FlexTensor moves nothing in it from now on");
-            pthread_mutex_lock(&pm_lock);
-            CUmemGenericAllocationHandle r = x->real;
-            pthread_mutex_unlock(&pm_lock);
             return real(shareable, r, type, flags);
         }
         FT_LOG_CAPPED(FT_LOG_ERROR, 3, "the program exports a handle whose mapping FlexTensor serves "
